@@ -1,0 +1,144 @@
+package compaction
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Config holds the knobs of the progressive compactor. Thresholds are fractions of the
+// context window (0.60 = 60%).
+type Config struct {
+	// ContextWindow is the model's window in tokens. Zero or less disables compaction.
+	ContextWindow int
+
+	WarnThreshold      float64 // default 0.60: start offloading large tool results
+	SoftThreshold      float64 // default 0.70: summarize the oldest half of the head
+	FullThreshold      float64 // default 0.80: summarize the whole head
+	EmergencyThreshold float64 // default 0.95: forced truncation, no LLM
+
+	// OffloadThreshold: tool results in the head longer than this (bytes) are offloaded
+	// during compaction. Default 4000.
+	OffloadThreshold int
+	// HookThreshold: the OffloadHook offloads results longer than this at source, before
+	// they enter the history. Default 10000.
+	HookThreshold int
+	// PreviewLines is how many leading lines of an offloaded result stay in context. Default 10.
+	PreviewLines int
+	// MinTailMessages is the number of most recent messages always kept verbatim. Default 6.
+	MinTailMessages int
+	// MaxSummaryChars bounds the prose summary kept in the compaction message. Default 6000.
+	MaxSummaryChars int
+}
+
+// DefaultConfig returns the spec's defaults with the given window.
+func DefaultConfig(contextWindow int) Config {
+	return Config{
+		ContextWindow:      contextWindow,
+		WarnThreshold:      0.60,
+		SoftThreshold:      0.70,
+		FullThreshold:      0.80,
+		EmergencyThreshold: 0.95,
+		OffloadThreshold:   4000,
+		HookThreshold:      10000,
+		PreviewLines:       10,
+		MinTailMessages:    6,
+		MaxSummaryChars:    6000,
+	}
+}
+
+// withDefaults fills zero values with the defaults, so a partly filled Config works.
+func (c Config) withDefaults() Config {
+	d := DefaultConfig(c.ContextWindow)
+	if c.WarnThreshold == 0 {
+		c.WarnThreshold = d.WarnThreshold
+	}
+	if c.SoftThreshold == 0 {
+		c.SoftThreshold = d.SoftThreshold
+	}
+	if c.FullThreshold == 0 {
+		c.FullThreshold = d.FullThreshold
+	}
+	if c.EmergencyThreshold == 0 {
+		c.EmergencyThreshold = d.EmergencyThreshold
+	}
+	if c.OffloadThreshold == 0 {
+		c.OffloadThreshold = d.OffloadThreshold
+	}
+	if c.HookThreshold == 0 {
+		c.HookThreshold = d.HookThreshold
+	}
+	if c.PreviewLines == 0 {
+		c.PreviewLines = d.PreviewLines
+	}
+	if c.MinTailMessages == 0 {
+		c.MinTailMessages = d.MinTailMessages
+	}
+	if c.MaxSummaryChars == 0 {
+		c.MaxSummaryChars = d.MaxSummaryChars
+	}
+	return c
+}
+
+// Validate reports every problem with the config at once.
+func (c Config) Validate() error {
+	var errs []error
+	if c.ContextWindow < 0 {
+		errs = append(errs, fmt.Errorf("context window %d is negative", c.ContextWindow))
+	}
+	th := []struct {
+		name string
+		v    float64
+	}{{"warn", c.WarnThreshold}, {"soft", c.SoftThreshold}, {"full", c.FullThreshold}, {"emergency", c.EmergencyThreshold}}
+	for i, t := range th {
+		if t.v <= 0 || t.v > 1 {
+			errs = append(errs, fmt.Errorf("%s threshold %.2f must be in (0, 1]", t.name, t.v))
+		}
+		if i > 0 && t.v <= th[i-1].v {
+			errs = append(errs, fmt.Errorf("%s threshold %.2f must be above %s threshold %.2f", t.name, t.v, th[i-1].name, th[i-1].v))
+		}
+	}
+	if c.OffloadThreshold < 1 {
+		errs = append(errs, fmt.Errorf("offload threshold %d must be positive", c.OffloadThreshold))
+	}
+	if c.HookThreshold < 1 {
+		errs = append(errs, fmt.Errorf("hook threshold %d must be positive", c.HookThreshold))
+	}
+	if c.PreviewLines < 0 || c.PreviewLines > 1000 {
+		errs = append(errs, fmt.Errorf("preview lines %d must be between 0 and 1000", c.PreviewLines))
+	}
+	if c.MinTailMessages < 1 {
+		errs = append(errs, fmt.Errorf("min tail messages %d must be at least 1", c.MinTailMessages))
+	}
+	if c.MaxSummaryChars < 200 {
+		errs = append(errs, fmt.Errorf("max summary chars %d must be at least 200", c.MaxSummaryChars))
+	}
+	return errors.Join(errs...)
+}
+
+// Usage is the ratio of the estimated tokens to the window (0 when the window is unset).
+func (c Config) Usage(tokens int) float64 {
+	if c.ContextWindow <= 0 {
+		return 0
+	}
+	return float64(tokens) / float64(c.ContextWindow)
+}
+
+// DetermineTier maps an estimated token count to a tier, as the spec's determineTier.
+func (c Config) DetermineTier(tokens int) Tier {
+	if c.ContextWindow <= 0 {
+		return TierNone
+	}
+	ratio := c.Usage(tokens)
+	switch {
+	case ratio >= c.EmergencyThreshold:
+		return TierEmergency
+	case ratio >= c.FullThreshold:
+		return TierFull
+	case ratio >= c.SoftThreshold:
+		return TierSoft
+	case ratio >= c.WarnThreshold:
+		return TierWarn
+	default:
+		return TierNone
+	}
+}

@@ -1,0 +1,256 @@
+package compaction
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"unicode/utf8"
+)
+
+// Role is the author of a chat message, as in the OpenAI chat format.
+type Role string
+
+// The four roles the engine understands; any other role is rejected by Validate.
+const (
+	RoleSystem    Role = "system"
+	RoleUser      Role = "user"
+	RoleAssistant Role = "assistant"
+	RoleTool      Role = "tool"
+)
+
+func (r Role) valid() bool {
+	switch r {
+	case RoleSystem, RoleUser, RoleAssistant, RoleTool:
+		return true
+	}
+	return false
+}
+
+// Message is one chat message in the OpenAI chat-completions format. Fields the engine does
+// not know (for example reasoning_content or provider extensions) are kept in Extra and
+// written back unchanged, so a transcript survives a round trip.
+type Message struct {
+	Role       Role
+	Content    string
+	ToolCalls  []ToolCall
+	ToolCallID string
+	Name       string
+
+	// ContentParts holds content that was sent as an array of parts (multimodal input),
+	// verbatim. When it is set, Content is empty.
+	ContentParts json.RawMessage
+
+	// Extra holds every field the engine does not interpret, verbatim.
+	Extra map[string]json.RawMessage
+
+	// nullContent remembers an explicit "content": null so it is written back as null.
+	nullContent bool
+}
+
+// ToolCall is one function call requested by an assistant message.
+type ToolCall struct {
+	ID       string
+	Type     string
+	Function FunctionCall
+	Extra    map[string]json.RawMessage
+}
+
+// FunctionCall names the function an assistant wants to call and its JSON arguments.
+type FunctionCall struct {
+	Name      string `json:"name"`
+	Arguments string `json:"arguments"`
+}
+
+// Clone returns a deep copy of m (Extra's raw values are shared: they are never modified).
+func (m Message) Clone() Message {
+	out := m
+	if m.ToolCalls != nil {
+		out.ToolCalls = make([]ToolCall, len(m.ToolCalls))
+		copy(out.ToolCalls, m.ToolCalls)
+	}
+	out.Extra = cloneExtra(m.Extra)
+	return out
+}
+
+func cloneExtra(in map[string]json.RawMessage) map[string]json.RawMessage {
+	if in == nil {
+		return nil
+	}
+	out := make(map[string]json.RawMessage, len(in))
+	for k, v := range in {
+		out[k] = v
+	}
+	return out
+}
+
+// Chars is the size the token estimate counts for m: content bytes plus the name and
+// arguments of every tool call.
+func (m *Message) Chars() int {
+	n := len(m.Content) + len(m.ContentParts)
+	for i := range m.ToolCalls {
+		n += len(m.ToolCalls[i].Function.Name) + len(m.ToolCalls[i].Function.Arguments)
+	}
+	return n
+}
+
+// EstimateTokens is the spec's estimate: total characters divided by four, where a character
+// is a byte as Go's len counts it (so non-ASCII text counts more than one character per
+// rune). Tool-call names and arguments count too.
+func EstimateTokens(msgs []Message) int {
+	total := 0
+	for i := range msgs {
+		total += msgs[i].Chars()
+	}
+	return total / 4
+}
+
+var messageKeys = map[string]bool{"role": true, "content": true, "tool_calls": true, "tool_call_id": true, "name": true}
+
+// UnmarshalJSON decodes one OpenAI chat message, keeping unknown fields in Extra.
+func (m *Message) UnmarshalJSON(data []byte) error {
+	// encoding/json silently replaces invalid UTF-8 with U+FFFD; reject it instead, so bad
+	// bytes are reported rather than changed.
+	if !utf8.Valid(data) {
+		return fmt.Errorf("message is not valid UTF-8")
+	}
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(data, &raw); err != nil {
+		return err
+	}
+	if raw == nil {
+		return fmt.Errorf("message is null")
+	}
+	*m = Message{}
+	if v, ok := raw["role"]; ok {
+		var s string
+		if err := json.Unmarshal(v, &s); err != nil {
+			return fmt.Errorf("role: %w", err)
+		}
+		m.Role = Role(s)
+	}
+	if v, ok := raw["content"]; ok {
+		switch t := bytes.TrimSpace(v); {
+		case bytes.Equal(t, []byte("null")):
+			m.nullContent = true
+		case len(t) > 0 && t[0] == '[':
+			m.ContentParts = append(json.RawMessage(nil), t...)
+		default:
+			if err := json.Unmarshal(v, &m.Content); err != nil {
+				return fmt.Errorf("content must be a string, an array of parts or null: %w", err)
+			}
+		}
+	}
+	if v, ok := raw["tool_calls"]; ok && !bytes.Equal(bytes.TrimSpace(v), []byte("null")) {
+		if err := json.Unmarshal(v, &m.ToolCalls); err != nil {
+			return fmt.Errorf("tool_calls: %w", err)
+		}
+	}
+	if v, ok := raw["tool_call_id"]; ok && !bytes.Equal(bytes.TrimSpace(v), []byte("null")) {
+		if err := json.Unmarshal(v, &m.ToolCallID); err != nil {
+			return fmt.Errorf("tool_call_id: %w", err)
+		}
+	}
+	if v, ok := raw["name"]; ok && !bytes.Equal(bytes.TrimSpace(v), []byte("null")) {
+		if err := json.Unmarshal(v, &m.Name); err != nil {
+			return fmt.Errorf("name: %w", err)
+		}
+	}
+	for k, v := range raw {
+		if !messageKeys[k] {
+			if m.Extra == nil {
+				m.Extra = map[string]json.RawMessage{}
+			}
+			m.Extra[k] = v
+		}
+	}
+	return nil
+}
+
+// MarshalJSON writes the message in the OpenAI chat format, with its unknown fields.
+func (m Message) MarshalJSON() ([]byte, error) {
+	out := make(map[string]any, 5+len(m.Extra))
+	for k, v := range m.Extra {
+		out[k] = v
+	}
+	out["role"] = m.Role
+	switch {
+	case m.ContentParts != nil:
+		out["content"] = m.ContentParts
+	case m.nullContent && m.Content == "":
+		out["content"] = nil
+	default:
+		out["content"] = m.Content
+	}
+	if len(m.ToolCalls) > 0 {
+		out["tool_calls"] = m.ToolCalls
+	}
+	if m.ToolCallID != "" {
+		out["tool_call_id"] = m.ToolCallID
+	}
+	if m.Name != "" {
+		out["name"] = m.Name
+	}
+	return marshalNoEscape(out)
+}
+
+var toolCallKeys = map[string]bool{"id": true, "type": true, "function": true}
+
+// UnmarshalJSON decodes a tool call, keeping unknown fields in Extra.
+func (tc *ToolCall) UnmarshalJSON(data []byte) error {
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(data, &raw); err != nil {
+		return err
+	}
+	*tc = ToolCall{}
+	if v, ok := raw["id"]; ok {
+		if err := json.Unmarshal(v, &tc.ID); err != nil {
+			return fmt.Errorf("tool call id: %w", err)
+		}
+	}
+	if v, ok := raw["type"]; ok {
+		if err := json.Unmarshal(v, &tc.Type); err != nil {
+			return fmt.Errorf("tool call type: %w", err)
+		}
+	}
+	if v, ok := raw["function"]; ok {
+		if err := json.Unmarshal(v, &tc.Function); err != nil {
+			return fmt.Errorf("tool call function: %w", err)
+		}
+	}
+	for k, v := range raw {
+		if !toolCallKeys[k] {
+			if tc.Extra == nil {
+				tc.Extra = map[string]json.RawMessage{}
+			}
+			tc.Extra[k] = v
+		}
+	}
+	return nil
+}
+
+// MarshalJSON writes the tool call with its unknown fields.
+func (tc ToolCall) MarshalJSON() ([]byte, error) {
+	out := make(map[string]any, 3+len(tc.Extra))
+	for k, v := range tc.Extra {
+		out[k] = v
+	}
+	out["id"] = tc.ID
+	out["type"] = tc.Type
+	if tc.Type == "" {
+		out["type"] = "function"
+	}
+	out["function"] = tc.Function
+	return marshalNoEscape(out)
+}
+
+// marshalNoEscape is json.Marshal without HTML escaping, so tool output such as "<div>" or
+// "a && b" is written as the agent sent it.
+func marshalNoEscape(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimRight(buf.Bytes(), "\n"), nil
+}

@@ -1,0 +1,166 @@
+package compaction
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+)
+
+// PlaceholderPrefix starts the text that replaces an offloaded tool result. Content that
+// starts with it is never offloaded again (the OffloadHook may have offloaded it at source).
+const PlaceholderPrefix = "[Offloaded tool result]"
+
+// maxPreviewLineBytes and maxPreviewBytes keep a preview small even when the result is one
+// huge line (minified JSON, a binary dump).
+const (
+	maxPreviewLineBytes = 300
+	maxPreviewBytes     = 3000
+)
+
+// Offloader moves large tool results into a ToolResultStore and replaces them with a
+// placeholder holding a preview and the reference to read them back (spec 3.3). It is
+// idempotent per tool call ID: a result offloaded once is not written again. Safe for
+// concurrent use.
+type Offloader struct {
+	store        ToolResultStore
+	sessionID    string
+	threshold    int
+	previewLines int
+
+	mu    sync.Mutex
+	cache map[string]OffloadEntry
+}
+
+// NewOffloader returns an offloader for one session. threshold is in bytes.
+func NewOffloader(store ToolResultStore, sessionID string, threshold, previewLines int) *Offloader {
+	return &Offloader{store: store, sessionID: sessionID, threshold: threshold, previewLines: previewLines, cache: map[string]OffloadEntry{}}
+}
+
+// Seed marks entries as already offloaded, for example from persisted state.
+func (o *Offloader) Seed(entries map[string]OffloadEntry) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for k, v := range entries {
+		o.cache[k] = v
+	}
+}
+
+// Entries returns a copy of every offloaded entry.
+func (o *Offloader) Entries() map[string]OffloadEntry {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	out := make(map[string]OffloadEntry, len(o.cache))
+	for k, v := range o.cache {
+		out[k] = v
+	}
+	return out
+}
+
+// maxRefBytes is room left in the size check for the reference a store returns.
+const maxRefBytes = 512
+
+// shouldOffload applies the spec's skip conditions (no tool call ID, at or under the
+// threshold, already a placeholder) and one of its own: the placeholder must be smaller
+// than the result, which a very low threshold could otherwise break.
+func (o *Offloader) shouldOffload(m *Message, threshold int) bool {
+	if m.ToolCallID == "" || len(m.Content) <= threshold || strings.HasPrefix(m.Content, PlaceholderPrefix) {
+		return false
+	}
+	return len(Placeholder(m.ToolCallID, m.Content, "", o.previewLines))+maxRefBytes < len(m.Content)
+}
+
+// offload returns the placeholder for m, writing the content to the store unless the ID was
+// offloaded before. created is false for a cache hit.
+func (o *Offloader) offload(ctx context.Context, m *Message) (placeholder string, entry OffloadEntry, created bool, err error) {
+	o.mu.Lock()
+	cached, ok := o.cache[m.ToolCallID]
+	o.mu.Unlock()
+	if ok && cached.Bytes == len(m.Content) {
+		return Placeholder(m.ToolCallID, m.Content, cached.Ref, o.previewLines), cached, false, nil
+	}
+	ref, err := o.store.PutToolResult(ctx, o.sessionID, m.ToolCallID, []byte(m.Content))
+	if err != nil {
+		return "", OffloadEntry{}, false, fmt.Errorf("offload %s: %w", m.ToolCallID, err)
+	}
+	entry = OffloadEntry{ToolCallID: m.ToolCallID, Bytes: len(m.Content), Ref: ref}
+	o.mu.Lock()
+	o.cache[m.ToolCallID] = entry
+	o.mu.Unlock()
+	return Placeholder(m.ToolCallID, m.Content, ref, o.previewLines), entry, true, nil
+}
+
+// OffloadMessages returns a copy of msgs where every tool result over the threshold is
+// replaced by its placeholder. New writes are added to rec.Offloaded; a failed write keeps
+// the original text and is appended to rec.Error (fail-open).
+func (o *Offloader) OffloadMessages(ctx context.Context, msgs []Message, rec *CompactionRecord) []Message {
+	out := make([]Message, len(msgs))
+	copy(out, msgs)
+	for i := range out {
+		if !o.shouldOffload(&out[i], o.threshold) {
+			continue
+		}
+		ph, entry, created, err := o.offload(ctx, &out[i])
+		if err != nil {
+			rec.addError("%v", err)
+			continue
+		}
+		out[i] = out[i].Clone()
+		out[i].Content = ph
+		if created {
+			rec.Offloaded = append(rec.Offloaded, entry)
+		}
+	}
+	return out
+}
+
+// Hook is the spec's OffloadHook: called after a tool runs and before its result enters the
+// history, it offloads results longer than hookThreshold at source. It returns the message
+// to put in the history (the placeholder, or m unchanged) and the entry when it offloaded.
+// Unlike compaction-time offload it reports a write error, so the caller decides.
+func (o *Offloader) Hook(ctx context.Context, m Message, hookThreshold int) (Message, *OffloadEntry, error) {
+	if !o.shouldOffload(&m, hookThreshold) {
+		return m, nil, nil
+	}
+	ph, entry, _, err := o.offload(ctx, &m)
+	if err != nil {
+		return m, nil, err
+	}
+	m = m.Clone()
+	m.Content = ph
+	return m, &entry, nil
+}
+
+// Placeholder renders the text that stands in for an offloaded result: its size, the first
+// previewLines lines (each bounded) and the reference to read the full text back.
+func Placeholder(toolCallID, content, ref string, previewLines int) string {
+	total := strings.Count(content, "\n")
+	if !strings.HasSuffix(content, "\n") {
+		total++
+	}
+	var b strings.Builder
+	b.WriteString(PlaceholderPrefix)
+	fmt.Fprintf(&b, "\ntool_call_id: %s\nsize: %d bytes, %d lines\nref: %s\n", toolCallID, len(content), total, ref)
+	if previewLines > 0 {
+		shown := 0
+		rest := content
+		var preview strings.Builder
+		for shown < previewLines && rest != "" && preview.Len() < maxPreviewBytes {
+			line := rest
+			if i := strings.IndexByte(rest, '\n'); i >= 0 {
+				line, rest = rest[:i], rest[i+1:]
+			} else {
+				rest = ""
+			}
+			if len(line) > maxPreviewLineBytes {
+				line = truncateUTF8(line, maxPreviewLineBytes) + fmt.Sprintf(" [... %d more bytes on this line]", len(line)-maxPreviewLineBytes)
+			}
+			preview.WriteString(line)
+			preview.WriteByte('\n')
+			shown++
+		}
+		fmt.Fprintf(&b, "preview (first %d of %d lines):\n%s", shown, total, preview.String())
+	}
+	b.WriteString("[end of preview: the full result is stored; read it back by its tool_call_id]")
+	return b.String()
+}

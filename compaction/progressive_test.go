@@ -1,0 +1,335 @@
+package compaction
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"strings"
+	"testing"
+)
+
+const goodSummary = "## Anchors\n- user_intent: fix parser\n- execution_progress: reproduced\n- key_decision: stack\n- tried_solution: regex\n- next_step: run tests\n\n## Summary\nWorked on parser.go."
+
+// fixture: system, 10 head messages (two large results), 6 tail messages.
+func fixture() []Message {
+	big1 := strings.Repeat("a line of test output\n", 400) // ~8.8 KB
+	big2 := strings.Repeat("another line of output\n", 300)
+	return []Message{
+		sys("You are a coding agent."),
+		user("Fix the failing parser test."),
+		call("Let me look.", "c1"), result("c1", big1),
+		call("", "c2", "c3"), result("c2", strings.Repeat("def parse(tokens):\n", 150)), result("c3", big2),
+		asst("I'll use a stack instead of a regex."),
+		call("", "c4"), result("c4", "FAILED test_parse: Error: unbalanced"),
+		user("Any progress?"),
+		// tail (6)
+		call("", "c5"), result("c5", "ok"),
+		asst("Running tests now."),
+		call("", "c6"), result("c6", "PASSED"),
+		asst("Done."),
+	}
+}
+
+func newTestCompactor(t *testing.T, window int, opts ...Option) (*ProgressiveCompactor, *memStore) {
+	t.Helper()
+	st := newMemStore()
+	c, err := NewProgressiveCompactor(DefaultConfig(window), append([]Option{WithStore(st), WithSessionID("s1")}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, st
+}
+
+func TestTierNoneReturnsInputUntouched(t *testing.T) {
+	msgs := fixture()
+	c, st := newTestCompactor(t, EstimateTokens(msgs)*10)
+	out, rec, err := c.CompactWithRecord(context.Background(), msgs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.Tier != TierNone || len(out) != len(msgs) || &out[0] != &msgs[0] {
+		t.Fatalf("tier %s, %d messages", rec.Tier, len(out))
+	}
+	if st.puts != 0 || len(st.records) != 0 || len(st.states) != 0 {
+		t.Fatal("TierNone had side effects")
+	}
+}
+
+func TestTierWarnOffloadsHeadOnly(t *testing.T) {
+	msgs := fixture()
+	before := snapshot(t, msgs)
+	sum := &recordingSummarizer{output: goodSummary}
+	c, st := newTestCompactor(t, windowFor(msgs, 0.65), WithSummarizer(sum))
+	out, rec, err := c.CompactWithRecord(context.Background(), msgs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.Tier != TierWarn || sum.calls != 0 {
+		t.Fatalf("tier %s, summarizer calls %d", rec.Tier, sum.calls)
+	}
+	if len(out) != len(msgs) || len(rec.Offloaded) != 2 || rec.Summarized != 0 || rec.PreservedTail != 6 {
+		t.Fatalf("out %d msgs, record %+v", len(out), rec)
+	}
+	for i, m := range out {
+		isBig := m.ToolCallID == "c1" || m.ToolCallID == "c3"
+		if isBig != strings.HasPrefix(m.Content, PlaceholderPrefix) {
+			t.Fatalf("message %d (%s) offloaded=%v", i, m.ToolCallID, !isBig)
+		}
+	}
+	got, err := st.GetToolResult(context.Background(), "s1", "c1")
+	if err != nil || string(got) != msgs[3].Content {
+		t.Fatal("offloaded bytes differ from the original")
+	}
+	ph := out[3].Content
+	for _, want := range []string{"tool_call_id: c1", "ref: mem://tool_results/s1/c1.txt", "preview (first 10 of 400 lines)", "a line of test output"} {
+		if !strings.Contains(ph, want) {
+			t.Fatalf("placeholder lacks %q:\n%s", want, ph)
+		}
+	}
+	if !bytes.Equal(before, snapshot(t, msgs)) {
+		t.Fatal("caller's messages were modified")
+	}
+	if rec.TokensAfter >= rec.TokensBefore || len(st.records) != 1 {
+		t.Fatalf("tokens %d -> %d, %d records stored", rec.TokensBefore, rec.TokensAfter, len(st.records))
+	}
+	// Idempotent: the next turn writes nothing again.
+	puts := st.puts
+	out2, rec2, _ := c.CompactWithRecord(context.Background(), msgs)
+	if st.puts != puts || len(rec2.Offloaded) != 0 || out2[3].Content != out[3].Content {
+		t.Fatalf("second offload wrote again (puts %d -> %d)", puts, st.puts)
+	}
+}
+
+func TestTierSoftSummarizesOldestHalf(t *testing.T) {
+	msgs := fixture()
+	sum := &recordingSummarizer{output: goodSummary}
+	c, _ := newTestCompactor(t, windowFor(msgs, 0.75), WithSummarizer(sum))
+	out, rec, err := c.CompactWithRecord(context.Background(), msgs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// head = msgs[1:11] (10 messages); half = 5 -> index 6 is a tool result, moved back to 4 (the c2,c3 call).
+	if rec.Tier != TierSoft || sum.calls != 1 || len(sum.last.Messages) != 3 || rec.Summarized != 3 {
+		t.Fatalf("tier %s calls %d span %d summarized %d", rec.Tier, sum.calls, len(sum.last.Messages), rec.Summarized)
+	}
+	if !strings.HasPrefix(sum.last.Messages[2].Content, PlaceholderPrefix) {
+		t.Fatal("the span was summarized before its large result was offloaded")
+	}
+	if out[0].Role != RoleSystem || !strings.HasPrefix(out[1].Content, CompactionHeader) {
+		t.Fatalf("view starts %v", ids(out[:2]))
+	}
+	if len(out) != 1+1+7+6 || rec.PreservedTail != 13 {
+		t.Fatalf("%d messages, preserved %d", len(out), rec.PreservedTail)
+	}
+	if out[2].ToolCalls[0].ID != "c2" || strings.HasPrefix(out[4].Content, PlaceholderPrefix) {
+		t.Fatal("the newer half of the head must stay verbatim")
+	}
+	if CountAvailable(rec.Anchors) != 5 || rec.SummaryText != "Worked on parser.go." {
+		t.Fatalf("anchors %v summary %q", rec.Anchors, rec.SummaryText)
+	}
+}
+
+func TestTierFullSummarizesWholeHead(t *testing.T) {
+	msgs := fixture()
+	sum := &recordingSummarizer{output: goodSummary}
+	var extracted []Message
+	c, st := newTestCompactor(t, windowFor(msgs, 0.85), WithSummarizer(sum),
+		WithMemoryExtractor(MemoryExtractorFunc(func(_ context.Context, _ string, m []Message) error { extracted = m; return nil })),
+		WithTodoInjector(TodoInjectorFunc(func(context.Context, string) (string, error) { return "- [ ] run the full suite", nil })))
+	out, rec, err := c.CompactWithRecord(context.Background(), msgs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.Tier != TierFull || rec.Summarized != 10 || len(extracted) != 10 || len(out) != 1+1+6 {
+		t.Fatalf("tier %s summarized %d extracted %d out %d", rec.Tier, rec.Summarized, len(extracted), len(out))
+	}
+	cm := out[1].Content
+	for _, want := range []string{CompactionHeader, "- user_intent: fix parser", "## Summary\nWorked on parser.go.", "## Todo\n- [ ] run the full suite", "Read back by tool_call_id: c1, c3"} {
+		if !strings.Contains(cm, want) {
+			t.Fatalf("compaction message lacks %q:\n%s", want, cm)
+		}
+	}
+	for i, m := range out[2:] {
+		if m.Content != msgs[11+i].Content {
+			t.Fatal("tail not verbatim")
+		}
+	}
+	if rec.CompressionRatio <= 0.5 || st.states["s1"] == nil {
+		t.Fatalf("ratio %.2f, state saved %v", rec.CompressionRatio, st.states["s1"] != nil)
+	}
+	if !strings.Contains(rec.Notification(), "⚡ Context compressed [Full]") || !strings.Contains(rec.Notification(), "5 anchors | 2 offload(") {
+		t.Fatalf("notification %q", rec.Notification())
+	}
+}
+
+func TestTierEmergencySkipsSummarizer(t *testing.T) {
+	msgs := fixture()
+	sum := &recordingSummarizer{output: goodSummary}
+	c, st := newTestCompactor(t, windowFor(msgs, 0.97), WithSummarizer(sum))
+	out, rec, err := c.CompactWithRecord(context.Background(), msgs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.Tier != TierEmergency || sum.calls != 0 || rec.Error != EmergencyError || st.puts != 0 {
+		t.Fatalf("tier %s calls %d error %q puts %d", rec.Tier, sum.calls, rec.Error, st.puts)
+	}
+	if out[0].Role != RoleSystem || rec.PreservedTail != 6 || hasOrphans(out) {
+		t.Fatalf("view %v preserved %d", ids(out), rec.PreservedTail)
+	}
+	// CompactForce runs Emergency whatever the usage.
+	c2, _ := newTestCompactor(t, EstimateTokens(msgs)*100, WithSummarizer(sum))
+	_, rec2, _ := c2.CompactForceWithRecord(context.Background(), msgs)
+	if rec2.Tier != TierEmergency || sum.calls != 0 {
+		t.Fatal("CompactForce did not take the emergency path")
+	}
+}
+
+// Spec 6.1, row by row.
+func TestFailOpenOffloadWrite(t *testing.T) {
+	msgs := fixture()
+	c, st := newTestCompactor(t, windowFor(msgs, 0.65))
+	st.failPut = errors.New("disk full")
+	out, rec, err := c.CompactWithRecord(context.Background(), msgs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out[3].Content != msgs[3].Content || !strings.Contains(rec.Error, "offload c1: disk full") || len(rec.Offloaded) != 0 {
+		t.Fatalf("error %q", rec.Error)
+	}
+}
+
+func TestFailOpenMemoryExtractorIsSilent(t *testing.T) {
+	msgs := fixture()
+	c, _ := newTestCompactor(t, windowFor(msgs, 0.85), WithSummarizer(&recordingSummarizer{output: goodSummary}),
+		WithMemoryExtractor(MemoryExtractorFunc(func(context.Context, string, []Message) error { return errors.New("ltm down") })),
+		WithTodoInjector(TodoInjectorFunc(func(context.Context, string) (string, error) { return "", errors.New("todo down") })))
+	_, rec, err := c.CompactWithRecord(context.Background(), msgs)
+	if err != nil || rec.Error != "" || rec.Summarized == 0 {
+		t.Fatalf("err %v record error %q", err, rec.Error)
+	}
+}
+
+func TestFailOpenSummarizerFallsBack(t *testing.T) {
+	msgs := fixture()
+	for name, sum := range map[string]*recordingSummarizer{
+		"error":   {err: errors.New("503 from model")},
+		"garbage": {output: "   "},
+	} {
+		t.Run(name, func(t *testing.T) {
+			c, st := newTestCompactor(t, windowFor(msgs, 0.85), WithSummarizer(sum))
+			out, rec, err := c.CompactWithRecord(context.Background(), msgs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(rec.Error, "summarizer recording failed") || !strings.Contains(rec.Error, "fell back") {
+				t.Fatalf("record error %q", rec.Error)
+			}
+			if rec.TokensAfter > int(float64(windowFor(msgs, 0.85))*0.60) || hasOrphans(out) || out[0].Role != RoleSystem {
+				t.Fatalf("fallback view: %d tokens %v", rec.TokensAfter, ids(out))
+			}
+			if state := st.states["s1"]; state != nil && strings.Contains(string(state), "lastSummary\":\"W") {
+				t.Fatal("state updated after a failed summary")
+			}
+		})
+	}
+}
+
+func TestFailOpenAnchorParse(t *testing.T) {
+	msgs := fixture()
+	c, _ := newTestCompactor(t, windowFor(msgs, 0.85), WithSummarizer(&recordingSummarizer{output: "user_intent: fix it\n## Summary\nprose"}))
+	_, rec, err := c.CompactWithRecord(context.Background(), msgs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rec.Anchors) != 5 || !strings.Contains(rec.Error, "missing execution_progress") || rec.Summarized == 0 {
+		t.Fatalf("anchors %v error %q", rec.Anchors, rec.Error)
+	}
+}
+
+func TestFailOpenRecordStore(t *testing.T) {
+	msgs := fixture()
+	c, st := newTestCompactor(t, windowFor(msgs, 0.85))
+	st.failRec = errors.New("bucket gone")
+	_, rec, err := c.CompactWithRecord(context.Background(), msgs)
+	if err != nil || rec.Error != "" || rec.Tier != TierFull {
+		t.Fatalf("err %v record error %q", err, rec.Error)
+	}
+}
+
+func TestStateLoadFailureNeverOverwritesState(t *testing.T) {
+	msgs := fixture()
+	c, st := newTestCompactor(t, windowFor(msgs, 0.85))
+	st.failLoad = errors.New("timeout")
+	_, rec, _ := c.CompactWithRecord(context.Background(), msgs)
+	if !strings.Contains(rec.Error, "state load: timeout") || len(st.states) != 0 {
+		t.Fatalf("error %q, states %d", rec.Error, len(st.states))
+	}
+}
+
+func TestIncrementalStateSurvivesRestart(t *testing.T) {
+	msgs := fixture()
+	st := newMemStore()
+	sum := &recordingSummarizer{output: goodSummary}
+	cfg := DefaultConfig(windowFor(msgs, 0.85))
+	c1, _ := NewProgressiveCompactor(cfg, WithStore(st), WithSessionID("s1"), WithSummarizer(sum))
+	if _, _, err := c1.CompactWithRecord(context.Background(), msgs); err != nil {
+		t.Fatal(err)
+	}
+	puts := st.puts
+	// A new compactor (a restarted process or another replica) continues from storage.
+	c2, _ := NewProgressiveCompactor(cfg, WithStore(st), WithSessionID("s1"), WithSummarizer(sum))
+	sum.output = "## Anchors\n- user_intent: N/A\n- execution_progress: tests pass\n- key_decision: N/A\n- tried_solution: N/A\n- next_step: open PR\n## Summary\nMore."
+	_, rec, err := c2.CompactWithRecord(context.Background(), msgs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.last.PreviousSummary != "Worked on parser.go." || CountAvailable(sum.last.PreviousAnchors) != 5 {
+		t.Fatalf("previous state not fed to the summarizer: %q", sum.last.PreviousSummary)
+	}
+	m := anchorMap(rec.Anchors)
+	if m[AnchorUserIntent] != "fix parser" || m[AnchorExecutionProgress] != "tests pass" || m[AnchorNextStep] != "open PR" {
+		t.Fatalf("merged anchors %v", m)
+	}
+	if st.puts != puts {
+		t.Fatal("offloads were written again after a restart")
+	}
+}
+
+func TestInvalidHistoryChangesNothing(t *testing.T) {
+	c, st := newTestCompactor(t, 10)
+	bad := []Message{sys("s"), result("nope", strings.Repeat("x", 9000))}
+	if _, _, err := c.CompactWithRecord(context.Background(), bad); err == nil || !strings.Contains(err.Error(), "orphaned tool result") {
+		t.Fatalf("err %v", err)
+	}
+	if st.puts+len(st.records)+len(st.states) != 0 {
+		t.Fatal("invalid input had side effects")
+	}
+}
+
+func TestExtractiveSummarizerEndToEnd(t *testing.T) {
+	msgs := fixture()
+	c, _ := newTestCompactor(t, windowFor(msgs, 0.85))
+	out, rec, err := c.CompactWithRecord(context.Background(), msgs)
+	if err != nil || rec.Error != "" {
+		t.Fatalf("err %v record error %q", err, rec.Error)
+	}
+	m := anchorMap(rec.Anchors)
+	if m[AnchorUserIntent] != "Fix the failing parser test." {
+		t.Fatalf("intent %q", m[AnchorUserIntent])
+	}
+	if !strings.Contains(m[AnchorKeyDecision], "stack instead of a regex") || !strings.Contains(m[AnchorTriedSolution], "FAILED test_parse") {
+		t.Fatalf("anchors %q", m)
+	}
+	if !strings.Contains(m[AnchorExecutionProgress], "bash x4") {
+		t.Fatalf("progress %q", m[AnchorExecutionProgress])
+	}
+	if EstimateTokens(out) >= EstimateTokens(msgs) {
+		t.Fatal("no compression")
+	}
+	// Deterministic.
+	c2, _ := newTestCompactor(t, windowFor(msgs, 0.85))
+	_, rec2, _ := c2.CompactWithRecord(context.Background(), msgs)
+	if rec2.SummaryText != rec.SummaryText {
+		t.Fatal("extractive summary is not deterministic")
+	}
+}

@@ -1,0 +1,100 @@
+package compaction
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// OffloadEntry describes one tool result moved out of the context.
+type OffloadEntry struct {
+	ToolCallID string `json:"toolCallID"`
+	Bytes      int    `json:"bytes"`
+	// Ref says where the full text lives (a file path or an s3:// URL); the agent reads it
+	// back by ToolCallID.
+	Ref string `json:"ref"`
+}
+
+// CompactionRecord is the audit entry of one compaction (spec 5.1), written as one JSONL line.
+type CompactionRecord struct {
+	ID               string         `json:"id"`
+	SessionID        string         `json:"sessionID"`
+	Timestamp        time.Time      `json:"timestamp"`
+	Tier             Tier           `json:"tier"`
+	TokensBefore     int            `json:"tokensBefore"`
+	TokensAfter      int            `json:"tokensAfter"`
+	MsgsBefore       int            `json:"msgsBefore"`
+	MsgsAfter        int            `json:"msgsAfter"`
+	Anchors          []Anchor       `json:"anchors"`
+	Offloaded        []OffloadEntry `json:"offloaded"`
+	Summarized       int            `json:"summarized"`
+	PreservedTail    int            `json:"preservedTail"`
+	SummaryText      string         `json:"summaryText"`
+	CompressionRatio float64        `json:"compressionRatio"`
+	// DurationMs is the wall time of the compaction in milliseconds.
+	DurationMs float64 `json:"durationMs"`
+	// Error lists what failed open during the compaction ("; "-separated); empty when all went well.
+	Error string `json:"error"`
+}
+
+// addError appends a fail-open cause to the record.
+func (r *CompactionRecord) addError(format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	if r.Error == "" {
+		r.Error = msg
+		return
+	}
+	r.Error += "; " + msg
+}
+
+// OffloadedBytes is the total size of the results this compaction offloaded.
+func (r *CompactionRecord) OffloadedBytes() int {
+	n := 0
+	for _, o := range r.Offloaded {
+		n += o.Bytes
+	}
+	return n
+}
+
+// newRecordID returns a time-sortable unique ID: zero-padded nanoseconds then random hex, so
+// record segments named after it list in time order.
+func newRecordID(t time.Time) string {
+	var b [6]byte
+	_, _ = rand.Read(b[:]) // crypto/rand never fails on supported platforms
+	return fmt.Sprintf("%020d-%s", t.UnixNano(), hex.EncodeToString(b[:]))
+}
+
+// Notification renders the spec's two-line notification for a record, for example
+//
+//	⚡ Context compressed [Full] 45.2K->8.1K tokens (82% compression ratio)
+//	   5 anchors | 3 offload(42KB) | 28 summarized | tail: 6 preserved
+func (r *CompactionRecord) Notification() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "⚡ Context compressed [%s] %s->%s tokens (%.0f%% compression ratio)\n",
+		r.Tier, humanTokens(r.TokensBefore), humanTokens(r.TokensAfter), r.CompressionRatio*100)
+	fmt.Fprintf(&b, "   %d anchors | %d offload(%s) | %d summarized | tail: %d preserved",
+		CountAvailable(r.Anchors), len(r.Offloaded), humanBytes(r.OffloadedBytes()), r.Summarized, r.PreservedTail)
+	if r.Error != "" {
+		fmt.Fprintf(&b, " | error: %s", r.Error)
+	}
+	return b.String()
+}
+
+func humanTokens(n int) string {
+	if n < 1000 {
+		return fmt.Sprintf("%d", n)
+	}
+	if n < 1_000_000 {
+		return fmt.Sprintf("%.1fK", float64(n)/1000)
+	}
+	return fmt.Sprintf("%.1fM", float64(n)/1_000_000)
+}
+
+func humanBytes(n int) string {
+	if n < 1024*1024 {
+		return fmt.Sprintf("%dKB", (n+512)/1024)
+	}
+	return fmt.Sprintf("%.1fMB", float64(n)/(1024*1024))
+}

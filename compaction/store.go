@@ -1,0 +1,152 @@
+package compaction
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+)
+
+// ErrNotFound is returned by stores when a tool result or state does not exist.
+var ErrNotFound = errors.New("not found")
+
+// ToolResultStore keeps offloaded tool results, one object per session and tool call.
+type ToolResultStore interface {
+	// PutToolResult stores content and returns a reference that says where it lives.
+	PutToolResult(ctx context.Context, sessionID, toolCallID string, content []byte) (ref string, err error)
+	// GetToolResult returns the stored bytes, or an error wrapping ErrNotFound.
+	GetToolResult(ctx context.Context, sessionID, toolCallID string) ([]byte, error)
+}
+
+// RecordStore keeps the append-only audit trail of compactions.
+type RecordStore interface {
+	// AppendRecord adds one record to the session's trail.
+	AppendRecord(ctx context.Context, rec *CompactionRecord) error
+	// ReadRecords writes the session's trail to w as JSONL, oldest first.
+	ReadRecords(ctx context.Context, sessionID string, w io.Writer) error
+}
+
+// StateStore keeps the incremental compaction state of a session, so the anchor merge
+// survives restarts and works from any replica.
+type StateStore interface {
+	// LoadState returns the stored state, or an error wrapping ErrNotFound.
+	LoadState(ctx context.Context, sessionID string) (*State, error)
+	SaveState(ctx context.Context, sessionID string, st *State) error
+}
+
+// Store is a complete backend: tool results, records, state, and session deletion.
+type Store interface {
+	ToolResultStore
+	RecordStore
+	StateStore
+	// DeleteSession removes every object of the session and returns how many it removed.
+	// Another session's objects are never touched, even when one ID is a prefix of another.
+	DeleteSession(ctx context.Context, sessionID string) (int, error)
+}
+
+// State is what a session carries from one compaction to the next.
+type State struct {
+	LastSummary string                  `json:"lastSummary"`
+	LastAnchors []Anchor                `json:"lastAnchors"`
+	Offloaded   map[string]OffloadEntry `json:"offloaded,omitempty"`
+	UpdatedAt   time.Time               `json:"updatedAt"`
+}
+
+func (s *State) clone() *State {
+	out := &State{LastSummary: s.LastSummary, UpdatedAt: s.UpdatedAt}
+	out.LastAnchors = append([]Anchor(nil), s.LastAnchors...)
+	if s.Offloaded != nil {
+		out.Offloaded = make(map[string]OffloadEntry, len(s.Offloaded))
+		for k, v := range s.Offloaded {
+			out.Offloaded[k] = v
+		}
+	}
+	return out
+}
+
+// MaxSessionIDLength bounds session IDs (a Kubernetes UID is 36 bytes).
+const MaxSessionIDLength = 128
+
+// ValidateSessionID accepts IDs made of letters, digits, '-', '_' and '.', not starting with
+// '.', so an ID can never climb out of its directory or key prefix.
+func ValidateSessionID(id string) error {
+	if id == "" {
+		return fmt.Errorf("empty session id")
+	}
+	if len(id) > MaxSessionIDLength {
+		return fmt.Errorf("session id is %d bytes, longer than %d", len(id), MaxSessionIDLength)
+	}
+	if id[0] == '.' {
+		return fmt.Errorf("session id %q must not start with '.'", truncateForError(id))
+	}
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.') {
+			return fmt.Errorf("session id %q may hold only letters, digits, '-', '_' and '.'", truncateForError(id))
+		}
+	}
+	return nil
+}
+
+// SafeKey turns a tool-call ID into a string that is safe as one path segment or object-key
+// segment: letters, digits, '-' and '_' stay, every other byte becomes %XX. The mapping is
+// injective (two IDs never share a key) and its output never holds '/', '.' or "..".
+func SafeKey(id string) string {
+	safe := true
+	for i := 0; i < len(id); i++ {
+		if !keyByteOK(id[i]) {
+			safe = false
+			break
+		}
+	}
+	if safe && id != "" {
+		return id
+	}
+	var b strings.Builder
+	b.Grow(len(id) + 8)
+	if id == "" {
+		return "%"
+	}
+	const hexdigits = "0123456789ABCDEF"
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		if keyByteOK(c) {
+			b.WriteByte(c)
+			continue
+		}
+		b.WriteByte('%')
+		b.WriteByte(hexdigits[c>>4])
+		b.WriteByte(hexdigits[c&15])
+	}
+	return b.String()
+}
+
+func keyByteOK(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_'
+}
+
+// Object-key layout shared by object stores (DESIGN.md "Storage"). Each function returns
+// the key relative to the store's prefix.
+
+// ToolResultKey is tool_results/{sessionID}/{SafeKey(toolCallID)}.txt.
+func ToolResultKey(sessionID, toolCallID string) string {
+	return "tool_results/" + sessionID + "/" + SafeKey(toolCallID) + ".txt"
+}
+
+// RecordSegmentKey is compaction_records/{sessionID}/{recordID}.jsonl; record IDs sort by time.
+func RecordSegmentKey(sessionID, recordID string) string {
+	return "compaction_records/" + sessionID + "/" + SafeKey(recordID) + ".jsonl"
+}
+
+// StateKey is state/{sessionID}.json.
+func StateKey(sessionID string) string {
+	return "state/" + sessionID + ".json"
+}
+
+// SessionPrefixes are the key prefixes (with their trailing '/', so "abc" never matches
+// "abcd") that hold a session's objects, besides StateKey.
+func SessionPrefixes(sessionID string) []string {
+	return []string{"tool_results/" + sessionID + "/", "compaction_records/" + sessionID + "/"}
+}
