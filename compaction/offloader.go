@@ -161,6 +161,6 @@ func Placeholder(toolCallID, content, ref string, previewLines int) string {
 		}
 		fmt.Fprintf(&b, "preview (first %d of %d lines):\n%s", shown, total, preview.String())
 	}
-	b.WriteString("[end of preview: the full result is stored; read it back by its tool_call_id]")
+	b.WriteString("[the full result is stored: read it back by its tool_call_id]")
 	return b.String()
 }

@@ -1,0 +1,64 @@
+package compaction
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+)
+
+func TestOffloadHookAtSource(t *testing.T) {
+	st := newMemStore()
+	o := NewOffloader(st, "s", 4000, 10)
+	ctx := context.Background()
+	small := result("a", strings.Repeat("x", 9000))
+	got, entry, err := o.Hook(ctx, small, 10000)
+	if err != nil || entry != nil || got.Content != small.Content {
+		t.Fatal("a result under the hook threshold must pass through")
+	}
+	big := result("b", strings.Repeat("y\n", 6000))
+	got, entry, err = o.Hook(ctx, big, 10000)
+	if err != nil || entry == nil || entry.Bytes != 12000 || !strings.HasPrefix(got.Content, PlaceholderPrefix) {
+		t.Fatalf("hook did not offload: %v %+v", err, entry)
+	}
+	if big.Content == got.Content {
+		t.Fatal("hook modified its input")
+	}
+	// A placeholder the hook produced is never offloaded again during compaction.
+	rec := &CompactionRecord{}
+	out := o.OffloadMessages(ctx, []Message{got}, rec)
+	if st.puts != 1 || len(rec.Offloaded) != 0 || out[0].Content != got.Content {
+		t.Fatalf("placeholder re-offloaded: puts %d", st.puts)
+	}
+	st.failPut = errors.New("down")
+	if _, _, err := o.Hook(ctx, result("c", strings.Repeat("z", 20000)), 10000); err == nil {
+		t.Fatal("hook must report a write failure to its caller")
+	}
+}
+
+func TestPlaceholderPreviewIsBounded(t *testing.T) {
+	oneHugeLine := strings.Repeat("{\"k\":1},", 100000)
+	ph := Placeholder("id", oneHugeLine, "ref", 10)
+	if len(ph) > 1500 || !strings.Contains(ph, "more bytes on this line") || !strings.Contains(ph, "size: 800000 bytes, 1 lines") {
+		t.Fatalf("placeholder %d bytes:\n%s", len(ph), ph)
+	}
+	manyLines := strings.Repeat(strings.Repeat("w", 290)+"\n", 50)
+	ph = Placeholder("id", manyLines, "ref", 1000)
+	if len(ph) > maxPreviewBytes+600 {
+		t.Fatalf("preview of many long lines is %d bytes", len(ph))
+	}
+	if ph := Placeholder("id", "a\nb\n", "ref", 0); strings.Contains(ph, "preview") {
+		t.Fatal("PreviewLines 0 must show no preview")
+	}
+}
+
+func TestOffloadSkipsWhenPlaceholderWouldBeLarger(t *testing.T) {
+	st := newMemStore()
+	o := NewOffloader(st, "s", 10, 10)
+	rec := &CompactionRecord{}
+	msgs := []Message{result("a", strings.Repeat("short line\n", 20)), result("", strings.Repeat("q", 50000))}
+	out := o.OffloadMessages(context.Background(), msgs, rec)
+	if st.puts != 0 || out[0].Content != msgs[0].Content || out[1].Content != msgs[1].Content {
+		t.Fatal("offloaded a result the placeholder would not shrink, or one without a tool call id")
+	}
+}
