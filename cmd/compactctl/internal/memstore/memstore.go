@@ -1,0 +1,195 @@
+// Package memstore is an in-memory compaction.Store for dry runs of compactctl: offloads,
+// records and state behave as with a real backend, but nothing outlives the process and
+// nothing is written to disk.
+package memstore
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+
+	"github.com/harness9/compaction-operator/compaction"
+)
+
+// RefScheme starts every reference the store hands out.
+const RefScheme = "mem://"
+
+// Store is an in-memory compaction.Store. The zero value is not usable; call New. It is safe
+// for concurrent use.
+type Store struct {
+	mu       sync.Mutex
+	sessions map[string]*session
+}
+
+type session struct {
+	results map[string][]byte // tool call ID -> content
+	records [][]byte          // JSON lines, each ending in '\n'
+	state   []byte            // JSON, nil when never saved
+}
+
+var _ compaction.Store = (*Store)(nil)
+
+// New returns an empty store.
+func New() *Store {
+	return &Store{sessions: map[string]*session{}}
+}
+
+// sessionLocked returns the session, creating it when create is set. s.mu must be held.
+func (s *Store) sessionLocked(id string, create bool) *session {
+	sess, ok := s.sessions[id]
+	if !ok && create {
+		sess = &session{results: map[string][]byte{}}
+		s.sessions[id] = sess
+	}
+	return sess
+}
+
+// PutToolResult keeps a copy of content and returns mem://{sessionID}/{SafeKey(toolCallID)}.
+func (s *Store) PutToolResult(ctx context.Context, sessionID, toolCallID string, content []byte) (string, error) {
+	if err := check(ctx, "put tool result", sessionID); err != nil {
+		return "", err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.sessionLocked(sessionID, true).results[toolCallID] = bytes.Clone(content)
+	return RefScheme + sessionID + "/" + compaction.SafeKey(toolCallID), nil
+}
+
+// GetToolResult returns a copy of a stored result; a missing one is ErrNotFound.
+func (s *Store) GetToolResult(ctx context.Context, sessionID, toolCallID string) ([]byte, error) {
+	if err := check(ctx, "get tool result", sessionID); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if sess := s.sessionLocked(sessionID, false); sess != nil {
+		if data, ok := sess.results[toolCallID]; ok {
+			if data == nil {
+				return []byte{}, nil
+			}
+			return bytes.Clone(data), nil
+		}
+	}
+	return nil, fmt.Errorf("memstore: get tool result %q of session %s: %w", toolCallID, sessionID, compaction.ErrNotFound)
+}
+
+// AppendRecord appends the record to its session's trail as one JSON line.
+func (s *Store) AppendRecord(ctx context.Context, rec *compaction.CompactionRecord) error {
+	if rec == nil {
+		return errors.New("memstore: append record: nil record")
+	}
+	if err := check(ctx, "append record", rec.SessionID); err != nil {
+		return err
+	}
+	if rec.ID == "" {
+		return fmt.Errorf("memstore: append record to session %s: record has no ID", rec.SessionID)
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(rec); err != nil {
+		return fmt.Errorf("memstore: encode record %s: %w", rec.ID, err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sess := s.sessionLocked(rec.SessionID, true)
+	sess.records = append(sess.records, buf.Bytes())
+	return nil
+}
+
+// ReadRecords writes the session's trail to w, oldest first; an unknown session has an
+// empty trail.
+func (s *Store) ReadRecords(ctx context.Context, sessionID string, w io.Writer) error {
+	if err := check(ctx, "read records", sessionID); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	var lines [][]byte
+	if sess := s.sessionLocked(sessionID, false); sess != nil {
+		lines = append(lines, sess.records...) // the lines themselves are never modified
+	}
+	s.mu.Unlock()
+	for _, line := range lines {
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("memstore: read records of session %s: %w", sessionID, err)
+		}
+		if _, err := w.Write(line); err != nil {
+			return fmt.Errorf("memstore: read records of session %s: %w", sessionID, err)
+		}
+	}
+	return nil
+}
+
+// LoadState returns a copy of the session's state; a missing one is ErrNotFound.
+func (s *Store) LoadState(ctx context.Context, sessionID string) (*compaction.State, error) {
+	if err := check(ctx, "load state", sessionID); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	var data []byte
+	if sess := s.sessionLocked(sessionID, false); sess != nil {
+		data = sess.state
+	}
+	s.mu.Unlock()
+	if data == nil {
+		return nil, fmt.Errorf("memstore: load state of session %s: %w", sessionID, compaction.ErrNotFound)
+	}
+	var st compaction.State
+	if err := json.Unmarshal(data, &st); err != nil {
+		return nil, fmt.Errorf("memstore: decode state of session %s: %w", sessionID, err)
+	}
+	return &st, nil
+}
+
+// SaveState replaces the session's state with a copy of st.
+func (s *Store) SaveState(ctx context.Context, sessionID string, st *compaction.State) error {
+	if st == nil {
+		return fmt.Errorf("memstore: save state of session %q: nil state", sessionID)
+	}
+	if err := check(ctx, "save state", sessionID); err != nil {
+		return err
+	}
+	data, err := json.Marshal(st) // a deep copy the caller cannot change
+	if err != nil {
+		return fmt.Errorf("memstore: encode state of session %s: %w", sessionID, err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.sessionLocked(sessionID, true).state = data
+	return nil
+}
+
+// DeleteSession forgets every object of the session and returns how many there were (each
+// tool result, each record and the state count as one).
+func (s *Store) DeleteSession(ctx context.Context, sessionID string) (int, error) {
+	if err := check(ctx, "delete session", sessionID); err != nil {
+		return 0, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sess := s.sessionLocked(sessionID, false)
+	if sess == nil {
+		return 0, nil
+	}
+	n := len(sess.results) + len(sess.records)
+	if sess.state != nil {
+		n++
+	}
+	delete(s.sessions, sessionID)
+	return n, nil
+}
+
+// check validates the session ID and refuses to start work under a finished context.
+func check(ctx context.Context, op, sessionID string) error {
+	if err := compaction.ValidateSessionID(sessionID); err != nil {
+		return fmt.Errorf("memstore: %s: %w", op, err)
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("memstore: %s of session %s: %w", op, sessionID, err)
+	}
+	return nil
+}

@@ -1,0 +1,348 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/go-logr/logr/funcr"
+
+	"github.com/harness9/compaction-operator/cmd/compactctl/internal/memstore"
+	"github.com/harness9/compaction-operator/compaction"
+	fsstore "github.com/harness9/compaction-operator/compaction/storage/fs"
+	"github.com/harness9/compaction-operator/compaction/summarize/openai"
+)
+
+// Summarizer names accepted by --summarizer.
+const (
+	summarizerExtractive = "extractive"
+	summarizerOpenAI     = "openai"
+)
+
+// Defaults of the flags that are not engine knobs.
+const (
+	defaultContextWindow = 128000
+	defaultSessionID     = "local"
+	defaultStoreDir      = "."
+	defaultOpenAIBaseURL = "https://api.openai.com/v1"
+	defaultOpenAITimeout = 60 * time.Second
+)
+
+// engineFlags are the flags shared by compact and simulate: every knob of the compactor,
+// where its results go, and which summarizer it uses.
+type engineFlags struct {
+	contextWindow    int
+	warn             int
+	soft             int
+	full             int
+	emergency        int
+	offloadThreshold int
+	hookThreshold    int
+	previewLines     int
+	minTail          int
+	maxSummaryChars  int
+	sessionID        string
+	storeDir         string
+	summarizer       string
+
+	openaiBaseURL         string
+	openaiModel           string
+	openaiAPIKeyFile      string
+	openaiTimeout         time.Duration
+	openaiMaxRetries      int
+	openaiMaxOutputTokens int
+
+	verbosity int
+
+	fs *flag.FlagSet
+}
+
+// addEngineFlags registers the shared flags on fs. The defaults are the engine's own
+// (compaction.DefaultConfig), so the CLI never drifts from the library.
+func addEngineFlags(fs *flag.FlagSet) *engineFlags {
+	d := compaction.DefaultConfig(defaultContextWindow)
+	f := &engineFlags{fs: fs}
+	fs.IntVar(&f.contextWindow, "context-window", d.ContextWindow, "model context window in `tokens` (usage = estimated tokens / window, estimate = bytes / 4)")
+	fs.IntVar(&f.warn, "warn", percent(d.WarnThreshold), "Warn tier threshold, `percent` of the window: offload large tool results in the head")
+	fs.IntVar(&f.soft, "soft", percent(d.SoftThreshold), "Soft tier threshold, `percent` of the window: also summarize the oldest half of the head")
+	fs.IntVar(&f.full, "full", percent(d.FullThreshold), "Full tier threshold, `percent` of the window: summarize the whole head into anchors + summary")
+	fs.IntVar(&f.emergency, "emergency", percent(d.EmergencyThreshold), "Emergency tier threshold, `percent` of the window: forced truncation, no summarizer call\n(the four thresholds must be strictly increasing, between 1 and 100)")
+	fs.IntVar(&f.offloadThreshold, "offload-threshold", d.OffloadThreshold, "tool results in the head longer than this many `bytes` are offloaded to the store during compaction")
+	fs.IntVar(&f.hookThreshold, "hook-threshold", d.HookThreshold, "tool results longer than this many `bytes` are offloaded at source, before they enter the history,\nas the agent's OffloadHook does (0 disables the hook)")
+	fs.IntVar(&f.previewLines, "preview-lines", d.PreviewLines, "leading `lines` of an offloaded tool result kept in its placeholder (1..1000)")
+	fs.IntVar(&f.minTail, "min-tail", d.MinTailMessages, "most recent `messages` always kept verbatim")
+	fs.IntVar(&f.maxSummaryChars, "max-summary-chars", d.MaxSummaryChars, "upper bound of the prose summary in `bytes` (at least 200)")
+	fs.StringVar(&f.sessionID, "session-id", defaultSessionID, "session `ID` the store files offloaded results, records and state under (letters, digits, '-', '_', '.')")
+	fs.StringVar(&f.storeDir, "store", defaultStoreDir, "store root `DIR`: results go to DIR/.harness9/{tool_results,compaction_records,state}/;\nan empty value keeps everything in memory and writes nothing (dry run)")
+	fs.StringVar(&f.summarizer, "summarizer", summarizerExtractive, "summarizer: `extractive|openai` (extractive is deterministic and needs no network)")
+	fs.StringVar(&f.openaiBaseURL, "openai-base-url", defaultOpenAIBaseURL, "`URL` of the OpenAI-compatible API for --summarizer openai (vLLM, Ollama, LiteLLM, OpenAI);\n\"/v1/chat/completions\" is appended as needed")
+	fs.StringVar(&f.openaiModel, "openai-model", "", "`model` name for --summarizer openai (required with it)")
+	fs.StringVar(&f.openaiAPIKeyFile, "openai-api-key-file", "", "`file` holding the API key for --summarizer openai; otherwise the key is read from\n$OPENAI_API_KEY, and without one no Authorization header is sent (local servers)")
+	fs.DurationVar(&f.openaiTimeout, "openai-timeout", defaultOpenAITimeout, "per-attempt `timeout` of a summarizer request")
+	fs.IntVar(&f.openaiMaxRetries, "openai-max-retries", 2, "`retries` of a failed summarizer request (network error, timeout, 429, 5xx); 0 disables retries")
+	fs.IntVar(&f.openaiMaxOutputTokens, "openai-max-output-tokens", 1024, "max_tokens of a summarizer request, in `tokens`")
+	fs.IntVar(&f.verbosity, "v", 0, "log `level` on stderr: 0 errors only, 1 also what failed open (memory extraction, todos)")
+	return f
+}
+
+func percent(ratio float64) int { return int(math.Round(ratio * 100)) }
+
+// config validates the flags and returns the engine configuration. Every problem is a
+// usage error, and all of them are reported at once.
+func (f *engineFlags) config() (compaction.Config, error) {
+	var errs []error
+	if f.contextWindow < 1 {
+		errs = append(errs, fmt.Errorf("--context-window %d must be at least 1 token", f.contextWindow))
+	}
+	th := []struct {
+		name string
+		v    int
+	}{{"warn", f.warn}, {"soft", f.soft}, {"full", f.full}, {"emergency", f.emergency}}
+	for i, t := range th {
+		if t.v < 1 || t.v > 100 {
+			errs = append(errs, fmt.Errorf("--%s %d must be a percentage between 1 and 100", t.name, t.v))
+		}
+		if i > 0 && t.v <= th[i-1].v {
+			errs = append(errs, fmt.Errorf("--%s %d must be above --%s %d (thresholds are strictly increasing)", t.name, t.v, th[i-1].name, th[i-1].v))
+		}
+	}
+	if f.offloadThreshold < 1 {
+		errs = append(errs, fmt.Errorf("--offload-threshold %d must be at least 1 byte", f.offloadThreshold))
+	}
+	if f.hookThreshold < 0 {
+		errs = append(errs, fmt.Errorf("--hook-threshold %d must not be negative (0 disables the hook)", f.hookThreshold))
+	}
+	// The engine treats 0 as "use the default", so 0 preview lines cannot be expressed.
+	if f.previewLines < 1 || f.previewLines > 1000 {
+		errs = append(errs, fmt.Errorf("--preview-lines %d must be between 1 and 1000", f.previewLines))
+	}
+	if f.minTail < 1 {
+		errs = append(errs, fmt.Errorf("--min-tail %d must be at least 1 message", f.minTail))
+	}
+	if f.maxSummaryChars < 200 {
+		errs = append(errs, fmt.Errorf("--max-summary-chars %d must be at least 200", f.maxSummaryChars))
+	}
+	if err := compaction.ValidateSessionID(f.sessionID); err != nil {
+		errs = append(errs, fmt.Errorf("--session-id: %w", err))
+	}
+	errs = append(errs, f.checkSummarizerFlags()...)
+	if len(errs) > 0 {
+		return compaction.Config{}, &usageError{err: errors.Join(errs...)}
+	}
+	cfg := compaction.Config{
+		ContextWindow:      f.contextWindow,
+		WarnThreshold:      float64(f.warn) / 100,
+		SoftThreshold:      float64(f.soft) / 100,
+		FullThreshold:      float64(f.full) / 100,
+		EmergencyThreshold: float64(f.emergency) / 100,
+		OffloadThreshold:   f.offloadThreshold,
+		HookThreshold:      f.hookThreshold,
+		PreviewLines:       f.previewLines,
+		MinTailMessages:    f.minTail,
+		MaxSummaryChars:    f.maxSummaryChars,
+	}
+	if cfg.HookThreshold == 0 { // disabled: the hook is the CLI's, the engine wants a value
+		cfg.HookThreshold = compaction.DefaultConfig(0).HookThreshold
+	}
+	if err := cfg.Validate(); err != nil { // belt and braces: the engine's own rules
+		return compaction.Config{}, &usageError{err: err}
+	}
+	return cfg, nil
+}
+
+// checkSummarizerFlags rejects an unknown summarizer and --openai-* flags that would be
+// silently ignored.
+func (f *engineFlags) checkSummarizerFlags() []error {
+	var errs []error
+	switch f.summarizer {
+	case summarizerExtractive:
+		var set []string
+		f.fs.Visit(func(fl *flag.Flag) {
+			if strings.HasPrefix(fl.Name, "openai-") {
+				set = append(set, "--"+fl.Name)
+			}
+		})
+		if len(set) > 0 {
+			errs = append(errs, fmt.Errorf("%s only apply to --summarizer openai", strings.Join(set, ", ")))
+		}
+	case summarizerOpenAI:
+		if strings.TrimSpace(f.openaiModel) == "" {
+			errs = append(errs, errors.New("--openai-model is required with --summarizer openai"))
+		}
+		if f.openaiTimeout <= 0 {
+			errs = append(errs, fmt.Errorf("--openai-timeout %s must be positive", f.openaiTimeout))
+		}
+		if f.openaiMaxRetries < 0 {
+			errs = append(errs, fmt.Errorf("--openai-max-retries %d must not be negative", f.openaiMaxRetries))
+		}
+		if f.openaiMaxOutputTokens < 1 {
+			errs = append(errs, fmt.Errorf("--openai-max-output-tokens %d must be at least 1", f.openaiMaxOutputTokens))
+		}
+	default:
+		errs = append(errs, fmt.Errorf("--summarizer %q: want %s or %s", f.summarizer, summarizerExtractive, summarizerOpenAI))
+	}
+	return errs
+}
+
+// newSummarizer builds the selected summarizer. It has no side effects besides reading the
+// API key file, so it runs before the transcript is read.
+func (f *engineFlags) newSummarizer() (compaction.Summarizer, error) {
+	if f.summarizer != summarizerOpenAI {
+		return compaction.ExtractiveSummarizer{}, nil
+	}
+	retries := f.openaiMaxRetries
+	if retries == 0 {
+		retries = -1 // the library reads 0 as "default"; the flag's 0 means none
+	}
+	s, err := openai.New(openai.Config{
+		BaseURL:         f.openaiBaseURL,
+		Model:           f.openaiModel,
+		APIKeyFile:      f.openaiAPIKeyFile,
+		Timeout:         f.openaiTimeout,
+		MaxRetries:      retries,
+		MaxOutputTokens: f.openaiMaxOutputTokens,
+	})
+	if err != nil {
+		return nil, &usageError{err: err}
+	}
+	return s, nil
+}
+
+// openStore opens the store named by --store. Call it only once the input is known to be
+// good: the filesystem store creates its directory.
+func (f *engineFlags) openStore() (compaction.Store, string, error) {
+	if f.storeDir == "" {
+		return memstore.New(), "memory (nothing written)", nil
+	}
+	s, err := fsstore.New(f.storeDir)
+	if err != nil {
+		return nil, "", fmt.Errorf("open store: %w", err)
+	}
+	return s, s.Dir(), nil
+}
+
+// logger logs the engine's messages on w, prefixed with the program name.
+func (f *engineFlags) logger(w io.Writer) logr.Logger {
+	return funcr.New(func(prefix, args string) {
+		if prefix != "" {
+			fmt.Fprintf(w, "compactctl: %s: %s\n", prefix, args)
+			return
+		}
+		fmt.Fprintf(w, "compactctl: %s\n", args)
+	}, funcr.Options{Verbosity: f.verbosity})
+}
+
+// readTranscript decodes the transcript at path ("-" is stdin). Errors name the file and
+// the line (or array element) at fault.
+func readTranscript(path string, stdin io.Reader) ([]compaction.Message, error) {
+	var r io.Reader
+	name := path
+	if path == "-" {
+		r, name = stdin, "<stdin>"
+	} else {
+		f, err := os.Open(path)
+		if err != nil {
+			return nil, fmt.Errorf("read transcript: %w", err)
+		}
+		defer f.Close()
+		r = f
+	}
+	msgs, err := compaction.DecodeTranscript(r, compaction.DecodeOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("transcript %s: %w", name, err)
+	}
+	return msgs, nil
+}
+
+// transcriptArg checks that exactly one positional argument, the transcript, was given.
+func transcriptArg(args []string) (string, error) {
+	switch len(args) {
+	case 0:
+		return "", usageErrorf("missing TRANSCRIPT argument (a file, or - for standard input)")
+	case 1:
+		if args[0] == "" {
+			return "", usageErrorf("empty TRANSCRIPT argument")
+		}
+		return args[0], nil
+	default:
+		return "", usageErrorf("want one TRANSCRIPT argument, got %d: %s", len(args), strings.Join(args, " "))
+	}
+}
+
+// hookOffloader applies the agent's OffloadHook to tool results entering the history.
+type hookOffloader struct {
+	off       *compaction.Offloader
+	threshold int // 0: disabled
+
+	count int
+	bytes int
+}
+
+// apply returns m, or its placeholder when the hook offloads it.
+func (h *hookOffloader) apply(ctx context.Context, m compaction.Message) (compaction.Message, error) {
+	if h.threshold == 0 || h.off == nil || m.Role != compaction.RoleTool {
+		return m, nil
+	}
+	out, entry, err := h.off.Hook(ctx, m, h.threshold)
+	if err != nil {
+		return m, fmt.Errorf("offload tool result %q at source: %w", m.ToolCallID, err)
+	}
+	if entry != nil {
+		h.count++
+		h.bytes += entry.Bytes
+	}
+	return out, nil
+}
+
+// countingSummarizer counts the calls of a summarizer and its failures, including output
+// the engine cannot use (no anchors and no summary), which also makes it fall back.
+type countingSummarizer struct {
+	compaction.Summarizer
+	calls    atomic.Int64
+	failures atomic.Int64
+}
+
+func (c *countingSummarizer) Summarize(ctx context.Context, req compaction.SummaryRequest) (string, error) {
+	c.calls.Add(1)
+	out, err := c.Summarizer.Summarize(ctx, req)
+	if err != nil {
+		c.failures.Add(1)
+		return out, err
+	}
+	if anchors, summary, _ := compaction.ParseAnchorsAndSummary(out); summary == "" && compaction.CountAvailable(anchors) == 0 {
+		c.failures.Add(1)
+	}
+	return out, nil
+}
+
+// humanCount renders n like the engine's notifications do: 812, 45.2K, 1.3M.
+func humanCount(n int) string {
+	switch {
+	case n < 1000 && n > -1000:
+		return fmt.Sprintf("%d", n)
+	case n < 1_000_000 && n > -1_000_000:
+		return fmt.Sprintf("%.1fK", float64(n)/1000)
+	default:
+		return fmt.Sprintf("%.1fM", float64(n)/1_000_000)
+	}
+}
+
+// humanBytes renders a byte count with a binary unit.
+func humanBytes(n int) string {
+	switch {
+	case n < 1024:
+		return fmt.Sprintf("%dB", n)
+	case n < 1024*1024:
+		return fmt.Sprintf("%.1fKB", float64(n)/1024)
+	default:
+		return fmt.Sprintf("%.1fMB", float64(n)/(1024*1024))
+	}
+}
