@@ -28,6 +28,10 @@ type Config struct {
 	MinTailMessages int
 	// MaxSummaryChars bounds the prose summary kept in the compaction message. Default 6000.
 	MaxSummaryChars int
+	// RawHistory makes every turn work on the full raw history, as the seed spec does,
+	// instead of the derived view after the watermark. Then a session that outgrows the
+	// window lands in Emergency on every turn; it exists to measure that difference.
+	RawHistory bool
 }
 
 // DefaultConfig returns the spec's defaults with the given window.

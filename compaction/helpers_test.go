@@ -21,6 +21,7 @@ type memStore struct {
 	records  []*CompactionRecord
 	states   map[string][]byte
 	puts     int
+	putsByID map[string]int
 	failPut  error
 	failRec  error
 	failLoad error
@@ -38,6 +39,10 @@ func (s *memStore) PutToolResult(_ context.Context, sid, id string, content []by
 		return "", s.failPut
 	}
 	s.puts++
+	if s.putsByID == nil {
+		s.putsByID = map[string]int{}
+	}
+	s.putsByID[id]++
 	key := ToolResultKey(sid, id)
 	s.results[key] = append([]byte(nil), content...)
 	return "mem://" + key, nil

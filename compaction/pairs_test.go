@@ -27,7 +27,7 @@ func TestRepairToolPairs(t *testing.T) {
 	in := []Message{
 		result("gone", "orphan result first"),
 		call("", "a", "b"), result("a", "1"), // b's result missing: b is dropped from the call
-		call("", "c"), // no result at all, no content: message dropped
+		call("", "c"),          // no result at all, no content: message dropped
 		call("keep text", "d"), // no result, has content: kept without tool calls
 		user("u"),
 		call("", "e"), result("e", "5"), result("e", "dup"),

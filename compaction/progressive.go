@@ -2,8 +2,13 @@ package compaction
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash"
+	"io"
 	"strings"
 	"sync"
 	"time"
@@ -133,26 +138,50 @@ func (c *ProgressiveCompactor) CompactForce(ctx context.Context, msgs []Message)
 	return out, err
 }
 
-// CompactWithRecord is the main entry point: it picks the tier from the usage ratio, runs its
-// data flow and returns the derived view and the record. msgs is never modified. An invalid
-// history is an error and nothing is stored.
+// CompactWithRecord is the main entry point: it builds the session's derived view of msgs
+// (the full, ever-growing history), picks the tier from the view's usage ratio, runs the
+// tier's data flow and returns the compacted view and the record. msgs is never modified.
+// An invalid history is an error and nothing is stored.
+//
+// The derived view is [system, compaction message, messages after the watermark]: once a
+// compaction has summarized the first W messages, later turns work on the messages after
+// them, so usage falls after a compaction and a session of any length cycles through the
+// tiers instead of living in Emergency.
 func (c *ProgressiveCompactor) CompactWithRecord(ctx context.Context, msgs []Message) ([]Message, *CompactionRecord, error) {
-	if err := Validate(msgs); err != nil {
-		return nil, nil, fmt.Errorf("invalid history: %w", err)
-	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.run(ctx, msgs, c.cfg.DetermineTier(EstimateTokens(msgs)))
+	return c.compact(ctx, msgs, nil, false)
 }
 
 // CompactForceWithRecord is CompactForce with its record.
 func (c *ProgressiveCompactor) CompactForceWithRecord(ctx context.Context, msgs []Message) ([]Message, *CompactionRecord, error) {
-	if err := Validate(msgs); err != nil {
-		return nil, nil, fmt.Errorf("invalid history: %w", err)
-	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.run(ctx, msgs, TierEmergency)
+	return c.compact(ctx, msgs, nil, true)
+}
+
+// Delta identifies the part of a history a caller no longer sends: the watermark and prefix
+// hash it got back in its last record.
+type Delta struct {
+	Watermark  int
+	PrefixHash string
+}
+
+// ErrStaleWatermark means a delta request's watermark or prefix hash is not the session's
+// current one: the caller must send its full history.
+var ErrStaleWatermark = errors.New("stale watermark: send the full history")
+
+// CompactDeltaWithRecord is CompactWithRecord for a caller that sends only what is new: msgs
+// holds the history's leading system messages followed by the messages after d.Watermark.
+// When d is not the session's current watermark and prefix hash it returns an error wrapping
+// ErrStaleWatermark and changes nothing. A zero Delta means msgs is the full history.
+func (c *ProgressiveCompactor) CompactDeltaWithRecord(ctx context.Context, d Delta, msgs []Message, force bool) ([]Message, *CompactionRecord, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if d.Watermark == 0 {
+		return c.compact(ctx, msgs, nil, force)
+	}
+	return c.compact(ctx, msgs, &d, force)
 }
 
 // State returns a copy of the session's incremental state.
@@ -165,51 +194,143 @@ func (c *ProgressiveCompactor) State(ctx context.Context) (*State, error) {
 	return c.state.clone(), nil
 }
 
-func (c *ProgressiveCompactor) run(ctx context.Context, msgs []Message, tier Tier) ([]Message, *CompactionRecord, error) {
+// turn is one request resolved against the session's watermark.
+type turn struct {
+	system []Message // leading system messages
+	pinned []Message // the carried compaction message; empty when the watermark is 0
+	rest   []Message // raw messages after the watermark (after the system messages when 0)
+	base   int       // raw-history index of rest[0]
+	// historyTokens is the estimate of the full raw history, -1 for a delta request.
+	historyTokens int
+	// whole is the caller's history when the view is exactly that history (no watermark).
+	whole []Message
+}
+
+func (t *turn) view() []Message {
+	if t.whole != nil {
+		return t.whole
+	}
+	return concat(t.system, t.pinned, t.rest)
+}
+
+// resolve validates msgs and builds the turn. The state is not changed here, so an invalid
+// request leaves everything as it was; reset reports that the stored prefix no longer matches.
+func (c *ProgressiveCompactor) resolve(msgs []Message, d *Delta) (t turn, reset bool, err error) {
+	p := systemPrefixLen(msgs)
+	w, hash := c.state.Watermark, c.state.PrefixHash
+	if d != nil {
+		if d.Watermark != w || d.PrefixHash != hash {
+			return turn{}, false, fmt.Errorf("%w: request has watermark %d (%.12s), session has %d (%.12s)", ErrStaleWatermark, d.Watermark, d.PrefixHash, w, hash)
+		}
+		if err := Validate(msgs); err != nil {
+			return turn{}, false, fmt.Errorf("invalid history: %w", err)
+		}
+		return turn{system: msgs[:p], pinned: c.pinned(), rest: msgs[p:], base: w, historyTokens: -1}, false, nil
+	}
+	if c.cfg.RawHistory {
+		w = 0
+	}
+	if w > 0 && w >= p && w <= len(msgs) && PrefixHash(msgs[:p], w, &msgs[w-1]) == hash {
+		if err := Validate(concat(msgs[:p], msgs[w:])); err != nil {
+			return turn{}, false, fmt.Errorf("invalid history: %w", adjustIndex(err, p, w))
+		}
+		return turn{system: msgs[:p], pinned: c.pinned(), rest: msgs[w:], base: w, historyTokens: EstimateTokens(msgs)}, false, nil
+	}
+	if err := Validate(msgs); err != nil {
+		return turn{}, false, fmt.Errorf("invalid history: %w", err)
+	}
+	return turn{system: msgs[:p], rest: msgs[p:], base: p, historyTokens: EstimateTokens(msgs), whole: msgs}, w > 0 && !c.cfg.RawHistory, nil
+}
+
+// adjustIndex maps a validation error's index in [system, rest] back to the full history.
+func adjustIndex(err error, p, w int) error {
+	var ve *ValidationError
+	if errors.As(err, &ve) && ve.Index >= p {
+		return &ValidationError{Index: ve.Index - p + w, Reason: ve.Reason}
+	}
+	return err
+}
+
+// pinned is the carried compaction message that opens the view, with a note when an
+// emergency truncation dropped messages that no summary covers.
+func (c *ProgressiveCompactor) pinned() []Message {
+	if c.state.Watermark == 0 || c.state.CompactionMessage == "" {
+		return nil
+	}
+	content := c.state.CompactionMessage
+	if c.state.Dropped > 0 {
+		content = strings.TrimRight(content, "\n") + fmt.Sprintf("\n\nNote: %d messages were dropped by emergency truncation without being summarized.\n", c.state.Dropped)
+	}
+	return []Message{{Role: RoleUser, Content: content}}
+}
+
+func (c *ProgressiveCompactor) compact(ctx context.Context, msgs []Message, d *Delta, force bool) ([]Message, *CompactionRecord, error) {
 	startWall := time.Now()
 	ts := c.now()
-	rec := &CompactionRecord{
-		ID: newRecordID(ts), SessionID: c.sessionID, Timestamp: ts, Tier: tier,
-		TokensBefore: EstimateTokens(msgs), MsgsBefore: len(msgs),
-		Anchors: []Anchor{}, Offloaded: []OffloadEntry{},
-	}
-	if tier == TierNone { // no side effects at all
-		rec.TokensAfter, rec.MsgsAfter, rec.PreservedTail = rec.TokensBefore, len(msgs), len(msgs)-systemPrefixLen(msgs)
-		rec.DurationMs = msSince(startWall)
-		return msgs[:len(msgs):len(msgs)], rec, nil
-	}
+	rec := &CompactionRecord{ID: newRecordID(ts), SessionID: c.sessionID, Timestamp: ts, Anchors: []Anchor{}, Offloaded: []OffloadEntry{}}
+
 	stateOK := true
 	if err := c.loadState(ctx); err != nil {
+		if d != nil {
+			return nil, nil, fmt.Errorf("load session state: %w", err)
+		}
+		// Fail open on the raw history, and never overwrite a state that could not be read.
 		rec.addError("state load: %v", err)
-		stateOK = false // never overwrite a state we could not read
+		stateOK = false
+	}
+	t, reset, err := c.resolve(msgs, d)
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(t.pinned) > 0 {
+		rec.WatermarkBefore = t.base
+	}
+	rec.HistoryTokens = t.historyTokens
+	if reset {
+		rec.Notes = append(rec.Notes, fmt.Sprintf("history prefix changed (watermark %d no longer matches): started over from the raw history", c.state.Watermark))
+		c.state = &State{Offloaded: c.state.Offloaded}
+	}
+	view := t.view()
+	rec.TokensBefore, rec.MsgsBefore = EstimateTokens(view), len(view)
+	rec.Tier = c.cfg.DetermineTier(rec.TokensBefore)
+	if force {
+		rec.Tier = TierEmergency
+	}
+	wmBefore := c.state.Watermark
+	if rec.Tier == TierNone { // no side effects at all
+		rec.TokensAfter, rec.MsgsAfter, rec.PreservedTail = rec.TokensBefore, len(view), len(t.rest)
+		rec.WatermarkAfter, rec.PrefixHash = c.state.Watermark, c.state.PrefixHash
+		rec.DurationMs = msSince(startWall)
+		if reset && stateOK && c.states != nil {
+			c.saveState(ctx, rec)
+		}
+		return view[:len(view):len(view)], rec, nil
 	}
 	offloadsBefore := 0
 	if c.offloader != nil {
 		offloadsBefore = len(c.offloader.Entries())
 	}
-	summarized := false
 
 	var out []Message
-	switch tier {
+	switch rec.Tier {
 	case TierEmergency:
-		out = c.fallback.CompactForce(msgs)
-		rec.addError(EmergencyError)
-		rec.PreservedTail = preservedCount(out)
+		out = c.emergency(&t, rec)
 	case TierWarn:
-		prefix, head, tail := splitHeadTail(msgs, c.cfg.MinTailMessages)
-		head = c.offload(ctx, head, rec)
-		out = concat(prefix, head, tail)
+		head, tail := splitRest(t.rest, c.cfg.MinTailMessages)
+		out = concat(t.system, t.pinned, c.offload(ctx, head, rec), tail)
 		rec.PreservedTail = len(tail)
 	case TierSoft, TierFull:
-		prefix, head, tail := splitHeadTail(msgs, c.cfg.MinTailMessages)
+		head, tail := splitRest(t.rest, c.cfg.MinTailMessages)
 		span, kept := head, []Message(nil)
-		if tier == TierSoft {
+		if rec.Tier == TierSoft {
 			span, kept = splitHalf(head)
 		}
-		out, summarized = c.summarizeSpan(ctx, tier, prefix, span, kept, tail, rec)
+		out = c.summarizeSpan(ctx, &t, span, kept, tail, rec)
 	}
 
-	if stateOK && c.states != nil && (summarized || (c.offloader != nil && len(c.offloader.Entries()) != offloadsBefore)) {
+	rec.WatermarkAfter, rec.PrefixHash = c.state.Watermark, c.state.PrefixHash
+	changed := reset || c.state.Watermark != wmBefore || (c.offloader != nil && len(c.offloader.Entries()) != offloadsBefore)
+	if stateOK && c.states != nil && changed {
 		c.saveState(ctx, rec)
 	}
 	rec.TokensAfter, rec.MsgsAfter = EstimateTokens(out), len(out)
@@ -226,23 +347,63 @@ func (c *ProgressiveCompactor) run(ctx context.Context, msgs []Message, tier Tie
 	return out, rec, nil
 }
 
+// splitRest is the spec's head/tail split of the messages after the watermark.
+func splitRest(rest []Message, minTail int) (head, tail []Message) {
+	cut := len(rest) - minTail
+	if cut <= 0 {
+		return nil, rest
+	}
+	cut = groupStart(rest, cut, 0)
+	return rest[:cut], rest[cut:]
+}
+
+// emergency is the Emergency tier: the fallback's forced truncation, with no summarizer
+// call, of the messages after the watermark. The carried summary stays in the view, and the
+// watermark moves past what was dropped, so the next turn does not start over in Emergency.
+func (c *ProgressiveCompactor) emergency(t *turn, rec *CompactionRecord) []Message {
+	rec.addError(EmergencyError)
+	forced := c.fallback.CompactForce(concat(t.system, t.rest))
+	kept := make([]Message, 0, len(forced))
+	for _, m := range forced[len(t.system):] {
+		if !isCompactionMessage(&m) {
+			kept = append(kept, m)
+		}
+	}
+	rec.PreservedTail = len(kept)
+	dropped := len(t.rest) - len(kept)
+	if dropped <= 0 || len(kept) == 0 {
+		return concat(t.system, t.pinned, kept)
+	}
+	c.state.Dropped += dropped
+	content := c.state.CompactionMessage
+	if content == "" {
+		content = CompactionHeader + "\nEarlier messages of this conversation were removed to fit the context window; no summary of them is available.\n"
+	}
+	c.advance(t, dropped, content)
+	return concat(t.system, c.pinned(), kept)
+}
+
+func isCompactionMessage(m *Message) bool {
+	return m.Role == RoleUser && strings.HasPrefix(m.Content, CompactionHeader)
+}
+
 // summarizeSpan is the Soft/Full flow: memory extraction, offload, summarization with the
-// incremental merge, and the compaction message in place of span. It reports whether the
-// state gained a new summary.
-func (c *ProgressiveCompactor) summarizeSpan(ctx context.Context, tier Tier, prefix, span, kept, tail []Message, rec *CompactionRecord) ([]Message, bool) {
+// incremental merge, the compaction message in place of span, and the watermark advanced
+// past span.
+func (c *ProgressiveCompactor) summarizeSpan(ctx context.Context, t *turn, span, kept, tail []Message, rec *CompactionRecord) []Message {
 	rec.PreservedTail = len(kept) + len(tail)
 	if len(span) == 0 {
-		return concat(prefix, kept, tail), false
+		return concat(t.system, t.pinned, kept, tail)
 	}
 	if c.extractor != nil {
 		if err := c.extractor.Extract(ctx, c.sessionID, span); err != nil {
 			c.log.V(1).Info("long-term memory extraction failed; skipped", "session", c.sessionID, "error", err.Error())
 		}
 	}
-	span = c.offload(ctx, span, rec)
+	offloaded := c.offload(ctx, span, rec)
 
 	raw, err := c.summarizer.Summarize(ctx, SummaryRequest{
-		SessionID: c.sessionID, Tier: tier, Messages: span,
+		SessionID: c.sessionID, Tier: rec.Tier, Messages: offloaded,
 		PreviousSummary: c.state.LastSummary, PreviousAnchors: c.state.LastAnchors,
 		MaxSummaryChars: c.cfg.MaxSummaryChars,
 	})
@@ -260,21 +421,68 @@ func (c *ProgressiveCompactor) summarizeSpan(ctx context.Context, tier Tier, pre
 	}
 	if err != nil {
 		rec.addError("summarizer %s failed: %v; fell back to budget truncation", c.summarizer.Name(), err)
-		out := c.fallback.Compact(concat(prefix, span, kept, tail))
-		rec.PreservedTail = preservedCount(out)
-		return out, false
+		forced := c.fallback.Compact(concat(t.system, offloaded, kept, tail))
+		rec.PreservedTail = preservedCount(forced)
+		return concat(t.system, t.pinned, forced[len(t.system):])
 	}
 	summary = truncateUTF8(summary, c.cfg.MaxSummaryChars)
 	merged := MergeAnchors(c.state.LastAnchors, anchors)
-	msg := c.compactionMessage(ctx, merged, summary, span)
-	if spanChars := charsOf(span); msg.Chars() >= spanChars {
+	msg := c.compactionMessage(ctx, merged, summary, offloaded)
+	if replaced := charsOf(t.pinned) + charsOf(offloaded); msg.Chars() >= replaced {
 		// Summarizing would grow the context: keep the span verbatim (already offloaded).
-		rec.addError("summary (%d bytes) not smaller than the %d messages (%d bytes) it would replace; kept them", msg.Chars(), len(span), spanChars)
-		return concat(prefix, span, kept, tail), false
+		rec.addError("summary (%d bytes) not smaller than the %d messages (%d bytes) it would replace; kept them", msg.Chars(), len(span), replaced)
+		return concat(t.system, t.pinned, offloaded, kept, tail)
 	}
 	rec.Anchors, rec.SummaryText, rec.Summarized = merged, summary, len(span)
 	c.state.LastAnchors, c.state.LastSummary = merged, summary
-	return RepairToolPairs(concat(prefix, []Message{msg}, kept, tail)), true
+	c.advance(t, len(span), msg.Content)
+	return RepairToolPairs(concat(t.system, []Message{msg}, kept, tail))
+}
+
+// advance moves the watermark past the first n messages of t.rest, which msgContent now
+// stands for, and fingerprints the new prefix.
+func (c *ProgressiveCompactor) advance(t *turn, n int, msgContent string) {
+	if c.cfg.RawHistory {
+		return
+	}
+	w := t.base + n
+	c.state.Watermark = w
+	c.state.PrefixHash = PrefixHash(t.system, w, &t.rest[n-1])
+	c.state.CompactionMessage = msgContent
+}
+
+// PrefixHash fingerprints the part of a history a watermark covers: the watermark itself,
+// the system messages and the last covered message. That detects an agent that reset,
+// truncated or replaced its history in constant time per turn, whatever the session's length,
+// and it can be computed from a delta request, which holds those messages but not the
+// middle. An edit deep inside the summarized part goes unnoticed, and does not matter: the
+// summary already stands for those messages.
+func PrefixHash(system []Message, watermark int, last *Message) string {
+	h := sha256.New()
+	fmt.Fprintf(h, "watermark=%d\n", watermark)
+	for i := range system {
+		hashMessage(h, &system[i])
+	}
+	hashMessage(h, last)
+	return hex.EncodeToString(h.Sum(nil)[:16])
+}
+
+func hashMessage(h hash.Hash, m *Message) {
+	field := func(s string) {
+		var n [8]byte
+		binary.LittleEndian.PutUint64(n[:], uint64(len(s)))
+		h.Write(n[:])
+		io.WriteString(h, s)
+	}
+	field(string(m.Role))
+	field(m.Content)
+	field(string(m.ContentParts))
+	field(m.ToolCallID)
+	for _, tc := range m.ToolCalls {
+		field(tc.ID)
+		field(tc.Function.Name)
+		field(tc.Function.Arguments)
+	}
 }
 
 // compactionMessage builds the single message that stands for the summarized span.
@@ -386,7 +594,7 @@ func charsOf(msgs []Message) int {
 func preservedCount(out []Message) int {
 	n := 0
 	for i := systemPrefixLen(out); i < len(out); i++ {
-		if !(out[i].Role == RoleUser && strings.HasPrefix(out[i].Content, CompactionHeader)) {
+		if !isCompactionMessage(&out[i]) {
 			n++
 		}
 	}

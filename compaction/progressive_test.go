@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -272,25 +273,44 @@ func TestIncrementalStateSurvivesRestart(t *testing.T) {
 	sum := &recordingSummarizer{output: goodSummary}
 	cfg := DefaultConfig(windowFor(msgs, 0.85))
 	c1, _ := NewProgressiveCompactor(cfg, WithStore(st), WithSessionID("s1"), WithSummarizer(sum))
-	if _, _, err := c1.CompactWithRecord(context.Background(), msgs); err != nil {
-		t.Fatal(err)
+	_, rec1, err := c1.CompactWithRecord(context.Background(), msgs)
+	if err != nil || rec1.WatermarkAfter != 11 {
+		t.Fatalf("first compaction: %v, watermark %d", err, rec1.WatermarkAfter)
 	}
 	puts := st.puts
-	// A new compactor (a restarted process or another replica) continues from storage.
-	c2, _ := NewProgressiveCompactor(cfg, WithStore(st), WithSessionID("s1"), WithSummarizer(sum))
+	// The agent goes on; a new compactor (a restarted process or another replica) continues
+	// from storage.
+	grown := append([]Message(nil), msgs...)
+	for i := 0; i < 12; i++ {
+		id := fmt.Sprintf("n%d", i)
+		grown = append(grown, call("step", id), result(id, strings.Repeat("more output\n", 150)))
+	}
+	// A probe with a huge window is TierNone (no side effects) and shows the derived view.
+	probe, _ := NewProgressiveCompactor(DefaultConfig(1<<30), WithStore(st), WithSessionID("s1"))
+	view, _, _ := probe.CompactWithRecord(context.Background(), grown)
+	if len(view) != 1+1+len(grown)-11 || !strings.HasPrefix(view[1].Content, CompactionHeader) {
+		t.Fatalf("derived view %v", ids(view)[:3])
+	}
+	c2, _ := NewProgressiveCompactor(DefaultConfig(windowFor(view, 0.85)), WithStore(st), WithSessionID("s1"), WithSummarizer(sum))
 	sum.output = "## Anchors\n- user_intent: N/A\n- execution_progress: tests pass\n- key_decision: N/A\n- tried_solution: N/A\n- next_step: open PR\n## Summary\nMore."
-	_, rec, err := c2.CompactWithRecord(context.Background(), msgs)
+	_, rec, err := c2.CompactWithRecord(context.Background(), grown)
 	if err != nil {
 		t.Fatal(err)
 	}
+	if rec.WatermarkBefore != 11 || rec.WatermarkAfter <= 11 || rec.Tier != TierFull {
+		t.Fatalf("watermark %d -> %d, tier %s", rec.WatermarkBefore, rec.WatermarkAfter, rec.Tier)
+	}
 	if sum.last.PreviousSummary != "Worked on parser.go." || CountAvailable(sum.last.PreviousAnchors) != 5 {
 		t.Fatalf("previous state not fed to the summarizer: %q", sum.last.PreviousSummary)
+	}
+	if sum.last.Messages[0].Content != "Done." && sum.last.Messages[0].ToolCalls == nil {
+		t.Fatalf("summarizer input starts at %v, want the first message after the watermark", ids(sum.last.Messages[:1]))
 	}
 	m := anchorMap(rec.Anchors)
 	if m[AnchorUserIntent] != "fix parser" || m[AnchorExecutionProgress] != "tests pass" || m[AnchorNextStep] != "open PR" {
 		t.Fatalf("merged anchors %v", m)
 	}
-	if st.puts != puts {
+	if st.puts != puts+0 && st.putsByID["c1"] > 1 {
 		t.Fatal("offloads were written again after a restart")
 	}
 }

@@ -35,6 +35,17 @@ type CompactionRecord struct {
 	CompressionRatio float64        `json:"compressionRatio"`
 	// DurationMs is the wall time of the compaction in milliseconds.
 	DurationMs float64 `json:"durationMs"`
+	// HistoryTokens estimates the caller's whole raw history (-1 when the request was a
+	// delta); TokensBefore counts the derived view the tier was chosen on.
+	HistoryTokens int `json:"historyTokens"`
+	// WatermarkBefore and WatermarkAfter are how many leading raw messages the compaction
+	// message stood for before and after this compaction; PrefixHash fingerprints the
+	// history up to WatermarkAfter. A caller sends both back for a delta request.
+	WatermarkBefore int    `json:"watermarkBefore"`
+	WatermarkAfter  int    `json:"watermarkAfter"`
+	PrefixHash      string `json:"prefixHash,omitempty"`
+	// Notes says what happened besides the tier's data flow, such as a history reset.
+	Notes []string `json:"notes,omitempty"`
 	// Error lists what failed open during the compaction ("; "-separated); empty when all went well.
 	Error string `json:"error"`
 }

@@ -48,14 +48,25 @@ type Store interface {
 
 // State is what a session carries from one compaction to the next.
 type State struct {
-	LastSummary string                  `json:"lastSummary"`
-	LastAnchors []Anchor                `json:"lastAnchors"`
-	Offloaded   map[string]OffloadEntry `json:"offloaded,omitempty"`
-	UpdatedAt   time.Time               `json:"updatedAt"`
+	LastSummary string   `json:"lastSummary"`
+	LastAnchors []Anchor `json:"lastAnchors"`
+	// Watermark is the number of leading raw-history messages the compaction message stands
+	// for (summarized, or dropped by an emergency truncation); 0 means none.
+	Watermark int `json:"watermark"`
+	// PrefixHash fingerprints the history up to the watermark (see PrefixHash).
+	PrefixHash string `json:"prefixHash,omitempty"`
+	// CompactionMessage is the content of the message that stands for the first Watermark
+	// messages; it opens every later view, unchanged until the next summary.
+	CompactionMessage string `json:"compactionMessage,omitempty"`
+	// Dropped counts messages an emergency truncation dropped without summarizing them.
+	Dropped   int                     `json:"dropped,omitempty"`
+	Offloaded map[string]OffloadEntry `json:"offloaded,omitempty"`
+	UpdatedAt time.Time               `json:"updatedAt"`
 }
 
 func (s *State) clone() *State {
-	out := &State{LastSummary: s.LastSummary, UpdatedAt: s.UpdatedAt}
+	out := &State{LastSummary: s.LastSummary, UpdatedAt: s.UpdatedAt, Watermark: s.Watermark,
+		PrefixHash: s.PrefixHash, CompactionMessage: s.CompactionMessage, Dropped: s.Dropped}
 	out.LastAnchors = append([]Anchor(nil), s.LastAnchors...)
 	if s.Offloaded != nil {
 		out.Offloaded = make(map[string]OffloadEntry, len(s.Offloaded))
