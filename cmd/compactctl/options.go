@@ -39,6 +39,7 @@ const (
 // engineFlags are the flags shared by compact and simulate: every knob of the compactor,
 // where its results go, and which summarizer it uses.
 type engineFlags struct {
+	rawHistory       bool
 	contextWindow    int
 	warn             int
 	soft             int
@@ -80,6 +81,7 @@ func addEngineFlags(fs *flag.FlagSet) *engineFlags {
 	fs.IntVar(&f.previewLines, "preview-lines", d.PreviewLines, "leading `lines` of an offloaded tool result kept in its placeholder (1..1000)")
 	fs.IntVar(&f.minTail, "min-tail", d.MinTailMessages, "most recent `messages` always kept verbatim")
 	fs.IntVar(&f.maxSummaryChars, "max-summary-chars", d.MaxSummaryChars, "upper bound of the prose summary in `bytes` (at least 200)")
+	fs.BoolVar(&f.rawHistory, "raw-history", false, "compact the full raw history every turn, as the seed spec does, instead of the derived view\nafter the watermark (a session past the window then stays in Emergency); for comparison")
 	fs.StringVar(&f.sessionID, "session-id", defaultSessionID, "session `ID` the store files offloaded results, records and state under (letters, digits, '-', '_', '.')")
 	fs.StringVar(&f.storeDir, "store", defaultStoreDir, "store root `DIR`: results go to DIR/.harness9/{tool_results,compaction_records,state}/;\nan empty value keeps everything in memory and writes nothing (dry run)")
 	fs.StringVar(&f.summarizer, "summarizer", summarizerExtractive, "summarizer: `extractive|openai` (extractive is deterministic and needs no network)")
@@ -148,6 +150,7 @@ func (f *engineFlags) config() (compaction.Config, error) {
 		PreviewLines:       f.previewLines,
 		MinTailMessages:    f.minTail,
 		MaxSummaryChars:    f.maxSummaryChars,
+		RawHistory:         f.rawHistory,
 	}
 	if cfg.HookThreshold == 0 { // disabled: the hook is the CLI's, the engine wants a value
 		cfg.HookThreshold = compaction.DefaultConfig(0).HookThreshold

@@ -98,7 +98,8 @@ func TestSimulateClimbsThroughEveryTier(t *testing.T) {
 	plot := filepath.Join(dir, "usage.svg")
 	window := strconv.Itoa(lastTurnWindow(msgs, 0.99))
 
-	r := runCLI(t, "", "simulate", "--context-window", window, "--store", store, "--plot", plot, path)
+	// --raw-history: the seed spec's behaviour, where usage only climbs.
+	r := runCLI(t, "", "simulate", "--raw-history", "--context-window", window, "--store", store, "--plot", plot, path)
 	if r.code != exitOK {
 		t.Fatalf("simulate: %v", r)
 	}
@@ -195,7 +196,7 @@ func TestSimulateJSONSeries(t *testing.T) {
 	msgs := genTranscript(genOptions{rounds: 30, bigResult: 6000})
 	path := writeTranscript(t, dir, "series.jsonl", msgs)
 	window := lastTurnWindow(msgs, 0.99)
-	r := runCLI(t, "", "simulate", "--json", "--context-window", strconv.Itoa(window), "--store", "", path)
+	r := runCLI(t, "", "simulate", "--json", "--raw-history", "--context-window", strconv.Itoa(window), "--store", "", path)
 	if r.code != exitOK {
 		t.Fatalf("simulate --json: %v", r)
 	}
@@ -338,5 +339,61 @@ func TestSimulateRepositoryTranscripts(t *testing.T) {
 			}
 			checkSVG(t, plot, filepath.Base(path))
 		})
+	}
+}
+
+// TestSimulateCyclesOnLongTranscript replays a transcript ten times the window: with the
+// derived view after the watermark, usage falls after every summary and climbs again, and
+// no turn needs an Emergency truncation; with --raw-history the same replay lives in
+// Emergency.
+func TestSimulateCyclesOnLongTranscript(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	msgs := genTranscript(genOptions{rounds: 200, resultLen: 1500})
+	path := writeTranscript(t, dir, "long.jsonl", msgs)
+	window := strconv.Itoa(compaction.EstimateTokens(msgs) / 10)
+	series := func(extra ...string) []turnResult {
+		args := append([]string{"simulate", "--json", "--store", "", "--context-window", window}, extra...)
+		r := runCLI(t, "", append(args, path)...)
+		if r.code != exitOK {
+			t.Fatalf("simulate: %v", r)
+		}
+		var out []turnResult
+		for _, line := range strings.Split(strings.TrimSpace(r.stdout), "\n") {
+			var tr turnResult
+			if err := json.Unmarshal([]byte(line), &tr); err != nil {
+				t.Fatalf("bad line %q: %v", line, err)
+			}
+			out = append(out, tr)
+		}
+		return out
+	}
+	falls, summaries, prev := 0, 0, 0.0
+	for _, tr := range series() {
+		if tr.Tier == compaction.TierEmergency {
+			t.Fatalf("turn %d: Emergency in a replay whose turns each add far less than the headroom", tr.Turn)
+		}
+		if tr.Tier >= compaction.TierSoft {
+			summaries++
+		}
+		if tr.UsageAfter > 1 {
+			t.Fatalf("turn %d: usage after compaction %.2f exceeds the window", tr.Turn, tr.UsageAfter)
+		}
+		if tr.UsageBefore < prev-0.1 {
+			falls++
+		}
+		prev = tr.UsageBefore
+	}
+	if summaries < 5 || falls < 5 {
+		t.Fatalf("no cycles: %d summaries, usage fell %d times in a replay of ten windows", summaries, falls)
+	}
+	emergencies := 0
+	for _, tr := range series("--raw-history") {
+		if tr.Tier == compaction.TierEmergency {
+			emergencies++
+		}
+	}
+	if emergencies < 50 {
+		t.Fatalf("--raw-history: %d emergencies, want the spec's behaviour of living in Emergency", emergencies)
 	}
 }
