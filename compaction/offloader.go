@@ -28,8 +28,9 @@ type Offloader struct {
 	threshold    int
 	previewLines int
 
-	mu    sync.Mutex
-	cache map[string]OffloadEntry
+	mu     sync.Mutex
+	cache  map[string]OffloadEntry
+	writes int // store writes so far, so callers see change without copying the cache
 }
 
 // NewOffloader returns an offloader for one session. threshold is in bytes.
@@ -60,6 +61,27 @@ func (o *Offloader) Entries() map[string]OffloadEntry {
 // maxRefBytes is room left in the size check for the reference a store returns.
 const maxRefBytes = 512
 
+// Writes is the number of results this offloader has written to the store.
+func (o *Offloader) Writes() int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.writes
+}
+
+// Retain drops every cached entry whose ID is not in keep. The cache only has to know the
+// results still in the view: one behind the watermark is never offloaded again, so pruning
+// keeps the cache, and the persisted state, bounded by the window instead of growing with
+// the session.
+func (o *Offloader) Retain(keep map[string]bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for id := range o.cache {
+		if !keep[id] {
+			delete(o.cache, id)
+		}
+	}
+}
+
 // shouldOffload applies the spec's skip conditions (no tool call ID, at or under the
 // threshold, already a placeholder) and one of its own: the placeholder must be smaller
 // than the result, which a very low threshold could otherwise break.
@@ -86,6 +108,7 @@ func (o *Offloader) offload(ctx context.Context, m *Message) (placeholder string
 	entry = OffloadEntry{ToolCallID: m.ToolCallID, Bytes: len(m.Content), Ref: ref}
 	o.mu.Lock()
 	o.cache[m.ToolCallID] = entry
+	o.writes++
 	o.mu.Unlock()
 	return Placeholder(m.ToolCallID, m.Content, ref, o.previewLines), entry, true, nil
 }

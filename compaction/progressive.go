@@ -308,7 +308,7 @@ func (c *ProgressiveCompactor) compact(ctx context.Context, msgs []Message, d *D
 	}
 	offloadsBefore := 0
 	if c.offloader != nil {
-		offloadsBefore = len(c.offloader.Entries())
+		offloadsBefore = c.offloader.Writes()
 	}
 
 	var out []Message
@@ -329,7 +329,10 @@ func (c *ProgressiveCompactor) compact(ctx context.Context, msgs []Message, d *D
 	}
 
 	rec.WatermarkAfter, rec.PrefixHash = c.state.Watermark, c.state.PrefixHash
-	changed := reset || c.state.Watermark != wmBefore || (c.offloader != nil && len(c.offloader.Entries()) != offloadsBefore)
+	changed := reset || c.state.Watermark != wmBefore || (c.offloader != nil && c.offloader.Writes() != offloadsBefore)
+	if changed && c.offloader != nil {
+		c.offloader.Retain(placeholderIDs(out))
+	}
 	if stateOK && c.states != nil && changed {
 		c.saveState(ctx, rec)
 	}
@@ -567,6 +570,17 @@ func (c *ProgressiveCompactor) saveState(ctx context.Context, rec *CompactionRec
 	if err := c.states.SaveState(ctx, c.sessionID, c.state); err != nil {
 		rec.addError("state save: %v", err)
 	}
+}
+
+// placeholderIDs are the tool call IDs whose offload placeholder is in msgs.
+func placeholderIDs(msgs []Message) map[string]bool {
+	ids := map[string]bool{}
+	for i := range msgs {
+		if msgs[i].Role == RoleTool && strings.HasPrefix(msgs[i].Content, PlaceholderPrefix) {
+			ids[msgs[i].ToolCallID] = true
+		}
+	}
+	return ids
 }
 
 func concat(parts ...[]Message) []Message {
