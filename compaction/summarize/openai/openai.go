@@ -1,0 +1,445 @@
+// Package openai is a compaction.Summarizer backed by any OpenAI-compatible
+// /v1/chat/completions endpoint: OpenAI itself, vLLM, Ollama, LiteLLM and similar servers.
+//
+// It uses only the standard library so that embedding the compactor does not pull in a
+// vendor SDK. The summarizer is one step of a fail-open pipeline (spec section 6.1: when the
+// LLM call fails the engine falls back to truncation), so it prefers failing quickly with a
+// precise error over waiting a long time or returning doubtful output.
+package openai
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"net/http"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+	"unicode"
+
+	"github.com/harness9/compaction-operator/compaction"
+)
+
+const (
+	defaultAPIKeyEnv       = "OPENAI_API_KEY"
+	defaultTimeout         = 60 * time.Second
+	defaultMaxRetries      = 2
+	defaultRetryBackoff    = 500 * time.Millisecond
+	defaultMaxOutputTokens = 1024
+	defaultMaxInputChars   = 120000
+
+	// maxBackoff caps the exponential backoff, so a large MaxRetries cannot produce waits
+	// longer than a compaction is worth.
+	maxBackoff = 30 * time.Second
+
+	// maxRetryAfter is the longest Retry-After this summarizer honours. Compaction has a
+	// fallback, so waiting minutes for a rate limit to clear is worse than failing now.
+	maxRetryAfter = 60 * time.Second
+
+	// maxResponseBytes bounds how much of a successful response is read. A summary is a few
+	// KiB; the bound only exists so a broken or hostile server cannot exhaust memory.
+	maxResponseBytes = 4 << 20
+
+	// maxErrorBodyBytes bounds how much of an error response is read: only a snippet of it
+	// ends up in the error, so there is no reason to read more.
+	maxErrorBodyBytes = 64 << 10
+
+	// maxErrorSnippet bounds the server text quoted in an error, so errors stay loggable.
+	maxErrorSnippet = 512
+)
+
+// Config configures a Summarizer. Zero values select the documented defaults.
+type Config struct {
+	// BaseURL is the API root, for example "http://localhost:8000/v1" (vLLM),
+	// "http://localhost:11434/v1" (Ollama) or "https://api.openai.com/v1". The rule is: after
+	// trailing slashes are removed, if the path does not end in "/v1", "/v1" is appended;
+	// then "/chat/completions" is appended. So "http://host:8000" and "http://host:8000/v1/"
+	// both reach "http://host:8000/v1/chat/completions". It must be an http or https URL
+	// without query or fragment.
+	BaseURL string
+
+	// Model is the model name sent in every request. Required.
+	Model string
+
+	// APIKey is sent as "Authorization: Bearer APIKey". It takes precedence over APIKeyFile
+	// and APIKeyEnv.
+	APIKey string
+
+	// APIKeyFile is a file holding the API key (for example a mounted Kubernetes Secret). It
+	// is read once, by New, and surrounding whitespace is trimmed; an empty file is an error.
+	// Used when APIKey is empty.
+	APIKeyFile string
+
+	// APIKeyEnv names the environment variable holding the API key, read by New when APIKey
+	// and APIKeyFile are both empty. Default "OPENAI_API_KEY". When the variable is unset or
+	// empty no Authorization header is sent, which is what local servers expect.
+	APIKeyEnv string
+
+	// Timeout bounds one attempt, from sending the request to reading the whole response.
+	// Default 60s. The caller's context bounds the whole call, retries included.
+	Timeout time.Duration
+
+	// MaxRetries is how many times a failed attempt is retried (network error, timeout, 429,
+	// 5xx). Default 2, so up to three attempts; a negative value disables retries.
+	MaxRetries int
+
+	// RetryBackoff is the delay before the first retry. It doubles for every further retry,
+	// is capped at 30s and jittered. Default 500ms. A Retry-After header replaces it.
+	RetryBackoff time.Duration
+
+	// MaxOutputTokens is sent as max_tokens. Default 1024. (OpenAI's reasoning models want
+	// max_completion_tokens instead; the servers this package targets accept max_tokens.)
+	MaxOutputTokens int
+
+	// MaxInputChars bounds the user prompt, see compaction.BuildSummaryPrompt. Default 120000.
+	MaxInputChars int
+
+	// Temperature is sent when set; otherwise the server's default applies.
+	Temperature *float64
+
+	// HTTPClient sends the requests. Default: a client using http.DefaultTransport. Its own
+	// Timeout, if any, applies in addition to Config.Timeout.
+	HTTPClient *http.Client
+}
+
+// Summarizer calls an OpenAI-compatible chat-completions endpoint to produce the anchors
+// and summary text that compaction.ParseAnchorsAndSummary reads. It is immutable after New
+// and safe for concurrent use.
+type Summarizer struct {
+	endpoint        string
+	model           string
+	apiKey          string
+	timeout         time.Duration
+	maxRetries      int
+	retryBackoff    time.Duration
+	maxOutputTokens int
+	maxInputChars   int
+	temperature     *float64 // a private copy, so the caller cannot change it under us
+	client          *http.Client
+}
+
+var _ compaction.Summarizer = (*Summarizer)(nil)
+
+// New validates cfg, applies the defaults and resolves the API key.
+func New(cfg Config) (*Summarizer, error) {
+	endpoint, err := chatCompletionsURL(cfg.BaseURL)
+	if err != nil {
+		return nil, fmt.Errorf("openai summarizer: %w", err)
+	}
+	model := strings.TrimSpace(cfg.Model)
+	if model == "" {
+		return nil, errors.New("openai summarizer: model is required")
+	}
+	key, err := resolveAPIKey(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("openai summarizer: %w", err)
+	}
+	switch {
+	case cfg.Timeout < 0:
+		return nil, fmt.Errorf("openai summarizer: timeout must not be negative, got %s", cfg.Timeout)
+	case cfg.RetryBackoff < 0:
+		return nil, fmt.Errorf("openai summarizer: retry backoff must not be negative, got %s", cfg.RetryBackoff)
+	case cfg.MaxOutputTokens < 0:
+		return nil, fmt.Errorf("openai summarizer: max output tokens must not be negative, got %d", cfg.MaxOutputTokens)
+	case cfg.MaxInputChars < 0:
+		return nil, fmt.Errorf("openai summarizer: max input chars must not be negative, got %d", cfg.MaxInputChars)
+	}
+	s := &Summarizer{
+		endpoint:        endpoint,
+		model:           model,
+		apiKey:          key,
+		timeout:         orDefault(cfg.Timeout, defaultTimeout),
+		maxRetries:      cfg.MaxRetries,
+		retryBackoff:    orDefault(cfg.RetryBackoff, defaultRetryBackoff),
+		maxOutputTokens: orDefault(cfg.MaxOutputTokens, defaultMaxOutputTokens),
+		maxInputChars:   orDefault(cfg.MaxInputChars, defaultMaxInputChars),
+		client:          cfg.HTTPClient,
+	}
+	switch {
+	case cfg.MaxRetries == 0:
+		s.maxRetries = defaultMaxRetries
+	case cfg.MaxRetries < 0:
+		s.maxRetries = 0
+	}
+	if cfg.Temperature != nil {
+		t := *cfg.Temperature
+		// JSON cannot encode NaN or infinities, and no server accepts a negative temperature.
+		if math.IsNaN(t) || math.IsInf(t, 0) || t < 0 {
+			return nil, fmt.Errorf("openai summarizer: temperature must be a non-negative number, got %v", t)
+		}
+		s.temperature = &t
+	}
+	if s.client == nil {
+		// Not http.DefaultClient: callers may mutate that one. Per-attempt deadlines come
+		// from the context, so the client itself has no Timeout.
+		s.client = &http.Client{}
+	}
+	return s, nil
+}
+
+func orDefault[T comparable](v, def T) T {
+	var zero T
+	if v == zero {
+		return def
+	}
+	return v
+}
+
+// chatCompletionsURL applies the BaseURL rule documented on Config.
+func chatCompletionsURL(base string) (string, error) {
+	raw := strings.TrimSpace(base)
+	if raw == "" {
+		return "", errors.New("base URL is required")
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "", fmt.Errorf("invalid base URL: %w", err)
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return "", fmt.Errorf("base URL %q: scheme must be http or https", u.Redacted())
+	}
+	if u.Host == "" {
+		return "", fmt.Errorf("base URL %q: missing host", u.Redacted())
+	}
+	if u.RawQuery != "" || u.ForceQuery || u.Fragment != "" {
+		return "", fmt.Errorf("base URL %q: must not have a query or fragment", u.Redacted())
+	}
+	p := strings.TrimRight(u.Path, "/")
+	if !strings.HasSuffix(p, "/v1") {
+		p += "/v1"
+	}
+	u.Path = p + "/chat/completions"
+	u.RawPath = "" // let url re-escape the path we built
+	return u.String(), nil
+}
+
+// resolveAPIKey picks the key by the precedence documented on Config.
+func resolveAPIKey(cfg Config) (string, error) {
+	var key string
+	switch {
+	case strings.TrimSpace(cfg.APIKey) != "":
+		key = strings.TrimSpace(cfg.APIKey)
+	case cfg.APIKeyFile != "":
+		b, err := os.ReadFile(cfg.APIKeyFile)
+		if err != nil {
+			return "", fmt.Errorf("read API key file: %w", err)
+		}
+		key = strings.TrimSpace(string(b))
+		if key == "" {
+			// A key file that was configured but is empty is a deployment mistake; sending no
+			// key would only surface later as a confusing 401.
+			return "", fmt.Errorf("API key file %s is empty", cfg.APIKeyFile)
+		}
+	default:
+		env := cfg.APIKeyEnv
+		if env == "" {
+			env = defaultAPIKeyEnv
+		}
+		key = strings.TrimSpace(os.Getenv(env))
+	}
+	// Control characters would make the header invalid; the key itself is never quoted in
+	// errors.
+	if strings.ContainsFunc(key, unicode.IsControl) {
+		return "", errors.New("API key contains control characters")
+	}
+	return key, nil
+}
+
+// Name identifies the summarizer in records and logs.
+func (s *Summarizer) Name() string { return "openai" }
+
+type chatMessage struct {
+	Role    string `json:"role"`
+	Content string `json:"content"`
+}
+
+type chatRequest struct {
+	Model       string        `json:"model"`
+	Messages    []chatMessage `json:"messages"`
+	MaxTokens   int           `json:"max_tokens"`
+	Temperature *float64      `json:"temperature,omitempty"`
+}
+
+// Summarize asks the model for the anchors-plus-summary text of req and returns the raw
+// assistant text. Network errors, per-attempt timeouts, 429 and 5xx are retried; other
+// errors, and the caller's context ending, end the call at once.
+func (s *Summarizer) Summarize(ctx context.Context, req compaction.SummaryRequest) (string, error) {
+	body, err := json.Marshal(chatRequest{
+		Model: s.model,
+		Messages: []chatMessage{
+			{Role: "system", Content: compaction.SummaryInstructions},
+			{Role: "user", Content: compaction.BuildSummaryPrompt(req, s.maxInputChars)},
+		},
+		MaxTokens:   s.maxOutputTokens,
+		Temperature: s.temperature,
+	})
+	if err != nil {
+		return "", fmt.Errorf("openai summarizer: encode request: %w", err)
+	}
+	attempts := s.maxRetries + 1
+	for attempt := 1; ; attempt++ {
+		if cerr := ctx.Err(); cerr != nil {
+			return "", fmt.Errorf("openai summarizer: model %q: before attempt %d of %d: %w", s.model, attempt, attempts, cerr)
+		}
+		text, err := s.attempt(ctx, body)
+		if err == nil {
+			return text, nil
+		}
+		err = fmt.Errorf("openai summarizer: model %q: attempt %d of %d: %w", s.model, attempt, attempts, err)
+		if cerr := ctx.Err(); cerr != nil {
+			// The caller gave up; make sure errors.Is(err, ctx.Err()) holds whatever the
+			// transport reported.
+			return "", withCause(cerr, err)
+		}
+		var re *retryableError
+		if !errors.As(err, &re) || attempt >= attempts {
+			return "", err
+		}
+		wait := s.backoff(attempt)
+		if re.hasRetryAfter {
+			if re.retryAfter > maxRetryAfter {
+				return "", fmt.Errorf("%w (not retrying: server asked to wait %s, more than the %s limit)", err, re.retryAfter, maxRetryAfter)
+			}
+			wait = re.retryAfter
+		}
+		if deadline, ok := ctx.Deadline(); ok && time.Until(deadline) <= wait {
+			return "", fmt.Errorf("%w (not retrying: waiting %s would pass the context deadline)", err, wait.Round(time.Millisecond))
+		}
+		if werr := sleep(ctx, wait); werr != nil {
+			return "", fmt.Errorf("openai summarizer: %w while waiting to retry (last error: %w)", werr, err)
+		}
+	}
+}
+
+// attempt sends one request, bounded by the per-attempt timeout, and decodes the answer.
+// Errors worth retrying are wrapped in *retryableError.
+func (s *Summarizer) attempt(ctx context.Context, body []byte) (string, error) {
+	attemptCtx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	httpReq, err := http.NewRequestWithContext(attemptCtx, http.MethodPost, s.endpoint, bytes.NewReader(body))
+	if err != nil {
+		return "", fmt.Errorf("build request: %w", err)
+	}
+	httpReq.Header.Set("Content-Type", "application/json")
+	httpReq.Header.Set("Accept", "application/json")
+	if s.apiKey != "" {
+		httpReq.Header.Set("Authorization", "Bearer "+s.apiKey)
+	}
+	resp, err := s.client.Do(httpReq)
+	if err != nil {
+		return "", s.transportError(ctx, attemptCtx, "send request to "+s.endpoint, err)
+	}
+	defer resp.Body.Close()
+
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		// Best effort: a failed read only makes the snippet shorter, the status is the news.
+		data, _ := readAtMost(resp.Body, maxErrorBodyBytes)
+		serr := &StatusError{StatusCode: resp.StatusCode, Message: errorMessage(data)}
+		if resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500 {
+			d, ok := parseRetryAfter(resp.Header.Get("Retry-After"), time.Now())
+			return "", &retryableError{err: serr, retryAfter: d, hasRetryAfter: ok}
+		}
+		return "", serr
+	}
+
+	if resp.ContentLength > maxResponseBytes {
+		return "", fmt.Errorf("response of %d bytes exceeds the %d MiB limit", resp.ContentLength, maxResponseBytes>>20)
+	}
+	data, err := readAtMost(resp.Body, maxResponseBytes+1)
+	if err != nil {
+		return "", s.transportError(ctx, attemptCtx, "read response", err)
+	}
+	if len(data) > maxResponseBytes {
+		return "", fmt.Errorf("response exceeds the %d MiB limit", maxResponseBytes>>20)
+	}
+	return parseResponse(data)
+}
+
+// transportError classifies a failure to exchange the request: the caller's cancellation is
+// final, everything else (including this attempt's own timeout) is retried.
+func (s *Summarizer) transportError(ctx, attemptCtx context.Context, op string, err error) error {
+	var uerr *url.Error
+	if errors.As(err, &uerr) {
+		err = uerr.Err // the URL is already in op or in the caller's prefix
+	}
+	switch {
+	case ctx.Err() != nil:
+		return fmt.Errorf("%s: %w", op, withCause(ctx.Err(), err))
+	case attemptCtx.Err() != nil:
+		return &retryableError{err: fmt.Errorf("%s: timed out after %s (per-attempt timeout): %w", op, s.timeout, withCause(context.DeadlineExceeded, err))}
+	default:
+		return &retryableError{err: fmt.Errorf("%s: %w", op, err)}
+	}
+}
+
+// withCause returns err, making sure errors.Is(result, cause) holds.
+func withCause(cause, err error) error {
+	if errors.Is(err, cause) {
+		return err
+	}
+	return fmt.Errorf("%w: %w", cause, err)
+}
+
+// retryableError marks an attempt failure worth retrying; it is transparent in messages.
+type retryableError struct {
+	err           error
+	retryAfter    time.Duration
+	hasRetryAfter bool
+}
+
+func (e *retryableError) Error() string { return e.err.Error() }
+func (e *retryableError) Unwrap() error { return e.err }
+
+// backoff is the delay before retry number n (1-based): exponential from RetryBackoff,
+// capped, with "equal jitter" — at least half the delay so retries really back off, the
+// rest random so many sessions hitting one overloaded server do not retry in lockstep.
+func (s *Summarizer) backoff(n int) time.Duration {
+	d := s.retryBackoff
+	for i := 1; i < n && d < maxBackoff; i++ {
+		d *= 2
+	}
+	d = min(d, maxBackoff)
+	half := d / 2
+	return half + rand.N(d-half+1)
+}
+
+// parseRetryAfter reads a Retry-After header: delay-seconds or an HTTP date.
+func parseRetryAfter(h string, now time.Time) (time.Duration, bool) {
+	h = strings.TrimSpace(h)
+	if h == "" {
+		return 0, false
+	}
+	if secs, err := strconv.ParseInt(h, 10, 64); err == nil {
+		if secs < 0 {
+			return 0, false
+		}
+		// Clamp before multiplying so a huge value cannot overflow into a short wait.
+		const day = 24 * 60 * 60
+		return time.Duration(min(secs, day)) * time.Second, true
+	}
+	if t, err := http.ParseTime(h); err == nil {
+		return max(t.Sub(now), 0), true
+	}
+	return 0, false
+}
+
+// sleep waits for d or until ctx ends.
+func sleep(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
