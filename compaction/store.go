@@ -2,6 +2,8 @@ package compaction
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -101,10 +103,29 @@ func ValidateSessionID(id string) error {
 	return nil
 }
 
+// maxKeyBytes keeps a key segment well inside the 255-byte file-name limit of filesystems.
+const maxKeyBytes = 200
+
 // SafeKey turns a tool-call ID into a string that is safe as one path segment or object-key
 // segment: letters, digits, '-' and '_' stay, every other byte becomes %XX. The mapping is
-// injective (two IDs never share a key) and its output never holds '/', '.' or "..".
+// injective (two IDs never share a key) and its output never holds '/', '.' or "..". An
+// encoding longer than 200 bytes is shortened to its first 120 bytes, '~' and a SHA-256 of
+// the ID, so it still fits a file name ('~' appears in no other key, so no collision with
+// an unshortened one).
 func SafeKey(id string) string {
+	k := safeKey(id)
+	if len(k) <= maxKeyBytes {
+		return k
+	}
+	sum := sha256.Sum256([]byte(id))
+	head := k[:120]
+	if i := strings.LastIndexByte(head[len(head)-2:], '%'); i >= 0 { // do not cut an escape
+		head = head[:len(head)-2+i]
+	}
+	return head + "~" + hex.EncodeToString(sum[:16])
+}
+
+func safeKey(id string) string {
 	safe := true
 	for i := 0; i < len(id); i++ {
 		if !keyByteOK(id[i]) {

@@ -9,7 +9,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 ctl="$root/bin/compactctl"
 out="$root/demo-out"
 transcript=${DEMO_TRANSCRIPT:-$root/testdata/long-session.jsonl}
-window=${DEMO_WINDOW:-12000}
+window=${DEMO_WINDOW:-8000}
 
 [[ -x "$ctl" ]] || { echo "demo: $ctl is missing: run 'make build'" >&2; exit 1; }
 [[ -r "$transcript" ]] || { echo "demo: cannot read $transcript" >&2; exit 1; }

@@ -1,0 +1,398 @@
+// Package fs is a compaction.Store on the local filesystem, in the seed's layout, for the CLI
+// and local runs:
+//
+//	{root}/.harness9/tool_results/{sessionID}/{SafeKey(toolCallID)}.txt
+//	{root}/.harness9/compaction_records/{sessionID}.jsonl   (appended, one record a line)
+//	{root}/.harness9/state/{sessionID}.json                 (replaced atomically)
+package fs
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	iofs "io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+
+	"github.com/harness9/compaction-operator/compaction"
+)
+
+// DirName is the directory under the root that holds everything the store writes.
+const DirName = ".harness9"
+
+const (
+	// Tool output and summaries can hold secrets from the agent's workspace, so nothing the
+	// store writes is readable by other users.
+	dirPerm  = 0o700
+	filePerm = 0o600
+
+	// tempPrefix starts every temporary file. Session IDs cannot start with '.' and SafeKey
+	// never emits one, so a temporary file can never be mistaken for a stored object.
+	tempPrefix = ".tmp-"
+)
+
+// Store is a filesystem compaction.Store. It is safe for concurrent use.
+type Store struct {
+	base string // absolute {root}/.harness9
+
+	// appendMu serialises record appends and the reads of a trail's length, so a reader
+	// only ever sees whole lines written by this store.
+	appendMu sync.Mutex
+}
+
+var _ compaction.Store = (*Store)(nil)
+
+// New returns a store rooted at root (usually the agent's working directory), creating
+// {root}/.harness9 if needed. References it hands out are absolute paths.
+func New(root string) (*Store, error) {
+	if root == "" {
+		return nil, errors.New("fs store: empty root directory")
+	}
+	abs, err := filepath.Abs(root)
+	if err != nil {
+		return nil, fmt.Errorf("fs store: make root %q absolute: %w", root, err)
+	}
+	base := filepath.Join(abs, DirName)
+	if err := os.MkdirAll(base, dirPerm); err != nil {
+		return nil, fmt.Errorf("fs store: create %s: %w", base, err)
+	}
+	return &Store{base: base}, nil
+}
+
+// Dir returns the absolute {root}/.harness9 directory.
+func (s *Store) Dir() string { return s.base }
+
+func (s *Store) toolResultDir(sid string) string {
+	return filepath.Join(s.base, "tool_results", sid)
+}
+
+// ToolResultPath is where a tool result lives; PutToolResult returns it as the ref.
+func (s *Store) ToolResultPath(sid, toolCallID string) string {
+	return filepath.Join(s.toolResultDir(sid), compaction.SafeKey(toolCallID)+".txt")
+}
+
+// RecordsPath is the session's JSONL trail.
+func (s *Store) RecordsPath(sid string) string {
+	return filepath.Join(s.base, "compaction_records", sid+".jsonl")
+}
+
+// StatePath is the session's state file.
+func (s *Store) StatePath(sid string) string {
+	return filepath.Join(s.base, "state", sid+".json")
+}
+
+// PutToolResult writes content atomically, so a reader (the agent reading the ref back)
+// never sees half a result, and returns the file's absolute path.
+func (s *Store) PutToolResult(ctx context.Context, sessionID, toolCallID string, content []byte) (string, error) {
+	if err := check(ctx, "put tool result", sessionID); err != nil {
+		return "", err
+	}
+	path := s.ToolResultPath(sessionID, toolCallID)
+	if err := writeFileAtomic(path, content); err != nil {
+		return "", fmt.Errorf("fs store: put tool result %q of session %s: %w", toolCallID, sessionID, err)
+	}
+	return path, nil
+}
+
+// GetToolResult reads a tool result back; a missing one is ErrNotFound.
+func (s *Store) GetToolResult(ctx context.Context, sessionID, toolCallID string) ([]byte, error) {
+	if err := check(ctx, "get tool result", sessionID); err != nil {
+		return nil, err
+	}
+	data, err := os.ReadFile(s.ToolResultPath(sessionID, toolCallID))
+	if err != nil {
+		return nil, fmt.Errorf("fs store: get tool result %q of session %s: %w", toolCallID, sessionID, notFound(err))
+	}
+	return data, nil
+}
+
+// AppendRecord appends the record as one JSON line. The whole line goes out in a single
+// write on an O_APPEND descriptor under appendMu, so lines from concurrent callers in this
+// process never interleave, and a crash leaves at worst one truncated last line.
+func (s *Store) AppendRecord(ctx context.Context, rec *compaction.CompactionRecord) error {
+	if rec == nil {
+		return errors.New("fs store: append record: nil record")
+	}
+	if err := check(ctx, "append record", rec.SessionID); err != nil {
+		return err
+	}
+	if rec.ID == "" {
+		return fmt.Errorf("fs store: append record to session %s: record has no ID", rec.SessionID)
+	}
+	line, err := encodeLine(rec)
+	if err != nil {
+		return fmt.Errorf("fs store: append record %s: %w", rec.ID, err)
+	}
+	path := s.RecordsPath(rec.SessionID)
+
+	s.appendMu.Lock()
+	defer s.appendMu.Unlock()
+	if err := os.MkdirAll(filepath.Dir(path), dirPerm); err != nil {
+		return fmt.Errorf("fs store: append record %s: %w", rec.ID, err)
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, filePerm)
+	if err != nil {
+		return fmt.Errorf("fs store: append record %s: %w", rec.ID, err)
+	}
+	if _, err := f.Write(line); err != nil {
+		f.Close()
+		return fmt.Errorf("fs store: append record %s to %s: %w", rec.ID, path, err)
+	}
+	// Compactions are rare (minutes apart), so syncing each audit line costs nothing that
+	// matters and keeps the trail intact across a power loss.
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return fmt.Errorf("fs store: sync %s: %w", path, err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("fs store: close %s: %w", path, err)
+	}
+	return nil
+}
+
+// ReadRecords copies the session's trail to w. A session without records has an empty
+// trail: nothing is written and the error is nil.
+func (s *Store) ReadRecords(ctx context.Context, sessionID string, w io.Writer) error {
+	if err := check(ctx, "read records", sessionID); err != nil {
+		return err
+	}
+	path := s.RecordsPath(sessionID)
+	f, size, err := s.openTrail(path)
+	if err != nil {
+		if errors.Is(err, iofs.ErrNotExist) {
+			return nil
+		}
+		return fmt.Errorf("fs store: read records of session %s: %w", sessionID, err)
+	}
+	defer f.Close()
+	// Copy only the length seen under the lock: a line being appended meanwhile is left
+	// out whole instead of showing up half written. The lock is not held while copying, so
+	// a slow w never blocks appends.
+	if _, err := io.Copy(w, &ctxReader{ctx: ctx, r: io.LimitReader(f, size)}); err != nil {
+		return fmt.Errorf("fs store: read records of session %s: %w", sessionID, err)
+	}
+	return nil
+}
+
+// openTrail opens a trail and returns its length at a line boundary.
+func (s *Store) openTrail(path string) (*os.File, int64, error) {
+	s.appendMu.Lock()
+	defer s.appendMu.Unlock()
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, 0, err
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, 0, err
+	}
+	return f, fi.Size(), nil
+}
+
+// LoadState reads the session's state; a missing one is ErrNotFound.
+func (s *Store) LoadState(ctx context.Context, sessionID string) (*compaction.State, error) {
+	if err := check(ctx, "load state", sessionID); err != nil {
+		return nil, err
+	}
+	path := s.StatePath(sessionID)
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("fs store: load state of session %s: %w", sessionID, notFound(err))
+	}
+	var st compaction.State
+	if err := json.Unmarshal(data, &st); err != nil {
+		return nil, fmt.Errorf("fs store: decode state %s: %w", path, err)
+	}
+	return &st, nil
+}
+
+// SaveState replaces the session's state atomically: a crash leaves the old or the new
+// state, never a torn file that would break every later incremental merge.
+func (s *Store) SaveState(ctx context.Context, sessionID string, st *compaction.State) error {
+	if st == nil {
+		return fmt.Errorf("fs store: save state of session %q: nil state", sessionID)
+	}
+	if err := check(ctx, "save state", sessionID); err != nil {
+		return err
+	}
+	data, err := json.Marshal(st)
+	if err != nil {
+		return fmt.Errorf("fs store: encode state of session %s: %w", sessionID, err)
+	}
+	if err := writeFileAtomic(s.StatePath(sessionID), data); err != nil {
+		return fmt.Errorf("fs store: save state of session %s: %w", sessionID, err)
+	}
+	return nil
+}
+
+// DeleteSession removes the session's tool results, trail and state and returns how many
+// files it removed. Each path is built from the exact session ID (a directory or a file
+// name), so a session whose ID extends this one is never touched.
+func (s *Store) DeleteSession(ctx context.Context, sessionID string) (int, error) {
+	if err := check(ctx, "delete session", sessionID); err != nil {
+		return 0, err
+	}
+	removed := 0
+	var errs []error
+
+	dir := s.toolResultDir(sessionID)
+	n, err := removeTree(dir)
+	removed += n
+	if err != nil {
+		errs = append(errs, err)
+	}
+
+	// Under appendMu so the trail is not removed in the middle of an append.
+	s.appendMu.Lock()
+	ok, err := removeFile(s.RecordsPath(sessionID))
+	s.appendMu.Unlock()
+	if ok {
+		removed++
+	}
+	if err != nil {
+		errs = append(errs, err)
+	}
+
+	ok, err = removeFile(s.StatePath(sessionID))
+	if ok {
+		removed++
+	}
+	if err != nil {
+		errs = append(errs, err)
+	}
+
+	if err := errors.Join(errs...); err != nil {
+		return removed, fmt.Errorf("fs store: delete session %s (%d files removed): %w", sessionID, removed, err)
+	}
+	return removed, nil
+}
+
+// removeTree removes dir and everything under it and returns how many files it held.
+func removeTree(dir string) (int, error) {
+	count := 0
+	err := filepath.WalkDir(dir, func(_ string, d iofs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if !d.IsDir() && !strings.HasPrefix(d.Name(), tempPrefix) {
+			count++
+		}
+		return nil
+	})
+	if errors.Is(err, iofs.ErrNotExist) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("list %s: %w", dir, err)
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		return 0, fmt.Errorf("remove %s: %w", dir, err)
+	}
+	return count, nil
+}
+
+// removeFile removes path and reports whether it existed.
+func removeFile(path string) (bool, error) {
+	err := os.Remove(path)
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, iofs.ErrNotExist):
+		return false, nil
+	default:
+		return false, fmt.Errorf("remove %s: %w", path, err)
+	}
+}
+
+// writeFileAtomic writes data to a temporary file in path's directory, syncs it and renames
+// it over path, creating the directory if needed.
+func writeFileAtomic(path string, data []byte) (err error) {
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, dirPerm); err != nil {
+		return err
+	}
+	f, err := os.CreateTemp(dir, tempPrefix+"*")
+	if err != nil {
+		return err
+	}
+	tmp := f.Name()
+	defer func() {
+		if err != nil {
+			f.Close()
+			os.Remove(tmp)
+		}
+	}()
+	// CreateTemp uses 0o600 already; set it explicitly so the mode does not depend on that.
+	if err := f.Chmod(filePerm); err != nil {
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
+		return fmt.Errorf("write %s: %w", tmp, err)
+	}
+	if err := f.Sync(); err != nil {
+		return fmt.Errorf("sync %s: %w", tmp, err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("close %s: %w", tmp, err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return err
+	}
+	// Make the rename itself durable. Best effort: some filesystems cannot sync directories.
+	if d, err := os.Open(dir); err == nil {
+		_ = d.Sync()
+		d.Close()
+	}
+	return nil
+}
+
+// encodeLine renders rec as one JSON line. encoding/json escapes control characters in
+// strings, so the only newline is the terminating one. HTML escaping is off because the
+// trail is read by people and tools, not embedded in HTML.
+func encodeLine(rec *compaction.CompactionRecord) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(rec); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+// check validates the session ID and refuses to start work under a finished context.
+func check(ctx context.Context, op, sessionID string) error {
+	if err := compaction.ValidateSessionID(sessionID); err != nil {
+		return fmt.Errorf("fs store: %s: %w", op, err)
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("fs store: %s of session %s: %w", op, sessionID, err)
+	}
+	return nil
+}
+
+// notFound adds compaction.ErrNotFound to a missing-file error, keeping the path in it.
+func notFound(err error) error {
+	if errors.Is(err, iofs.ErrNotExist) {
+		return fmt.Errorf("%w: %w", compaction.ErrNotFound, err)
+	}
+	return err
+}
+
+// ctxReader stops a long copy when its context ends.
+type ctxReader struct {
+	ctx context.Context
+	r   io.Reader
+}
+
+func (c *ctxReader) Read(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return c.r.Read(p)
+}

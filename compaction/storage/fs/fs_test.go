@@ -1,0 +1,257 @@
+package fs_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/harness9/compaction-operator/compaction"
+	"github.com/harness9/compaction-operator/compaction/storage/fs"
+	"github.com/harness9/compaction-operator/compaction/storage/storetest"
+)
+
+func newStore(t *testing.T) *fs.Store {
+	t.Helper()
+	s, err := fs.New(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func TestConformance(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) compaction.Store { return newStore(t) })
+}
+
+func TestLayout(t *testing.T) {
+	ctx := context.Background()
+	root := t.TempDir()
+	s, err := fs.New(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sid := storetest.SessionID(t)
+	base := filepath.Join(root, ".harness9")
+	if s.Dir() != base {
+		t.Fatalf("Dir = %q, want %q", s.Dir(), base)
+	}
+
+	ref, err := s.PutToolResult(ctx, sid, "../call/1", []byte("output"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantRef := filepath.Join(base, "tool_results", sid, compaction.SafeKey("../call/1")+".txt")
+	if ref != wantRef {
+		t.Fatalf("ref = %q, want %q", ref, wantRef)
+	}
+	if data, err := os.ReadFile(ref); err != nil || string(data) != "output" {
+		t.Fatalf("reading the ref: %q, %v", data, err)
+	}
+
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	for i := range 3 {
+		if err := s.AppendRecord(ctx, storetest.NewRecord(t, sid, now.Add(time.Duration(i)*time.Second), i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	trail, err := os.ReadFile(filepath.Join(base, "compaction_records", sid+".jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSuffix(string(trail), "\n"), "\n")
+	if len(lines) != 3 {
+		t.Fatalf("trail has %d lines, want 3:\n%s", len(lines), trail)
+	}
+	for i, line := range lines {
+		var rec compaction.CompactionRecord
+		if err := json.Unmarshal([]byte(line), &rec); err != nil || rec.SummaryText == "" {
+			t.Fatalf("line %d is not a record: %v", i, err)
+		}
+	}
+	// ReadRecords returns the file as is.
+	var buf bytes.Buffer
+	if err := s.ReadRecords(ctx, sid, &buf); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(buf.Bytes(), trail) {
+		t.Fatal("ReadRecords differs from the trail file")
+	}
+
+	st := &compaction.State{LastSummary: "s", UpdatedAt: now}
+	if err := s.SaveState(ctx, sid, st); err != nil {
+		t.Fatal(err)
+	}
+	statePath := filepath.Join(base, "state", sid+".json")
+	var got compaction.State
+	data, err := os.ReadFile(statePath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(data, &got); err != nil || got.LastSummary != "s" {
+		t.Fatalf("state file: %+v, %v", got, err)
+	}
+
+	// Private files and no leftovers from atomic writes.
+	err = filepath.WalkDir(base, func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if strings.HasPrefix(d.Name(), ".tmp-") {
+			t.Errorf("temporary file left behind: %s", path)
+		}
+		if !d.IsDir() {
+			fi, err := d.Info()
+			if err != nil {
+				return err
+			}
+			if fi.Mode().Perm()&0o077 != 0 {
+				t.Errorf("%s has mode %v, want no group/other access", path, fi.Mode().Perm())
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	n, err := s.DeleteSession(ctx, sid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != 3 { // one tool result, one trail file, one state file
+		t.Fatalf("DeleteSession removed %d files, want 3", n)
+	}
+	for _, p := range []string{filepath.Join(base, "tool_results", sid), statePath, filepath.Join(base, "compaction_records", sid+".jsonl")} {
+		if _, err := os.Stat(p); !os.IsNotExist(err) {
+			t.Errorf("%s still exists after DeleteSession (err %v)", p, err)
+		}
+	}
+}
+
+func TestRelativeRootGivesAbsoluteRefs(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(dir)
+	s, err := fs.New("work")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref, err := s.PutToolResult(context.Background(), "sess-1", "call_1", []byte("x"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := filepath.Join(dir, "work", ".harness9", "tool_results", "sess-1", "call_1.txt")
+	// t.TempDir may sit behind a symlink (macOS /var); compare resolved paths.
+	if resolve(t, ref) != resolve(t, want) || !filepath.IsAbs(ref) {
+		t.Fatalf("ref = %q, want %q", ref, want)
+	}
+}
+
+func TestNewRejectsBadRoot(t *testing.T) {
+	if _, err := fs.New(""); err == nil {
+		t.Error("New(\"\") succeeded")
+	}
+	file := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fs.New(file); err == nil {
+		t.Error("New on a regular file succeeded")
+	}
+}
+
+func TestInvalidSessionIDsWriteNothing(t *testing.T) {
+	root := t.TempDir()
+	s, err := fs.New(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	storetest.WriteInvalid(t, s)
+	err = filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if path != root && path != s.Dir() {
+			t.Errorf("invalid session IDs left %s behind", path)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Two stores on one directory (two CLI processes, say) append whole lines too: each line
+// goes out in one O_APPEND write.
+func TestTwoStoresOneTrail(t *testing.T) {
+	root := t.TempDir()
+	a, err := fs.New(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := fs.New(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	sid := "shared"
+	big := strings.Repeat("x", 256<<10)
+	done := make(chan error, 2)
+	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	for k, s := range []*fs.Store{a, b} {
+		recs := make([]*compaction.CompactionRecord, 10)
+		for i := range recs {
+			recs[i] = storetest.NewRecord(t, sid, base.Add(time.Duration(k*100+i)*time.Second), i)
+			recs[i].SummaryText = big
+		}
+		go func() {
+			for _, r := range recs {
+				if err := s.AppendRecord(ctx, r); err != nil {
+					done <- err
+					return
+				}
+			}
+			done <- nil
+		}()
+	}
+	for range 2 {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+	f, err := os.Open(a.RecordsPath(sid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(nil, 1<<20)
+	n := 0
+	for sc.Scan() {
+		var rec compaction.CompactionRecord
+		if err := json.Unmarshal(sc.Bytes(), &rec); err != nil {
+			t.Fatalf("line %d is torn: %v", n+1, err)
+		}
+		n++
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if n != 20 {
+		t.Fatalf("%d lines, want 20", n)
+	}
+}
+
+func resolve(t *testing.T, p string) string {
+	t.Helper()
+	dir, err := filepath.EvalSymlinks(filepath.Dir(p))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return filepath.Join(dir, filepath.Base(p))
+}

@@ -1,0 +1,454 @@
+// Package s3 is a compaction.Store on any S3-compatible object store (AWS S3, MinIO, Ceph
+// RGW, SeaweedFS, R2), using minio-go. Keys, under an optional prefix, follow the layout of
+// the compaction package:
+//
+//	tool_results/{sessionID}/{SafeKey(toolCallID)}.txt
+//	compaction_records/{sessionID}/{recordID}.jsonl   (one object per record)
+//	state/{sessionID}.json
+//
+// S3 has no append, and rewriting a growing object loses records when two replicas race, so
+// every record is its own segment object. Record IDs are time-sortable and S3 lists keys in
+// order, so listing the session's segment prefix yields the trail oldest first.
+package s3
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+
+	"github.com/minio/minio-go/v7"
+	"github.com/minio/minio-go/v7/pkg/credentials"
+	"github.com/minio/minio-go/v7/pkg/s3utils"
+
+	"github.com/harness9/compaction-operator/compaction"
+)
+
+// ErrBucketNotFound is returned by Ping and EnsureBucket when the bucket does not exist.
+var ErrBucketNotFound = errors.New("bucket does not exist")
+
+// Config says where the store lives and how to reach it.
+type Config struct {
+	// Endpoint is host[:port] of the S3 API, without a scheme, e.g. "s3.amazonaws.com" or
+	// "minio.storage.svc:9000".
+	Endpoint string
+	Bucket   string
+	// Prefix is prepended to every key, so several tenants or clusters can share a bucket.
+	// Leading slashes are dropped and exactly one trailing slash is ensured.
+	Prefix string
+	// Region is the bucket's region; empty lets the client discover it.
+	Region string
+	// Insecure selects plain HTTP instead of HTTPS.
+	Insecure  bool
+	AccessKey string
+	SecretKey string
+}
+
+// Store is an S3 compaction.Store. It is safe for concurrent use.
+type Store struct {
+	client *minio.Client
+	bucket string
+	region string // for MakeBucket; empty means the client's default
+	prefix string // normalized: empty or ending in exactly one '/'
+}
+
+var _ compaction.Store = (*Store)(nil)
+
+// New returns a store for cfg. It does not contact the server: call Ping or EnsureBucket
+// for that. ctx is accepted for symmetry with the other constructors and is not retained.
+func New(ctx context.Context, cfg Config) (*Store, error) {
+	return newStore(ctx, cfg, nil)
+}
+
+// newStore is New with an optional HTTP transport, which tests use to observe requests.
+func newStore(_ context.Context, cfg Config, transport http.RoundTripper) (*Store, error) {
+	if cfg.Endpoint == "" {
+		return nil, errors.New("s3 store: empty endpoint")
+	}
+	if strings.Contains(cfg.Endpoint, "://") {
+		return nil, fmt.Errorf("s3 store: endpoint %q must be host[:port] without a scheme (set Insecure for plain HTTP)", cfg.Endpoint)
+	}
+	if err := s3utils.CheckValidBucketName(cfg.Bucket); err != nil {
+		return nil, fmt.Errorf("s3 store: bucket %q: %w", cfg.Bucket, err)
+	}
+	prefix, err := normalizePrefix(cfg.Prefix)
+	if err != nil {
+		return nil, fmt.Errorf("s3 store: %w", err)
+	}
+	client, err := minio.New(cfg.Endpoint, &minio.Options{
+		Creds:     credentials.NewStaticV4(cfg.AccessKey, cfg.SecretKey, ""),
+		Secure:    !cfg.Insecure,
+		Region:    cfg.Region,
+		Transport: transport,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("s3 store: client for %s: %w", cfg.Endpoint, err)
+	}
+	return &Store{client: client, bucket: cfg.Bucket, region: cfg.Region, prefix: prefix}, nil
+}
+
+// normalizePrefix drops leading slashes and ensures one trailing slash, so "a", "/a" and
+// "a/" all name the same directory-like prefix and keys never hold an empty segment there.
+func normalizePrefix(p string) (string, error) {
+	p = strings.TrimLeft(p, "/")
+	p = strings.TrimRight(p, "/")
+	if p == "" {
+		return "", nil
+	}
+	for _, seg := range strings.Split(p, "/") {
+		if seg == "" || seg == "." || seg == ".." {
+			return "", fmt.Errorf("prefix %q holds an empty, '.' or '..' segment", p)
+		}
+	}
+	return p + "/", nil
+}
+
+// Bucket returns the bucket name.
+func (s *Store) Bucket() string { return s.bucket }
+
+// Prefix returns the normalized key prefix (empty, or ending in '/').
+func (s *Store) Prefix() string { return s.prefix }
+
+// Ping checks that the server answers, the credentials work and the bucket exists, with one
+// cheap HEAD request. It backs the StorageReady condition.
+func (s *Store) Ping(ctx context.Context) error {
+	ok, err := s.client.BucketExists(ctx, s.bucket)
+	if err != nil {
+		return fmt.Errorf("s3 store: ping bucket %s at %s: %w", s.bucket, s.client.EndpointURL().Host, err)
+	}
+	if !ok {
+		return fmt.Errorf("s3 store: ping bucket %s at %s: %w", s.bucket, s.client.EndpointURL().Host, ErrBucketNotFound)
+	}
+	return nil
+}
+
+// EnsureBucket checks the bucket exists and, when create is true, creates it if it does not.
+// Losing a creation race to another replica counts as success.
+func (s *Store) EnsureBucket(ctx context.Context, create bool) error {
+	ok, err := s.client.BucketExists(ctx, s.bucket)
+	if err != nil {
+		return fmt.Errorf("s3 store: check bucket %s: %w", s.bucket, err)
+	}
+	if ok {
+		return nil
+	}
+	if !create {
+		return fmt.Errorf("s3 store: bucket %s: %w", s.bucket, ErrBucketNotFound)
+	}
+	if mkErr := s.client.MakeBucket(ctx, s.bucket, minio.MakeBucketOptions{Region: s.region}); mkErr != nil {
+		// Someone may have created it since the check (another replica, or the bucket is
+		// already ours): if it is there and reachable now, the goal is met.
+		if ok, err := s.client.BucketExists(ctx, s.bucket); err == nil && ok {
+			return nil
+		}
+		return fmt.Errorf("s3 store: create bucket %s: %w", s.bucket, mkErr)
+	}
+	return nil
+}
+
+func (s *Store) key(rel string) string { return s.prefix + rel }
+
+func (s *Store) ref(key string) string { return "s3://" + s.bucket + "/" + key }
+
+// PutToolResult stores content and returns its s3:// URL.
+func (s *Store) PutToolResult(ctx context.Context, sessionID, toolCallID string, content []byte) (string, error) {
+	if err := validate("put tool result", sessionID); err != nil {
+		return "", err
+	}
+	key := s.key(compaction.ToolResultKey(sessionID, toolCallID))
+	if err := s.put(ctx, key, content, "text/plain; charset=utf-8"); err != nil {
+		return "", fmt.Errorf("s3 store: put tool result %q of session %s: %w", toolCallID, sessionID, err)
+	}
+	return s.ref(key), nil
+}
+
+// GetToolResult reads a tool result back; a missing one is ErrNotFound.
+func (s *Store) GetToolResult(ctx context.Context, sessionID, toolCallID string) ([]byte, error) {
+	if err := validate("get tool result", sessionID); err != nil {
+		return nil, err
+	}
+	data, err := s.get(ctx, s.key(compaction.ToolResultKey(sessionID, toolCallID)))
+	if err != nil {
+		return nil, fmt.Errorf("s3 store: get tool result %q of session %s: %w", toolCallID, sessionID, err)
+	}
+	return data, nil
+}
+
+// AppendRecord writes the record as a new one-line segment named after its ID. Nothing is
+// ever read back or rewritten, so concurrent writers (any number of replicas) cannot lose
+// each other's records.
+func (s *Store) AppendRecord(ctx context.Context, rec *compaction.CompactionRecord) error {
+	if rec == nil {
+		return errors.New("s3 store: append record: nil record")
+	}
+	if err := validate("append record", rec.SessionID); err != nil {
+		return err
+	}
+	if rec.ID == "" {
+		return fmt.Errorf("s3 store: append record to session %s: record has no ID", rec.SessionID)
+	}
+	line, err := encodeLine(rec)
+	if err != nil {
+		return fmt.Errorf("s3 store: encode record %s: %w", rec.ID, err)
+	}
+	key := s.key(compaction.RecordSegmentKey(rec.SessionID, rec.ID))
+	if err := s.put(ctx, key, line, "application/x-ndjson"); err != nil {
+		return fmt.Errorf("s3 store: append record %s of session %s: %w", rec.ID, rec.SessionID, err)
+	}
+	return nil
+}
+
+// ReadRecords streams the session's segments to w in key (= time) order, one object at a
+// time, so a long trail never sits in memory. A session without records writes nothing.
+func (s *Store) ReadRecords(ctx context.Context, sessionID string, w io.Writer) error {
+	if err := validate("read records", sessionID); err != nil {
+		return err
+	}
+	prefix := s.key(compaction.SessionPrefixes(sessionID)[1])
+	lw := &lineWriter{w: w}
+	err := s.list(ctx, prefix, func(obj minio.ObjectInfo) error {
+		return s.copyObject(ctx, obj.Key, lw)
+	})
+	if err != nil {
+		return fmt.Errorf("s3 store: read records of session %s: %w", sessionID, err)
+	}
+	return nil
+}
+
+// copyObject streams one segment to lw and ends it with a newline if it lacks one (a
+// segment written by another tool), so the output stays valid JSONL.
+func (s *Store) copyObject(ctx context.Context, key string, lw *lineWriter) error {
+	obj, err := s.client.GetObject(ctx, s.bucket, key, minio.GetObjectOptions{})
+	if err != nil {
+		return fmt.Errorf("get %s: %w", s.ref(key), mapErr(err))
+	}
+	defer obj.Close()
+	if _, err := io.Copy(lw, obj); err != nil {
+		err = mapErr(err)
+		if errors.Is(err, compaction.ErrNotFound) && lw.segmentBytes == 0 {
+			// Deleted between the listing and the read (DeleteSession ran meanwhile): the
+			// segment is gone, so it is not part of the trail any more.
+			return nil
+		}
+		return fmt.Errorf("copy %s: %w", s.ref(key), err)
+	}
+	return lw.endSegment()
+}
+
+// LoadState reads the session's state; a missing one is ErrNotFound.
+func (s *Store) LoadState(ctx context.Context, sessionID string) (*compaction.State, error) {
+	if err := validate("load state", sessionID); err != nil {
+		return nil, err
+	}
+	key := s.key(compaction.StateKey(sessionID))
+	data, err := s.get(ctx, key)
+	if err != nil {
+		return nil, fmt.Errorf("s3 store: load state of session %s: %w", sessionID, err)
+	}
+	var st compaction.State
+	if err := json.Unmarshal(data, &st); err != nil {
+		return nil, fmt.Errorf("s3 store: decode state %s: %w", s.ref(key), err)
+	}
+	return &st, nil
+}
+
+// SaveState replaces the session's state. A PUT replaces an object atomically, so readers
+// see the old or the new state, never a mix.
+func (s *Store) SaveState(ctx context.Context, sessionID string, st *compaction.State) error {
+	if st == nil {
+		return fmt.Errorf("s3 store: save state of session %q: nil state", sessionID)
+	}
+	if err := validate("save state", sessionID); err != nil {
+		return err
+	}
+	data, err := json.Marshal(st)
+	if err != nil {
+		return fmt.Errorf("s3 store: encode state of session %s: %w", sessionID, err)
+	}
+	if err := s.put(ctx, s.key(compaction.StateKey(sessionID)), data, "application/json"); err != nil {
+		return fmt.Errorf("s3 store: save state of session %s: %w", sessionID, err)
+	}
+	return nil
+}
+
+// DeleteSession removes every object of the session with batched multi-object deletes and
+// returns how many it removed. It lists only under the session's prefixes, which end in
+// '/', plus the exact state key, so a session whose ID extends this one is never touched.
+// Per-object failures are all reported, joined.
+func (s *Store) DeleteSession(ctx context.Context, sessionID string) (int, error) {
+	if err := validate("delete session", sessionID); err != nil {
+		return 0, err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+
+	// The feeder lists and hands keys to the batch delete as it goes, so a huge session is
+	// never held in memory; RemoveObjectsWithResult groups them into requests of 1000.
+	objects := make(chan minio.ObjectInfo)
+	feedDone := make(chan error, 1)
+	go func() {
+		defer close(objects)
+		feedDone <- s.feedSessionObjects(ctx, sessionID, objects)
+	}()
+
+	removed := 0
+	var errs []error
+	for res := range s.client.RemoveObjectsWithResult(ctx, s.bucket, objects, minio.RemoveObjectsOptions{}) {
+		if res.Err != nil {
+			errs = append(errs, fmt.Errorf("delete %s: %w", s.ref(res.ObjectName), res.Err))
+			continue
+		}
+		removed++
+	}
+	// The batch remover reads objects until the feeder closes the channel, but a remover
+	// that stops early (context ended) must not leave the feeder blocked on a send.
+	cancel()
+	if err := <-feedDone; err != nil {
+		errs = append(errs, err)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return removed, fmt.Errorf("s3 store: delete session %s (%d objects removed): %w", sessionID, removed, err)
+	}
+	return removed, nil
+}
+
+// feedSessionObjects sends every object of the session to out.
+func (s *Store) feedSessionObjects(ctx context.Context, sessionID string, out chan<- minio.ObjectInfo) error {
+	send := func(obj minio.ObjectInfo) error {
+		select {
+		case out <- minio.ObjectInfo{Key: obj.Key}:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	for _, rel := range compaction.SessionPrefixes(sessionID) {
+		if err := s.list(ctx, s.key(rel), send); err != nil {
+			return err
+		}
+	}
+	// The state is one exact key. It is not listed by prefix: "state/abc.json" is a prefix
+	// of session "abc.json"'s "state/abc.json.json".
+	key := s.key(compaction.StateKey(sessionID))
+	if _, err := s.client.StatObject(ctx, s.bucket, key, minio.StatObjectOptions{}); err != nil {
+		if err = mapErr(err); errors.Is(err, compaction.ErrNotFound) {
+			return nil
+		}
+		return fmt.Errorf("stat %s: %w", s.ref(key), err)
+	}
+	return send(minio.ObjectInfo{Key: key})
+}
+
+// list calls fn for every object under prefix, in key order. It always drains the listing
+// so its goroutine ends, even when fn fails.
+func (s *Store) list(ctx context.Context, prefix string, fn func(minio.ObjectInfo) error) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	ch := s.client.ListObjects(ctx, s.bucket, minio.ListObjectsOptions{Prefix: prefix, Recursive: true})
+	var err error
+	for obj := range ch {
+		if err != nil {
+			continue // draining after a failure
+		}
+		if obj.Err != nil {
+			err = fmt.Errorf("list s3://%s/%s: %w", s.bucket, prefix, obj.Err)
+		} else {
+			err = fn(obj)
+		}
+		if err != nil {
+			cancel()
+		}
+	}
+	if err == nil {
+		// ListObjects reports a context that ended before it started as an entry, but one
+		// that ends between pages just closes the channel: do not take that for the end.
+		err = ctx.Err()
+	}
+	return err
+}
+
+// put writes one object whole.
+func (s *Store) put(ctx context.Context, key string, data []byte, contentType string) error {
+	_, err := s.client.PutObject(ctx, s.bucket, key, bytes.NewReader(data), int64(len(data)),
+		minio.PutObjectOptions{ContentType: contentType})
+	if err != nil {
+		return fmt.Errorf("put %s: %w", s.ref(key), err)
+	}
+	return nil
+}
+
+// get reads one object whole; a missing key is ErrNotFound. Callers use it only for objects
+// whose size is bounded by design (one tool result, one state).
+func (s *Store) get(ctx context.Context, key string) ([]byte, error) {
+	obj, err := s.client.GetObject(ctx, s.bucket, key, minio.GetObjectOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("get %s: %w", s.ref(key), mapErr(err))
+	}
+	defer obj.Close()
+	// GetObject is lazy: the request, and so a missing key, surfaces on the first read.
+	data, err := io.ReadAll(obj)
+	if err != nil {
+		return nil, fmt.Errorf("get %s: %w", s.ref(key), mapErr(err))
+	}
+	return data, nil
+}
+
+// mapErr adds compaction.ErrNotFound to a missing-key error and keeps the original, so
+// callers can test for both.
+func mapErr(err error) error {
+	var resp minio.ErrorResponse
+	if errors.As(err, &resp) && resp.Code == minio.NoSuchKey {
+		return fmt.Errorf("%w: %w", compaction.ErrNotFound, err)
+	}
+	return err
+}
+
+func validate(op, sessionID string) error {
+	if err := compaction.ValidateSessionID(sessionID); err != nil {
+		return fmt.Errorf("s3 store: %s: %w", op, err)
+	}
+	return nil
+}
+
+// encodeLine renders rec as one JSON line; encoding/json escapes newlines inside strings, so
+// the terminating one is the only one.
+func encodeLine(rec *compaction.CompactionRecord) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(rec); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+// lineWriter forwards segments to w and remembers the last byte of each, so a segment
+// without a trailing newline can be terminated before the next one starts.
+type lineWriter struct {
+	w            io.Writer
+	segmentBytes int64
+	last         byte
+}
+
+func (l *lineWriter) Write(p []byte) (int, error) {
+	n, err := l.w.Write(p)
+	if n > 0 {
+		l.segmentBytes += int64(n)
+		l.last = p[n-1]
+	}
+	return n, err
+}
+
+func (l *lineWriter) endSegment() error {
+	defer func() { l.segmentBytes = 0 }()
+	if l.segmentBytes > 0 && l.last != '\n' {
+		if _, err := l.w.Write([]byte{'\n'}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
