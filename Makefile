@@ -58,11 +58,18 @@ fmt: ## gofmt every Go file.
 vet: ## go vet.
 	$(GO) vet ./...
 
+.PHONY: lint
+lint: ## golangci-lint (built into bin/ on first use).
+	@hack/build-tools.sh golangci-lint
+	$(BIN)/golangci-lint run ./...
+
 .PHONY: verify
 verify: ## Fail when gofmt, go vet or go mod tidy would change anything.
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "not gofmt-clean: $$out"; exit 1; fi
 	$(GO) vet ./...
 	$(GO) mod tidy -diff
+	@if $(GO) list -deps ./compaction/... | grep -E '^(k8s\.io|sigs\.k8s\.io)/'; then \
+		echo "compaction/ must not import Kubernetes packages (see above)"; exit 1; fi
 
 .PHONY: clean
 clean: ## Remove built binaries (keeps bin/ tools).

@@ -39,6 +39,7 @@ for t in $want; do
 	etcd) build etcd etcd go.etcd.io/etcd/server/v3 ;;
 	minio) build minio minio github.com/minio/minio ;;
 	controller-gen) build controller-gen controller-gen sigs.k8s.io/controller-tools/cmd/controller-gen ;;
+	golangci-lint) build golangci-lint golangci-lint github.com/golangci/golangci-lint/v2/cmd/golangci-lint ;;
 	*) echo "unknown tool $t" >&2; exit 2 ;;
 	esac
 done
