@@ -3,6 +3,7 @@ package compaction
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -38,16 +39,14 @@ func (ExtractiveSummarizer) Summarize(ctx context.Context, req SummaryRequest) (
 	calls := map[string]ToolCall{}
 	var (
 		intent    string
-		decisions []string
-		failures  []string
 		nextStep  string
 		toolCount = map[string]int{}
-		lastCalls []string
 		nUser     int
 		nAsst     int
 		nTool     int
 		nOffload  int
 	)
+	// Forward: counts, the first request, the last plan.
 	for i := range req.Messages {
 		m := &req.Messages[i]
 		switch m.Role {
@@ -61,10 +60,6 @@ func (ExtractiveSummarizer) Summarize(ctx context.Context, req SummaryRequest) (
 			for _, tc := range m.ToolCalls {
 				calls[tc.ID] = tc
 				toolCount[tc.Function.Name]++
-				lastCalls = appendBounded(lastCalls, describeCall(tc), extractMaxItems)
-			}
-			for _, s := range decisionSentences(m.Content) {
-				decisions = appendBounded(decisions, s, extractMaxItems)
 			}
 			if t := strings.TrimSpace(m.Content); t != "" {
 				nextStep = clip(t, extractDecisionChars*2)
@@ -74,15 +69,43 @@ func (ExtractiveSummarizer) Summarize(ctx context.Context, req SummaryRequest) (
 			if strings.HasPrefix(m.Content, PlaceholderPrefix) {
 				nOffload++
 			}
+		}
+	}
+	// Backward: only the latest few calls, decisions and failures are kept, so stop looking
+	// once they are found; a long span costs no more than a short one.
+	var lastCalls, decisions, failures []string
+	for i := len(req.Messages) - 1; i >= 0; i-- {
+		m := &req.Messages[i]
+		if len(lastCalls) >= extractMaxItems && len(decisions) >= extractMaxItems && len(failures) >= extractMaxItems {
+			break
+		}
+		switch m.Role {
+		case RoleAssistant:
+			for j := len(m.ToolCalls) - 1; j >= 0 && len(lastCalls) < extractMaxItems; j-- {
+				lastCalls = append(lastCalls, describeCall(m.ToolCalls[j]))
+			}
+			if len(decisions) < extractMaxItems {
+				ds := decisionSentences(m.Content)
+				for j := len(ds) - 1; j >= 0 && len(decisions) < extractMaxItems; j-- {
+					decisions = append(decisions, ds[j])
+				}
+			}
+		case RoleTool:
+			if len(failures) >= extractMaxItems {
+				continue
+			}
 			if line, ok := failureLine(m.Content); ok {
 				what := "a tool call"
 				if tc, ok := calls[m.ToolCallID]; ok {
 					what = describeCall(tc)
 				}
-				failures = appendBounded(failures, what+" -> "+line, extractMaxItems)
+				failures = append(failures, what+" -> "+line)
 			}
 		}
 	}
+	slices.Reverse(lastCalls)
+	slices.Reverse(decisions)
+	slices.Reverse(failures)
 
 	anchors := map[AnchorType]string{}
 	switch {
@@ -124,13 +147,13 @@ func (ExtractiveSummarizer) Summarize(ctx context.Context, req SummaryRequest) (
 		fmt.Fprintf(&out, "- %s: %s\n", t, strings.ReplaceAll(c, "\n", "\n  "))
 	}
 	out.WriteString("\n## Summary\n")
-	out.WriteString(extractiveProse(req, nUser, nAsst, nTool, nOffload, calls))
+	out.WriteString(extractiveProse(req, nUser, nAsst, nTool, nOffload))
 	return out.String(), nil
 }
 
 // extractiveProse is the timeline: one short line per message, the previous summary first,
 // bounded to req.MaxSummaryChars by keeping the earliest and latest lines.
-func extractiveProse(req SummaryRequest, nUser, nAsst, nTool, nOffload int, calls map[string]ToolCall) string {
+func extractiveProse(req SummaryRequest, nUser, nAsst, nTool, nOffload int) string {
 	max := req.MaxSummaryChars
 	if max <= 0 {
 		max = 6000
@@ -139,77 +162,101 @@ func extractiveProse(req SummaryRequest, nUser, nAsst, nTool, nOffload int, call
 	if req.PreviousSummary != "" {
 		head += "Before that: " + clip(oneLine(req.PreviousSummary), max/3) + "\n"
 	}
-	var lines []string
-	for i := range req.Messages {
-		m := &req.Messages[i]
-		switch m.Role {
-		case RoleUser:
-			lines = append(lines, "- user: "+clip(firstLine(m.Content), extractLineChars))
-		case RoleAssistant:
-			l := "- assistant: " + clip(firstLine(m.Content), extractLineChars)
-			if len(m.ToolCalls) > 0 {
-				names := make([]string, 0, len(m.ToolCalls))
-				for _, tc := range m.ToolCalls {
-					names = append(names, describeCall(tc))
-				}
-				l += " [" + strings.Join(names, "; ") + "]"
-			}
-			lines = append(lines, l)
-		case RoleTool:
-			l := fmt.Sprintf("  -> %s (%d bytes)", clip(firstLine(m.Content), extractLineChars), len(m.Content))
-			if strings.HasPrefix(m.Content, PlaceholderPrefix) {
-				l = "  -> offloaded result " + m.ToolCallID + ", readable by its tool_call_id"
-			}
-			lines = append(lines, l)
-		}
-	}
 	budget := max - len(head)
-	total := 0
-	for _, l := range lines {
-		total += len(l) + 1
-	}
 	var b strings.Builder
 	b.WriteString(head)
-	if total <= budget {
-		for _, l := range lines {
+	// Lines are rendered only while they can be shown: from the front while everything might
+	// fit, then from the back; a long span costs no more than the summary it yields.
+	var front []string
+	used := 0
+	for i := range req.Messages {
+		l := proseLine(&req.Messages[i])
+		if used+len(l)+1 > budget {
+			break
+		}
+		used += len(l) + 1
+		front = append(front, l)
+	}
+	if len(front) == len(req.Messages) {
+		for _, l := range front {
 			b.WriteString(l + "\n")
 		}
 		return b.String()
 	}
-	// Keep the first and last lines that fit, mark the elision.
-	lo, hi, used := 0, len(lines), 0
-	for lo < hi {
-		if used+len(lines[lo])+1 > budget/2 {
-			break
-		}
-		used += len(lines[lo]) + 1
+	// Keep the first lines up to half the budget and the last ones that fit, mark the elision.
+	lo, used := 0, 0
+	for lo < len(front) && used+len(front[lo])+1 <= budget/2 {
+		used += len(front[lo]) + 1
 		lo++
 	}
+	var back []string
+	hi := len(req.Messages)
 	for hi > lo {
-		if used+len(lines[hi-1])+1 > budget-60 {
+		l := proseLine(&req.Messages[hi-1])
+		if used+len(l)+1 > budget-60 {
 			break
 		}
-		used += len(lines[hi-1]) + 1
+		used += len(l) + 1
+		back = append(back, l)
 		hi--
 	}
-	for _, l := range lines[:lo] {
+	for _, l := range front[:lo] {
 		b.WriteString(l + "\n")
 	}
 	fmt.Fprintf(&b, "- [... %d lines elided ...]\n", hi-lo)
-	for _, l := range lines[hi:] {
-		b.WriteString(l + "\n")
+	for i := len(back) - 1; i >= 0; i-- {
+		b.WriteString(back[i] + "\n")
 	}
 	return b.String()
 }
 
+// proseLine is one message's line in the timeline.
+func proseLine(m *Message) string {
+	switch m.Role {
+	case RoleUser:
+		return "- user: " + clip(firstLine(m.Content), extractLineChars)
+	case RoleAssistant:
+		l := "- assistant: " + clip(firstLine(m.Content), extractLineChars)
+		if len(m.ToolCalls) > 0 {
+			names := make([]string, 0, len(m.ToolCalls))
+			for _, tc := range m.ToolCalls {
+				names = append(names, describeCall(tc))
+			}
+			l += " [" + strings.Join(names, "; ") + "]"
+		}
+		return l
+	case RoleTool:
+		if strings.HasPrefix(m.Content, PlaceholderPrefix) {
+			return "  -> offloaded result " + m.ToolCallID + ", readable by its tool_call_id"
+		}
+		return fmt.Sprintf("  -> %s (%d bytes)", clip(firstLine(m.Content), extractLineChars), len(m.Content))
+	default:
+		return "- " + string(m.Role) + ": " + clip(firstLine(m.Content), extractLineChars)
+	}
+}
+
 func describeCall(tc ToolCall) string {
-	args := oneLine(tc.Function.Arguments)
+	// Cut before folding white space: arguments can be whole files.
+	args := oneLine(truncateUTF8(tc.Function.Arguments, 400))
 	return clip(tc.Function.Name+"("+clip(args, 100)+")", 130)
 }
 
+var decisionMarkers = [...]string{"i will ", "i'll ", "decided", "instead", "let's ", "the fix ", "approach", "the issue is", "the problem is", "root cause"}
+
 // decisionSentences picks sentences in which the assistant states a choice or a plan.
 func decisionSentences(content string) []string {
-	markers := []string{"i will ", "i'll ", "decided", "instead", "let's ", "the fix ", "approach", "the issue is", "the problem is", "root cause"}
+	markers := decisionMarkers[:]
+	lower := strings.ToLower(content)
+	any := false
+	for _, mk := range markers {
+		if strings.Contains(lower, mk) {
+			any = true
+			break
+		}
+	}
+	if !any { // most messages state no decision: skip splitting them into sentences
+		return nil
+	}
 	var out []string
 	for _, s := range splitSentences(content) {
 		ls := strings.ToLower(s)
@@ -240,25 +287,32 @@ func splitSentences(s string) []string {
 	return out
 }
 
-// failureLine finds the line of a tool result that says it failed.
+var failureMarkers = [...]string{"Traceback", "Error:", "ERROR", "FAILED", "error:", "Exception", "command not found", "No such file", "exit code 1", "returncode: 1", "failed"}
+
+// failureLine finds the first line of a tool result that says it failed. It searches the
+// whole text for each marker rather than splitting it into lines: results can be large.
 func failureLine(content string) (string, bool) {
-	markers := []string{"Traceback", "Error:", "ERROR", "FAILED", "error:", "Exception", "command not found", "No such file", "exit code 1", "returncode: 1", "failed"}
-	for _, line := range strings.Split(content, "\n") {
-		for _, mk := range markers {
-			if strings.Contains(line, mk) {
-				return clip(strings.TrimSpace(line), extractLineChars), true
-			}
+	first := -1
+	for _, mk := range failureMarkers {
+		limit := content
+		if first >= 0 {
+			limit = content[:first] // only an earlier hit can win
+		}
+		if i := strings.Index(limit, mk); i >= 0 {
+			first = i
 		}
 	}
-	return "", false
-}
-
-func appendBounded(list []string, s string, max int) []string {
-	list = append(list, s)
-	if len(list) > max {
-		list = list[len(list)-max:]
+	if first < 0 {
+		return "", false
 	}
-	return list
+	start := strings.LastIndexByte(content[:first], '\n') + 1
+	end := strings.IndexByte(content[first:], '\n')
+	if end < 0 {
+		end = len(content)
+	} else {
+		end += first
+	}
+	return clip(strings.TrimSpace(content[start:end]), extractLineChars), true
 }
 
 func sumCounts(m map[string]int) int {

@@ -31,11 +31,15 @@ type Offloader struct {
 	mu     sync.Mutex
 	cache  map[string]OffloadEntry
 	writes int // store writes so far, so callers see change without copying the cache
+	// rendered keeps each cached entry's placeholder, so a cache hit is a lookup, not a
+	// render (which counts the lines of the whole result).
+	rendered map[string]string
 }
 
 // NewOffloader returns an offloader for one session. threshold is in bytes.
 func NewOffloader(store ToolResultStore, sessionID string, threshold, previewLines int) *Offloader {
-	return &Offloader{store: store, sessionID: sessionID, threshold: threshold, previewLines: previewLines, cache: map[string]OffloadEntry{}}
+	return &Offloader{store: store, sessionID: sessionID, threshold: threshold, previewLines: previewLines,
+		cache: map[string]OffloadEntry{}, rendered: map[string]string{}}
 }
 
 // Seed marks entries as already offloaded, for example from persisted state.
@@ -78,6 +82,7 @@ func (o *Offloader) Retain(keep map[string]bool) {
 	for id := range o.cache {
 		if !keep[id] {
 			delete(o.cache, id)
+			delete(o.rendered, id)
 		}
 	}
 }
@@ -89,28 +94,41 @@ func (o *Offloader) shouldOffload(m *Message, threshold int) bool {
 	if m.ToolCallID == "" || len(m.Content) <= threshold || strings.HasPrefix(m.Content, PlaceholderPrefix) {
 		return false
 	}
-	return len(Placeholder(m.ToolCallID, m.Content, "", o.previewLines))+maxRefBytes < len(m.Content)
+	preview, _ := previewOf(m.Content, o.previewLines)
+	return placeholderOverhead+len(m.ToolCallID)+maxRefBytes+len(preview) < len(m.Content)
 }
+
+// placeholderOverhead bounds the fixed text of a placeholder: labels, numbers, notes.
+const placeholderOverhead = 256
 
 // offload returns the placeholder for m, writing the content to the store unless the ID was
 // offloaded before. created is false for a cache hit.
 func (o *Offloader) offload(ctx context.Context, m *Message) (placeholder string, entry OffloadEntry, created bool, err error) {
 	o.mu.Lock()
 	cached, ok := o.cache[m.ToolCallID]
+	ph, rendered := o.rendered[m.ToolCallID]
 	o.mu.Unlock()
 	if ok && cached.Bytes == len(m.Content) {
-		return Placeholder(m.ToolCallID, m.Content, cached.Ref, o.previewLines), cached, false, nil
+		if !rendered { // seeded from persisted state
+			ph = Placeholder(m.ToolCallID, m.Content, cached.Ref, o.previewLines)
+			o.mu.Lock()
+			o.rendered[m.ToolCallID] = ph
+			o.mu.Unlock()
+		}
+		return ph, cached, false, nil
 	}
 	ref, err := o.store.PutToolResult(ctx, o.sessionID, m.ToolCallID, []byte(m.Content))
 	if err != nil {
 		return "", OffloadEntry{}, false, fmt.Errorf("offload %s: %w", m.ToolCallID, err)
 	}
 	entry = OffloadEntry{ToolCallID: m.ToolCallID, Bytes: len(m.Content), Ref: ref}
+	ph = Placeholder(m.ToolCallID, m.Content, ref, o.previewLines)
 	o.mu.Lock()
 	o.cache[m.ToolCallID] = entry
+	o.rendered[m.ToolCallID] = ph
 	o.writes++
 	o.mu.Unlock()
-	return Placeholder(m.ToolCallID, m.Content, ref, o.previewLines), entry, true, nil
+	return ph, entry, true, nil
 }
 
 // OffloadMessages returns a copy of msgs where every tool result over the threshold is
@@ -165,25 +183,33 @@ func Placeholder(toolCallID, content, ref string, previewLines int) string {
 	b.WriteString(PlaceholderPrefix)
 	fmt.Fprintf(&b, "\ntool_call_id: %s\nsize: %d bytes, %d lines\nref: %s\n", toolCallID, len(content), total, ref)
 	if previewLines > 0 {
-		shown := 0
-		rest := content
-		var preview strings.Builder
-		for shown < previewLines && rest != "" && preview.Len() < maxPreviewBytes {
-			line := rest
-			if i := strings.IndexByte(rest, '\n'); i >= 0 {
-				line, rest = rest[:i], rest[i+1:]
-			} else {
-				rest = ""
-			}
-			if len(line) > maxPreviewLineBytes {
-				line = truncateUTF8(line, maxPreviewLineBytes) + fmt.Sprintf(" [... %d more bytes on this line]", len(line)-maxPreviewLineBytes)
-			}
-			preview.WriteString(line)
-			preview.WriteByte('\n')
-			shown++
-		}
-		fmt.Fprintf(&b, "preview (first %d of %d lines):\n%s", shown, total, preview.String())
+		preview, shown := previewOf(content, previewLines)
+		fmt.Fprintf(&b, "preview (first %d of %d lines):\n%s", shown, total, preview)
 	}
 	b.WriteString("[the full result is stored: read it back by its tool_call_id]")
 	return b.String()
+}
+
+// previewOf returns the first n lines of content, each cut to maxPreviewLineBytes and all
+// together stopping past maxPreviewBytes, and how many lines it holds. It reads only the
+// lines it shows.
+func previewOf(content string, n int) (string, int) {
+	var b strings.Builder
+	shown := 0
+	rest := content
+	for shown < n && rest != "" && b.Len() < maxPreviewBytes {
+		line := rest
+		if i := strings.IndexByte(rest, '\n'); i >= 0 {
+			line, rest = rest[:i], rest[i+1:]
+		} else {
+			rest = ""
+		}
+		if len(line) > maxPreviewLineBytes {
+			line = truncateUTF8(line, maxPreviewLineBytes) + fmt.Sprintf(" [... %d more bytes on this line]", len(line)-maxPreviewLineBytes)
+		}
+		b.WriteString(line)
+		b.WriteByte('\n')
+		shown++
+	}
+	return b.String(), shown
 }

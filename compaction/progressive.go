@@ -330,8 +330,9 @@ func (c *ProgressiveCompactor) compact(ctx context.Context, msgs []Message, d *D
 
 	rec.WatermarkAfter, rec.PrefixHash = c.state.Watermark, c.state.PrefixHash
 	changed := reset || c.state.Watermark != wmBefore || (c.offloader != nil && c.offloader.Writes() != offloadsBefore)
-	if changed && c.offloader != nil {
-		c.offloader.Retain(placeholderIDs(out))
+	if changed && c.offloader != nil && !c.cfg.RawHistory {
+		// Future views hold only messages after the watermark: forget the rest.
+		c.offloader.Retain(toolIDs(t.rest[min(max(c.state.Watermark-t.base, 0), len(t.rest)):]))
 	}
 	if stateOK && c.states != nil && changed {
 		c.saveState(ctx, rec)
@@ -572,11 +573,11 @@ func (c *ProgressiveCompactor) saveState(ctx context.Context, rec *CompactionRec
 	}
 }
 
-// placeholderIDs are the tool call IDs whose offload placeholder is in msgs.
-func placeholderIDs(msgs []Message) map[string]bool {
+// toolIDs are the tool call IDs of the tool results in msgs.
+func toolIDs(msgs []Message) map[string]bool {
 	ids := map[string]bool{}
 	for i := range msgs {
-		if msgs[i].Role == RoleTool && strings.HasPrefix(msgs[i].Content, PlaceholderPrefix) {
+		if msgs[i].Role == RoleTool {
 			ids[msgs[i].ToolCallID] = true
 		}
 	}

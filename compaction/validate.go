@@ -93,7 +93,22 @@ func ValidateToolCallID(id string) error {
 		return fmt.Errorf("empty tool call id")
 	case len(id) > MaxToolCallIDLength:
 		return fmt.Errorf("tool call id is %d bytes, longer than %d", len(id), MaxToolCallIDLength)
-	case !utf8.ValidString(id):
+	}
+	ascii := true
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		if c >= utf8.RuneSelf {
+			ascii = false
+			break
+		}
+		if c <= ' ' || c == 0x7f {
+			return fmt.Errorf("tool call id %q holds a control or space character", truncateForError(id))
+		}
+	}
+	if ascii { // the common case: provider IDs are ASCII
+		return nil
+	}
+	if !utf8.ValidString(id) {
 		return fmt.Errorf("tool call id is not valid UTF-8")
 	}
 	for _, r := range id {
