@@ -109,7 +109,7 @@ func benchStoreRoot(b *testing.B) string {
 	if err != nil {
 		b.Fatalf("BENCH_STORE_DIR: %v", err)
 	}
-	b.Cleanup(func() { os.RemoveAll(dir) })
+	b.Cleanup(func() { _ = os.RemoveAll(dir) }) // best effort: a leftover temp dir is harmless
 	return dir
 }
 

@@ -120,7 +120,7 @@ func (ExtractiveSummarizer) Summarize(ctx context.Context, req SummaryRequest) (
 			b.WriteString("Earlier: " + clip(oneLine(p), 400) + "\n")
 		}
 		if len(toolCount) > 0 {
-			b.WriteString(fmt.Sprintf("This span: %d tool calls (%s)", sumCounts(toolCount), formatCounts(toolCount)))
+			fmt.Fprintf(&b, "This span: %d tool calls (%s)", sumCounts(toolCount), formatCounts(toolCount))
 			if len(lastCalls) > 0 {
 				b.WriteString("; latest: " + strings.Join(lastCalls, "; "))
 			}

@@ -29,7 +29,7 @@ func (m *measuringSummarizer) Summarize(ctx context.Context, req SummaryRequest)
 func replay(t *testing.T, c *ProgressiveCompactor, full []Message, check func(i int, view []Message, rec *CompactionRecord)) {
 	t.Helper()
 	ctx := context.Background()
-	var history []Message
+	history := make([]Message, 0, len(full))
 	for i, m := range full {
 		if m.Role == RoleTool && c.Offloader() != nil {
 			var err error

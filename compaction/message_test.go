@@ -20,8 +20,12 @@ func TestMessageRoundTripKeepsUnknownFields(t *testing.T) {
 		t.Fatal(err)
 	}
 	var a, b map[string]any
-	json.Unmarshal([]byte(in), &a)
-	json.Unmarshal(out, &b)
+	if err := json.Unmarshal([]byte(in), &a); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(out, &b); err != nil {
+		t.Fatal(err)
+	}
 	ja, _ := json.Marshal(a)
 	jb, _ := json.Marshal(b)
 	if string(ja) != string(jb) {

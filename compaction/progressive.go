@@ -463,7 +463,7 @@ func (c *ProgressiveCompactor) advance(t *turn, n int, msgContent string) {
 // summary already stands for those messages.
 func PrefixHash(system []Message, watermark int, last *Message) string {
 	h := sha256.New()
-	fmt.Fprintf(h, "watermark=%d\n", watermark)
+	_, _ = fmt.Fprintf(h, "watermark=%d\n", watermark) // hash writes never fail
 	for i := range system {
 		hashMessage(h, &system[i])
 	}
@@ -475,8 +475,8 @@ func hashMessage(h hash.Hash, m *Message) {
 	field := func(s string) {
 		var n [8]byte
 		binary.LittleEndian.PutUint64(n[:], uint64(len(s)))
-		h.Write(n[:])
-		io.WriteString(h, s)
+		_, _ = h.Write(n[:])
+		_, _ = io.WriteString(h, s) // hash writes never fail
 	}
 	field(string(m.Role))
 	field(m.Content)

@@ -96,7 +96,7 @@ func ValidateSessionID(id string) error {
 	}
 	for i := 0; i < len(id); i++ {
 		c := id[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.') {
+		if !keyByteOK(c) && c != '.' {
 			return fmt.Errorf("session id %q may hold only letters, digits, '-', '_' and '.'", truncateForError(id))
 		}
 	}

@@ -174,8 +174,9 @@ func EncodeJSONL(w io.Writer, msgs []Message) error {
 		if err != nil {
 			return fmt.Errorf("encode message %d: %w", i, err)
 		}
-		bw.Write(b)
-		bw.WriteByte('\n')
+		// bufio.Writer keeps its first error and Flush returns it.
+		_, _ = bw.Write(b)
+		_ = bw.WriteByte('\n')
 	}
 	return bw.Flush()
 }

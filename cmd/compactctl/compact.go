@@ -87,7 +87,7 @@ func runCompact(ctx context.Context, std *stdio, ef *engineFlags, force bool, ar
 		}
 	}
 	if hook.count > 0 {
-		fmt.Fprintf(std.err, "compactctl compact: offloaded %d tool result(s), %s, at source (over --hook-threshold %d)\n",
+		warnf(std.err, "compactctl compact: offloaded %d tool result(s), %s, at source (over --hook-threshold %d)\n",
 			hook.count, humanBytes(hook.bytes), ef.hookThreshold)
 	}
 

@@ -13,7 +13,7 @@ import (
 )
 
 // compactAt runs compact on msgs with a window that puts them at the given usage ratio.
-func compactAt(t *testing.T, msgs []compaction.Message, ratio float64, extra ...string) (compactResult, string, result) {
+func compactAt(t *testing.T, msgs []compaction.Message, ratio float64, extra ...string) (compactResult, string) {
 	t.Helper()
 	dir := t.TempDir()
 	path := writeTranscript(t, dir, "t.jsonl", msgs)
@@ -24,7 +24,7 @@ func compactAt(t *testing.T, msgs []compaction.Message, ratio float64, extra ...
 	if r.code != exitOK {
 		t.Fatalf("compact: %v", r)
 	}
-	return decodeCompact(t, r.stdout), store, r
+	return decodeCompact(t, r.stdout), store
 }
 
 func TestCompactTiers(t *testing.T) {
@@ -43,7 +43,7 @@ func TestCompactTiers(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.tier.String(), func(t *testing.T) {
 			t.Parallel()
-			out, store, _ := compactAt(t, msgs, c.ratio)
+			out, store := compactAt(t, msgs, c.ratio)
 			rec := out.Record
 			if rec.Tier != c.tier {
 				t.Fatalf("tier %s, want %s (usage %.2f)", rec.Tier, c.tier, c.ratio)
@@ -175,7 +175,7 @@ func TestCompactForceIsEmergency(t *testing.T) {
 	t.Parallel()
 	msgs := genTranscript(genOptions{rounds: 10})
 	// A window so large that the usage is far below Warn: --force still runs Emergency.
-	out, _, _ := compactAt(t, msgs, 0.01, "--force")
+	out, _ := compactAt(t, msgs, 0.01, "--force")
 	if out.Record.Tier != compaction.TierEmergency || out.Record.Error != compaction.EmergencyError {
 		t.Fatalf("--force: tier %s, error %q; want Emergency", out.Record.Tier, out.Record.Error)
 	}

@@ -55,10 +55,12 @@ func genTranscript(o genOptions) []compaction.Message {
 	if o.resultLen == 0 {
 		o.resultLen = 800
 	}
-	msgs := []compaction.Message{
-		{Role: compaction.RoleSystem, Content: "You are a careful coding agent. Work in small verified steps."},
-		{Role: compaction.RoleUser, Content: "Fix the flaky TestEviction in pkg/cache and keep the public API unchanged."},
-	}
+	// System prompt and request, two messages a round, the final answer.
+	msgs := make([]compaction.Message, 0, 2+2*o.rounds+1)
+	msgs = append(msgs,
+		compaction.Message{Role: compaction.RoleSystem, Content: "You are a careful coding agent. Work in small verified steps."},
+		compaction.Message{Role: compaction.RoleUser, Content: "Fix the flaky TestEviction in pkg/cache and keep the public API unchanged."},
+	)
 	for r := range o.rounds {
 		id := fmt.Sprintf("call_%d", r)
 		msgs = append(msgs, compaction.Message{

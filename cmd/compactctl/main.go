@@ -74,7 +74,7 @@ func findCommand(name string) *command {
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	std := &stdio{in: stdin, out: stdout, err: stderr}
 	if len(args) == 0 {
-		printTopUsage(stderr)
+		printUsageOnError(stderr)
 		return exitUsage
 	}
 	switch name := args[0]; name {
@@ -82,21 +82,19 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		if len(args) > 1 && name == "help" {
 			c := findCommand(args[1])
 			if c == nil {
-				fmt.Fprintf(stderr, "compactctl help: unknown command %q\n\n", args[1])
-				printTopUsage(stderr)
+				warnf(stderr, "compactctl help: unknown command %q\n\n", args[1])
+				printUsageOnError(stderr)
 				return exitUsage
 			}
 			fs, _ := newFlagSet(c)
-			printCommandUsage(stdout, c, fs)
-			return exitOK
+			return helpWritten(printCommandUsage(stdout, c, fs), stderr)
 		}
-		printTopUsage(stdout)
-		return exitOK
+		return helpWritten(printTopUsage(stdout), stderr)
 	default:
 		c := findCommand(name)
 		if c == nil {
-			fmt.Fprintf(stderr, "compactctl: unknown command %q\n\n", name)
-			printTopUsage(stderr)
+			warnf(stderr, "compactctl: unknown command %q\n\n", name)
+			printUsageOnError(stderr)
 			return exitUsage
 		}
 		return runCommand(ctx, c, args[1:], std)
@@ -107,8 +105,7 @@ func runCommand(ctx context.Context, c *command, args []string, std *stdio) int 
 	fs, runFn := newFlagSet(c)
 	pos, err := parseInterspersed(fs, args)
 	if errors.Is(err, flag.ErrHelp) {
-		printCommandUsage(std.out, c, fs)
-		return exitOK
+		return helpWritten(printCommandUsage(std.out, c, fs), std.err)
 	}
 	if err == nil {
 		err = runFn(ctx, std, pos)
@@ -123,11 +120,34 @@ func report(c *command, err error, stderr io.Writer) int {
 	}
 	var ue *usageError
 	if errors.As(err, &ue) {
-		fmt.Fprintf(stderr, "compactctl %s: %v\nRun 'compactctl %s -h' for usage.\n", c.name, ue.err, c.name)
+		warnf(stderr, "compactctl %s: %v\nRun 'compactctl %s -h' for usage.\n", c.name, ue.err, c.name)
 		return exitUsage
 	}
-	fmt.Fprintf(stderr, "compactctl %s: %v\n", c.name, err)
+	warnf(stderr, "compactctl %s: %v\n", c.name, err)
 	return exitError
+}
+
+// helpWritten returns the exit code of a help request whose text was written to standard
+// output with the error err: help that could not be written is a failure.
+func helpWritten(err error, stderr io.Writer) int {
+	if err != nil {
+		warnf(stderr, "compactctl: write help: %v\n", err)
+		return exitError
+	}
+	return exitOK
+}
+
+// warnf writes a diagnostic to stderr. Its write error is deliberately dropped: when the
+// error stream itself fails there is nowhere left to report that, and the exit status
+// still tells the caller that something went wrong.
+func warnf(stderr io.Writer, format string, args ...any) {
+	_, _ = fmt.Fprintf(stderr, format, args...)
+}
+
+// printUsageOnError prints the top-level usage on stderr after a usage error. Best effort
+// like warnf: the exit status (2) already reports the error.
+func printUsageOnError(stderr io.Writer) {
+	_ = printTopUsage(stderr)
 }
 
 // usageError marks a bad command line (exit status 2).
@@ -172,8 +192,10 @@ func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
 	}
 }
 
-func printTopUsage(w io.Writer) {
-	fmt.Fprint(w, `compactctl runs the tiered progressive context compactor on agent transcripts.
+// printTopUsage writes the program's usage to w in one write and returns its error.
+func printTopUsage(w io.Writer) error {
+	var b strings.Builder
+	b.WriteString(`compactctl runs the tiered progressive context compactor on agent transcripts.
 
 Usage:
   compactctl <command> [flags] [arguments]
@@ -181,9 +203,9 @@ Usage:
 Commands:
 `)
 	for _, c := range commands() {
-		fmt.Fprintf(w, "  %-10s %s\n", c.name, c.synopsis)
+		fmt.Fprintf(&b, "  %-10s %s\n", c.name, c.synopsis)
 	}
-	fmt.Fprint(w, `  help       show this help, or a command's help: compactctl help <command>
+	b.WriteString(`  help       show this help, or a command's help: compactctl help <command>
 
 A transcript is OpenAI chat messages (role system|user|assistant|tool, content, tool_calls,
 tool_call_id), one JSON object a line (JSONL) or one JSON array; "-" reads standard input.
@@ -191,16 +213,23 @@ tool_call_id), one JSON object a line (JSONL) or one JSON array; "-" reads stand
 Exit status: 0 success, 1 input or processing error, 2 usage error.
 Run 'compactctl <command> -h' for a command's flags and an example.
 `)
+	_, err := io.WriteString(w, b.String())
+	return err
 }
 
-func printCommandUsage(w io.Writer, c *command, fs *flag.FlagSet) {
-	fmt.Fprintf(w, "Usage: %s\n\n%s\n\nFlags:\n", c.usage, strings.TrimSpace(c.help))
-	fs.SetOutput(w)
+// printCommandUsage writes the usage of command c, with the flags of fs, to w in one write
+// and returns its error.
+func printCommandUsage(w io.Writer, c *command, fs *flag.FlagSet) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "Usage: %s\n\n%s\n\nFlags:\n", c.usage, strings.TrimSpace(c.help))
+	fs.SetOutput(&b)
 	fs.PrintDefaults()
 	fs.SetOutput(io.Discard)
 	if c.example != "" {
-		fmt.Fprintf(w, "\nExample:\n%s\n", strings.TrimRight(c.example, "\n"))
+		fmt.Fprintf(&b, "\nExample:\n%s\n", strings.TrimRight(c.example, "\n"))
 	}
+	_, err := io.WriteString(w, b.String())
+	return err
 }
 
 func versionCommand() *command {
@@ -215,7 +244,9 @@ func versionCommand() *command {
 				if len(args) > 0 {
 					return usageErrorf("unexpected argument %q", args[0])
 				}
-				fmt.Fprintln(std.out, versionString())
+				if _, err := fmt.Fprintln(std.out, versionString()); err != nil {
+					return fmt.Errorf("write version: %w", err)
+				}
 				return nil
 			}
 		},

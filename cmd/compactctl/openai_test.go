@@ -109,7 +109,7 @@ func TestCompactWithOpenAISummarizer(t *testing.T) {
 	t.Parallel()
 	llm, url, keyFile := startFakeLLM(t, 0)
 	msgs := genTranscript(genOptions{rounds: 10, bigResult: 6000})
-	out, _, _ := compactAt(t, msgs, 0.87, openaiArgs(url, keyFile)...)
+	out, _ := compactAt(t, msgs, 0.87, openaiArgs(url, keyFile)...)
 	llm.check()
 	if llm.calls.Load() != 1 {
 		t.Fatalf("the LLM was called %d times, want 1", llm.calls.Load())

@@ -234,12 +234,13 @@ func (f *engineFlags) openStore() (compaction.Store, string, error) {
 
 // logger logs the engine's messages on w, prefixed with the program name.
 func (f *engineFlags) logger(w io.Writer) logr.Logger {
+	// Log lines are diagnostics like warnf's: a logr sink has no way to return an error.
 	return funcr.New(func(prefix, args string) {
 		if prefix != "" {
-			fmt.Fprintf(w, "compactctl: %s: %s\n", prefix, args)
+			warnf(w, "compactctl: %s: %s\n", prefix, args)
 			return
 		}
-		fmt.Fprintf(w, "compactctl: %s\n", args)
+		warnf(w, "compactctl: %s\n", args)
 	}, funcr.Options{Verbosity: f.verbosity})
 }
 
@@ -255,7 +256,9 @@ func readTranscript(path string, stdin io.Reader) ([]compaction.Message, error) 
 		if err != nil {
 			return nil, fmt.Errorf("read transcript: %w", err)
 		}
-		defer f.Close()
+		// Opened read-only and fully read before returning: a failed Close loses nothing,
+		// and the decode result is what the caller needs.
+		defer func() { _ = f.Close() }()
 		r = f
 	}
 	msgs, err := compaction.DecodeTranscript(r, compaction.DecodeOptions{})

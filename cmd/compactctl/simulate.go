@@ -132,7 +132,9 @@ func runSimulate(ctx context.Context, std *stdio, ef *engineFlags, sf *simulateF
 	}
 
 	out := bufio.NewWriter(std.out)
-	defer out.Flush()
+	// On the error paths below, still show the turns written so far. The error returned is
+	// the one worth reporting; the success path checks its own Flush.
+	defer func() { _ = out.Flush() }()
 	hook := &hookOffloader{off: c.Offloader(), threshold: ef.hookThreshold}
 	series, stats, err := replay(ctx, c, hook, msgs, func(tr turnResult, rec *compaction.CompactionRecord) error {
 		switch {
@@ -141,13 +143,17 @@ func runSimulate(ctx context.Context, std *stdio, ef *engineFlags, sf *simulateF
 			if err != nil {
 				return fmt.Errorf("encode turn %d: %w", tr.Turn, err)
 			}
-			out.Write(b)
-			return out.WriteByte('\n')
+			if _, err := out.Write(append(b, '\n')); err != nil {
+				return fmt.Errorf("write turn %d: %w", tr.Turn, err)
+			}
+			return nil
 		case sf.quiet || rec.Tier == compaction.TierNone:
 			return nil
 		default:
-			_, err := io.WriteString(out, prefixLines(fmt.Sprintf("[turn %d] ", tr.Turn), rec.Notification()))
-			return err
+			if _, err := io.WriteString(out, prefixLines(fmt.Sprintf("[turn %d] ", tr.Turn), rec.Notification())); err != nil {
+				return fmt.Errorf("write turn %d: %w", tr.Turn, err)
+			}
+			return nil
 		}
 	})
 	if err != nil {
@@ -161,7 +167,10 @@ func runSimulate(ctx context.Context, std *stdio, ef *engineFlags, sf *simulateF
 		summaryOut = std.err
 	}
 	name := displayName(path)
-	writeSummary(summaryOut, name, len(msgs), cfg, base.Name(), storeDesc, ef.sessionID, stats)
+	summary := summaryText(name, len(msgs), cfg, base.Name(), storeDesc, ef.sessionID, stats)
+	if _, err := io.WriteString(summaryOut, summary); err != nil {
+		return fmt.Errorf("write summary: %w", err)
+	}
 	if err := out.Flush(); err != nil {
 		return fmt.Errorf("write output: %w", err)
 	}
@@ -225,24 +234,27 @@ func replay(ctx context.Context, c *compaction.ProgressiveCompactor, hook *hookO
 	return series, stats, nil
 }
 
-func writeSummary(w io.Writer, name string, nmsgs int, cfg compaction.Config, summarizer, store, session string, s *simStats) {
-	fmt.Fprintf(w, "Summary of %s: %d messages, %d turns, window %d tokens, summarizer %s\n", name, nmsgs, s.turns, cfg.ContextWindow, summarizer)
-	fmt.Fprintf(w, "  compactions:      %d (Warn %d, Soft %d, Full %d, Emergency %d)\n", s.compactions(),
+// summaryText renders the closing summary of a simulation.
+func summaryText(name string, nmsgs int, cfg compaction.Config, summarizer, store, session string, s *simStats) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "Summary of %s: %d messages, %d turns, window %d tokens, summarizer %s\n", name, nmsgs, s.turns, cfg.ContextWindow, summarizer)
+	fmt.Fprintf(&b, "  compactions:      %d (Warn %d, Soft %d, Full %d, Emergency %d)\n", s.compactions(),
 		s.perTier[compaction.TierWarn], s.perTier[compaction.TierSoft], s.perTier[compaction.TierFull], s.perTier[compaction.TierEmergency])
 	if s.turns > 0 {
-		fmt.Fprintf(w, "  peak usage:       %.1f%% at turn %d (before compaction)\n", s.peakUsage*100, s.peakTurn)
+		fmt.Fprintf(&b, "  peak usage:       %.1f%% at turn %d (before compaction)\n", s.peakUsage*100, s.peakTurn)
 	} else {
-		fmt.Fprintf(w, "  peak usage:       n/a (no turn to compact)\n")
+		b.WriteString("  peak usage:       n/a (no turn to compact)\n")
 	}
 	saved := fmt.Sprintf("%d", s.tokensSaved)
 	if s.tokensSaved >= 1000 {
 		saved += " (" + humanCount(s.tokensSaved) + ")"
 	}
-	fmt.Fprintf(w, "  tokens saved:     %s (sum of tokens before - after over all compactions)\n", saved)
-	fmt.Fprintf(w, "  offloads:         %d tool results, %s (during compaction)\n", s.offloaded, humanBytes(s.offloadedBytes))
-	fmt.Fprintf(w, "  hook offloads:    %d tool results, %s (at source)\n", s.hookOffloads, humanBytes(s.hookBytes))
-	fmt.Fprintf(w, "  summarizer:       %d calls, %d errors\n", s.summarizerCall, s.summarizerErrs)
-	fmt.Fprintf(w, "  store:            %s (session %s)\n", store, session)
+	fmt.Fprintf(&b, "  tokens saved:     %s (sum of tokens before - after over all compactions)\n", saved)
+	fmt.Fprintf(&b, "  offloads:         %d tool results, %s (during compaction)\n", s.offloaded, humanBytes(s.offloadedBytes))
+	fmt.Fprintf(&b, "  hook offloads:    %d tool results, %s (at source)\n", s.hookOffloads, humanBytes(s.hookBytes))
+	fmt.Fprintf(&b, "  summarizer:       %d calls, %d errors\n", s.summarizerCall, s.summarizerErrs)
+	fmt.Fprintf(&b, "  store:            %s (session %s)\n", store, session)
+	return b.String()
 }
 
 // prefixLines puts prefix before the first line of text and aligns the other lines under it.
@@ -302,8 +314,10 @@ func writeFileAtomic(path string, data []byte) (err error) {
 	}
 	defer func() {
 		if err != nil {
-			f.Close()
-			os.Remove(f.Name())
+			// Clean up after a failure: the file may already be closed, and a leftover
+			// temporary file is harmless, so only the first error is reported.
+			_ = f.Close()
+			_ = os.Remove(f.Name())
 		}
 	}()
 	if _, err := f.Write(data); err != nil {

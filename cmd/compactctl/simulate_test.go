@@ -358,8 +358,9 @@ func TestSimulateCyclesOnLongTranscript(t *testing.T) {
 		if r.code != exitOK {
 			t.Fatalf("simulate: %v", r)
 		}
-		var out []turnResult
-		for _, line := range strings.Split(strings.TrimSpace(r.stdout), "\n") {
+		lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+		out := make([]turnResult, 0, len(lines))
+		for _, line := range lines {
 			var tr turnResult
 			if err := json.Unmarshal([]byte(line), &tr); err != nil {
 				t.Fatalf("bad line %q: %v", line, err)

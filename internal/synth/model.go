@@ -341,7 +341,7 @@ func (g *gen) renderTest(m *module) string {
 	attr := pickR(r, g.dom.attrs)
 	var b strings.Builder
 	fmt.Fprintf(&b, "\"\"\"Tests for %s.%s.\"\"\"\n\nimport json\nfrom datetime import datetime, timezone\n\nimport pytest\n\n", g.dom.pkg, m.of.name)
-	var fns []string
+	fns := make([]string, 0, len(m.bugs)+3) // the bugs' functions and up to 3 helpers
 	for _, bug := range m.bugs {
 		fns = append(fns, bug.fn)
 	}

@@ -146,7 +146,7 @@ func (g *gen) pytestLog(files []*module, fails []failingTest, verbose bool, targ
 		b.WriteString(banner("short test summary info", '=') + "\n")
 		for _, ft := range fails {
 			msg := ft.f.msg
-			if ft.f.exc != "AssertionError" {
+			if ft.f.exc != excAssertion {
 				msg = ft.f.exc + ": " + ft.f.msg
 			}
 			fmt.Fprintf(&b, "FAILED %s::%s - %s\n", ft.b.testMod.path, ft.b.test, ft.b.s(msg))
@@ -237,7 +237,8 @@ func (g *gen) raiseLine(b *bugSite, f *failure) int {
 
 // repoFiles lists the repository's files, as find would print them.
 func (g *gen) repoFiles() []string {
-	files := []string{"./README.md", "./CHANGELOG.md", "./pyproject.toml", "./setup.cfg", "./tox.ini", "./.gitignore", "./src/" + g.dom.pkg + "/__init__.py", "./src/" + g.dom.pkg + "/testing.py", "./tests/__init__.py", "./tests/conftest.py"}
+	files := make([]string, 0, 10+2*len(g.sources))
+	files = append(files, "./README.md", "./CHANGELOG.md", "./pyproject.toml", "./setup.cfg", "./tox.ini", "./.gitignore", "./src/"+g.dom.pkg+"/__init__.py", "./src/"+g.dom.pkg+"/testing.py", "./tests/__init__.py", "./tests/conftest.py")
 	for i := range g.sources {
 		files = append(files, "./"+g.sources[i].path, "./"+g.tests[i].path)
 	}

@@ -55,6 +55,10 @@ var verbs = []string{
 	"sync", "schedule", "reconcile", "summarize", "export", "count", "coerce", "expand", "prune",
 }
 
+// excAssertion is the exception class of a failed assert: pytest's short summary shows only
+// its message, where other exceptions are prefixed with their class.
+const excAssertion = "AssertionError"
+
 // failure is how one failing test shows up in pytest and in a traceback.
 type failure struct {
 	exc      string   // exception class
@@ -105,11 +109,11 @@ var bugTemplates = []bugTemplate{
 			"    {nouns} = [make_{noun}({attr}=3), make_{noun}({attr}=5), make_{noun}({attr}=7)]",
 			"    assert {fn}({nouns}, minimum=1) == 3",
 		},
-		orig: failure{exc: "AssertionError", msg: "assert 2 == 3", elines: []string{
+		orig: failure{exc: excAssertion, msg: "assert 2 == 3", elines: []string{
 			"assert 2 == 3",
 			" +  where 2 = {fn}([<{Noun} {attr}=3>, <{Noun} {attr}=5>, <{Noun} {attr}=7>], minimum=1)",
 		}},
-		badFail: failure{exc: "AssertionError", msg: "assert 2 == 3", elines: []string{
+		badFail: failure{exc: excAssertion, msg: "assert 2 == 3", elines: []string{
 			"assert 2 == 3",
 			" +  where 2 = {fn}([<{Noun} {attr}=3>, <{Noun} {attr}=5>, <{Noun} {attr}=7>], minimum=1)",
 		}},
@@ -150,7 +154,7 @@ var bugTemplates = []bugTemplate{
 		orig: failure{exc: "AttributeError", msg: "'NoneType' object has no attribute 'strip'", inSource: true, elines: []string{
 			"AttributeError: 'NoneType' object has no attribute 'strip'",
 		}},
-		badFail: failure{exc: "AssertionError", msg: "AssertionError: assert 'None' == ''", elines: []string{
+		badFail: failure{exc: excAssertion, msg: "AssertionError: assert 'None' == ''", elines: []string{
 			"AssertionError: assert 'None' == ''",
 			"  ",
 			"  - ",
@@ -187,11 +191,11 @@ var bugTemplates = []bugTemplate{
 			"    assert {fn}(10.0, 0.1) == 1.0",
 			"    assert {fn}(10.7, 0.25) == 2.68",
 		},
-		orig: failure{exc: "AssertionError", msg: "assert 2.67 == 2.68", elines: []string{
+		orig: failure{exc: excAssertion, msg: "assert 2.67 == 2.68", elines: []string{
 			"assert 2.67 == 2.68",
 			" +  where 2.67 = {fn}(10.7, 0.25)",
 		}},
-		badFail: failure{exc: "AssertionError", msg: "assert 1.01 == 1.0", elines: []string{
+		badFail: failure{exc: excAssertion, msg: "assert 1.01 == 1.0", elines: []string{
 			"assert 1.01 == 1.0",
 			" +  where 1.01 = {fn}(10.0, 0.1)",
 		}},
@@ -298,7 +302,7 @@ def {fn}({noun}, tags=[]):
 			"    {fn}(make_{noun}(kind=\"a\"))",
 			"    assert {fn}(make_{noun}(kind=\"b\")) == [\"b\"]",
 		},
-		orig: failure{exc: "AssertionError", msg: "AssertionError: assert ['a', 'b'] == ['b']", elines: []string{
+		orig: failure{exc: excAssertion, msg: "AssertionError: assert ['a', 'b'] == ['b']", elines: []string{
 			"AssertionError: assert ['a', 'b'] == ['b']",
 			"  At index 0 diff: 'a' != 'b'",
 			"  Left contains one more item: 'b'",
@@ -341,7 +345,7 @@ def {fn}({noun}, tags=[]):
 		orig: failure{exc: "UnicodeDecodeError", msg: "'ascii' codec can't decode byte 0xc3 in position 1: ordinal not in range(128)", inSource: true, at: "        return [line.rstrip(\"\\n\") for line in fh]", elines: []string{
 			"UnicodeDecodeError: 'ascii' codec can't decode byte 0xc3 in position 1: ordinal not in range(128)",
 		}},
-		badFail: failure{exc: "AssertionError", msg: "AssertionError: assert ['Mnchen', 'Zrich'] == ['München', 'Zürich']", elines: []string{
+		badFail: failure{exc: excAssertion, msg: "AssertionError: assert ['Mnchen', 'Zrich'] == ['München', 'Zürich']", elines: []string{
 			"AssertionError: assert ['Mnchen', 'Zrich'] == ['München', 'Zürich']",
 			"  At index 0 diff: 'Mnchen' != 'München'",
 		}},

@@ -85,7 +85,7 @@ func (g *gen) callRead(sl slot, m *module, focus int) call {
 		if len(g.source(m)) >= MinBigResultBytes && abs(len(g.source(m))-sl.target) < sl.target/3 {
 			pick = m
 		}
-		c := g.viewWhole(pick, true)
+		c := g.viewWhole(pick)
 		if pick != m {
 			c.say = fmt.Sprintf("I'll also read all of `%s`, since most callers go through it.", pick.path)
 		}
@@ -94,7 +94,7 @@ func (g *gen) callRead(sl slot, m *module, focus int) call {
 	}
 	src := g.source(m)
 	if whole := numbered(src, 1, 0); len(whole) <= sl.target {
-		return g.viewWhole(m, false)
+		return g.viewWhole(m)
 	}
 	n := max(6, sl.target/44)
 	from := max(1, focus-n/3)
@@ -107,7 +107,7 @@ func (g *gen) callRead(sl slot, m *module, focus int) call {
 		result: g.wrapEditor(fmt.Sprintf("Here's the result of running `cat -n` on %s:\n%s", g.abs(m), numbered(src, from, to)))}
 }
 
-func (g *gen) viewWhole(m *module, big bool) call {
+func (g *gen) viewWhole(m *module) call {
 	if g.chance(0.4) {
 		return g.bash("cat "+m.path, g.source(m), 0)
 	}
@@ -202,11 +202,15 @@ func (g *gen) callRepro(sl slot, b *bugSite, fixed bool) call {
 	return g.bash(cmd, out, code)
 }
 
+// startupImports are the standard-library modules python -X importtime lists at startup.
+var startupImports = []string{"_io", "marshal", "posix", "_frozen_importlib_external", "time", "zipimport", "_codecs", "codecs", "encodings.aliases", "encodings", "encodings.utf_8", "_signal", "_abc", "abc", "io", "_stat", "stat", "_collections_abc", "genericpath", "posixpath", "os", "_sitebuiltins", "site", "types", "enum", "sre_compile", "re", "functools", "collections", "keyword", "operator", "reprlib", "itertools", "heapq", "datetime", "decimal", "numbers", "json.decoder", "json.scanner", "json.encoder", "json", "logging", "dataclasses", "typing", "weakref", "copy", "inspect", "dis", "tokenize", "linecache", "traceback", "warnings", "contextlib", "pathlib", "fnmatch", "ntpath", "urllib.parse", "string", "threading"}
+
 // importTimes renders python -X importtime lines up to target.
 func (g *gen) importTimes(target int) string {
 	var b strings.Builder
 	b.WriteString("import time: self [us] | cumulative | imported package\n")
-	mods := []string{"_io", "marshal", "posix", "_frozen_importlib_external", "time", "zipimport", "_codecs", "codecs", "encodings.aliases", "encodings", "encodings.utf_8", "_signal", "_abc", "abc", "io", "_stat", "stat", "_collections_abc", "genericpath", "posixpath", "os", "_sitebuiltins", "site", "types", "enum", "sre_compile", "re", "functools", "collections", "keyword", "operator", "reprlib", "itertools", "heapq", "datetime", "decimal", "numbers", "json.decoder", "json.scanner", "json.encoder", "json", "logging", "dataclasses", "typing", "weakref", "copy", "inspect", "dis", "tokenize", "linecache", "traceback", "warnings", "contextlib", "pathlib", "fnmatch", "ntpath", "urllib.parse", "string", "threading"}
+	mods := make([]string, 0, len(startupImports)+3*len(g.dom.deps)+len(g.dom.modules))
+	mods = append(mods, startupImports...)
 	for _, d := range g.dom.deps {
 		mods = append(mods, strings.ReplaceAll(d, "-", "_"), strings.ReplaceAll(d, "-", "_")+".compat", strings.ReplaceAll(d, "-", "_")+".core")
 	}

@@ -163,7 +163,6 @@ func (g *gen) between(lo, hi int) int        { return lo + g.r.IntN(hi-lo+1) }
 func (g *gen) remaining() int                { return g.opts.Messages - 1 - len(g.out) }
 func (g *gen) full() bool                    { return g.remaining() <= 0 }
 func (g *gen) abs(m *module) string          { return g.root + "/" + m.path }
-func (g *gen) rel(m *module) string          { return m.path }
 func clampF(v, lo, hi float64) float64       { return math.Max(lo, math.Min(hi, v)) }
 func pickR(r *rand.Rand, xs []string) string { return xs[r.IntN(len(xs))] }
 

@@ -201,7 +201,9 @@ func waitLive(baseURL string, p *minioProcess, timeout time.Duration) error {
 		}
 		resp, err := client.Do(req)
 		if err == nil {
-			resp.Body.Close()
+			// Only the status and headers matter; closing the unread body just frees the
+			// connection.
+			_ = resp.Body.Close()
 			// The probe answers 200 as soon as HTTP is up, but flags a server whose object
 			// layer is still initialising; S3 calls then fail with "Server not initialized
 			// yet", so that is not ready for a test either.
@@ -265,12 +267,20 @@ func minioBinary(t testing.TB) (string, error) {
 // until every port is chosen so the kernel cannot hand out the same port twice.
 func freeLoopbackPorts(n int) ([]string, error) {
 	addrs := make([]string, 0, n)
+	listeners := make([]net.Listener, 0, n)
+	defer func() {
+		// Closing only hands the ports back for the server to bind; a failed Close of an
+		// idle listener has nothing to undo.
+		for _, l := range listeners {
+			_ = l.Close()
+		}
+	}()
 	for range n {
 		l, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			return nil, fmt.Errorf("find a free loopback port: %w", err)
 		}
-		defer l.Close()
+		listeners = append(listeners, l)
 		addrs = append(addrs, l.Addr().String())
 	}
 	return addrs, nil

@@ -87,13 +87,16 @@ func (s *Store) StatePath(sid string) string {
 }
 
 // PutToolResult writes content atomically, so a reader (the agent reading the ref back)
-// never sees half a result, and returns the file's absolute path.
+// never sees half a result, and returns the file's absolute path. It does not fsync: the
+// agent's own history still holds the original text, so a crash can lose at most this copy,
+// while syncing every result made a compaction that offloads dozens of them many times
+// slower on real disks.
 func (s *Store) PutToolResult(ctx context.Context, sessionID, toolCallID string, content []byte) (string, error) {
 	if err := check(ctx, "put tool result", sessionID); err != nil {
 		return "", err
 	}
 	path := s.ToolResultPath(sessionID, toolCallID)
-	if err := writeFileAtomic(path, content); err != nil {
+	if err := writeFileAtomic(path, content, false); err != nil {
 		return "", fmt.Errorf("fs store: put tool result %q of session %s: %w", toolCallID, sessionID, err)
 	}
 	return path, nil
@@ -140,13 +143,13 @@ func (s *Store) AppendRecord(ctx context.Context, rec *compaction.CompactionReco
 		return fmt.Errorf("fs store: append record %s: %w", rec.ID, err)
 	}
 	if _, err := f.Write(line); err != nil {
-		f.Close()
+		_ = f.Close() // the write error is the one to report; the append failed either way
 		return fmt.Errorf("fs store: append record %s to %s: %w", rec.ID, path, err)
 	}
 	// Compactions are rare (minutes apart), so syncing each audit line costs nothing that
 	// matters and keeps the trail intact across a power loss.
 	if err := f.Sync(); err != nil {
-		f.Close()
+		_ = f.Close() // the sync error is the one to report; the append failed either way
 		return fmt.Errorf("fs store: sync %s: %w", path, err)
 	}
 	if err := f.Close(); err != nil {
@@ -169,7 +172,8 @@ func (s *Store) ReadRecords(ctx context.Context, sessionID string, w io.Writer) 
 		}
 		return fmt.Errorf("fs store: read records of session %s: %w", sessionID, err)
 	}
-	defer f.Close()
+	// Read-only: a failed Close loses nothing, so it cannot change the result of the copy.
+	defer func() { _ = f.Close() }()
 	// Copy only the length seen under the lock: a line being appended meanwhile is left
 	// out whole instead of showing up half written. The lock is not held while copying, so
 	// a slow w never blocks appends.
@@ -189,7 +193,7 @@ func (s *Store) openTrail(path string) (*os.File, int64, error) {
 	}
 	fi, err := f.Stat()
 	if err != nil {
-		f.Close()
+		_ = f.Close() // read-only, nothing to lose; the Stat error is the one to report
 		return nil, 0, err
 	}
 	return f, fi.Size(), nil
@@ -225,7 +229,7 @@ func (s *Store) SaveState(ctx context.Context, sessionID string, st *compaction.
 	if err != nil {
 		return fmt.Errorf("fs store: encode state of session %s: %w", sessionID, err)
 	}
-	if err := writeFileAtomic(s.StatePath(sessionID), data); err != nil {
+	if err := writeFileAtomic(s.StatePath(sessionID), data, true); err != nil {
 		return fmt.Errorf("fs store: save state of session %s: %w", sessionID, err)
 	}
 	return nil
@@ -310,9 +314,9 @@ func removeFile(path string) (bool, error) {
 	}
 }
 
-// writeFileAtomic writes data to a temporary file in path's directory, syncs it and renames
-// it over path, creating the directory if needed.
-func writeFileAtomic(path string, data []byte) (err error) {
+// writeFileAtomic writes data to a temporary file in path's directory and renames it over
+// path, creating the directory if needed; durable also syncs the file and the directory.
+func writeFileAtomic(path string, data []byte, durable bool) (err error) {
 	dir := filepath.Dir(path)
 	if err := os.MkdirAll(dir, dirPerm); err != nil {
 		return err
@@ -324,8 +328,11 @@ func writeFileAtomic(path string, data []byte) (err error) {
 	tmp := f.Name()
 	defer func() {
 		if err != nil {
-			f.Close()
-			os.Remove(tmp)
+			// Clean up after a failure. The file may already be closed, and a temporary
+			// file left behind is never mistaken for an object (tempPrefix), so only the
+			// first error is reported.
+			_ = f.Close()
+			_ = os.Remove(tmp)
 		}
 	}()
 	// CreateTemp uses 0o600 already; set it explicitly so the mode does not depend on that.
@@ -335,8 +342,10 @@ func writeFileAtomic(path string, data []byte) (err error) {
 	if _, err := f.Write(data); err != nil {
 		return fmt.Errorf("write %s: %w", tmp, err)
 	}
-	if err := f.Sync(); err != nil {
-		return fmt.Errorf("sync %s: %w", tmp, err)
+	if durable {
+		if err := f.Sync(); err != nil {
+			return fmt.Errorf("sync %s: %w", tmp, err)
+		}
 	}
 	if err := f.Close(); err != nil {
 		return fmt.Errorf("close %s: %w", tmp, err)
@@ -345,9 +354,12 @@ func writeFileAtomic(path string, data []byte) (err error) {
 		return err
 	}
 	// Make the rename itself durable. Best effort: some filesystems cannot sync directories.
+	if !durable {
+		return nil
+	}
 	if d, err := os.Open(dir); err == nil {
 		_ = d.Sync()
-		d.Close()
+		_ = d.Close() // read-only directory handle: nothing to lose
 	}
 	return nil
 }

@@ -226,7 +226,9 @@ func (s *Store) copyObject(ctx context.Context, key string, lw *lineWriter) erro
 	if err != nil {
 		return fmt.Errorf("get %s: %w", s.ref(key), mapErr(err))
 	}
-	defer obj.Close()
+	// Closing a read stream only releases its connection: it cannot lose data, and the
+	// copy's result is already known by then.
+	defer func() { _ = obj.Close() }()
 	if _, err := io.Copy(lw, obj); err != nil {
 		err = mapErr(err)
 		if errors.Is(err, compaction.ErrNotFound) && lw.segmentBytes == 0 {
@@ -388,7 +390,7 @@ func (s *Store) get(ctx context.Context, key string) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("get %s: %w", s.ref(key), mapErr(err))
 	}
-	defer obj.Close()
+	defer func() { _ = obj.Close() }() // read stream: see copyObject
 	// GetObject is lazy: the request, and so a missing key, surfaces on the first read.
 	data, err := io.ReadAll(obj)
 	if err != nil {

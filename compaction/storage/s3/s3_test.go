@@ -395,8 +395,9 @@ func TestFiftySegmentsInOrder(t *testing.T) {
 	// Spacing crosses several powers of ten in nanoseconds, which the zero-padded IDs must
 	// still sort correctly.
 	base := time.Date(2026, 7, 1, 0, 0, 0, 0, time.UTC)
-	var ids []string
-	for i := range 50 {
+	const n = 50
+	ids := make([]string, 0, n)
+	for i := range n {
 		ts := base.Add(time.Duration(i*i*i) * time.Millisecond)
 		rec := storetest.NewRecord(t, sid, ts, i)
 		if err := st.AppendRecord(c, rec); err != nil {

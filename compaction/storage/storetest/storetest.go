@@ -24,6 +24,9 @@ import (
 // opTimeout bounds every store call so a hung backend fails the test instead of stalling it.
 const opTimeout = 60 * time.Second
 
+// callID is the tool call ID of the cases where the ID itself is not under test.
+const callID = "call_1"
+
 // InvalidSessionIDs are session IDs every method must reject: they would climb out of the
 // session's directory or key prefix, or are otherwise malformed.
 func InvalidSessionIDs() []string {
@@ -152,9 +155,9 @@ func WriteInvalid(t *testing.T, s compaction.Store) {
 				t.Errorf("%s(%q) = %v; an invalid id must not look like a missing object", method, sid, err)
 			}
 		}
-		_, err := s.PutToolResult(ctx, sid, "call_1", []byte("x"))
+		_, err := s.PutToolResult(ctx, sid, callID, []byte("x"))
 		check("PutToolResult", err)
-		_, err = s.GetToolResult(ctx, sid, "call_1")
+		_, err = s.GetToolResult(ctx, sid, callID)
 		check("GetToolResult", err)
 		rec := NewRecord(t, sid, now, 1)
 		check("AppendRecord", s.AppendRecord(ctx, rec))
@@ -185,7 +188,7 @@ func testToolResultRoundTrip(t *testing.T, s compaction.Store) {
 		id      string
 		content []byte
 	}{
-		{"call_1", []byte("plain text\n")},
+		{callID, []byte("plain text\n")},
 		{"toolu_01A2b3C4d5E6f7G8h9", []byte("line1\r\nline2\n\n")},
 		{"a/b/c", []byte("slashes in the id")},
 		{"..", []byte("dot-dot id")},
@@ -245,11 +248,11 @@ func testToolResultOverwrite(t *testing.T, s compaction.Store) {
 	ctx := opCtx(t)
 	sid := SessionID(t)
 	for _, content := range []string{"first, longer version", "second"} {
-		if _, err := s.PutToolResult(ctx, sid, "call_1", []byte(content)); err != nil {
+		if _, err := s.PutToolResult(ctx, sid, callID, []byte(content)); err != nil {
 			t.Fatalf("PutToolResult: %v", err)
 		}
 	}
-	got, err := s.GetToolResult(ctx, sid, "call_1")
+	got, err := s.GetToolResult(ctx, sid, callID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -261,16 +264,16 @@ func testToolResultOverwrite(t *testing.T, s compaction.Store) {
 func testToolResultNotFound(t *testing.T, s compaction.Store) {
 	ctx := opCtx(t)
 	sid := SessionID(t)
-	if _, err := s.GetToolResult(ctx, sid, "call_1"); !errors.Is(err, compaction.ErrNotFound) {
+	if _, err := s.GetToolResult(ctx, sid, callID); !errors.Is(err, compaction.ErrNotFound) {
 		t.Fatalf("GetToolResult in an unknown session: err = %v, want ErrNotFound", err)
 	}
-	if _, err := s.PutToolResult(ctx, sid, "call_1", []byte("x")); err != nil {
+	if _, err := s.PutToolResult(ctx, sid, callID, []byte("x")); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.GetToolResult(ctx, sid, "call_2"); !errors.Is(err, compaction.ErrNotFound) {
 		t.Fatalf("GetToolResult of a missing id: err = %v, want ErrNotFound", err)
 	}
-	if _, err := s.GetToolResult(ctx, SessionID(t), "call_1"); !errors.Is(err, compaction.ErrNotFound) {
+	if _, err := s.GetToolResult(ctx, SessionID(t), callID); !errors.Is(err, compaction.ErrNotFound) {
 		t.Fatalf("GetToolResult of another session's id: err = %v, want ErrNotFound", err)
 	}
 }
@@ -280,7 +283,7 @@ func testRecordsInAppendOrder(t *testing.T, s compaction.Store) {
 	sid, other := SessionID(t), SessionID(t)
 	base := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	const n = 25
-	var want []*compaction.CompactionRecord
+	want := make([]*compaction.CompactionRecord, 0, n)
 	for i := range n {
 		ts := base.Add(time.Duration(i) * time.Second)
 		rec := NewRecord(t, sid, ts, i)
@@ -406,7 +409,7 @@ func testStateRoundTrip(t *testing.T, s compaction.Store) {
 			{Type: compaction.AnchorKeyDecision, Content: "use segments"},
 		},
 		Offloaded: map[string]compaction.OffloadEntry{
-			"call_1": {ToolCallID: "call_1", Bytes: 868_000, Ref: "s3://b/k"},
+			callID: {ToolCallID: callID, Bytes: 868_000, Ref: "s3://b/k"},
 		},
 		UpdatedAt: time.Date(2026, 5, 6, 7, 8, 9, 123456789, time.UTC),
 	}
@@ -438,7 +441,7 @@ func testDeleteSession(t *testing.T, s compaction.Store) {
 	now := time.Date(2026, 6, 1, 0, 0, 0, 0, time.UTC)
 	populate := func(sid string) {
 		t.Helper()
-		for _, id := range []string{"call_1", "call/2"} {
+		for _, id := range []string{callID, "call/2"} {
 			if _, err := s.PutToolResult(ctx, sid, id, []byte(sid+" "+id)); err != nil {
 				t.Fatalf("PutToolResult(%s): %v", sid, err)
 			}
@@ -465,7 +468,7 @@ func testDeleteSession(t *testing.T, s compaction.Store) {
 	if n < 4 {
 		t.Errorf("DeleteSession removed %d objects, want at least 4", n)
 	}
-	for _, id := range []string{"call_1", "call/2"} {
+	for _, id := range []string{callID, "call/2"} {
 		if _, err := s.GetToolResult(ctx, victim, id); !errors.Is(err, compaction.ErrNotFound) {
 			t.Errorf("after DeleteSession GetToolResult(%s): err = %v, want ErrNotFound", id, err)
 		}
@@ -478,7 +481,7 @@ func testDeleteSession(t *testing.T, s compaction.Store) {
 	}
 
 	for _, sid := range survivors {
-		for _, id := range []string{"call_1", "call/2"} {
+		for _, id := range []string{callID, "call/2"} {
 			got, err := s.GetToolResult(ctx, sid, id)
 			if err != nil || string(got) != sid+" "+id {
 				t.Errorf("survivor %s lost tool result %s: %q, %v", sid, id, got, err)
@@ -517,7 +520,7 @@ func testInvalidSessionIDs(t *testing.T, s compaction.Store) {
 	// "a/b" and "../x" must not have landed in a session called "a" or "x" either.
 	ctx := opCtx(t)
 	for _, sid := range []string{"a", "x", "abc"} {
-		if _, err := s.GetToolResult(ctx, sid, "call_1"); !errors.Is(err, compaction.ErrNotFound) {
+		if _, err := s.GetToolResult(ctx, sid, callID); !errors.Is(err, compaction.ErrNotFound) {
 			t.Errorf("GetToolResult(%s) after invalid writes: err = %v, want ErrNotFound", sid, err)
 		}
 		if _, err := s.GetToolResult(ctx, sid, "b"); !errors.Is(err, compaction.ErrNotFound) {
@@ -536,10 +539,10 @@ func testCanceledContext(t *testing.T, s compaction.Store) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	sid := SessionID(t)
-	if _, err := s.PutToolResult(ctx, sid, "call_1", []byte("x")); err == nil {
+	if _, err := s.PutToolResult(ctx, sid, callID, []byte("x")); err == nil {
 		t.Error("PutToolResult with a canceled context succeeded")
 	}
-	if _, err := s.GetToolResult(ctx, sid, "call_1"); err == nil || errors.Is(err, compaction.ErrNotFound) {
+	if _, err := s.GetToolResult(ctx, sid, callID); err == nil || errors.Is(err, compaction.ErrNotFound) {
 		t.Errorf("GetToolResult with a canceled context: err = %v, want a context error", err)
 	}
 	if err := s.AppendRecord(ctx, NewRecord(t, sid, time.Now().UTC(), 1)); err == nil {
@@ -558,7 +561,7 @@ func testCanceledContext(t *testing.T, s compaction.Store) {
 		t.Error("DeleteSession with a canceled context succeeded")
 	}
 	// Nothing may have been written by the calls above.
-	if _, err := s.GetToolResult(opCtx(t), sid, "call_1"); !errors.Is(err, compaction.ErrNotFound) {
+	if _, err := s.GetToolResult(opCtx(t), sid, callID); !errors.Is(err, compaction.ErrNotFound) {
 		t.Errorf("a canceled PutToolResult left a result behind: err = %v", err)
 	}
 }

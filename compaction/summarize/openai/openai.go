@@ -335,7 +335,9 @@ func (s *Summarizer) attempt(ctx context.Context, body []byte) (string, error) {
 	if err != nil {
 		return "", s.transportError(ctx, attemptCtx, "send request to "+s.endpoint, err)
 	}
-	defer resp.Body.Close()
+	// Closing the body only releases the connection: whatever is needed from it has been
+	// read by the time this runs.
+	defer func() { _ = resp.Body.Close() }()
 
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		// Best effort: a failed read only makes the snippet shorter, the status is the news.
