@@ -131,25 +131,53 @@ func (o *Offloader) offload(ctx context.Context, m *Message) (placeholder string
 	return ph, entry, true, nil
 }
 
+// offloadConcurrency bounds the store writes one compaction runs at once: an object store
+// answers each write after a network round trip, so writing a head's results one by one
+// would add those round trips up.
+const offloadConcurrency = 8
+
 // OffloadMessages returns a copy of msgs where every tool result over the threshold is
-// replaced by its placeholder. New writes are added to rec.Offloaded; a failed write keeps
-// the original text and is appended to rec.Error (fail-open).
+// replaced by its placeholder. New writes are added to rec.Offloaded, in message order; a
+// failed write keeps the original text and is appended to rec.Error (fail-open).
 func (o *Offloader) OffloadMessages(ctx context.Context, msgs []Message, rec *CompactionRecord) []Message {
 	out := make([]Message, len(msgs))
 	copy(out, msgs)
+	var todo []int
 	for i := range out {
-		if !o.shouldOffload(&out[i], o.threshold) {
-			continue
+		if o.shouldOffload(&out[i], o.threshold) {
+			todo = append(todo, i)
 		}
-		ph, entry, created, err := o.offload(ctx, &out[i])
-		if err != nil {
-			rec.addError("%v", err)
+	}
+	type result struct {
+		ph      string
+		entry   OffloadEntry
+		created bool
+		err     error
+	}
+	results := make([]result, len(todo))
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, offloadConcurrency)
+	for k, i := range todo {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			r := &results[k]
+			r.ph, r.entry, r.created, r.err = o.offload(ctx, &out[i])
+		}()
+	}
+	wg.Wait()
+	for k, i := range todo {
+		r := results[k]
+		if r.err != nil {
+			rec.addError("%v", r.err)
 			continue
 		}
 		out[i] = out[i].Clone()
-		out[i].Content = ph
-		if created {
-			rec.Offloaded = append(rec.Offloaded, entry)
+		out[i].Content = r.ph
+		if r.created {
+			rec.Offloaded = append(rec.Offloaded, r.entry)
 		}
 	}
 	return out

@@ -335,10 +335,7 @@ func writeFileAtomic(path string, data []byte, durable bool) (err error) {
 			_ = os.Remove(tmp)
 		}
 	}()
-	// CreateTemp uses 0o600 already; set it explicitly so the mode does not depend on that.
-	if err := f.Chmod(filePerm); err != nil {
-		return err
-	}
+	// CreateTemp creates the file with mode 0o600, which is filePerm: no chmod needed.
 	if _, err := f.Write(data); err != nil {
 		return fmt.Errorf("write %s: %w", tmp, err)
 	}
