@@ -1,8 +1,10 @@
 package compaction
 
 import (
+	"bytes"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
@@ -48,6 +50,19 @@ type CompactionRecord struct {
 	Notes []string `json:"notes,omitempty"`
 	// Error lists what failed open during the compaction ("; "-separated); empty when all went well.
 	Error string `json:"error"`
+}
+
+// JSONLine renders the record as one line of a JSONL trail, newline included. encoding/json
+// escapes control characters inside strings, so the terminating newline is the only one;
+// HTML escaping is off because the trail is read by people and tools, not embedded in HTML.
+func (r *CompactionRecord) JSONLine() ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(r); err != nil {
+		return nil, fmt.Errorf("encode record %s: %w", r.ID, err)
+	}
+	return buf.Bytes(), nil
 }
 
 // addError appends a fail-open cause to the record.

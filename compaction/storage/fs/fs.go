@@ -7,7 +7,6 @@
 package fs
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -127,7 +126,7 @@ func (s *Store) AppendRecord(ctx context.Context, rec *compaction.CompactionReco
 	if rec.ID == "" {
 		return fmt.Errorf("fs store: append record to session %s: record has no ID", rec.SessionID)
 	}
-	line, err := encodeLine(rec)
+	line, err := rec.JSONLine()
 	if err != nil {
 		return fmt.Errorf("fs store: append record %s: %w", rec.ID, err)
 	}
@@ -359,19 +358,6 @@ func writeFileAtomic(path string, data []byte, durable bool) (err error) {
 		_ = d.Close() // read-only directory handle: nothing to lose
 	}
 	return nil
-}
-
-// encodeLine renders rec as one JSON line. encoding/json escapes control characters in
-// strings, so the only newline is the terminating one. HTML escaping is off because the
-// trail is read by people and tools, not embedded in HTML.
-func encodeLine(rec *compaction.CompactionRecord) ([]byte, error) {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(rec); err != nil {
-		return nil, err
-	}
-	return buf.Bytes(), nil
 }
 
 // check validates the session ID and refuses to start work under a finished context.

@@ -191,7 +191,7 @@ func (s *Store) AppendRecord(ctx context.Context, rec *compaction.CompactionReco
 	if rec.ID == "" {
 		return fmt.Errorf("s3 store: append record to session %s: record has no ID", rec.SessionID)
 	}
-	line, err := encodeLine(rec)
+	line, err := rec.JSONLine()
 	if err != nil {
 		return fmt.Errorf("s3 store: encode record %s: %w", rec.ID, err)
 	}
@@ -414,18 +414,6 @@ func validate(op, sessionID string) error {
 		return fmt.Errorf("s3 store: %s: %w", op, err)
 	}
 	return nil
-}
-
-// encodeLine renders rec as one JSON line; encoding/json escapes newlines inside strings, so
-// the terminating one is the only one.
-func encodeLine(rec *compaction.CompactionRecord) ([]byte, error) {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(rec); err != nil {
-		return nil, err
-	}
-	return buf.Bytes(), nil
 }
 
 // lineWriter forwards segments to w and remembers the last byte of each, so a segment

@@ -433,7 +433,7 @@ func TestReadRecordsTerminatesForeignSegments(t *testing.T) {
 		t.Fatal(err)
 	}
 	foreign := storetest.NewRecord(t, sid, now.Add(time.Second), 1)
-	line, err := encodeLine(foreign)
+	line, err := foreign.JSONLine()
 	if err != nil {
 		t.Fatal(err)
 	}
