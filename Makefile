@@ -64,13 +64,28 @@ lint: ## golangci-lint (built into bin/ on first use).
 	$(BIN)/golangci-lint run ./...
 
 .PHONY: verify
-verify: ## Fail when gofmt, go vet or go mod tidy would change anything.
+verify: manifests generate ## Fail when gofmt, go vet, go mod tidy or `make manifests generate` would change anything.
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "not gofmt-clean: $$out"; exit 1; fi
 	$(GO) vet ./...
 	$(GO) mod tidy -diff
 	@if $(GO) list -deps ./compaction/... | grep -E '^(k8s\.io|sigs\.k8s\.io)/'; then \
 		echo "compaction/ must not import Kubernetes packages (see above)"; exit 1; fi
+	@git diff --exit-code -- api config || { echo "generated files are stale: run make manifests generate and commit"; exit 1; }
+	@out=$$(git ls-files --others --exclude-standard -- api config); if [ -n "$$out" ]; then \
+		echo "untracked generated files (commit them): $$out"; exit 1; fi
 
 .PHONY: clean
 clean: ## Remove built binaries (keeps bin/ tools).
 	rm -f $(BIN)/compactctl
+
+##@ Code generation
+
+.PHONY: manifests
+manifests: ## Generate the CRDs (config/crd/bases) and RBAC from the kubebuilder markers.
+	@hack/build-tools.sh controller-gen
+	$(BIN)/controller-gen rbac:roleName=manager-role crd webhook paths="./..." output:crd:artifacts:config=config/crd/bases
+
+.PHONY: generate
+generate: ## Generate the DeepCopy methods of the API types.
+	@hack/build-tools.sh controller-gen
+	$(BIN)/controller-gen object:headerFile="hack/boilerplate.go.txt" paths="./..."

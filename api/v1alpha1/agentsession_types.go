@@ -1,0 +1,282 @@
+/*
+Copyright 2026 The compaction-operator Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// PolicyKind is the kind of policy an AgentSession uses.
+// +kubebuilder:validation:Enum=CompactionPolicy;ClusterCompactionPolicy
+type PolicyKind string
+
+const (
+	// PolicyKindNamespaced is a CompactionPolicy in the session's namespace.
+	PolicyKindNamespaced PolicyKind = "CompactionPolicy"
+	// PolicyKindCluster is a ClusterCompactionPolicy.
+	PolicyKindCluster PolicyKind = "ClusterCompactionPolicy"
+)
+
+// Tier is a compaction tier, chosen by the context usage against the policy's thresholds.
+// +kubebuilder:validation:Enum=None;Warn;Soft;Full;Emergency
+type Tier string
+
+// The compaction tiers, in increasing order of severity.
+const (
+	TierNone      Tier = "None"
+	TierWarn      Tier = "Warn"
+	TierSoft      Tier = "Soft"
+	TierFull      Tier = "Full"
+	TierEmergency Tier = "Emergency"
+)
+
+// AnchorType is the kind of fact an anchor preserves across compactions.
+// +kubebuilder:validation:Enum=user_intent;execution_progress;key_decision;tried_solution;next_step
+type AnchorType string
+
+// The five anchor types.
+const (
+	AnchorUserIntent        AnchorType = "user_intent"
+	AnchorExecutionProgress AnchorType = "execution_progress"
+	AnchorKeyDecision       AnchorType = "key_decision"
+	AnchorTriedSolution     AnchorType = "tried_solution"
+	AnchorNextStep          AnchorType = "next_step"
+)
+
+// PolicyReference names the policy an AgentSession uses.
+type PolicyReference struct {
+	// kind is CompactionPolicy (in the session's namespace, the default) or
+	// ClusterCompactionPolicy.
+	// +optional
+	// +kubebuilder:default=CompactionPolicy
+	Kind PolicyKind `json:"kind,omitempty"`
+
+	// name of the policy.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+}
+
+// AgentSessionSpec is the desired state of an AgentSession.
+type AgentSessionSpec struct {
+	// policyRef names the CompactionPolicy or ClusterCompactionPolicy this session uses.
+	// +required
+	PolicyRef PolicyReference `json:"policyRef"`
+
+	// contextWindow overrides the policy's contextWindow, in tokens, for this session.
+	// +optional
+	// +kubebuilder:validation:Minimum=1024
+	// +kubebuilder:validation:Maximum=10000000
+	ContextWindow *int32 `json:"contextWindow,omitempty"`
+
+	// model is the model the agent runs, for display and token estimates.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	Model string `json:"model,omitempty"`
+}
+
+// TierCounts counts compactions per tier.
+type TierCounts struct {
+	// warn is the number of Warn-tier compactions.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	Warn int64 `json:"warn,omitempty"`
+
+	// soft is the number of Soft-tier compactions.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	Soft int64 `json:"soft,omitempty"`
+
+	// full is the number of Full-tier compactions.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	Full int64 `json:"full,omitempty"`
+
+	// emergency is the number of Emergency-tier compactions.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	Emergency int64 `json:"emergency,omitempty"`
+}
+
+// Anchor is a fact kept across compactions.
+type Anchor struct {
+	// type of the anchor.
+	// +required
+	Type AnchorType `json:"type"`
+
+	// content of the anchor.
+	// +required
+	// +kubebuilder:validation:MaxLength=2000
+	Content string `json:"content"`
+}
+
+// RecordsLocation is where a session's objects live in storage; the operator keeps it so it
+// can delete them even when the policy is gone.
+type RecordsLocation struct {
+	// endpoint of the S3 store.
+	// +optional
+	// +kubebuilder:validation:MaxLength=2048
+	Endpoint string `json:"endpoint,omitempty"`
+
+	// bucket holding the session's objects.
+	// +optional
+	// +kubebuilder:validation:MaxLength=63
+	Bucket string `json:"bucket,omitempty"`
+
+	// prefix is the policy's key prefix in the bucket.
+	// +optional
+	// +kubebuilder:validation:MaxLength=256
+	Prefix string `json:"prefix,omitempty"`
+
+	// sessionPrefix is the key prefix of the session's compaction records.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	SessionPrefix string `json:"sessionPrefix,omitempty"`
+}
+
+// AgentSessionStatus is the observed state of an AgentSession.
+type AgentSessionStatus struct {
+	// sessionID identifies the session in storage; it is the object's metadata.uid.
+	// +optional
+	// +kubebuilder:validation:MaxLength=128
+	SessionID string `json:"sessionID,omitempty"`
+
+	// tier chosen by the last compaction.
+	// +optional
+	Tier Tier `json:"tier,omitempty"`
+
+	// contextUsage is the context usage ratio (tokens / contextWindow) that chose the tier,
+	// for example "0.82".
+	// +optional
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:Pattern=`^[0-9]+(\.[0-9]+)?$`
+	ContextUsage string `json:"contextUsage,omitempty"`
+
+	// compressionRatio is the share of tokens the last compaction removed, for example "0.82".
+	// +optional
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:Pattern=`^[0-9]+(\.[0-9]+)?$`
+	CompressionRatio string `json:"compressionRatio,omitempty"`
+
+	// tokensBefore is the estimated token count before the last compaction.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	TokensBefore int64 `json:"tokensBefore,omitempty"`
+
+	// tokensAfter is the estimated token count after the last compaction.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	TokensAfter int64 `json:"tokensAfter,omitempty"`
+
+	// messagesBefore is the message count before the last compaction.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	MessagesBefore int64 `json:"messagesBefore,omitempty"`
+
+	// messagesAfter is the message count after the last compaction.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	MessagesAfter int64 `json:"messagesAfter,omitempty"`
+
+	// lastCompactionTime is when the last compaction happened.
+	// +optional
+	LastCompactionTime *metav1.Time `json:"lastCompactionTime,omitempty"`
+
+	// compactions counts the compactions per tier.
+	// +optional
+	Compactions TierCounts `json:"compactions,omitempty"`
+
+	// offloadedCount is the number of tool results offloaded to storage.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	OffloadedCount int64 `json:"offloadedCount,omitempty"`
+
+	// offloadedBytes is the total size of the offloaded tool results.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	OffloadedBytes int64 `json:"offloadedBytes,omitempty"`
+
+	// anchors are the merged anchors of the session, at most one per type.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=5
+	Anchors []Anchor `json:"anchors,omitempty"`
+
+	// records is where the session's objects live in storage.
+	// +optional
+	Records *RecordsLocation `json:"records,omitempty"`
+
+	// watermark is the number of messages already covered by compaction records.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	Watermark int64 `json:"watermark,omitempty"`
+
+	// observedGeneration is the metadata.generation the status was computed from.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// conditions: PolicyResolved (the policy exists), StorageReady (its storage is reachable)
+	// and Ready (the session can be compacted).
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	// +patchStrategy=merge
+	// +patchMergeKey=type
+	// +kubebuilder:validation:MaxItems=16
+	Conditions []metav1.Condition `json:"conditions,omitempty" patchStrategy:"merge" patchMergeKey:"type"`
+}
+
+// AgentSession is one coding agent's conversation under a compaction policy. Its status
+// reports the latest compaction; deleting it deletes the session's objects from storage.
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:scope=Namespaced,shortName=ags,categories=compaction
+// +kubebuilder:printcolumn:name="Policy",type=string,JSONPath=`.spec.policyRef.name`
+// +kubebuilder:printcolumn:name="Tier",type=string,JSONPath=`.status.tier`
+// +kubebuilder:printcolumn:name="Usage",type=string,JSONPath=`.status.contextUsage`
+// +kubebuilder:printcolumn:name="Ratio",type=string,JSONPath=`.status.compressionRatio`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type AgentSession struct {
+	metav1.TypeMeta `json:",inline"`
+
+	// metadata is the standard object metadata.
+	// +optional
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// spec names the policy and the session's overrides.
+	// +required
+	Spec AgentSessionSpec `json:"spec"`
+
+	// status is the observed state, written by the operator.
+	// +optional
+	Status AgentSessionStatus `json:"status,omitempty"`
+}
+
+// AgentSessionList is a list of AgentSession.
+// +kubebuilder:object:root=true
+type AgentSessionList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []AgentSession `json:"items"`
+}
+
+func init() {
+	objectTypes = append(objectTypes, &AgentSession{}, &AgentSessionList{})
+}

@@ -1,0 +1,312 @@
+/*
+Copyright 2026 The compaction-operator Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Condition types set on CompactionPolicy, ClusterCompactionPolicy and AgentSession.
+const (
+	// ConditionReady is the summary condition: the object is usable.
+	ConditionReady = "Ready"
+	// ConditionStorageReady reports whether the S3 storage is reachable with the credentials.
+	ConditionStorageReady = "StorageReady"
+	// ConditionPolicyResolved reports whether an AgentSession's policyRef points at a policy.
+	ConditionPolicyResolved = "PolicyResolved"
+)
+
+// CompactionPolicySpec is the compaction configuration shared by CompactionPolicy and
+// ClusterCompactionPolicy.
+type CompactionPolicySpec struct {
+	// contextWindow is the model's context window in tokens; the thresholds are percentages of it.
+	// +required
+	// +kubebuilder:validation:Minimum=1024
+	// +kubebuilder:validation:Maximum=10000000
+	ContextWindow int32 `json:"contextWindow"`
+
+	// thresholds are the context usage percentages at which each compaction tier starts.
+	// +optional
+	// +kubebuilder:default={warnPercent:60,softPercent:70,fullPercent:80,emergencyPercent:95}
+	Thresholds Thresholds `json:"thresholds,omitempty"`
+
+	// offload controls moving large tool results out of the context into storage.
+	// +optional
+	// +kubebuilder:default={}
+	Offload OffloadSpec `json:"offload,omitempty"`
+
+	// minTailMessages is the number of most recent messages that compaction never touches.
+	// +optional
+	// +kubebuilder:default=6
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1000
+	MinTailMessages int32 `json:"minTailMessages,omitempty"`
+
+	// maxSummaryChars bounds the length of a summary, in characters.
+	// +optional
+	// +kubebuilder:default=6000
+	// +kubebuilder:validation:Minimum=200
+	// +kubebuilder:validation:Maximum=100000
+	MaxSummaryChars int32 `json:"maxSummaryChars,omitempty"`
+
+	// summarizer selects how summaries are written.
+	// +optional
+	// +kubebuilder:default={mode:Extractive}
+	Summarizer SummarizerSpec `json:"summarizer,omitempty"`
+
+	// storage is where offloaded tool results, compaction records and session state are kept.
+	// +required
+	Storage StorageSpec `json:"storage"`
+}
+
+// Thresholds are the context usage percentages (of contextWindow) that select the tier.
+// +kubebuilder:validation:XValidation:rule="self.warnPercent < self.softPercent && self.softPercent < self.fullPercent && self.fullPercent < self.emergencyPercent",message="thresholds must be strictly increasing: warnPercent < softPercent < fullPercent < emergencyPercent"
+type Thresholds struct {
+	// warnPercent is the usage at which the Warn tier starts (a notice, nothing is removed).
+	// +optional
+	// +kubebuilder:default=60
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=100
+	WarnPercent int32 `json:"warnPercent,omitempty"`
+
+	// softPercent is the usage at which the Soft tier starts (large tool results are offloaded).
+	// +optional
+	// +kubebuilder:default=70
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=100
+	SoftPercent int32 `json:"softPercent,omitempty"`
+
+	// fullPercent is the usage at which the Full tier starts (older messages are summarized).
+	// +optional
+	// +kubebuilder:default=80
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=100
+	FullPercent int32 `json:"fullPercent,omitempty"`
+
+	// emergencyPercent is the usage at which the Emergency tier starts (everything but the
+	// anchors and the tail is dropped).
+	// +optional
+	// +kubebuilder:default=95
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=100
+	EmergencyPercent int32 `json:"emergencyPercent,omitempty"`
+}
+
+// OffloadSpec controls moving large tool results out of the context into storage.
+type OffloadSpec struct {
+	// thresholdChars is the tool result size, in characters, above which compaction offloads
+	// the result and leaves a preview in its place.
+	// +optional
+	// +kubebuilder:default=4000
+	// +kubebuilder:validation:Minimum=256
+	// +kubebuilder:validation:Maximum=100000000
+	ThresholdChars int32 `json:"thresholdChars,omitempty"`
+
+	// hookThresholdChars is the tool result size, in characters, above which the toolresults
+	// endpoint offloads the result at its source, before it ever enters the context.
+	// +optional
+	// +kubebuilder:default=10000
+	// +kubebuilder:validation:Minimum=256
+	// +kubebuilder:validation:Maximum=100000000
+	HookThresholdChars int32 `json:"hookThresholdChars,omitempty"`
+
+	// previewLines is the number of leading lines of an offloaded result kept in the context.
+	// +optional
+	// +kubebuilder:default=10
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=1000
+	PreviewLines *int32 `json:"previewLines,omitempty"`
+}
+
+// SummarizerMode selects how summaries are written.
+// +kubebuilder:validation:Enum=Extractive;OpenAI
+type SummarizerMode string
+
+const (
+	// SummarizerExtractive builds summaries from the messages themselves, without a model.
+	SummarizerExtractive SummarizerMode = "Extractive"
+	// SummarizerOpenAI asks an OpenAI-compatible chat completions endpoint for summaries.
+	SummarizerOpenAI SummarizerMode = "OpenAI"
+)
+
+// SummarizerSpec selects how summaries are written.
+// +kubebuilder:validation:XValidation:rule="self.mode != 'OpenAI' || has(self.openAI)",message="summarizer.openAI is required when mode is OpenAI"
+type SummarizerSpec struct {
+	// mode is Extractive (no model, the default) or OpenAI (an OpenAI-compatible endpoint,
+	// configured in openAI; falls back to Extractive when the endpoint fails).
+	// +optional
+	// +kubebuilder:default=Extractive
+	Mode SummarizerMode `json:"mode,omitempty"`
+
+	// openAI configures the OpenAI-compatible endpoint; required when mode is OpenAI.
+	// +optional
+	OpenAI *OpenAISummarizerSpec `json:"openAI,omitempty"`
+}
+
+// OpenAISummarizerSpec configures an OpenAI-compatible chat completions endpoint.
+type OpenAISummarizerSpec struct {
+	// baseURL is the API base URL, for example https://api.openai.com/v1.
+	// +required
+	// +kubebuilder:validation:MinLength=8
+	// +kubebuilder:validation:MaxLength=2048
+	// +kubebuilder:validation:Pattern=`^https?://`
+	BaseURL string `json:"baseURL"`
+
+	// model is the model name sent with each request.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Model string `json:"model"`
+
+	// apiKeySecretRef selects the Secret key holding the API key; omit it for endpoints that
+	// need no key.
+	// +optional
+	APIKeySecretRef *SecretKeySelector `json:"apiKeySecretRef,omitempty"`
+
+	// timeout bounds one summarization request, for example "60s".
+	// +optional
+	// +kubebuilder:default="60s"
+	Timeout *metav1.Duration `json:"timeout,omitempty"`
+
+	// maxOutputTokens bounds the length of the model's summary, in tokens.
+	// +optional
+	// +kubebuilder:default=1024
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=65536
+	MaxOutputTokens int32 `json:"maxOutputTokens,omitempty"`
+}
+
+// StorageSpec is where a session's offloaded tool results, compaction records and state live.
+type StorageSpec struct {
+	// s3 is an S3-compatible object store (AWS S3, MinIO, ...).
+	// +required
+	S3 S3StorageSpec `json:"s3"`
+}
+
+// S3StorageSpec is an S3-compatible bucket.
+type S3StorageSpec struct {
+	// endpoint is the S3 endpoint as host[:port] or a URL, for example
+	// minio.minio.svc:9000 or https://s3.eu-west-1.amazonaws.com.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=2048
+	Endpoint string `json:"endpoint"`
+
+	// bucket is the bucket name (DNS-compatible: lowercase letters, digits, '.' and '-').
+	// +required
+	// +kubebuilder:validation:MinLength=3
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9][a-z0-9.-]*[a-z0-9]$`
+	Bucket string `json:"bucket"`
+
+	// prefix is prepended to every object key, so several policies can share a bucket.
+	// It must not start with '/' or contain '..'.
+	// +optional
+	// +kubebuilder:validation:MaxLength=256
+	// +kubebuilder:validation:XValidation:rule="!self.startsWith('/')",message="prefix must not start with '/'"
+	// +kubebuilder:validation:XValidation:rule="!self.contains('..')",message="prefix must not contain '..'"
+	Prefix string `json:"prefix,omitempty"`
+
+	// region is the bucket's region; empty uses the endpoint's default.
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	Region string `json:"region,omitempty"`
+
+	// insecure talks plain HTTP instead of TLS to the endpoint.
+	// +optional
+	Insecure bool `json:"insecure,omitempty"`
+
+	// createBucket lets the operator create the bucket when it does not exist.
+	// +optional
+	CreateBucket bool `json:"createBucket,omitempty"`
+
+	// credentialsSecretRef selects the Secret holding the access key pair; omit it to use
+	// anonymous access.
+	// +optional
+	CredentialsSecretRef *S3CredentialsSecretRef `json:"credentialsSecretRef,omitempty"`
+}
+
+// SecretReference names a Secret. namespace is only allowed in a ClusterCompactionPolicy
+// (where it defaults to the operator's namespace); a CompactionPolicy always reads Secrets
+// from its own namespace and the API server rejects a namespace there.
+type SecretReference struct {
+	// name of the Secret.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+
+	// namespace of the Secret. Only allowed in a ClusterCompactionPolicy, where it defaults to
+	// the operator's namespace; a CompactionPolicy uses its own namespace.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	Namespace string `json:"namespace,omitempty"`
+}
+
+// SecretKeySelector selects one key of a Secret.
+type SecretKeySelector struct {
+	SecretReference `json:",inline"`
+
+	// key in the Secret's data.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Key string `json:"key"`
+}
+
+// S3CredentialsSecretRef selects a Secret holding an S3 access key pair.
+type S3CredentialsSecretRef struct {
+	SecretReference `json:",inline"`
+
+	// accessKeyIDKey is the Secret key holding the access key ID.
+	// +optional
+	// +kubebuilder:default=accessKeyID
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	AccessKeyIDKey string `json:"accessKeyIDKey,omitempty"`
+
+	// secretAccessKeyKey is the Secret key holding the secret access key.
+	// +optional
+	// +kubebuilder:default=secretAccessKey
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	SecretAccessKeyKey string `json:"secretAccessKeyKey,omitempty"`
+}
+
+// CompactionPolicyStatus is the observed state of a CompactionPolicy or ClusterCompactionPolicy.
+type CompactionPolicyStatus struct {
+	// observedGeneration is the metadata.generation the status was computed from.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// conditions: StorageReady (the bucket is reachable with the credentials) and Ready (the
+	// policy is valid and usable).
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	// +patchStrategy=merge
+	// +patchMergeKey=type
+	// +kubebuilder:validation:MaxItems=16
+	Conditions []metav1.Condition `json:"conditions,omitempty" patchStrategy:"merge" patchMergeKey:"type"`
+
+	// sessions is the number of AgentSessions using this policy.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	Sessions int32 `json:"sessions,omitempty"`
+}

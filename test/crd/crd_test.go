@@ -1,0 +1,432 @@
+// Package crd tests the generated CustomResourceDefinitions of api/v1alpha1 against a real
+// kube-apiserver: the samples apply, defaults are filled in and the validation rules
+// (bounds, enums, CEL) reject bad objects with readable messages.
+package crd
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/discovery"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	v1alpha1 "github.com/harness9/compaction-operator/api/v1alpha1"
+	"github.com/harness9/compaction-operator/internal/testenv"
+	"github.com/harness9/compaction-operator/internal/testenv/kubeenv"
+)
+
+const ns = "default"
+
+// TestCRDs starts one control plane with the generated CRDs and runs every check in it.
+func TestCRDs(t *testing.T) {
+	root := testenv.RepoRoot(t)
+	_, cfg := kubeenv.Start(t, kubeenv.Options{
+		CRDDirectoryPaths: []string{filepath.Join(root, "config", "crd", "bases")},
+	})
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	if err := v1alpha1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	t.Run("SamplesApply", func(t *testing.T) { testSamplesApply(t, c, root) })
+	t.Run("Defaults", func(t *testing.T) { testDefaults(t, c) })
+	t.Run("Rejections", func(t *testing.T) { testRejections(t, c) })
+	t.Run("AgentSessionPolicyKind", func(t *testing.T) { testAgentSessionPolicyKind(t, c) })
+	t.Run("PrinterColumns", func(t *testing.T) { testPrinterColumns(t, root) })
+	t.Run("ShortNamesDoNotCollide", func(t *testing.T) {
+		dc, err := discovery.NewDiscoveryClientForConfig(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		testShortNames(t, dc)
+	})
+}
+
+func testSamplesApply(t *testing.T, c client.Client, root string) {
+	dir := filepath.Join(root, "config", "samples")
+	files, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	kinds := map[string]bool{}
+	for _, f := range files {
+		if filepath.Base(f) == "kustomization.yaml" {
+			continue
+		}
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, doc := range strings.Split(string(data), "\n---") {
+			u := &unstructured.Unstructured{}
+			if err := yaml.Unmarshal([]byte(doc), &u.Object); err != nil {
+				t.Fatalf("%s: %v", f, err)
+			}
+			if len(u.Object) == 0 {
+				continue
+			}
+			if u.GetKind() != "ClusterCompactionPolicy" && u.GetNamespace() == "" {
+				u.SetNamespace(ns)
+			}
+			if err := c.Create(context.Background(), u); err != nil {
+				t.Errorf("create %s %s from %s: %v", u.GetKind(), u.GetName(), filepath.Base(f), err)
+				continue
+			}
+			kinds[u.GetKind()] = true
+		}
+	}
+	for _, k := range []string{"CompactionPolicy", "ClusterCompactionPolicy", "AgentSession"} {
+		if !kinds[k] {
+			t.Errorf("config/samples has no %s that applies", k)
+		}
+	}
+}
+
+// minimalSpec is the smallest valid policy spec: only the required fields.
+func minimalSpec() v1alpha1.CompactionPolicySpec {
+	return v1alpha1.CompactionPolicySpec{
+		ContextWindow: 128000,
+		Storage: v1alpha1.StorageSpec{S3: v1alpha1.S3StorageSpec{
+			Endpoint: "minio:9000",
+			Bucket:   "sessions",
+		}},
+	}
+}
+
+// createPolicy creates a CompactionPolicy from the raw spec map, so tests can omit fields
+// that Go would otherwise send as zero values.
+func createPolicy(c client.Client, name string, spec map[string]any) error {
+	u := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": v1alpha1.GroupVersion.String(),
+		"kind":       "CompactionPolicy",
+		"metadata":   map[string]any{"name": name, "namespace": ns},
+		"spec":       spec,
+	}}
+	return c.Create(context.Background(), u)
+}
+
+func rawMinimalSpec() map[string]any {
+	return map[string]any{
+		"contextWindow": int64(128000),
+		"storage": map[string]any{"s3": map[string]any{
+			"endpoint": "minio:9000",
+			"bucket":   "sessions",
+			"credentialsSecretRef": map[string]any{
+				"name": "creds",
+			},
+		}},
+	}
+}
+
+func testDefaults(t *testing.T, c client.Client) {
+	ctx := context.Background()
+	if err := createPolicy(c, "minimal", rawMinimalSpec()); err != nil {
+		t.Fatalf("create minimal policy: %v", err)
+	}
+	got := &v1alpha1.CompactionPolicy{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "minimal"}, got); err != nil {
+		t.Fatal(err)
+	}
+	s := got.Spec
+	checks := []struct {
+		field     string
+		got, want int64
+	}{
+		{"thresholds.warnPercent", int64(s.Thresholds.WarnPercent), 60},
+		{"thresholds.softPercent", int64(s.Thresholds.SoftPercent), 70},
+		{"thresholds.fullPercent", int64(s.Thresholds.FullPercent), 80},
+		{"thresholds.emergencyPercent", int64(s.Thresholds.EmergencyPercent), 95},
+		{"offload.thresholdChars", int64(s.Offload.ThresholdChars), 4000},
+		{"offload.hookThresholdChars", int64(s.Offload.HookThresholdChars), 10000},
+		{"offload.previewLines", int64(ptr.Deref(s.Offload.PreviewLines, -1)), 10},
+		{"minTailMessages", int64(s.MinTailMessages), 6},
+		{"maxSummaryChars", int64(s.MaxSummaryChars), 6000},
+	}
+	for _, ch := range checks {
+		if ch.got != ch.want {
+			t.Errorf("%s defaulted to %d, want %d", ch.field, ch.got, ch.want)
+		}
+	}
+	if s.Summarizer.Mode != v1alpha1.SummarizerExtractive {
+		t.Errorf("summarizer.mode defaulted to %q, want Extractive", s.Summarizer.Mode)
+	}
+	ref := s.Storage.S3.CredentialsSecretRef
+	if ref == nil || ref.AccessKeyIDKey != "accessKeyID" || ref.SecretAccessKeyKey != "secretAccessKey" {
+		t.Errorf("credentialsSecretRef defaults: %+v", ref)
+	}
+
+	// previewLines 0 is a legal value and stays 0.
+	spec := rawMinimalSpec()
+	spec["offload"] = map[string]any{"previewLines": int64(0)}
+	if err := createPolicy(c, "no-preview", spec); err != nil {
+		t.Fatalf("create policy with previewLines 0: %v", err)
+	}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "no-preview"}, got); err != nil {
+		t.Fatal(err)
+	}
+	if p := got.Spec.Offload.PreviewLines; p == nil || *p != 0 {
+		t.Errorf("previewLines 0 read back as %v", p)
+	}
+
+	// The OpenAI summarizer's defaults, through the typed client.
+	openAI := &v1alpha1.CompactionPolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: "openai", Namespace: ns},
+		Spec:       minimalSpec(),
+	}
+	openAI.Spec.Summarizer = v1alpha1.SummarizerSpec{
+		Mode:   v1alpha1.SummarizerOpenAI,
+		OpenAI: &v1alpha1.OpenAISummarizerSpec{BaseURL: "http://llm:8080/v1", Model: "m"},
+	}
+	if err := c.Create(ctx, openAI); err != nil {
+		t.Fatalf("create OpenAI policy: %v", err)
+	}
+	o := openAI.Spec.Summarizer.OpenAI
+	if o.Timeout == nil || o.Timeout.Duration.String() != "1m0s" || o.MaxOutputTokens != 1024 {
+		t.Errorf("openAI defaults: timeout %v, maxOutputTokens %d", o.Timeout, o.MaxOutputTokens)
+	}
+
+	// A minimal AgentSession defaults its policyRef kind.
+	as := &v1alpha1.AgentSession{
+		ObjectMeta: metav1.ObjectMeta{Name: "minimal", Namespace: ns},
+		Spec:       v1alpha1.AgentSessionSpec{PolicyRef: v1alpha1.PolicyReference{Name: "minimal"}},
+	}
+	if err := c.Create(ctx, as); err != nil {
+		t.Fatalf("create minimal AgentSession: %v", err)
+	}
+	if as.Spec.PolicyRef.Kind != v1alpha1.PolicyKindNamespaced {
+		t.Errorf("policyRef.kind defaulted to %q, want CompactionPolicy", as.Spec.PolicyRef.Kind)
+	}
+}
+
+func testRejections(t *testing.T, c client.Client) {
+	cases := []struct {
+		name   string
+		mutate func(spec map[string]any)
+		want   string
+	}{
+		{
+			name: "warn-equals-soft",
+			mutate: func(s map[string]any) {
+				s["thresholds"] = map[string]any{"warnPercent": int64(70), "softPercent": int64(70)}
+			},
+			want: "thresholds must be strictly increasing: warnPercent < softPercent < fullPercent < emergencyPercent",
+		},
+		{
+			name: "warn-above-soft",
+			mutate: func(s map[string]any) {
+				s["thresholds"] = map[string]any{"warnPercent": int64(75)}
+			},
+			want: "thresholds must be strictly increasing",
+		},
+		{
+			name: "percent-over-100",
+			mutate: func(s map[string]any) {
+				s["thresholds"] = map[string]any{"emergencyPercent": int64(101)}
+			},
+			want: "spec.thresholds.emergencyPercent: Invalid value: 101: spec.thresholds.emergencyPercent in body should be less than or equal to 100",
+		},
+		{
+			name: "openai-mode-without-openai",
+			mutate: func(s map[string]any) {
+				s["summarizer"] = map[string]any{"mode": "OpenAI"}
+			},
+			want: "summarizer.openAI is required when mode is OpenAI",
+		},
+		{
+			name: "unknown-mode",
+			mutate: func(s map[string]any) {
+				s["summarizer"] = map[string]any{"mode": "Magic"}
+			},
+			want: `Unsupported value: "Magic"`,
+		},
+		{
+			name: "openai-bad-base-url",
+			mutate: func(s map[string]any) {
+				s["summarizer"] = map[string]any{"mode": "OpenAI", "openAI": map[string]any{"baseURL": "ftp://x/v1", "model": "m"}}
+			},
+			want: "spec.summarizer.openAI.baseURL",
+		},
+		{
+			name:   "context-window-too-small",
+			mutate: func(s map[string]any) { s["contextWindow"] = int64(100) },
+			want:   "spec.contextWindow",
+		},
+		{
+			name:   "no-storage",
+			mutate: func(s map[string]any) { delete(s, "storage") },
+			want:   "spec.storage: Required value",
+		},
+		{
+			name: "bad-bucket",
+			mutate: func(s map[string]any) {
+				s["storage"].(map[string]any)["s3"].(map[string]any)["bucket"] = "Not_A_Bucket"
+			},
+			want: "spec.storage.s3.bucket",
+		},
+		{
+			name: "prefix-absolute",
+			mutate: func(s map[string]any) {
+				s["storage"].(map[string]any)["s3"].(map[string]any)["prefix"] = "/abs"
+			},
+			want: "prefix must not start with '/'",
+		},
+		{
+			name: "prefix-dotdot",
+			mutate: func(s map[string]any) {
+				s["storage"].(map[string]any)["s3"].(map[string]any)["prefix"] = "a/../b"
+			},
+			want: "prefix must not contain '..'",
+		},
+		{
+			name: "secret-namespace-in-namespaced-policy",
+			mutate: func(s map[string]any) {
+				s["storage"].(map[string]any)["s3"].(map[string]any)["credentialsSecretRef"] = map[string]any{"name": "creds", "namespace": "other"}
+			},
+			want: "namespace is only allowed in a ClusterCompactionPolicy",
+		},
+		{
+			name: "api-key-namespace-in-namespaced-policy",
+			mutate: func(s map[string]any) {
+				s["summarizer"] = map[string]any{"mode": "OpenAI", "openAI": map[string]any{
+					"baseURL": "https://x/v1", "model": "m",
+					"apiKeySecretRef": map[string]any{"name": "k", "key": "apiKey", "namespace": "other"},
+				}}
+			},
+			want: "namespace is only allowed in a ClusterCompactionPolicy",
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			spec := rawMinimalSpec()
+			tc.mutate(spec)
+			err := createPolicy(c, "reject-"+tc.name, spec)
+			if err == nil {
+				t.Fatalf("created, want rejection containing %q", tc.want)
+			}
+			if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %v\nwant Invalid containing %q", err, tc.want)
+			}
+		})
+	}
+
+	// A ClusterCompactionPolicy may name the Secrets' namespace.
+	cp := &v1alpha1.ClusterCompactionPolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: "with-secret-namespace"},
+		Spec:       minimalSpec(),
+	}
+	cp.Spec.Storage.S3.CredentialsSecretRef = &v1alpha1.S3CredentialsSecretRef{
+		SecretReference: v1alpha1.SecretReference{Name: "creds", Namespace: "compaction-system"},
+	}
+	if err := c.Create(context.Background(), cp); err != nil {
+		t.Fatalf("ClusterCompactionPolicy with a secret namespace: %v", err)
+	}
+}
+
+func testAgentSessionPolicyKind(t *testing.T, c client.Client) {
+	u := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": v1alpha1.GroupVersion.String(),
+		"kind":       "AgentSession",
+		"metadata":   map[string]any{"name": "bad-kind", "namespace": ns},
+		"spec":       map[string]any{"policyRef": map[string]any{"kind": "Secret", "name": "x"}},
+	}}
+	err := c.Create(context.Background(), u)
+	if err == nil || !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "spec.policyRef.kind") {
+		t.Fatalf("AgentSession with policyRef.kind Secret: %v, want Invalid on spec.policyRef.kind", err)
+	}
+	u.Object["spec"] = map[string]any{"policyRef": map[string]any{"kind": "ClusterCompactionPolicy", "name": "x"}, "contextWindow": int64(10)}
+	if err := c.Create(context.Background(), u); err == nil || !strings.Contains(err.Error(), "spec.contextWindow") {
+		t.Fatalf("AgentSession with contextWindow 10: %v, want Invalid on spec.contextWindow", err)
+	}
+}
+
+func testPrinterColumns(t *testing.T, root string) {
+	want := map[string]struct {
+		shortName string
+		columns   []string
+	}{
+		"compaction.harness9.io_compactionpolicies.yaml":        {"acp", []string{"Window", "Warn", "Full", "Ready", "Sessions", "Age"}},
+		"compaction.harness9.io_clustercompactionpolicies.yaml": {"cacp", []string{"Window", "Warn", "Full", "Ready", "Sessions", "Age"}},
+		"compaction.harness9.io_agentsessions.yaml":             {"ags", []string{"Policy", "Tier", "Usage", "Ratio", "Ready", "Age"}},
+	}
+	for file, w := range want {
+		data, err := os.ReadFile(filepath.Join(root, "config", "crd", "bases", file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		crd := &apiextensionsv1.CustomResourceDefinition{}
+		if err := yaml.UnmarshalStrict(data, crd); err != nil {
+			t.Fatalf("%s: %v", file, err)
+		}
+		if len(crd.Spec.Versions) != 1 {
+			t.Fatalf("%s: %d versions", file, len(crd.Spec.Versions))
+		}
+		v := crd.Spec.Versions[0]
+		got := make([]string, 0, len(v.AdditionalPrinterColumns))
+		for _, col := range v.AdditionalPrinterColumns {
+			got = append(got, col.Name)
+			if col.Name == "Ready" && col.JSONPath != `.status.conditions[?(@.type=="Ready")].status` {
+				t.Errorf("%s: Ready column path %q", file, col.JSONPath)
+			}
+		}
+		if !slices.Equal(got, w.columns) {
+			t.Errorf("%s: printer columns %v, want %v", file, got, w.columns)
+		}
+		if v.Subresources == nil || v.Subresources.Status == nil {
+			t.Errorf("%s: no status subresource", file)
+		}
+		if !slices.Equal(crd.Spec.Names.ShortNames, []string{w.shortName}) || !slices.Equal(crd.Spec.Names.Categories, []string{"compaction"}) {
+			t.Errorf("%s: shortNames %v categories %v", file, crd.Spec.Names.ShortNames, crd.Spec.Names.Categories)
+		}
+	}
+}
+
+// testShortNames checks that no resource served by the real API server (built-in or
+// aggregated) other than ours uses our short names.
+func testShortNames(t *testing.T, dc discovery.DiscoveryInterface) {
+	_, lists, err := dc.ServerGroupsAndResources()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ours := map[string]bool{"acp": true, "cacp": true, "ags": true}
+	found := map[string]bool{}
+	for _, l := range lists {
+		for _, r := range l.APIResources {
+			for _, sn := range r.ShortNames {
+				if !ours[sn] {
+					continue
+				}
+				if l.GroupVersion != v1alpha1.GroupVersion.String() {
+					t.Errorf("short name %q is also used by %s %s", sn, l.GroupVersion, r.Name)
+				}
+				found[sn] = true
+			}
+			if l.GroupVersion != v1alpha1.GroupVersion.String() && slices.Contains(r.ShortNames, "as") {
+				t.Logf("note: %s %s uses short name \"as\"", l.GroupVersion, r.Name)
+			}
+		}
+	}
+	for sn := range ours {
+		if !found[sn] {
+			t.Errorf("short name %q not served", sn)
+		}
+	}
+}
