@@ -76,29 +76,32 @@ type CompactionPolicySpec struct {
 // Thresholds are the context usage percentages (of contextWindow) that select the tier.
 // +kubebuilder:validation:XValidation:rule="self.warnPercent < self.softPercent && self.softPercent < self.fullPercent && self.fullPercent < self.emergencyPercent",message="thresholds must be strictly increasing: warnPercent < softPercent < fullPercent < emergencyPercent"
 type Thresholds struct {
-	// warnPercent is the usage at which the Warn tier starts (a notice, nothing is removed).
+	// warnPercent is the usage at which the Warn tier starts: large tool results in the older
+	// messages are offloaded to storage, nothing is summarized.
 	// +optional
 	// +kubebuilder:default=60
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=100
 	WarnPercent int32 `json:"warnPercent,omitempty"`
 
-	// softPercent is the usage at which the Soft tier starts (large tool results are offloaded).
+	// softPercent is the usage at which the Soft tier starts: the oldest half of the older
+	// messages is summarized into anchors and prose.
 	// +optional
 	// +kubebuilder:default=70
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=100
 	SoftPercent int32 `json:"softPercent,omitempty"`
 
-	// fullPercent is the usage at which the Full tier starts (older messages are summarized).
+	// fullPercent is the usage at which the Full tier starts: all older messages, everything
+	// but the most recent minTailMessages, are summarized into anchors and prose.
 	// +optional
 	// +kubebuilder:default=80
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=100
 	FullPercent int32 `json:"fullPercent,omitempty"`
 
-	// emergencyPercent is the usage at which the Emergency tier starts (everything but the
-	// anchors and the tail is dropped).
+	// emergencyPercent is the usage at which the Emergency tier starts: forced truncation to
+	// the most recent messages, with no summarizer call; the last summary is kept.
 	// +optional
 	// +kubebuilder:default=95
 	// +kubebuilder:validation:Minimum=1
@@ -108,7 +111,7 @@ type Thresholds struct {
 
 // OffloadSpec controls moving large tool results out of the context into storage.
 type OffloadSpec struct {
-	// thresholdChars is the tool result size, in characters, above which compaction offloads
+	// thresholdChars is the tool result size, in bytes, above which compaction offloads
 	// the result and leaves a preview in its place.
 	// +optional
 	// +kubebuilder:default=4000
@@ -116,7 +119,7 @@ type OffloadSpec struct {
 	// +kubebuilder:validation:Maximum=100000000
 	ThresholdChars int32 `json:"thresholdChars,omitempty"`
 
-	// hookThresholdChars is the tool result size, in characters, above which the toolresults
+	// hookThresholdChars is the tool result size, in bytes, above which the toolresults
 	// endpoint offloads the result at its source, before it ever enters the context.
 	// +optional
 	// +kubebuilder:default=10000
