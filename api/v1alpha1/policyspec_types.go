@@ -56,7 +56,7 @@ type CompactionPolicySpec struct {
 	// +kubebuilder:validation:Maximum=1000
 	MinTailMessages int32 `json:"minTailMessages,omitempty"`
 
-	// maxSummaryChars bounds the length of a summary, in characters.
+	// maxSummaryChars bounds the length of the prose summary, in bytes.
 	// +optional
 	// +kubebuilder:default=6000
 	// +kubebuilder:validation:Minimum=200
