@@ -65,6 +65,22 @@ func (o *Offloader) Entries() map[string]OffloadEntry {
 // maxRefBytes is room left in the size check for the reference a store returns.
 const maxRefBytes = 512
 
+// cachedPlaceholder returns the rendered placeholder of a result offloaded before, when its
+// size still matches, without looking at the content.
+func (o *Offloader) cachedPlaceholder(m *Message) (string, bool) {
+	if m.ToolCallID == "" || m.Role != RoleTool {
+		return "", false
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	entry, ok := o.cache[m.ToolCallID]
+	ph, rendered := o.rendered[m.ToolCallID]
+	if !ok || !rendered || entry.Bytes != len(m.Content) {
+		return "", false
+	}
+	return ph, true
+}
+
 // Writes is the number of results this offloader has written to the store.
 func (o *Offloader) Writes() int {
 	o.mu.Lock()
@@ -144,6 +160,11 @@ func (o *Offloader) OffloadMessages(ctx context.Context, msgs []Message, rec *Co
 	copy(out, msgs)
 	var todo []int
 	for i := range out {
+		if ph, ok := o.cachedPlaceholder(&out[i]); ok { // the common case on later turns
+			out[i] = out[i].Clone()
+			out[i].Content = ph
+			continue
+		}
 		if o.shouldOffload(&out[i], o.threshold) {
 			todo = append(todo, i)
 		}
