@@ -125,8 +125,10 @@ type Anchor struct {
 	Content string `json:"content"`
 }
 
-// RecordsLocation is where a session's objects live in storage; the operator keeps it so it
-// can delete them even when the policy is gone.
+// RecordsLocation is where a session's objects live in storage. It is set once, when the
+// session first becomes Ready, and kept: the session's objects stay where they were written
+// even if the policy's storage changes later, and the operator can delete them when the policy
+// is gone.
 type RecordsLocation struct {
 	// endpoint of the S3 store.
 	// +optional
@@ -147,6 +149,20 @@ type RecordsLocation struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=1024
 	SessionPrefix string `json:"sessionPrefix,omitempty"`
+
+	// region of the bucket; empty lets the client discover it.
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	Region string `json:"region,omitempty"`
+
+	// insecure is true when the store is reached over plain HTTP.
+	// +optional
+	Insecure bool `json:"insecure,omitempty"`
+
+	// credentialsSecretRef is the Secret (namespace always set) holding the access key pair
+	// the session's objects are written with; absent means anonymous access.
+	// +optional
+	CredentialsSecretRef *S3CredentialsSecretRef `json:"credentialsSecretRef,omitempty"`
 }
 
 // AgentSessionStatus is the observed state of an AgentSession.

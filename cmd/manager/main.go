@@ -1,0 +1,240 @@
+// Command manager is the compaction-operator: the policy, session and pod controllers, with
+// metrics, health probes and leader election.
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"runtime/debug"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	compactionv1alpha1 "github.com/harness9/compaction-operator/api/v1alpha1"
+	"github.com/harness9/compaction-operator/controllers"
+	"github.com/harness9/compaction-operator/internal/policy"
+)
+
+// version is set at build time with -ldflags "-X main.version=v1.2.3".
+var version = ""
+
+// The metrics endpoint authenticates and authorizes its callers.
+// +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create
+// +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
+
+func main() {
+	os.Exit(run(ctrl.SetupSignalHandler(), os.Args[1:], os.Stderr))
+}
+
+type options struct {
+	kubeconfig               string
+	metricsAddr              string
+	metricsSecure            bool
+	probeAddr                string
+	leaderElect              bool
+	leaderElectionID         string
+	leaderElectionNamespace  string
+	clusterResourceNamespace string
+	probeInterval            time.Duration
+	retryInterval            time.Duration
+	gcRetryMaxDelay          time.Duration
+	enableHTTP2              bool
+	showVersion              bool
+	zap                      zap.Options
+}
+
+func parseFlags(args []string, stderr io.Writer) (*options, error) {
+	o := &options{zap: zap.Options{Development: false}}
+	fs := flag.NewFlagSet("manager", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "Usage: manager [flags]\n\n"+
+			"Runs the compaction-operator: reconciles CompactionPolicy, ClusterCompactionPolicy and\n"+
+			"AgentSession objects, creates AgentSessions for pods annotated with %s,\n"+
+			"and deletes a session's stored objects when the session is deleted.\n\nFlags:\n", controllers.PolicyAnnotation)
+		fs.PrintDefaults()
+	}
+	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "path to a kubeconfig; default: $KUBECONFIG, the in-cluster config, then ~/.kube/config")
+	fs.StringVar(&o.metricsAddr, "metrics-bind-address", ":8443", "address of the metrics endpoint; \"0\" disables it")
+	fs.BoolVar(&o.metricsSecure, "metrics-secure", true, "serve metrics over HTTPS, for callers authenticated and authorized (TokenReview, SubjectAccessReview on GET /metrics); false serves plain HTTP without auth")
+	fs.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "address of the /healthz and /readyz endpoints")
+	fs.BoolVar(&o.leaderElect, "leader-elect", false, "elect one active controller replica with a Lease (needed when replicas > 1)")
+	fs.StringVar(&o.leaderElectionID, "leader-election-id", "compaction-operator.harness9.io", "name of the leader election Lease")
+	fs.StringVar(&o.leaderElectionNamespace, "leader-election-namespace", "", "namespace of the Lease; default: the pod's namespace")
+	fs.StringVar(&o.clusterResourceNamespace, "cluster-resource-namespace", envOr("POD_NAMESPACE", "compaction-system"),
+		"namespace of the Secrets a ClusterCompactionPolicy references without a namespace (default: $POD_NAMESPACE, else compaction-system)")
+	fs.DurationVar(&o.probeInterval, "storage-probe-interval", controllers.DefaultProbeInterval, "how often a Ready policy's storage is probed again")
+	fs.DurationVar(&o.retryInterval, "storage-retry-interval", controllers.DefaultRetryInterval, "how soon a policy whose storage or Secrets failed is checked again")
+	fs.DurationVar(&o.gcRetryMaxDelay, "gc-retry-max-delay", controllers.DefaultRetryMaxDelay, "longest wait between attempts to delete a deleted session's objects while storage fails")
+	fs.BoolVar(&o.enableHTTP2, "enable-http2", false, "allow HTTP/2 on the metrics server (off by default: HTTP/2 Rapid Reset, CVE-2023-44487)")
+	fs.BoolVar(&o.showVersion, "version", false, "print the version and exit")
+	o.zap.BindFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	return o, nil
+}
+
+func envOr(key, def string) string {
+	if v := os.Getenv(key); v != "" {
+		return v
+	}
+	return def
+}
+
+func run(ctx context.Context, args []string, stderr io.Writer) int {
+	o, err := parseFlags(args, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "manager:", err)
+		return 2
+	}
+	if o.showVersion {
+		fmt.Fprintln(stderr, "compaction-operator manager", versionString())
+		return 0
+	}
+	o.zap.DestWriter = stderr
+	log := zap.New(zap.UseFlagOptions(&o.zap))
+	ctrl.SetLogger(log)
+	if err := runManager(ctx, o); err != nil {
+		log.Error(err, "manager failed")
+		return 1
+	}
+	return 0
+}
+
+func runManager(ctx context.Context, o *options) error {
+	log := ctrl.Log.WithName("setup")
+	cfg, err := restConfig(o.kubeconfig)
+	if err != nil {
+		return err
+	}
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		return fmt.Errorf("build scheme: %w", err)
+	}
+	if err := compactionv1alpha1.AddToScheme(scheme); err != nil {
+		return fmt.Errorf("build scheme: %w", err)
+	}
+
+	var tlsOpts []func(*tls.Config)
+	if !o.enableHTTP2 {
+		tlsOpts = append(tlsOpts, func(c *tls.Config) { c.NextProtos = []string{"http/1.1"} })
+	}
+	metrics := metricsserver.Options{BindAddress: o.metricsAddr, SecureServing: o.metricsSecure, TLSOpts: tlsOpts}
+	if o.metricsSecure {
+		metrics.FilterProvider = filters.WithAuthenticationAndAuthorization
+	}
+
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                  scheme,
+		Metrics:                 metrics,
+		HealthProbeBindAddress:  o.probeAddr,
+		LeaderElection:          o.leaderElect,
+		LeaderElectionID:        o.leaderElectionID,
+		LeaderElectionNamespace: o.leaderElectionNamespace,
+		// Secrets are read on demand and never cached: the operator only watches their
+		// metadata, so it holds no Secret data in memory and needs no cluster-wide list of it.
+		Client: client.Options{Cache: &client.CacheOptions{DisableFor: []client.Object{&corev1.Secret{}}}},
+	})
+	if err != nil {
+		return fmt.Errorf("create manager: %w", err)
+	}
+
+	if err := controllers.SetupIndexes(ctx, mgr, o.clusterResourceNamespace); err != nil {
+		return err
+	}
+	stores := &policy.Stores{}
+	rec := mgr.GetEventRecorder("compaction-operator")
+	checker := &controllers.PolicyChecker{
+		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Stores: stores, Recorder: rec,
+		ClusterResourceNamespace: o.clusterResourceNamespace,
+		ProbeInterval:            o.probeInterval, RetryInterval: o.retryInterval,
+	}
+	setups := []struct {
+		name  string
+		setup func(ctrl.Manager) error
+	}{
+		{"CompactionPolicy", (&controllers.CompactionPolicyReconciler{Client: mgr.GetClient(), Checker: checker}).SetupWithManager},
+		{"ClusterCompactionPolicy", (&controllers.ClusterCompactionPolicyReconciler{Client: mgr.GetClient(), Checker: checker}).SetupWithManager},
+		{"AgentSession", (&controllers.AgentSessionReconciler{
+			Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Stores: stores, Recorder: rec,
+			ClusterResourceNamespace: o.clusterResourceNamespace, RetryMaxDelay: o.gcRetryMaxDelay,
+		}).SetupWithManager},
+		{"Pod", (&controllers.PodReconciler{Client: mgr.GetClient(), Recorder: rec}).SetupWithManager},
+	}
+	for _, s := range setups {
+		if err := s.setup(mgr); err != nil {
+			return fmt.Errorf("set up %s controller: %w", s.name, err)
+		}
+	}
+	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
+		return fmt.Errorf("add health check: %w", err)
+	}
+	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
+		return fmt.Errorf("add ready check: %w", err)
+	}
+
+	log.Info("starting manager", "version", versionString(), "leaderElection", o.leaderElect,
+		"clusterResourceNamespace", o.clusterResourceNamespace)
+	if err := mgr.Start(ctx); err != nil {
+		return fmt.Errorf("run manager: %w", err)
+	}
+	return nil
+}
+
+func restConfig(kubeconfig string) (*rest.Config, error) {
+	if kubeconfig != "" {
+		cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+		if err != nil {
+			return nil, fmt.Errorf("load kubeconfig %s: %w", kubeconfig, err)
+		}
+		return cfg, nil
+	}
+	cfg, err := ctrl.GetConfig()
+	if err != nil {
+		return nil, fmt.Errorf("find cluster config: %w", err)
+	}
+	return cfg, nil
+}
+
+func versionString() string {
+	v, rev := version, ""
+	if info, ok := debug.ReadBuildInfo(); ok {
+		if v == "" {
+			v = info.Main.Version
+		}
+		for _, s := range info.Settings {
+			if s.Key == "vcs.revision" {
+				rev = s.Value
+			}
+		}
+	}
+	if v == "" {
+		v = "(devel)"
+	}
+	if rev != "" {
+		return v + " (" + rev + ")"
+	}
+	return v
+}

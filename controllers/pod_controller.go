@@ -1,0 +1,137 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/recorder"
+
+	compactionv1alpha1 "github.com/harness9/compaction-operator/api/v1alpha1"
+)
+
+// Pod annotations that ask for an AgentSession.
+const (
+	// PolicyAnnotation names the policy the pod's agent compacts with.
+	PolicyAnnotation = "compaction.harness9.io/policy"
+	// PolicyKindAnnotation is CompactionPolicy (default) or ClusterCompactionPolicy.
+	PolicyKindAnnotation = "compaction.harness9.io/policy-kind"
+	// ContextWindowAnnotation overrides the policy's context window for this pod's session.
+	ContextWindowAnnotation = "compaction.harness9.io/context-window"
+)
+
+// PodReconciler creates an AgentSession for every pod annotated with PolicyAnnotation, named
+// after the pod and controlled by it, so deleting the pod deletes the session and, through
+// the session's finalizer, its stored objects. It watches pod metadata only.
+type PodReconciler struct {
+	client.Client
+	Recorder recorder.EventRecorder
+}
+
+// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=pods/finalizers,verbs=update
+// +kubebuilder:rbac:groups=compaction.harness9.io,resources=agentsessions,verbs=create
+
+// Reconcile creates or updates the annotated pod's AgentSession.
+func (r *PodReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	pod := &metav1.PartialObjectMetadata{}
+	pod.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Pod"))
+	if err := r.Get(ctx, req.NamespacedName, pod); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	policyName := pod.Annotations[PolicyAnnotation]
+	if policyName == "" || !pod.DeletionTimestamp.IsZero() {
+		return ctrl.Result{}, nil
+	}
+
+	spec, err := sessionSpecFor(pod)
+	if err != nil {
+		r.Recorder.Eventf(pod, nil, corev1.EventTypeWarning, "InvalidAnnotation", "CreateSession", "%v", err)
+		return ctrl.Result{}, nil // fixed by editing the pod, which triggers a new reconcile
+	}
+
+	var s compactionv1alpha1.AgentSession
+	err = r.Get(ctx, req.NamespacedName, &s)
+	switch {
+	case apierrors.IsNotFound(err):
+		s = compactionv1alpha1.AgentSession{
+			ObjectMeta: metav1.ObjectMeta{
+				Namespace:       pod.Namespace,
+				Name:            pod.Name,
+				Labels:          map[string]string{"app.kubernetes.io/managed-by": "compaction-operator"},
+				OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(pod, corev1.SchemeGroupVersion.WithKind("Pod"))},
+			},
+			Spec: spec,
+		}
+		if err := r.Create(ctx, &s); err != nil {
+			return ctrl.Result{}, fmt.Errorf("create AgentSession: %w", err)
+		}
+		r.Recorder.Eventf(pod, &s, corev1.EventTypeNormal, "SessionCreated", "CreateSession",
+			"Created AgentSession %s with %s %s", s.Name, spec.PolicyRef.Kind, spec.PolicyRef.Name)
+		return ctrl.Result{}, nil
+	case err != nil:
+		return ctrl.Result{}, fmt.Errorf("get AgentSession: %w", err)
+	}
+
+	if !metav1.IsControlledBy(&s, pod) {
+		r.Recorder.Eventf(pod, &s, corev1.EventTypeWarning, "SessionNameTaken", "CreateSession",
+			"AgentSession %s exists and is not controlled by this pod; leaving it alone", s.Name)
+		return ctrl.Result{}, nil
+	}
+	if equality.Semantic.DeepEqual(s.Spec, spec) || !s.DeletionTimestamp.IsZero() {
+		return ctrl.Result{}, nil
+	}
+	base := s.DeepCopy()
+	s.Spec = spec
+	if err := r.Patch(ctx, &s, client.MergeFrom(base)); err != nil {
+		return ctrl.Result{}, fmt.Errorf("update AgentSession spec: %w", err)
+	}
+	return ctrl.Result{}, nil
+}
+
+// sessionSpecFor reads the session spec from the pod's annotations.
+func sessionSpecFor(pod *metav1.PartialObjectMetadata) (compactionv1alpha1.AgentSessionSpec, error) {
+	a := pod.Annotations
+	spec := compactionv1alpha1.AgentSessionSpec{PolicyRef: compactionv1alpha1.PolicyReference{
+		Kind: compactionv1alpha1.PolicyKindNamespaced, Name: a[PolicyAnnotation],
+	}}
+	switch k := compactionv1alpha1.PolicyKind(a[PolicyKindAnnotation]); k {
+	case "", compactionv1alpha1.PolicyKindNamespaced:
+	case compactionv1alpha1.PolicyKindCluster:
+		spec.PolicyRef.Kind = k
+	default:
+		return spec, fmt.Errorf("annotation %s: %q is neither %s nor %s", PolicyKindAnnotation, k,
+			compactionv1alpha1.PolicyKindNamespaced, compactionv1alpha1.PolicyKindCluster)
+	}
+	if v, ok := a[ContextWindowAnnotation]; ok {
+		n, err := strconv.ParseInt(v, 10, 32)
+		if err != nil || n < 1024 || n > 10000000 {
+			return spec, fmt.Errorf("annotation %s: %q is not a whole number of tokens from 1024 to 10000000", ContextWindowAnnotation, v)
+		}
+		w := int32(n)
+		spec.ContextWindow = &w
+	}
+	return spec, nil
+}
+
+// SetupWithManager watches the metadata of annotated pods and the sessions they control.
+func (r *PodReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	annotated := predicate.NewPredicateFuncs(func(o client.Object) bool {
+		return o.GetAnnotations()[PolicyAnnotation] != ""
+	})
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&corev1.Pod{}, builder.OnlyMetadata, builder.WithPredicates(annotated)).
+		Watches(&compactionv1alpha1.AgentSession{},
+			handler.EnqueueRequestForOwner(mgr.GetScheme(), mgr.GetRESTMapper(), &corev1.Pod{}, handler.OnlyControllerOwner())).
+		Named("pod").
+		Complete(r)
+}

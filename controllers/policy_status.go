@@ -1,0 +1,212 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/recorder"
+
+	compactionv1alpha1 "github.com/harness9/compaction-operator/api/v1alpha1"
+	"github.com/harness9/compaction-operator/internal/policy"
+)
+
+// Policy condition reasons besides the storage ones.
+const (
+	ReasonReady              = "Ready"
+	ReasonStorageNotReady    = "StorageNotReady"
+	ReasonSummarizerNotReady = "SummarizerNotReady"
+)
+
+// Defaults for PolicyChecker's intervals.
+const (
+	DefaultProbeInterval = 5 * time.Minute
+	DefaultRetryInterval = 30 * time.Second
+	storageProbeTimeout  = 10 * time.Second
+)
+
+// PolicyChecker computes the status both policy kinds share: whether storage is reachable
+// with the credentials, whether the summarizer's Secret is usable, and how many sessions use
+// the policy. Storage is probed when the policy or one of its Secrets changed, or when the
+// last probe is older than ProbeInterval (RetryInterval after a failure), so the many
+// reconciles that only recount sessions cost no storage request.
+type PolicyChecker struct {
+	// Client reads from the cache (sessions, Secret metadata).
+	Client client.Client
+	// APIReader reads Secrets from the API server; the operator does not cache Secrets.
+	APIReader client.Reader
+	Stores    *policy.Stores
+	Recorder  recorder.EventRecorder
+	// ClusterResourceNamespace holds a ClusterCompactionPolicy's Secrets when a reference
+	// names no namespace.
+	ClusterResourceNamespace string
+	ProbeInterval            time.Duration
+	RetryInterval            time.Duration
+
+	mu     sync.Mutex
+	probes map[types.UID]probeResult
+}
+
+type probeResult struct {
+	fingerprint string
+	at          time.Time
+	storage     metav1.Condition
+	summarizer  error
+}
+
+// UpdateStatus fills status for the policy obj (p is the same object seen as a Policy) and
+// returns when to look again.
+func (c *PolicyChecker) UpdateStatus(ctx context.Context, obj client.Object, p *policy.Policy, status *compactionv1alpha1.CompactionPolicyStatus) (time.Duration, error) {
+	var sessions compactionv1alpha1.AgentSessionList
+	if err := c.Client.List(ctx, &sessions, client.MatchingFields{sessionPolicyIndex: p.Key()}, client.UnsafeDisableDeepCopy); err != nil {
+		return 0, fmt.Errorf("list sessions of %s: %w", p.Key(), err)
+	}
+	status.Sessions = int32(min(len(sessions.Items), 1<<31-1)) //nolint:gosec // bounded above
+
+	probe, err := c.probe(ctx, obj.GetUID(), p)
+	if err != nil {
+		return 0, err
+	}
+	storage := probe.storage
+	storage.ObservedGeneration = p.Generation
+	meta.SetStatusCondition(&status.Conditions, storage)
+
+	var prevReady metav1.Condition
+	if prev := meta.FindStatusCondition(status.Conditions, compactionv1alpha1.ConditionReady); prev != nil {
+		prevReady = *prev
+	}
+	ready := metav1.Condition{
+		Type: compactionv1alpha1.ConditionReady, Status: metav1.ConditionTrue,
+		Reason: ReasonReady, Message: "storage is reachable; sessions can use this policy",
+		ObservedGeneration: p.Generation,
+	}
+	switch {
+	case storage.Status != metav1.ConditionTrue:
+		ready.Status, ready.Reason, ready.Message = metav1.ConditionFalse, ReasonStorageNotReady, storage.Message
+	case probe.summarizer != nil:
+		ready.Status, ready.Reason, ready.Message = metav1.ConditionFalse, ReasonSummarizerNotReady, probe.summarizer.Error()
+	}
+	meta.SetStatusCondition(&status.Conditions, ready)
+	status.ObservedGeneration = p.Generation
+
+	isReady := ready.Status == metav1.ConditionTrue
+	switch {
+	case isReady && prevReady.Status != metav1.ConditionTrue:
+		c.Recorder.Eventf(obj, nil, corev1.EventTypeNormal, "PolicyReady", "Probe", "Storage s3://%s is reachable", p.Spec.Storage.S3.Bucket)
+	case !isReady && (prevReady.Reason != ready.Reason || prevReady.Message != ready.Message):
+		c.Recorder.Eventf(obj, nil, corev1.EventTypeWarning, ready.Reason, "Probe", "%s", ready.Message)
+	}
+	if isReady {
+		return c.probeInterval(), nil
+	}
+	return c.retryInterval(), nil
+}
+
+func (c *PolicyChecker) probeInterval() time.Duration {
+	if c.ProbeInterval > 0 {
+		return c.ProbeInterval
+	}
+	return DefaultProbeInterval
+}
+
+func (c *PolicyChecker) retryInterval() time.Duration {
+	if c.RetryInterval > 0 {
+		return c.RetryInterval
+	}
+	return DefaultRetryInterval
+}
+
+// probe returns the storage condition and summarizer check, reusing a recent result when
+// neither the policy nor its Secrets changed since.
+func (c *PolicyChecker) probe(ctx context.Context, uid types.UID, p *policy.Policy) (probeResult, error) {
+	fp, err := c.fingerprint(ctx, p)
+	if err != nil {
+		return probeResult{}, err
+	}
+	now := time.Now()
+	c.mu.Lock()
+	prev, ok := c.probes[uid]
+	c.mu.Unlock()
+	if ok && prev.fingerprint == fp {
+		ttl := c.probeInterval()
+		if prev.storage.Status != metav1.ConditionTrue || prev.summarizer != nil {
+			ttl = c.retryInterval()
+		}
+		if now.Sub(prev.at) < ttl {
+			return prev, nil
+		}
+	}
+
+	res := probeResult{fingerprint: fp, at: now, storage: c.probeStorage(ctx, p)}
+	if _, err := p.APIKey(ctx, c.APIReader, c.ClusterResourceNamespace); err != nil {
+		res.summarizer = err
+	}
+	c.mu.Lock()
+	if c.probes == nil {
+		c.probes = make(map[types.UID]probeResult)
+	}
+	c.probes[uid] = res
+	c.mu.Unlock()
+	return res, nil
+}
+
+// Forget drops the cached probe of a deleted policy.
+func (c *PolicyChecker) Forget(uid types.UID) {
+	c.mu.Lock()
+	delete(c.probes, uid)
+	c.mu.Unlock()
+}
+
+func (c *PolicyChecker) probeStorage(ctx context.Context, p *policy.Policy) metav1.Condition {
+	cond := metav1.Condition{Type: compactionv1alpha1.ConditionStorageReady, Status: metav1.ConditionFalse}
+	loc := p.Storage(c.ClusterResourceNamespace)
+	cfg, err := policy.S3Config(ctx, c.APIReader, loc)
+	if err != nil {
+		cond.Reason, cond.Message = storageReason(err), err.Error()
+		return cond
+	}
+	store, err := c.Stores.Get(ctx, cfg)
+	if err != nil {
+		cond.Reason, cond.Message = ReasonInvalidStorage, err.Error()
+		return cond
+	}
+	pctx, cancel := context.WithTimeout(ctx, storageProbeTimeout)
+	defer cancel()
+	if err := store.EnsureBucket(pctx, p.Spec.Storage.S3.CreateBucket); err != nil {
+		cond.Reason, cond.Message = storageReason(err), err.Error()
+		return cond
+	}
+	cond.Status, cond.Reason = metav1.ConditionTrue, ReasonStorageReachable
+	cond.Message = fmt.Sprintf("bucket %s at %s is reachable", loc.Bucket, loc.Endpoint)
+	return cond
+}
+
+// fingerprint changes when the policy's generation or one of its Secrets changes. Secret
+// versions come from the metadata-only cache, so this costs no API request.
+func (c *PolicyChecker) fingerprint(ctx context.Context, p *policy.Policy) (string, error) {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d", p.Generation)
+	for _, key := range p.SecretKeys(c.ClusterResourceNamespace) {
+		ns, name, _ := strings.Cut(key, "/")
+		m := &metav1.PartialObjectMetadata{}
+		m.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Secret"))
+		err := c.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, m)
+		switch {
+		case apierrors.IsNotFound(err):
+			fmt.Fprintf(&b, ";%s=absent", key)
+		case err != nil:
+			return "", fmt.Errorf("read Secret %s metadata: %w", key, err)
+		default:
+			fmt.Fprintf(&b, ";%s=%s", key, m.ResourceVersion)
+		}
+	}
+	return b.String(), nil
+}

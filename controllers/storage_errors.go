@@ -1,0 +1,46 @@
+package controllers
+
+import (
+	"errors"
+
+	"github.com/minio/minio-go/v7"
+
+	"github.com/harness9/compaction-operator/compaction/storage/s3"
+	"github.com/harness9/compaction-operator/internal/policy"
+)
+
+// Condition reasons for storage problems, shared by policies and sessions.
+const (
+	ReasonStorageReachable   = "Reachable"
+	ReasonSecretNotFound     = "SecretNotFound"
+	ReasonSecretKeyMissing   = "SecretKeyMissing"
+	ReasonBucketNotFound     = "BucketNotFound"
+	ReasonAccessDenied       = "AccessDenied"
+	ReasonInvalidStorage     = "InvalidStorageConfig"
+	ReasonStorageUnreachable = "StorageUnreachable"
+)
+
+// storageReason names what went wrong with storage, for a condition reason.
+func storageReason(err error) string {
+	var resp minio.ErrorResponse
+	switch {
+	case errors.Is(err, policy.ErrSecretNotFound):
+		return ReasonSecretNotFound
+	case errors.Is(err, policy.ErrSecretKeyMissing):
+		return ReasonSecretKeyMissing
+	case errors.Is(err, s3.ErrBucketNotFound):
+		return ReasonBucketNotFound
+	case errors.As(err, &resp) && isAuthError(resp.Code):
+		return ReasonAccessDenied
+	default:
+		return ReasonStorageUnreachable
+	}
+}
+
+func isAuthError(code string) bool {
+	switch code {
+	case "AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch", "InvalidToken", "ExpiredToken":
+		return true
+	}
+	return false
+}

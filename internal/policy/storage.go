@@ -1,0 +1,146 @@
+package policy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	compactionv1alpha1 "github.com/harness9/compaction-operator/api/v1alpha1"
+	"github.com/harness9/compaction-operator/compaction"
+	"github.com/harness9/compaction-operator/compaction/storage/s3"
+)
+
+// Errors S3Config returns when credentials cannot be read; the controllers turn them into
+// condition reasons.
+var (
+	ErrSecretNotFound   = errors.New("secret not found")
+	ErrSecretKeyMissing = errors.New("secret key missing")
+)
+
+// SecretNamespace is the namespace a policy's secret reference points into: the policy's own
+// namespace for a CompactionPolicy, the reference's namespace (or clusterResourceNamespace,
+// the operator's namespace) for a ClusterCompactionPolicy.
+func (p *Policy) SecretNamespace(ref compactionv1alpha1.SecretReference, clusterResourceNamespace string) string {
+	if p.Kind == compactionv1alpha1.PolicyKindNamespaced {
+		return p.Namespace
+	}
+	if ref.Namespace != "" {
+		return ref.Namespace
+	}
+	return clusterResourceNamespace
+}
+
+// SecretKeys are the "namespace/name" keys of every Secret the policy reads.
+func (p *Policy) SecretKeys(clusterResourceNamespace string) []string {
+	var keys []string
+	if ref := p.Spec.Storage.S3.CredentialsSecretRef; ref != nil {
+		keys = append(keys, p.SecretNamespace(ref.SecretReference, clusterResourceNamespace)+"/"+ref.Name)
+	}
+	if oa := p.Spec.Summarizer.OpenAI; oa != nil && oa.APIKeySecretRef != nil {
+		keys = append(keys, p.SecretNamespace(oa.APIKeySecretRef.SecretReference, clusterResourceNamespace)+"/"+oa.APIKeySecretRef.Name)
+	}
+	return keys
+}
+
+// Location is where the policy stores a session's objects, with the credentials reference
+// resolved to a namespace, so it can be kept in the session's status and used without the
+// policy.
+func (p *Policy) Location(sessionID, clusterResourceNamespace string) *compactionv1alpha1.RecordsLocation {
+	loc := p.Storage(clusterResourceNamespace)
+	loc.SessionPrefix = compaction.SessionPrefixes(sessionID)[1]
+	// The store normalizes the prefix the same way: no leading slash, one trailing slash.
+	if prefix := strings.Trim(loc.Prefix, "/"); prefix != "" {
+		loc.SessionPrefix = prefix + "/" + loc.SessionPrefix
+	}
+	return loc
+}
+
+// Storage is the policy's storage location, without a session.
+func (p *Policy) Storage(clusterResourceNamespace string) *compactionv1alpha1.RecordsLocation {
+	s := p.Spec.Storage.S3
+	loc := &compactionv1alpha1.RecordsLocation{
+		Endpoint: s.Endpoint,
+		Bucket:   s.Bucket,
+		Prefix:   s.Prefix,
+		Region:   s.Region,
+		Insecure: s.Insecure,
+	}
+	if ref := s.CredentialsSecretRef; ref != nil {
+		c := ref.DeepCopy()
+		c.Namespace = p.SecretNamespace(ref.SecretReference, clusterResourceNamespace)
+		if c.AccessKeyIDKey == "" {
+			c.AccessKeyIDKey = "accessKeyID"
+		}
+		if c.SecretAccessKeyKey == "" {
+			c.SecretAccessKeyKey = "secretAccessKey"
+		}
+		loc.CredentialsSecretRef = c
+	}
+	return loc
+}
+
+// S3Config reads the credentials of loc from its Secret and returns the store configuration.
+// secrets should read from the API server, not a cache: the operator does not cache Secrets.
+func S3Config(ctx context.Context, secrets client.Reader, loc *compactionv1alpha1.RecordsLocation) (s3.Config, error) {
+	cfg := s3.Config{
+		Endpoint: loc.Endpoint,
+		Bucket:   loc.Bucket,
+		Prefix:   loc.Prefix,
+		Region:   loc.Region,
+		Insecure: loc.Insecure,
+	}
+	ref := loc.CredentialsSecretRef
+	if ref == nil {
+		return cfg, nil
+	}
+	var secret corev1.Secret
+	key := types.NamespacedName{Namespace: ref.Namespace, Name: ref.Name}
+	if err := secrets.Get(ctx, key, &secret); err != nil {
+		if client.IgnoreNotFound(err) == nil {
+			return cfg, fmt.Errorf("credentials Secret %s: %w", key, ErrSecretNotFound)
+		}
+		return cfg, fmt.Errorf("read credentials Secret %s: %w", key, err)
+	}
+	var missing []string
+	access, ok := secret.Data[ref.AccessKeyIDKey]
+	if !ok || len(access) == 0 {
+		missing = append(missing, ref.AccessKeyIDKey)
+	}
+	secretKey, ok := secret.Data[ref.SecretAccessKeyKey]
+	if !ok || len(secretKey) == 0 {
+		missing = append(missing, ref.SecretAccessKeyKey)
+	}
+	if len(missing) > 0 {
+		return cfg, fmt.Errorf("credentials Secret %s has no (or an empty) %q: %w", key, missing, ErrSecretKeyMissing)
+	}
+	cfg.AccessKey = string(access)
+	cfg.SecretKey = string(secretKey)
+	return cfg, nil
+}
+
+// APIKey reads the OpenAI summarizer's API key, if the policy names one.
+func (p *Policy) APIKey(ctx context.Context, secrets client.Reader, clusterResourceNamespace string) (string, error) {
+	oa := p.Spec.Summarizer.OpenAI
+	if oa == nil || oa.APIKeySecretRef == nil {
+		return "", nil
+	}
+	ref := oa.APIKeySecretRef
+	key := types.NamespacedName{Namespace: p.SecretNamespace(ref.SecretReference, clusterResourceNamespace), Name: ref.Name}
+	var secret corev1.Secret
+	if err := secrets.Get(ctx, key, &secret); err != nil {
+		if client.IgnoreNotFound(err) == nil {
+			return "", fmt.Errorf("API key Secret %s: %w", key, ErrSecretNotFound)
+		}
+		return "", fmt.Errorf("read API key Secret %s: %w", key, err)
+	}
+	v, ok := secret.Data[ref.Key]
+	if !ok || len(v) == 0 {
+		return "", fmt.Errorf("API key Secret %s has no (or an empty) %q: %w", key, ref.Key, ErrSecretKeyMissing)
+	}
+	return string(v), nil
+}
