@@ -27,7 +27,6 @@ import (
 
 	compactionv1alpha1 "github.com/harness9/compaction-operator/api/v1alpha1"
 	"github.com/harness9/compaction-operator/controllers"
-	"github.com/harness9/compaction-operator/internal/policy"
 )
 
 // version is set at build time with -ldflags "-X main.version=v1.2.3".
@@ -161,32 +160,13 @@ func runManager(ctx context.Context, o *options) error {
 		return fmt.Errorf("create manager: %w", err)
 	}
 
-	if err := controllers.SetupIndexes(ctx, mgr, o.clusterResourceNamespace); err != nil {
-		return err
-	}
-	stores := &policy.Stores{}
-	rec := mgr.GetEventRecorder("compaction-operator")
-	checker := &controllers.PolicyChecker{
-		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Stores: stores, Recorder: rec,
+	if err := controllers.Setup(ctx, mgr, controllers.Config{
 		ClusterResourceNamespace: o.clusterResourceNamespace,
-		ProbeInterval:            o.probeInterval, RetryInterval: o.retryInterval,
-	}
-	setups := []struct {
-		name  string
-		setup func(ctrl.Manager) error
-	}{
-		{"CompactionPolicy", (&controllers.CompactionPolicyReconciler{Client: mgr.GetClient(), Checker: checker}).SetupWithManager},
-		{"ClusterCompactionPolicy", (&controllers.ClusterCompactionPolicyReconciler{Client: mgr.GetClient(), Checker: checker}).SetupWithManager},
-		{"AgentSession", (&controllers.AgentSessionReconciler{
-			Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Stores: stores, Recorder: rec,
-			ClusterResourceNamespace: o.clusterResourceNamespace, RetryMaxDelay: o.gcRetryMaxDelay,
-		}).SetupWithManager},
-		{"Pod", (&controllers.PodReconciler{Client: mgr.GetClient(), Recorder: rec}).SetupWithManager},
-	}
-	for _, s := range setups {
-		if err := s.setup(mgr); err != nil {
-			return fmt.Errorf("set up %s controller: %w", s.name, err)
-		}
+		ProbeInterval:            o.probeInterval,
+		RetryInterval:            o.retryInterval,
+		RetryMaxDelay:            o.gcRetryMaxDelay,
+	}); err != nil {
+		return err
 	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 		return fmt.Errorf("add health check: %w", err)

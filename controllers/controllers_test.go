@@ -1,0 +1,501 @@
+package controllers_test
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/minio/minio-go/v7"
+	"github.com/minio/minio-go/v7/pkg/credentials"
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	compactionv1alpha1 "github.com/harness9/compaction-operator/api/v1alpha1"
+	"github.com/harness9/compaction-operator/compaction"
+	"github.com/harness9/compaction-operator/compaction/storage/s3"
+	"github.com/harness9/compaction-operator/controllers"
+	"github.com/harness9/compaction-operator/internal/testenv"
+	"github.com/harness9/compaction-operator/internal/testenv/kubeenv"
+)
+
+const (
+	ns          = "default"
+	bucket      = "agent-context"
+	prefix      = "team-a"
+	credsSecret = "minio-credentials"
+	waitFor     = 30 * time.Second
+)
+
+// env is one control plane, one MinIO and one in-process manager running the controllers,
+// shared by the subtests of TestControllers.
+type env struct {
+	c     client.Client
+	minio *testenv.MinIO
+	s3    *minio.Client
+}
+
+func TestControllers(t *testing.T) {
+	root := testenv.RepoRoot(t)
+	_, cfg := kubeenv.Start(t, kubeenv.Options{CRDDirectoryPaths: []string{filepath.Join(root, "config", "crd", "bases")}})
+	m := testenv.StartMinIO(t)
+
+	scheme := runtime.NewScheme()
+	must(t, clientgoscheme.AddToScheme(scheme))
+	must(t, compactionv1alpha1.AddToScheme(scheme))
+	ctrl.SetLogger(zap.New(zap.UseDevMode(true), zap.WriteTo(testWriter{t})))
+
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:  scheme,
+		Metrics: metricsserver.Options{BindAddress: "0"},
+		Client:  client.Options{Cache: &client.CacheOptions{DisableFor: []client.Object{&corev1.Secret{}}}},
+	})
+	must(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	// Long probe intervals: a policy that becomes Ready here did so because of a watch
+	// (Secret created), not a timer. The session GC retries quickly.
+	must(t, controllers.Setup(ctx, mgr, controllers.Config{
+		ClusterResourceNamespace: "compaction-system",
+		ProbeInterval:            time.Hour,
+		RetryInterval:            time.Hour,
+		RetryMaxDelay:            time.Second,
+	}))
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("manager: %v", err)
+		}
+	})
+
+	s3c, err := minio.New(m.Endpoint, &minio.Options{Creds: credentials.NewStaticV4(m.AccessKey, m.SecretKey, "")})
+	must(t, err)
+	// The test reads through a direct client, not the manager's cache, so it sees writes
+	// as soon as they happen.
+	direct, err := client.New(cfg, client.Options{Scheme: scheme})
+	must(t, err)
+	e := &env{c: direct, minio: m, s3: s3c}
+	must(t, e.c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "compaction-system"}}))
+	must(t, e.c.Create(ctx, e.credentials(ns, credsSecret)))
+
+	t.Run("PolicyReady", e.testPolicyReady)
+	t.Run("PolicyWaitsForSecret", e.testPolicyWaitsForSecret)
+	t.Run("ClusterPolicyReady", e.testClusterPolicyReady)
+	t.Run("SessionReady", e.testSessionReady)
+	t.Run("SessionPolicyAppearsLater", e.testSessionPolicyAppearsLater)
+	t.Run("DeleteRemovesOnlyItsObjects", e.testDeleteRemovesOnlyItsObjects)
+	t.Run("DeleteAfterPolicyDeleted", e.testDeleteAfterPolicyDeleted)
+	t.Run("DeleteWhileStorageDown", e.testDeleteWhileStorageDown)
+	t.Run("AnnotatedPod", e.testAnnotatedPod)
+}
+
+func (e *env) credentials(namespace, name string) *corev1.Secret {
+	return &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name},
+		StringData: map[string]string{"accessKeyID": e.minio.AccessKey, "secretAccessKey": e.minio.SecretKey},
+	}
+}
+
+func (e *env) policySpec(secret string) compactionv1alpha1.CompactionPolicySpec {
+	return compactionv1alpha1.CompactionPolicySpec{
+		ContextWindow: 128000,
+		Storage: compactionv1alpha1.StorageSpec{S3: compactionv1alpha1.S3StorageSpec{
+			Endpoint: e.minio.Endpoint, Bucket: bucket, Prefix: prefix, Insecure: true, CreateBucket: true,
+			CredentialsSecretRef: &compactionv1alpha1.S3CredentialsSecretRef{SecretReference: compactionv1alpha1.SecretReference{Name: secret}},
+		}},
+	}
+}
+
+func (e *env) createPolicy(t *testing.T, name, secret string) *compactionv1alpha1.CompactionPolicy {
+	t.Helper()
+	p := &compactionv1alpha1.CompactionPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: e.policySpec(secret)}
+	must(t, e.c.Create(context.Background(), p))
+	return p
+}
+
+func (e *env) createSession(t *testing.T, name, policyName string) *compactionv1alpha1.AgentSession {
+	t.Helper()
+	s := &compactionv1alpha1.AgentSession{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec:       compactionv1alpha1.AgentSessionSpec{PolicyRef: compactionv1alpha1.PolicyReference{Name: policyName}},
+	}
+	must(t, e.c.Create(context.Background(), s))
+	return s
+}
+
+// waitCondition waits until obj's condition t has status want, and returns it.
+func (e *env) waitCondition(t *testing.T, obj client.Object, condType string, want metav1.ConditionStatus) metav1.Condition {
+	t.Helper()
+	var got metav1.Condition
+	eventually(t, fmt.Sprintf("%T %s: %s=%s", obj, obj.GetName(), condType, want), func() (bool, string) {
+		if err := e.c.Get(context.Background(), client.ObjectKeyFromObject(obj), obj); err != nil {
+			return false, err.Error()
+		}
+		c := meta.FindStatusCondition(conditionsOf(obj), condType)
+		if c == nil {
+			return false, "no condition"
+		}
+		got = *c
+		return c.Status == want && c.ObservedGeneration == obj.GetGeneration(), fmt.Sprintf("%s %s: %s", c.Status, c.Reason, c.Message)
+	})
+	return got
+}
+
+func conditionsOf(obj client.Object) []metav1.Condition {
+	switch o := obj.(type) {
+	case *compactionv1alpha1.CompactionPolicy:
+		return o.Status.Conditions
+	case *compactionv1alpha1.ClusterCompactionPolicy:
+		return o.Status.Conditions
+	case *compactionv1alpha1.AgentSession:
+		return o.Status.Conditions
+	}
+	return nil
+}
+
+func (e *env) testPolicyReady(t *testing.T) {
+	p := e.createPolicy(t, "ready", credsSecret)
+	c := e.waitCondition(t, p, compactionv1alpha1.ConditionReady, metav1.ConditionTrue)
+	if c.Reason != controllers.ReasonReady {
+		t.Errorf("Ready reason = %q", c.Reason)
+	}
+	st := meta.FindStatusCondition(p.Status.Conditions, compactionv1alpha1.ConditionStorageReady)
+	if st == nil || st.Status != metav1.ConditionTrue || st.Reason != controllers.ReasonStorageReachable {
+		t.Errorf("StorageReady = %+v", st)
+	}
+	// createBucket: the operator made it.
+	ok, err := e.s3.BucketExists(context.Background(), bucket)
+	if err != nil || !ok {
+		t.Errorf("bucket %s exists = %v, %v", bucket, ok, err)
+	}
+	if p.Status.ObservedGeneration != p.Generation {
+		t.Errorf("observedGeneration = %d, generation %d", p.Status.ObservedGeneration, p.Generation)
+	}
+}
+
+func (e *env) testPolicyWaitsForSecret(t *testing.T) {
+	p := e.createPolicy(t, "late-secret", "created-later")
+	e.waitCondition(t, p, compactionv1alpha1.ConditionReady, metav1.ConditionFalse)
+	st := e.waitCondition(t, p, compactionv1alpha1.ConditionStorageReady, metav1.ConditionFalse)
+	if st.Reason != controllers.ReasonSecretNotFound || !strings.Contains(st.Message, "created-later") {
+		t.Errorf("StorageReady = %s: %s; want reason %s naming the Secret", st.Reason, st.Message, controllers.ReasonSecretNotFound)
+	}
+	e.waitEvent(t, p.Name, corev1.EventTypeWarning, controllers.ReasonStorageNotReady)
+
+	// A Secret without the secret key: still not Ready, now for the missing key.
+	bad := e.credentials(ns, "created-later")
+	delete(bad.StringData, "secretAccessKey")
+	must(t, e.c.Create(context.Background(), bad))
+	eventually(t, "StorageReady reason SecretKeyMissing", func() (bool, string) {
+		c := e.waitCondition(t, p, compactionv1alpha1.ConditionStorageReady, metav1.ConditionFalse)
+		return c.Reason == controllers.ReasonSecretKeyMissing, c.Reason + ": " + c.Message
+	})
+
+	// Fixing the Secret makes the policy Ready through the Secret watch (probe timers are an
+	// hour in this test).
+	bad.StringData = map[string]string{"secretAccessKey": e.minio.SecretKey}
+	must(t, e.c.Update(context.Background(), bad))
+	e.waitCondition(t, p, compactionv1alpha1.ConditionReady, metav1.ConditionTrue)
+}
+
+func (e *env) testClusterPolicyReady(t *testing.T) {
+	// The Secret lives in the cluster resource namespace; the reference names none.
+	must(t, e.c.Create(context.Background(), e.credentials("compaction-system", "cluster-minio")))
+	p := &compactionv1alpha1.ClusterCompactionPolicy{ObjectMeta: metav1.ObjectMeta{Name: "cluster-default"}, Spec: e.policySpec("cluster-minio")}
+	must(t, e.c.Create(context.Background(), p))
+	e.waitCondition(t, p, compactionv1alpha1.ConditionReady, metav1.ConditionTrue)
+
+	s := &compactionv1alpha1.AgentSession{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "uses-cluster-policy"},
+		Spec: compactionv1alpha1.AgentSessionSpec{PolicyRef: compactionv1alpha1.PolicyReference{
+			Kind: compactionv1alpha1.PolicyKindCluster, Name: p.Name}},
+	}
+	must(t, e.c.Create(context.Background(), s))
+	e.waitCondition(t, s, compactionv1alpha1.ConditionReady, metav1.ConditionTrue)
+	if ref := s.Status.Records.CredentialsSecretRef; ref == nil || ref.Namespace != "compaction-system" || ref.Name != "cluster-minio" {
+		t.Errorf("records.credentialsSecretRef = %+v, want compaction-system/cluster-minio", ref)
+	}
+	eventually(t, "cluster policy counts 1 session", func() (bool, string) {
+		must(t, e.c.Get(context.Background(), client.ObjectKeyFromObject(p), p))
+		return p.Status.Sessions == 1, fmt.Sprint(p.Status.Sessions)
+	})
+}
+
+func (e *env) testSessionReady(t *testing.T) {
+	p := e.createPolicy(t, "for-sessions", credsSecret)
+	e.waitCondition(t, p, compactionv1alpha1.ConditionReady, metav1.ConditionTrue)
+	s := e.createSession(t, "agent-1", p.Name)
+	e.waitCondition(t, s, compactionv1alpha1.ConditionReady, metav1.ConditionTrue)
+	if s.Status.SessionID != string(s.UID) {
+		t.Errorf("sessionID = %q, want the UID %q", s.Status.SessionID, s.UID)
+	}
+	if !slices.Contains(s.Finalizers, controllers.SessionFinalizer) {
+		t.Errorf("finalizers = %v, want %s", s.Finalizers, controllers.SessionFinalizer)
+	}
+	want := prefix + "/compaction_records/" + string(s.UID) + "/"
+	if r := s.Status.Records; r == nil || r.Bucket != bucket || r.SessionPrefix != want || r.Endpoint != e.minio.Endpoint {
+		t.Errorf("records = %+v, want bucket %s, sessionPrefix %s", r, bucket, want)
+	}
+	for _, ct := range []string{compactionv1alpha1.ConditionPolicyResolved, compactionv1alpha1.ConditionStorageReady} {
+		if !meta.IsStatusConditionTrue(s.Status.Conditions, ct) {
+			t.Errorf("condition %s not True: %+v", ct, s.Status.Conditions)
+		}
+	}
+	eventually(t, "policy counts 1 session", func() (bool, string) {
+		must(t, e.c.Get(context.Background(), client.ObjectKeyFromObject(p), p))
+		return p.Status.Sessions == 1, fmt.Sprint(p.Status.Sessions)
+	})
+	e.createSession(t, "agent-2", p.Name)
+	eventually(t, "policy counts 2 sessions", func() (bool, string) {
+		must(t, e.c.Get(context.Background(), client.ObjectKeyFromObject(p), p))
+		return p.Status.Sessions == 2, fmt.Sprint(p.Status.Sessions)
+	})
+}
+
+func (e *env) testSessionPolicyAppearsLater(t *testing.T) {
+	s := e.createSession(t, "early", "appears-later")
+	c := e.waitCondition(t, s, compactionv1alpha1.ConditionPolicyResolved, metav1.ConditionFalse)
+	if c.Reason != controllers.ReasonPolicyNotFound {
+		t.Errorf("PolicyResolved reason = %q", c.Reason)
+	}
+	e.waitCondition(t, s, compactionv1alpha1.ConditionReady, metav1.ConditionFalse)
+	e.createPolicy(t, "appears-later", credsSecret)
+	e.waitCondition(t, s, compactionv1alpha1.ConditionReady, metav1.ConditionTrue)
+}
+
+// storeFor is the engine's store at the policies' location.
+func (e *env) storeFor(t *testing.T) *s3.Store {
+	t.Helper()
+	st, err := s3.New(context.Background(), s3.Config{Endpoint: e.minio.Endpoint, Bucket: bucket, Prefix: prefix, Insecure: true,
+		AccessKey: e.minio.AccessKey, SecretKey: e.minio.SecretKey})
+	must(t, err)
+	return st
+}
+
+// putSessionObjects writes tool results, a record and state for sid.
+func (e *env) putSessionObjects(t *testing.T, sid string) {
+	t.Helper()
+	ctx := context.Background()
+	st := e.storeFor(t)
+	for i := range 3 {
+		if _, err := st.PutToolResult(ctx, sid, fmt.Sprintf("call_%d", i), []byte("output "+sid)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(t, st.AppendRecord(ctx, &compaction.CompactionRecord{ID: "r1", SessionID: sid, Timestamp: time.Now()}))
+	must(t, st.SaveState(ctx, sid, &compaction.State{}))
+}
+
+// objectsOf lists the keys in the bucket that belong to sid.
+func (e *env) objectsOf(t *testing.T, sid string) []string {
+	t.Helper()
+	var keys []string
+	for obj := range e.s3.ListObjects(context.Background(), bucket, minio.ListObjectsOptions{Recursive: true}) {
+		if obj.Err != nil {
+			t.Fatalf("list bucket: %v", obj.Err)
+		}
+		if strings.Contains(obj.Key, "/"+sid+"/") || strings.HasSuffix(obj.Key, "/"+sid+".json") {
+			keys = append(keys, obj.Key)
+		}
+	}
+	return keys
+}
+
+func (e *env) waitGone(t *testing.T, obj client.Object) {
+	t.Helper()
+	eventually(t, fmt.Sprintf("%s deleted", obj.GetName()), func() (bool, string) {
+		err := e.c.Get(context.Background(), client.ObjectKeyFromObject(obj), obj)
+		return apierrors.IsNotFound(err), fmt.Sprintf("get: %v, finalizers %v", err, obj.GetFinalizers())
+	})
+}
+
+func (e *env) testDeleteRemovesOnlyItsObjects(t *testing.T) {
+	p := e.createPolicy(t, "gc", credsSecret)
+	e.waitCondition(t, p, compactionv1alpha1.ConditionReady, metav1.ConditionTrue)
+	a := e.createSession(t, "gc-a", p.Name)
+	b := e.createSession(t, "gc-b", p.Name)
+	e.waitCondition(t, a, compactionv1alpha1.ConditionReady, metav1.ConditionTrue)
+	e.waitCondition(t, b, compactionv1alpha1.ConditionReady, metav1.ConditionTrue)
+
+	// extended is an ID that a's ID is a prefix of: a prefix match without the '/' boundary
+	// would delete its objects too.
+	sa, sb := string(a.UID), string(b.UID)
+	extended := sa + "0"
+	for _, sid := range []string{sa, sb, extended} {
+		e.putSessionObjects(t, sid)
+	}
+	if n := len(e.objectsOf(t, sa)); n != 5 {
+		t.Fatalf("session a has %d objects before deletion, want 5", n)
+	}
+
+	must(t, e.c.Delete(context.Background(), a))
+	e.waitGone(t, a)
+	if left := e.objectsOf(t, sa); len(left) != 0 {
+		t.Errorf("objects of the deleted session left behind: %v", left)
+	}
+	for _, sid := range []string{sb, extended} {
+		if n := len(e.objectsOf(t, sid)); n != 5 {
+			t.Errorf("session %s has %d objects after deleting another session, want 5", sid, n)
+		}
+	}
+	e.waitEvent(t, a.Name, corev1.EventTypeNormal, "StorageDeleted")
+}
+
+func (e *env) testDeleteAfterPolicyDeleted(t *testing.T) {
+	p := e.createPolicy(t, "deleted-first", credsSecret)
+	s := e.createSession(t, "orphan", p.Name)
+	e.waitCondition(t, s, compactionv1alpha1.ConditionReady, metav1.ConditionTrue)
+	sid := string(s.UID)
+	e.putSessionObjects(t, sid)
+
+	must(t, e.c.Delete(context.Background(), p))
+	c := e.waitCondition(t, s, compactionv1alpha1.ConditionPolicyResolved, metav1.ConditionFalse)
+	if c.Reason != controllers.ReasonPolicyNotFound {
+		t.Errorf("PolicyResolved reason = %q after the policy was deleted", c.Reason)
+	}
+	must(t, e.c.Delete(context.Background(), s))
+	e.waitGone(t, s)
+	if left := e.objectsOf(t, sid); len(left) != 0 {
+		t.Errorf("objects left behind after the policy was deleted first: %v", left)
+	}
+}
+
+func (e *env) testDeleteWhileStorageDown(t *testing.T) {
+	p := e.createPolicy(t, "flaky", credsSecret)
+	s := e.createSession(t, "survives-outage", p.Name)
+	e.waitCondition(t, s, compactionv1alpha1.ConditionReady, metav1.ConditionTrue)
+	sid := string(s.UID)
+	e.putSessionObjects(t, sid)
+
+	e.minio.Stop()
+	restarted := false
+	defer func() {
+		if !restarted {
+			e.minio.Start()
+		}
+	}()
+	must(t, e.c.Delete(context.Background(), s))
+
+	c := e.waitCondition(t, s, compactionv1alpha1.ConditionStorageReady, metav1.ConditionFalse)
+	if c.Reason != controllers.ReasonDeleteFailed {
+		t.Errorf("StorageReady reason = %q while storage is down, want %s", c.Reason, controllers.ReasonDeleteFailed)
+	}
+	e.waitEvent(t, s.Name, corev1.EventTypeWarning, controllers.ReasonDeleteFailed)
+	// Several failed attempts later, the session is still held by its finalizer.
+	time.Sleep(3 * time.Second)
+	must(t, e.c.Get(context.Background(), client.ObjectKeyFromObject(s), s))
+	if !slices.Contains(s.Finalizers, controllers.SessionFinalizer) {
+		t.Fatalf("finalizer removed while storage was down: %v", s.Finalizers)
+	}
+
+	e.minio.Start()
+	restarted = true
+	e.waitGone(t, s)
+	if left := e.objectsOf(t, sid); len(left) != 0 {
+		t.Errorf("objects left behind after storage came back: %v", left)
+	}
+}
+
+func (e *env) testAnnotatedPod(t *testing.T) {
+	p := e.createPolicy(t, "for-pods", credsSecret)
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "coding-agent", Annotations: map[string]string{
+			controllers.PolicyAnnotation:        p.Name,
+			controllers.ContextWindowAnnotation: "200000",
+		}},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "agent", Image: "busybox"}}},
+	}
+	must(t, e.c.Create(context.Background(), pod))
+	s := &compactionv1alpha1.AgentSession{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: pod.Name}}
+	e.waitCondition(t, s, compactionv1alpha1.ConditionReady, metav1.ConditionTrue)
+	owner := metav1.GetControllerOf(s)
+	if owner == nil || owner.UID != pod.UID || owner.Kind != "Pod" || owner.APIVersion != "v1" || owner.Name != pod.Name {
+		t.Errorf("controller ownerReference = %+v, want the pod %s", owner, pod.UID)
+	}
+	if s.Spec.PolicyRef.Name != p.Name || s.Spec.ContextWindow == nil || *s.Spec.ContextWindow != 200000 {
+		t.Errorf("session spec = %+v", s.Spec)
+	}
+
+	// An invalid annotation creates nothing and says why on the pod.
+	bad := pod.DeepCopy()
+	bad.ObjectMeta = metav1.ObjectMeta{Namespace: ns, Name: "bad-agent", Annotations: map[string]string{
+		controllers.PolicyAnnotation: p.Name, controllers.ContextWindowAnnotation: "lots"}}
+	must(t, e.c.Create(context.Background(), bad))
+	e.waitEvent(t, bad.Name, corev1.EventTypeWarning, "InvalidAnnotation")
+	err := e.c.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: bad.Name}, &compactionv1alpha1.AgentSession{})
+	if !apierrors.IsNotFound(err) {
+		t.Errorf("session for a pod with an invalid annotation: %v", err)
+	}
+
+	// A session deleted while its pod lives is created again.
+	must(t, e.c.Delete(context.Background(), s))
+	eventually(t, "session re-created for the pod", func() (bool, string) {
+		var again compactionv1alpha1.AgentSession
+		err := e.c.Get(context.Background(), client.ObjectKeyFromObject(s), &again)
+		return err == nil && again.UID != s.UID, fmt.Sprint(err)
+	})
+}
+
+// waitEvent waits for an events.k8s.io Event about the named object.
+func (e *env) waitEvent(t *testing.T, name, eventType, reason string) {
+	t.Helper()
+	eventually(t, fmt.Sprintf("%s event %s on %s", eventType, reason, name), func() (bool, string) {
+		var list eventsv1.EventList
+		if err := e.c.List(context.Background(), &list, client.InNamespace("")); err != nil {
+			return false, err.Error()
+		}
+		var seen []string
+		for _, ev := range list.Items {
+			if ev.Regarding.Name == name {
+				seen = append(seen, ev.Type+"/"+ev.Reason)
+				if ev.Type == eventType && ev.Reason == reason {
+					return true, ""
+				}
+			}
+		}
+		return false, fmt.Sprint("events: ", seen)
+	})
+}
+
+func eventually(t *testing.T, what string, cond func() (bool, string)) {
+	t.Helper()
+	deadline := time.Now().Add(waitFor)
+	var last string
+	for time.Now().Before(deadline) {
+		ok, detail := cond()
+		if ok {
+			return
+		}
+		last = detail
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatalf("timed out after %s waiting for %s; last: %s", waitFor, what, last)
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}

@@ -1,0 +1,61 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	"github.com/harness9/compaction-operator/internal/policy"
+)
+
+// Config is what the controllers need besides the manager.
+type Config struct {
+	// ClusterResourceNamespace holds a ClusterCompactionPolicy's Secrets when a reference
+	// names no namespace: the operator's own namespace.
+	ClusterResourceNamespace string
+	// ProbeInterval is how often a Ready policy's storage is probed again.
+	ProbeInterval time.Duration
+	// RetryInterval is how soon a policy whose storage or Secrets failed is checked again.
+	RetryInterval time.Duration
+	// RetryMaxDelay caps the backoff between attempts to delete a deleted session's objects.
+	RetryMaxDelay time.Duration
+	// Stores is shared with whatever else talks to storage; nil makes a new one.
+	Stores *policy.Stores
+}
+
+// Setup registers the cache indexes and the four controllers with mgr.
+func Setup(ctx context.Context, mgr ctrl.Manager, cfg Config) error {
+	if err := SetupIndexes(ctx, mgr, cfg.ClusterResourceNamespace); err != nil {
+		return err
+	}
+	stores := cfg.Stores
+	if stores == nil {
+		stores = &policy.Stores{}
+	}
+	rec := mgr.GetEventRecorder("compaction-operator")
+	checker := &PolicyChecker{
+		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Stores: stores, Recorder: rec,
+		ClusterResourceNamespace: cfg.ClusterResourceNamespace,
+		ProbeInterval:            cfg.ProbeInterval, RetryInterval: cfg.RetryInterval,
+	}
+	setups := []struct {
+		name  string
+		setup func(ctrl.Manager) error
+	}{
+		{"CompactionPolicy", (&CompactionPolicyReconciler{Client: mgr.GetClient(), Checker: checker}).SetupWithManager},
+		{"ClusterCompactionPolicy", (&ClusterCompactionPolicyReconciler{Client: mgr.GetClient(), Checker: checker}).SetupWithManager},
+		{"AgentSession", (&AgentSessionReconciler{
+			Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Stores: stores, Recorder: rec,
+			ClusterResourceNamespace: cfg.ClusterResourceNamespace, RetryMaxDelay: cfg.RetryMaxDelay,
+		}).SetupWithManager},
+		{"Pod", (&PodReconciler{Client: mgr.GetClient(), Recorder: rec}).SetupWithManager},
+	}
+	for _, s := range setups {
+		if err := s.setup(mgr); err != nil {
+			return fmt.Errorf("set up %s controller: %w", s.name, err)
+		}
+	}
+	return nil
+}
