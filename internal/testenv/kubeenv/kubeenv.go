@@ -15,6 +15,9 @@ import (
 type Options struct {
 	// CRDDirectoryPaths are installed before Start returns.
 	CRDDirectoryPaths []string
+	// AdmissionPlugins are enabled on top of the defaults, for checks that production
+	// clusters run and envtest does not (OwnerReferencesPermissionEnforcement, for one).
+	AdmissionPlugins []string
 }
 
 // Start runs kube-apiserver and etcd from bin/ (or $KUBEBUILDER_ASSETS) and stops them when
@@ -25,6 +28,9 @@ func Start(t testing.TB, opts Options) (*envtest.Environment, *rest.Config) {
 		BinaryAssetsDirectory: testenv.KubebuilderAssets(t),
 		CRDDirectoryPaths:     opts.CRDDirectoryPaths,
 		ErrorIfCRDPathMissing: len(opts.CRDDirectoryPaths) > 0,
+	}
+	if len(opts.AdmissionPlugins) > 0 {
+		env.ControlPlane.GetAPIServer().Configure().Append("enable-admission-plugins", opts.AdmissionPlugins...)
 	}
 	cfg, err := env.Start()
 	if err != nil {
