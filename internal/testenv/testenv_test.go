@@ -121,36 +121,6 @@ func TestMinioBinaryMissingNamesMakeTools(t *testing.T) {
 	}
 }
 
-func TestTailBufferKeepsTail(t *testing.T) {
-	b := newTailBuffer(8)
-	for _, s := range []string{"abc", "defgh", "ijklmnop", "qr"} {
-		if _, err := b.Write([]byte(s)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if got := b.String(); got != "klmnopqr" {
-		t.Fatalf("tail = %q, want %q", got, "klmnopqr")
-	}
-}
-
-func TestFreeLoopbackPortsDistinct(t *testing.T) {
-	addrs, err := freeLoopbackPorts(3)
-	if err != nil {
-		t.Fatal(err)
-	}
-	seen := map[string]bool{}
-	for _, a := range addrs {
-		host, _, err := net.SplitHostPort(a)
-		if err != nil || host != "127.0.0.1" {
-			t.Fatalf("address %q is not on 127.0.0.1 (err %v)", a, err)
-		}
-		if seen[a] {
-			t.Fatalf("address %q handed out twice", a)
-		}
-		seen[a] = true
-	}
-}
-
 func TestStartMinIOStopRestart(t *testing.T) {
 	m := StartMinIO(t)
 	if m.AccessKey == "" || len(m.SecretKey) < 8 {

@@ -35,6 +35,7 @@ import (
 	compactionv1alpha1 "github.com/harness9/compaction-operator/api/v1alpha1"
 	"github.com/harness9/compaction-operator/compaction"
 	"github.com/harness9/compaction-operator/compaction/storage/s3"
+	"github.com/harness9/compaction-operator/internal/proc"
 	"github.com/harness9/compaction-operator/internal/testenv"
 	"github.com/harness9/compaction-operator/internal/testenv/kubeenv"
 )
@@ -212,7 +213,7 @@ func testMetrics(t *testing.T, c client.Client, cs kubernetes.Interface, addr st
 	}
 }
 
-func waitReady(t *testing.T, mgr *testenv.Process, c client.Client, obj client.Object) {
+func waitReady(t *testing.T, mgr *proc.Process, c client.Client, obj client.Object) {
 	t.Helper()
 	eventually(t, mgr, obj.GetName()+" Ready", func() (bool, string) {
 		if err := c.Get(context.Background(), client.ObjectKeyFromObject(obj), obj); err != nil {
@@ -251,7 +252,7 @@ func tokenKubeconfig(t *testing.T, cfg *rest.Config, token string) []byte {
 	return b
 }
 
-func eventually(t *testing.T, mgr *testenv.Process, what string, cond func() (bool, string)) {
+func eventually(t *testing.T, mgr *proc.Process, what string, cond func() (bool, string)) {
 	t.Helper()
 	deadline := time.Now().Add(waitFor)
 	var last string

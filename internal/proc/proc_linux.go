@@ -1,4 +1,4 @@
-package testenv
+package proc
 
 import (
 	"os/exec"
