@@ -37,8 +37,13 @@ tools: ## Build kube-apiserver, kubectl, etcd, MinIO and controller-gen into bin
 	@hack/build-tools.sh
 
 .PHONY: build
-build: ## Build compactctl into bin/.
+build: ## Build compactctl and the manager into bin/.
 	$(GO) build -o $(BIN)/compactctl ./cmd/compactctl
+	$(GO) build -o $(BIN)/manager ./cmd/manager
+
+.PHONY: dev-cluster
+dev-cluster: tools build ## Run kube-apiserver, etcd, MinIO and the manager locally until Ctrl-C, for kubectl.
+	$(GO) run ./hack/devenv
 
 .PHONY: bench
 bench: ## Engine benchmarks (set TRANSCRIPTS=dir to add the real transcripts).

@@ -311,5 +311,5 @@ type CompactionPolicyStatus struct {
 	// sessions is the number of AgentSessions using this policy.
 	// +optional
 	// +kubebuilder:validation:Minimum=0
-	Sessions int32 `json:"sessions,omitempty"`
+	Sessions int32 `json:"sessions"`
 }

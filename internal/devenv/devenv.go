@@ -1,0 +1,232 @@
+// Package devenv runs the operator locally on loopback: a real kube-apiserver and etcd with
+// the CRDs installed, a MinIO server, and the manager binary, all from bin/. `make
+// dev-cluster` and the demo use it; nothing here needs Docker or a cluster.
+package devenv
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"github.com/harness9/compaction-operator/internal/localminio"
+	"github.com/harness9/compaction-operator/internal/proc"
+)
+
+// MinIO root credentials of the local environment; config/samples' Secret holds the same.
+const (
+	MinIOAccessKey = "minioadmin"
+	MinIOSecretKey = "minioadmin"
+)
+
+// Options says where the repository and the environment's files are.
+type Options struct {
+	// Root is the repository root (bin/ and config/ are read from it).
+	Root string
+	// Dir receives the kubeconfig, MinIO's data, the manager log and the samples overlay.
+	Dir string
+	// ManagerBin is the manager binary; default bin/manager.
+	ManagerBin string
+	// ManagerArgs are added to the manager's command line.
+	ManagerArgs []string
+}
+
+// Env is a running local environment.
+type Env struct {
+	// Kubeconfig is the path of an admin kubeconfig for kubectl.
+	Kubeconfig string
+	// Config is the admin client configuration.
+	Config *rest.Config
+	// MinIO is the S3 server.
+	MinIO *localminio.Server
+	// ManagerLog is the path of the manager's log file.
+	ManagerLog string
+	// Samples is a kustomization that applies config/samples pointed at the local MinIO.
+	Samples string
+	// ProbeAddr serves the manager's /healthz and /readyz.
+	ProbeAddr string
+
+	control *envtest.Environment
+	manager *proc.Process
+	logFile *os.File
+}
+
+// Start brings everything up and waits until the manager is ready. On error, whatever
+// started is stopped again.
+func Start(ctx context.Context, opts Options) (_ *Env, err error) {
+	bin := filepath.Join(opts.Root, "bin")
+	if opts.ManagerBin == "" {
+		opts.ManagerBin = filepath.Join(bin, "manager")
+	}
+	for _, path := range []string{filepath.Join(bin, "kube-apiserver"), filepath.Join(bin, "etcd"),
+		filepath.Join(bin, "kubectl"), filepath.Join(bin, "minio"), opts.ManagerBin} {
+		if _, statErr := os.Stat(path); statErr != nil {
+			return nil, fmt.Errorf("%s is missing: run `make tools build`", path)
+		}
+	}
+	if err := os.MkdirAll(opts.Dir, 0o700); err != nil {
+		return nil, fmt.Errorf("create %s: %w", opts.Dir, err)
+	}
+	e := &Env{}
+	defer func() {
+		if err != nil {
+			e.Stop()
+		}
+	}()
+
+	e.control = &envtest.Environment{
+		BinaryAssetsDirectory: bin,
+		CRDDirectoryPaths:     []string{filepath.Join(opts.Root, "config", "crd", "bases")},
+		ErrorIfCRDPathMissing: true,
+	}
+	if _, err := e.control.Start(); err != nil {
+		return nil, fmt.Errorf("start kube-apiserver and etcd: %w", err)
+	}
+	admin, err := e.control.AddUser(envtest.User{Name: "admin", Groups: []string{"system:masters"}}, nil)
+	if err != nil {
+		return nil, fmt.Errorf("create admin user: %w", err)
+	}
+	e.Config = admin.Config()
+	kc, err := admin.KubeConfig()
+	if err != nil {
+		return nil, fmt.Errorf("admin kubeconfig: %w", err)
+	}
+	e.Kubeconfig = filepath.Join(opts.Dir, "kubeconfig")
+	if err := os.WriteFile(e.Kubeconfig, kc, 0o600); err != nil {
+		return nil, fmt.Errorf("write kubeconfig: %w", err)
+	}
+
+	minioDir := filepath.Join(opts.Dir, "minio")
+	if err := os.RemoveAll(minioDir); err != nil {
+		return nil, fmt.Errorf("clear %s: %w", minioDir, err)
+	}
+	e.MinIO, err = localminio.Start(localminio.Options{
+		Bin: filepath.Join(bin, "minio"), Dir: minioDir, AccessKey: MinIOAccessKey, SecretKey: MinIOSecretKey,
+	})
+	if err != nil {
+		return nil, err
+	}
+
+	e.Samples = filepath.Join(opts.Dir, "samples")
+	if err := writeSamplesOverlay(opts.Root, e.Samples, e.MinIO.Endpoint); err != nil {
+		return nil, err
+	}
+
+	ports, err := proc.FreeLoopbackPorts(1)
+	if err != nil {
+		return nil, err
+	}
+	e.ProbeAddr = ports[0]
+	e.ManagerLog = filepath.Join(opts.Dir, "manager.log")
+	if e.logFile, err = os.Create(e.ManagerLog); err != nil {
+		return nil, fmt.Errorf("create manager log: %w", err)
+	}
+	args := append([]string{
+		"--kubeconfig", e.Kubeconfig,
+		"--metrics-bind-address", "0",
+		"--health-probe-bind-address", e.ProbeAddr,
+		"--cluster-resource-namespace", "default",
+	}, opts.ManagerArgs...)
+	cmd := exec.Command(opts.ManagerBin, args...)
+	if e.manager, err = proc.Start(cmd, 64<<10, e.logFile); err != nil {
+		return nil, err
+	}
+	if err := waitReady(ctx, "http://"+e.ProbeAddr+"/readyz", e.manager); err != nil {
+		return nil, fmt.Errorf("manager: %w (log: %s)", err, e.ManagerLog)
+	}
+	return e, nil
+}
+
+// Stop stops the manager, MinIO and the control plane, in that order.
+func (e *Env) Stop() {
+	if e.manager != nil {
+		_ = e.manager.Stop(10 * time.Second)
+	}
+	if e.logFile != nil {
+		_ = e.logFile.Close()
+	}
+	if e.MinIO != nil {
+		e.MinIO.Stop()
+	}
+	if e.control != nil {
+		_ = e.control.Stop()
+	}
+}
+
+// Manager is the manager process (its Done channel closes if it dies).
+func (e *Env) Manager() *proc.Process { return e.manager }
+
+func waitReady(ctx context.Context, url string, p *proc.Process) error {
+	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	hc := &http.Client{Timeout: time.Second}
+	for {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			return err
+		}
+		if resp, err := hc.Do(req); err == nil {
+			_ = resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		select {
+		case <-p.Done():
+			_, err := p.Exited()
+			return fmt.Errorf("exited before becoming ready: %v", err)
+		case <-ctx.Done():
+			return errors.New("not ready after 60s")
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// writeSamplesOverlay copies config/samples into dir with a kustomization that points the
+// storage endpoints at the local MinIO.
+func writeSamplesOverlay(root, dir, endpoint string) error {
+	if err := os.RemoveAll(dir); err != nil {
+		return fmt.Errorf("clear %s: %w", dir, err)
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("create %s: %w", dir, err)
+	}
+	files, err := filepath.Glob(filepath.Join(root, "config", "samples", "*.yaml"))
+	if err != nil || len(files) == 0 {
+		return fmt.Errorf("no samples in config/samples (%v)", err)
+	}
+	var k strings.Builder
+	k.WriteString("# Generated by internal/devenv: config/samples with storage at the local MinIO.\n" +
+		"apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nnamespace: default\nresources:\n")
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			return fmt.Errorf("read sample: %w", err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, filepath.Base(f)), data, 0o600); err != nil {
+			return fmt.Errorf("copy sample: %w", err)
+		}
+		fmt.Fprintf(&k, "- %s\n", filepath.Base(f))
+	}
+	k.WriteString("patches:\n")
+	for _, target := range [][2]string{{"CompactionPolicy", "default"}, {"ClusterCompactionPolicy", "large-context"}} {
+		fmt.Fprintf(&k, `- target: {group: compaction.harness9.io, kind: %s, name: %s}
+  patch: |
+    - op: replace
+      path: /spec/storage/s3/endpoint
+      value: %q
+`, target[0], target[1], endpoint)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(k.String()), 0o600); err != nil {
+		return fmt.Errorf("write samples overlay: %w", err)
+	}
+	return nil
+}
