@@ -62,7 +62,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs := flag.NewFlagSet("manager", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "Usage: manager [flags]\n\n"+
+		_, _ = fmt.Fprintf(stderr, "Usage: manager [flags]\n\n"+
 			"Runs the compaction-operator: reconciles CompactionPolicy, ClusterCompactionPolicy and\n"+
 			"AgentSession objects, creates AgentSessions for pods annotated with %s,\n"+
 			"and deletes a session's stored objects when the session is deleted.\n\nFlags:\n", controllers.PolicyAnnotation)
@@ -76,7 +76,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.leaderElectionID, "leader-election-id", "compaction-operator.harness9.io", "name of the leader election Lease")
 	fs.StringVar(&o.leaderElectionNamespace, "leader-election-namespace", "", "namespace of the Lease; default: the pod's namespace")
 	fs.StringVar(&o.clusterResourceNamespace, "cluster-resource-namespace", envOr("POD_NAMESPACE", "compaction-system"),
-		"namespace of the Secrets a ClusterCompactionPolicy references without a namespace (default: $POD_NAMESPACE, else compaction-system)")
+		"namespace of the Secrets a ClusterCompactionPolicy references without a namespace; defaults to $POD_NAMESPACE when set")
 	fs.DurationVar(&o.probeInterval, "storage-probe-interval", controllers.DefaultProbeInterval, "how often a Ready policy's storage is probed again")
 	fs.DurationVar(&o.retryInterval, "storage-retry-interval", controllers.DefaultRetryInterval, "how soon a policy whose storage or Secrets failed is checked again")
 	fs.DurationVar(&o.gcRetryMaxDelay, "gc-retry-max-delay", controllers.DefaultRetryMaxDelay, "longest wait between attempts to delete a deleted session's objects while storage fails")
@@ -105,11 +105,11 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 		return 0
 	}
 	if err != nil {
-		fmt.Fprintln(stderr, "manager:", err)
+		_, _ = fmt.Fprintln(stderr, "manager:", err)
 		return 2
 	}
 	if o.showVersion {
-		fmt.Fprintln(stderr, "compaction-operator manager", versionString())
+		_, _ = fmt.Fprintln(stderr, "compaction-operator manager", versionString())
 		return 0
 	}
 	o.zap.DestWriter = stderr
