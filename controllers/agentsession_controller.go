@@ -45,6 +45,8 @@ type AgentSessionReconciler struct {
 	// RetryBaseDelay and RetryMaxDelay bound the backoff while storage cleanup fails.
 	RetryBaseDelay time.Duration
 	RetryMaxDelay  time.Duration
+	// Metrics counts garbage collection; nil records nothing.
+	Metrics *Metrics
 }
 
 // +kubebuilder:rbac:groups=compaction.harness9.io,resources=agentsessions,verbs=get;list;watch;update;patch

@@ -31,6 +31,9 @@ func (r *AgentSessionReconciler) finalize(ctx context.Context, s *compactionv1al
 		removed, err := r.deleteObjects(ctx, s.Status.SessionID, loc)
 		if err != nil {
 			reason := storageReason(err)
+			if r.Metrics != nil {
+				r.Metrics.GCFailures.WithLabelValues(reason).Inc()
+			}
 			r.Recorder.Eventf(s, nil, corev1.EventTypeWarning, ReasonDeleteFailed, "DeleteStorage",
 				"Cannot delete the session's objects in s3://%s (%s), retrying: %v", loc.Bucket, reason, err)
 			base := s.DeepCopy()
@@ -46,6 +49,10 @@ func (r *AgentSessionReconciler) finalize(ctx context.Context, s *compactionv1al
 				log.Error(perr, "record storage deletion failure")
 			}
 			return ctrl.Result{}, fmt.Errorf("delete objects of session %s: %w", s.Status.SessionID, err)
+		}
+		if r.Metrics != nil {
+			r.Metrics.GCSessions.Inc()
+			r.Metrics.GCDeletedObjects.Add(float64(removed))
 		}
 		log.Info("deleted session objects", "objects", removed, "bucket", loc.Bucket, "prefix", loc.Prefix)
 		r.Recorder.Eventf(s, nil, corev1.EventTypeNormal, "StorageDeleted", "DeleteStorage",

@@ -11,6 +11,7 @@ import (
 
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/credentials"
+	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -46,6 +47,7 @@ type env struct {
 	c     client.Client
 	minio *testenv.MinIO
 	s3    *minio.Client
+	reg   *prometheus.Registry
 }
 
 func TestControllers(t *testing.T) {
@@ -67,7 +69,9 @@ func TestControllers(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	// Long probe intervals: a policy that becomes Ready here did so because of a watch
 	// (Secret created), not a timer. The session GC retries quickly.
+	reg := prometheus.NewRegistry()
 	must(t, controllers.Setup(ctx, mgr, controllers.Config{
+		Registerer:               reg,
 		ClusterResourceNamespace: "compaction-system",
 		ProbeInterval:            time.Hour,
 		RetryInterval:            time.Hour,
@@ -88,7 +92,7 @@ func TestControllers(t *testing.T) {
 	// as soon as they happen.
 	direct, err := client.New(cfg, client.Options{Scheme: scheme})
 	must(t, err)
-	e := &env{c: direct, minio: m, s3: s3c}
+	e := &env{c: direct, minio: m, s3: s3c, reg: reg}
 	must(t, e.c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "compaction-system"}}))
 	must(t, e.c.Create(ctx, e.credentials(ns, credsSecret)))
 
@@ -101,6 +105,47 @@ func TestControllers(t *testing.T) {
 	t.Run("DeleteAfterPolicyDeleted", e.testDeleteAfterPolicyDeleted)
 	t.Run("DeleteWhileStorageDown", e.testDeleteWhileStorageDown)
 	t.Run("AnnotatedPod", e.testAnnotatedPod)
+	t.Run("Metrics", e.testMetrics)
+}
+
+// testMetrics runs last: garbage collection above deleted sessions (one after an outage).
+func (e *env) testMetrics(t *testing.T) {
+	values := map[string]float64{}
+	families, err := e.reg.Gather()
+	must(t, err)
+	for _, f := range families {
+		for _, m := range f.GetMetric() {
+			name := f.GetName()
+			for _, l := range m.GetLabel() {
+				name += "," + l.GetName() + "=" + l.GetValue()
+			}
+			switch {
+			case m.GetCounter() != nil:
+				values[name] = m.GetCounter().GetValue()
+			case m.GetGauge() != nil:
+				values[name] = m.GetGauge().GetValue()
+			}
+		}
+	}
+	checks := []struct {
+		name string
+		min  float64
+	}{
+		{"compaction_gc_sessions_total", 3},
+		{"compaction_gc_deleted_objects_total", 15},
+		{"compaction_gc_failures_total,reason=" + controllers.ReasonStorageUnreachable, 1},
+		{"compaction_sessions,ready=true,tier=None", 1},
+		{"compaction_policy_ready,kind=CompactionPolicy,name=ready,namespace=default,reason=Ready", 1},
+		{"compaction_policy_sessions,kind=CompactionPolicy,name=for-sessions,namespace=default", 2},
+	}
+	for _, c := range checks {
+		if got, ok := values[c.name]; !ok || got < c.min {
+			t.Errorf("%s = %v (present %v), want >= %v", c.name, got, ok, c.min)
+		}
+	}
+	if v, ok := values["compaction_policy_ready,kind=ClusterCompactionPolicy,name=cluster-default,namespace=,reason=Ready"]; !ok || v != 1 {
+		t.Errorf("cluster policy readiness metric = %v (present %v)", v, ok)
+	}
 }
 
 func (e *env) credentials(namespace, name string) *corev1.Secret {

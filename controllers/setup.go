@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	ctrl "sigs.k8s.io/controller-runtime"
+	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/harness9/compaction-operator/internal/policy"
 )
@@ -23,6 +25,9 @@ type Config struct {
 	RetryMaxDelay time.Duration
 	// Stores is shared with whatever else talks to storage; nil makes a new one.
 	Stores *policy.Stores
+	// Registerer receives the controllers' metrics; nil means controller-runtime's registry,
+	// which the manager serves on /metrics.
+	Registerer prometheus.Registerer
 }
 
 // Setup registers the cache indexes and the four controllers with mgr.
@@ -33,6 +38,14 @@ func Setup(ctx context.Context, mgr ctrl.Manager, cfg Config) error {
 	stores := cfg.Stores
 	if stores == nil {
 		stores = &policy.Stores{}
+	}
+	reg := cfg.Registerer
+	if reg == nil {
+		reg = crmetrics.Registry
+	}
+	metrics, err := NewMetrics(reg, mgr.GetCache())
+	if err != nil {
+		return fmt.Errorf("register metrics: %w", err)
 	}
 	rec := mgr.GetEventRecorder("compaction-operator")
 	checker := &PolicyChecker{
@@ -49,6 +62,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, cfg Config) error {
 		{"AgentSession", (&AgentSessionReconciler{
 			Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Stores: stores, Recorder: rec,
 			ClusterResourceNamespace: cfg.ClusterResourceNamespace, RetryMaxDelay: cfg.RetryMaxDelay,
+			Metrics: metrics,
 		}).SetupWithManager},
 		{"Pod", (&PodReconciler{Client: mgr.GetClient(), Recorder: rec}).SetupWithManager},
 	}

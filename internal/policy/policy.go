@@ -24,6 +24,8 @@ type Policy struct {
 	Generation int64
 	Spec       *compactionv1alpha1.CompactionPolicySpec
 	Conditions []metav1.Condition
+	// Sessions is the status' count of sessions using the policy.
+	Sessions int32
 }
 
 // Key is the policy's index key, as returned by RefKey for a reference to it.
@@ -107,7 +109,7 @@ func notFound(err error, kind compactionv1alpha1.PolicyKind, namespace, name str
 func FromNamespaced(p *compactionv1alpha1.CompactionPolicy) *Policy {
 	return &Policy{
 		Kind: compactionv1alpha1.PolicyKindNamespaced, Namespace: p.Namespace, Name: p.Name,
-		Generation: p.Generation, Spec: &p.Spec, Conditions: p.Status.Conditions,
+		Generation: p.Generation, Spec: &p.Spec, Conditions: p.Status.Conditions, Sessions: p.Status.Sessions,
 	}
 }
 
@@ -115,6 +117,6 @@ func FromNamespaced(p *compactionv1alpha1.CompactionPolicy) *Policy {
 func FromCluster(p *compactionv1alpha1.ClusterCompactionPolicy) *Policy {
 	return &Policy{
 		Kind: compactionv1alpha1.PolicyKindCluster, Name: p.Name,
-		Generation: p.Generation, Spec: &p.Spec, Conditions: p.Status.Conditions,
+		Generation: p.Generation, Spec: &p.Spec, Conditions: p.Status.Conditions, Sessions: p.Status.Sessions,
 	}
 }
