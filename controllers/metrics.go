@@ -93,17 +93,17 @@ func (c *cacheCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 	}
 
-	var policies []*policy.Policy
 	var nsList compactionv1alpha1.CompactionPolicyList
 	if err := c.cache.List(ctx, &nsList, client.UnsafeDisableDeepCopy); err != nil {
 		log.Error(err, "list policies for metrics")
 	}
-	for i := range nsList.Items {
-		policies = append(policies, policy.FromNamespaced(&nsList.Items[i]))
-	}
 	var clList compactionv1alpha1.ClusterCompactionPolicyList
 	if err := c.cache.List(ctx, &clList, client.UnsafeDisableDeepCopy); err != nil {
 		log.Error(err, "list cluster policies for metrics")
+	}
+	policies := make([]*policy.Policy, 0, len(nsList.Items)+len(clList.Items))
+	for i := range nsList.Items {
+		policies = append(policies, policy.FromNamespaced(&nsList.Items[i]))
 	}
 	for i := range clList.Items {
 		policies = append(policies, policy.FromCluster(&clList.Items[i]))

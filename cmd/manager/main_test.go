@@ -1,0 +1,36 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+)
+
+func TestFlags(t *testing.T) {
+	cases := []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"--help"}, 0, "--leader-elect"},
+		{[]string{"--version"}, 0, "compaction-operator manager"},
+		{[]string{"--no-such-flag"}, 2, "flag provided but not defined"},
+		{[]string{"extra"}, 2, `unexpected argument "extra"`},
+	}
+	for _, tc := range cases {
+		var stderr bytes.Buffer
+		code := run(context.Background(), tc.args, &stderr)
+		if code != tc.code || !strings.Contains(stderr.String(), strings.TrimPrefix(tc.want, "--")) {
+			t.Errorf("manager %v: exit %d, output %q; want exit %d and %q", tc.args, code, stderr.String(), tc.code, tc.want)
+		}
+	}
+}
+
+func TestBadKubeconfigFails(t *testing.T) {
+	var stderr bytes.Buffer
+	code := run(context.Background(), []string{"--kubeconfig", "/does/not/exist", "--metrics-bind-address", "0"}, &stderr)
+	if code != 1 || !strings.Contains(stderr.String(), "/does/not/exist") {
+		t.Errorf("exit %d, output %q; want exit 1 naming the kubeconfig", code, stderr.String())
+	}
+}
