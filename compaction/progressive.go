@@ -150,14 +150,14 @@ func (c *ProgressiveCompactor) CompactForce(ctx context.Context, msgs []Message)
 func (c *ProgressiveCompactor) CompactWithRecord(ctx context.Context, msgs []Message) ([]Message, *CompactionRecord, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.compact(ctx, msgs, nil, false)
+	return c.compact(ctx, msgs, nil, false, 0)
 }
 
 // CompactForceWithRecord is CompactForce with its record.
 func (c *ProgressiveCompactor) CompactForceWithRecord(ctx context.Context, msgs []Message) ([]Message, *CompactionRecord, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.compact(ctx, msgs, nil, true)
+	return c.compact(ctx, msgs, nil, true, 0)
 }
 
 // Delta identifies the part of a history a caller no longer sends: the watermark and prefix
@@ -165,6 +165,9 @@ func (c *ProgressiveCompactor) CompactForceWithRecord(ctx context.Context, msgs 
 type Delta struct {
 	Watermark  int
 	PrefixHash string
+	// PromptTokens is the prompt size the caller's LLM reported for its last call (0:
+	// unknown). It is recorded next to the engine's estimate and changes nothing else.
+	PromptTokens int
 }
 
 // ErrStaleWatermark means a delta request's watermark or prefix hash is not the session's
@@ -179,9 +182,9 @@ func (c *ProgressiveCompactor) CompactDeltaWithRecord(ctx context.Context, d Del
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if d.Watermark == 0 {
-		return c.compact(ctx, msgs, nil, force)
+		return c.compact(ctx, msgs, nil, force, d.PromptTokens)
 	}
-	return c.compact(ctx, msgs, &d, force)
+	return c.compact(ctx, msgs, &d, force, d.PromptTokens)
 }
 
 // State returns a copy of the session's incremental state.
@@ -264,10 +267,11 @@ func (c *ProgressiveCompactor) pinned() []Message {
 	return []Message{{Role: RoleUser, Content: content}}
 }
 
-func (c *ProgressiveCompactor) compact(ctx context.Context, msgs []Message, d *Delta, force bool) ([]Message, *CompactionRecord, error) {
+func (c *ProgressiveCompactor) compact(ctx context.Context, msgs []Message, d *Delta, force bool, promptTokens int) ([]Message, *CompactionRecord, error) {
 	startWall := time.Now()
 	ts := c.now()
-	rec := &CompactionRecord{ID: newRecordID(ts), SessionID: c.sessionID, Timestamp: ts, Anchors: []Anchor{}, Offloaded: []OffloadEntry{}}
+	rec := &CompactionRecord{ID: newRecordID(ts), SessionID: c.sessionID, Timestamp: ts, Anchors: []Anchor{}, Offloaded: []OffloadEntry{},
+		PromptTokens: promptTokens}
 
 	stateOK := true
 	if err := c.loadState(ctx); err != nil {

@@ -40,6 +40,9 @@ type CompactionRecord struct {
 	// HistoryTokens estimates the caller's whole raw history (-1 when the request was a
 	// delta); TokensBefore counts the derived view the tier was chosen on.
 	HistoryTokens int `json:"historyTokens"`
+	// PromptTokens is the prompt size the caller's LLM reported for its previous call, when
+	// the caller sent it: the real count beside the estimate. 0 when not sent.
+	PromptTokens int `json:"promptTokens,omitempty"`
 	// WatermarkBefore and WatermarkAfter are how many leading raw messages the compaction
 	// message stood for before and after this compaction; PrefixHash fingerprints the
 	// history up to WatermarkAfter. A caller sends both back for a delta request.

@@ -1,5 +1,5 @@
-// Command manager is the compaction-operator: the policy, session and pod controllers, with
-// metrics, health probes and leader election.
+// Command manager is the compaction-operator: the policy, session and pod controllers, the
+// compaction API agents call every turn, metrics, health probes and leader election.
 package main
 
 import (
@@ -23,10 +23,13 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
+	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	compactionv1alpha1 "github.com/harness9/compaction-operator/api/v1alpha1"
 	"github.com/harness9/compaction-operator/controllers"
+	"github.com/harness9/compaction-operator/internal/compactapi"
+	"github.com/harness9/compaction-operator/internal/policy"
 )
 
 // version is set at build time with -ldflags "-X main.version=v1.2.3".
@@ -53,6 +56,11 @@ type options struct {
 	retryInterval            time.Duration
 	gcRetryMaxDelay          time.Duration
 	enableHTTP2              bool
+	apiAddr                  string
+	apiCertDir               string
+	apiMaxBodyBytes          int64
+	apiRequestTimeout        time.Duration
+	apiUsageInterval         time.Duration
 	showVersion              bool
 	zap                      zap.Options
 }
@@ -81,6 +89,11 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.DurationVar(&o.retryInterval, "storage-retry-interval", controllers.DefaultRetryInterval, "how soon a policy whose storage or Secrets failed is checked again")
 	fs.DurationVar(&o.gcRetryMaxDelay, "gc-retry-max-delay", controllers.DefaultRetryMaxDelay, "longest wait between attempts to delete a deleted session's objects while storage fails")
 	fs.BoolVar(&o.enableHTTP2, "enable-http2", false, "allow HTTP/2 on the metrics server (off by default: HTTP/2 Rapid Reset, CVE-2023-44487)")
+	fs.StringVar(&o.apiAddr, "api-bind-address", ":8082", "address of the compaction API that agents call; \"0\" disables it")
+	fs.StringVar(&o.apiCertDir, "api-cert-dir", "", "directory with tls.crt and tls.key for the compaction API (reloaded on change); empty serves plain HTTP")
+	fs.Int64Var(&o.apiMaxBodyBytes, "api-max-body-bytes", compactapi.DefaultMaxBodyBytes, "largest request body the compaction API accepts")
+	fs.DurationVar(&o.apiRequestTimeout, "api-request-timeout", compactapi.DefaultRequestTimeout, "deadline of one compaction API request, summarizer calls included")
+	fs.DurationVar(&o.apiUsageInterval, "api-usage-interval", compactapi.DefaultUsageInterval, "least time between two status writes of a session for turns that needed no compaction")
 	fs.BoolVar(&o.showVersion, "version", false, "print the version and exit")
 	o.zap.BindFlags(fs)
 	if err := fs.Parse(args); err != nil {
@@ -160,13 +173,28 @@ func runManager(ctx context.Context, o *options) error {
 		return fmt.Errorf("create manager: %w", err)
 	}
 
+	stores := &policy.Stores{}
 	if err := controllers.Setup(ctx, mgr, controllers.Config{
+		Stores:                   stores,
 		ClusterResourceNamespace: o.clusterResourceNamespace,
 		ProbeInterval:            o.probeInterval,
 		RetryInterval:            o.retryInterval,
 		RetryMaxDelay:            o.gcRetryMaxDelay,
 	}); err != nil {
 		return err
+	}
+	if o.apiAddr != "0" {
+		api, err := compactapi.New(mgr, compactapi.Config{
+			BindAddress: o.apiAddr, CertDir: o.apiCertDir, MaxBodyBytes: o.apiMaxBodyBytes,
+			RequestTimeout: o.apiRequestTimeout, UsageInterval: o.apiUsageInterval,
+			ClusterResourceNamespace: o.clusterResourceNamespace,
+		}, stores, crmetrics.Registry)
+		if err != nil {
+			return err
+		}
+		if err := mgr.Add(api); err != nil {
+			return fmt.Errorf("add compaction API: %w", err)
+		}
 	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 		return fmt.Errorf("add health check: %w", err)

@@ -1,0 +1,133 @@
+package compactapi
+
+import (
+	"context"
+	"crypto/sha256"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	compactionv1alpha1 "github.com/harness9/compaction-operator/api/v1alpha1"
+)
+
+// Cache lifetimes of authentication and authorization answers: short, so a revoked token
+// or binding stops working within seconds, long enough that an agent's turn costs no
+// TokenReview or SubjectAccessReview round trip.
+const (
+	tokenTTL      = 30 * time.Second
+	allowedTTL    = 30 * time.Second
+	deniedTTL     = 5 * time.Second
+	maxAuthCached = 10000
+)
+
+// authorizer checks bearer tokens with TokenReview and permissions with SubjectAccessReview.
+type authorizer struct {
+	c client.Client
+
+	mu     sync.Mutex
+	tokens map[[32]byte]tokenEntry
+	access map[string]accessEntry
+}
+
+type tokenEntry struct {
+	user    authenticationv1.UserInfo
+	ok      bool
+	expires time.Time
+}
+
+type accessEntry struct {
+	allowed bool
+	reason  string
+	expires time.Time
+}
+
+
+// check authenticates the request's bearer token and authorizes verb on the session's
+// subresource. It returns the caller's user name.
+func (a *authorizer) check(ctx context.Context, r *http.Request, verb, subresource, namespace, name string) (string, error) {
+	h := r.Header.Get("Authorization")
+	token, ok := strings.CutPrefix(h, "Bearer ")
+	if !ok || strings.TrimSpace(token) == "" {
+		return "", &apiError{http.StatusUnauthorized, ReasonUnauthorized, "no bearer token: send the ServiceAccount token in the Authorization header"}
+	}
+	user, err := a.authenticate(ctx, strings.TrimSpace(token))
+	if err != nil {
+		return "", err
+	}
+	if err := a.authorize(ctx, user, verb, subresource, namespace, name); err != nil {
+		return user.Username, err
+	}
+	return user.Username, nil
+}
+
+func (a *authorizer) authenticate(ctx context.Context, token string) (authenticationv1.UserInfo, error) {
+	key := sha256.Sum256([]byte(token))
+	now := time.Now()
+	a.mu.Lock()
+	e, ok := a.tokens[key]
+	a.mu.Unlock()
+	if !ok || now.After(e.expires) {
+		tr := &authenticationv1.TokenReview{Spec: authenticationv1.TokenReviewSpec{Token: token}}
+		if err := a.c.Create(ctx, tr); err != nil {
+			return authenticationv1.UserInfo{}, fmt.Errorf("TokenReview: %w", err)
+		}
+		e = tokenEntry{user: tr.Status.User, ok: tr.Status.Authenticated, expires: now.Add(tokenTTL)}
+		a.mu.Lock()
+		if a.tokens == nil || len(a.tokens) >= maxAuthCached {
+			a.tokens = make(map[[32]byte]tokenEntry)
+		}
+		a.tokens[key] = e
+		a.mu.Unlock()
+	}
+	if !e.ok {
+		return authenticationv1.UserInfo{}, &apiError{http.StatusUnauthorized, ReasonUnauthorized, "the bearer token is not valid"}
+	}
+	return e.user, nil
+}
+
+func (a *authorizer) authorize(ctx context.Context, user authenticationv1.UserInfo, verb, subresource, namespace, name string) error {
+	key := strings.Join([]string{user.Username, user.UID, strings.Join(user.Groups, ","), verb, subresource, namespace, name}, "\x00")
+	now := time.Now()
+	a.mu.Lock()
+	e, ok := a.access[key]
+	a.mu.Unlock()
+	if !ok || now.After(e.expires) {
+		extra := make(map[string]authorizationv1.ExtraValue, len(user.Extra))
+		for k, v := range user.Extra {
+			extra[k] = authorizationv1.ExtraValue(v)
+		}
+		sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+			User: user.Username, UID: user.UID, Groups: user.Groups, Extra: extra,
+			ResourceAttributes: &authorizationv1.ResourceAttributes{
+				Namespace: namespace, Verb: verb, Group: compactionv1alpha1.GroupVersion.Group,
+				Resource: "agentsessions", Subresource: subresource, Name: name,
+			},
+		}}
+		if err := a.c.Create(ctx, sar); err != nil {
+			return fmt.Errorf("SubjectAccessReview: %w", err)
+		}
+		ttl := deniedTTL
+		if sar.Status.Allowed {
+			ttl = allowedTTL
+		}
+		e = accessEntry{allowed: sar.Status.Allowed, reason: sar.Status.Reason, expires: now.Add(ttl)}
+		a.mu.Lock()
+		if a.access == nil || len(a.access) >= maxAuthCached {
+			a.access = make(map[string]accessEntry)
+		}
+		a.access[key] = e
+		a.mu.Unlock()
+	}
+	if !e.allowed {
+		msg := fmt.Sprintf("%s cannot %s agentsessions/%s %q in namespace %q (bind the compaction-agent ClusterRole)",
+			user.Username, verb, subresource, name, namespace)
+		return &apiError{http.StatusForbidden, ReasonForbidden, msg}
+	}
+	return nil
+}

@@ -1,0 +1,222 @@
+package compactapi
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+
+	"github.com/harness9/compaction-operator/compaction"
+)
+
+// CompactRequest is the body of POST .../compact.
+type CompactRequest struct {
+	// Messages is the agent's history (OpenAI chat format), or, with Watermark, its leading
+	// system messages followed by the messages after the watermark.
+	Messages []compaction.Message `json:"messages"`
+	// Force runs the manual /compact path: Full compaction whatever the usage.
+	Force bool `json:"force,omitempty"`
+	// Usage is what the agent's LLM reported for its last call.
+	Usage *Usage `json:"usage,omitempty"`
+	// Watermark and PrefixHash, from the last response, make this a delta request.
+	Watermark  int    `json:"watermark,omitempty"`
+	PrefixHash string `json:"prefixHash,omitempty"`
+}
+
+// Usage is the token usage an LLM reported.
+type Usage struct {
+	PromptTokens int `json:"promptTokens"`
+}
+
+// CompactResponse is the answer of POST .../compact.
+type CompactResponse struct {
+	// Messages is the view to send to the LLM.
+	Messages []compaction.Message `json:"messages"`
+	// Record describes the compaction (tier, tokens, anchors, offloads, errors).
+	Record *compaction.CompactionRecord `json:"record"`
+	// Watermark and PrefixHash are sent back for a delta request next turn.
+	Watermark  int    `json:"watermark"`
+	PrefixHash string `json:"prefixHash,omitempty"`
+}
+
+// OffloadRequest is the body of POST .../toolresults: a tool result before it enters the
+// history.
+type OffloadRequest struct {
+	Message compaction.Message `json:"message"`
+}
+
+// OffloadResponse carries the message to put in the history: the placeholder when the
+// result was offloaded, else the message unchanged.
+type OffloadResponse struct {
+	Message   compaction.Message       `json:"message"`
+	Offloaded *compaction.OffloadEntry `json:"offloaded"`
+}
+
+// decode reads one JSON object with no unknown top-level fields and nothing after it.
+func decode(r *http.Request, v any) error {
+	dec := json.NewDecoder(r.Body)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return err
+		}
+		if errors.Is(err, io.EOF) {
+			return &apiError{http.StatusBadRequest, ReasonBadRequest, "empty request body: send a JSON object"}
+		}
+		return &apiError{http.StatusBadRequest, ReasonBadRequest, "malformed JSON body: " + err.Error()}
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return &apiError{http.StatusBadRequest, ReasonBadRequest, "malformed JSON body: data after the JSON object"}
+	}
+	return nil
+}
+
+func (s *Server) compact(w http.ResponseWriter, r *http.Request, sess *session) error {
+	var req CompactRequest
+	if err := decode(r, &req); err != nil {
+		return err
+	}
+	if len(req.Messages) == 0 {
+		return &apiError{http.StatusBadRequest, ReasonInvalidMessages, "messages is empty"}
+	}
+	if req.Watermark < 0 || (req.Watermark > 0) != (req.PrefixHash != "") {
+		return &apiError{http.StatusBadRequest, ReasonBadRequest, "a delta request needs both watermark (> 0) and prefixHash from the last response"}
+	}
+	d := compaction.Delta{Watermark: req.Watermark, PrefixHash: req.PrefixHash}
+	if req.Usage != nil {
+		if req.Usage.PromptTokens < 0 {
+			return &apiError{http.StatusBadRequest, ReasonBadRequest, "usage.promptTokens must not be negative"}
+		}
+		d.PromptTokens = req.Usage.PromptTokens
+	}
+
+	c, err := compaction.NewProgressiveCompactor(sess.cfg,
+		compaction.WithStore(sess.store), compaction.WithSessionID(sess.id),
+		compaction.WithSummarizer(sess.summarizer),
+		compaction.WithLogger(s.log.WithValues("session", sess.obj.Namespace+"/"+sess.obj.Name)))
+	if err != nil {
+		return &apiError{http.StatusConflict, ReasonSessionNotReady, "the session's policy does not make a valid configuration: " + err.Error()}
+	}
+	out, rec, err := c.CompactDeltaWithRecord(r.Context(), d, req.Messages, req.Force)
+	if err != nil {
+		var ve *compaction.ValidationError
+		switch {
+		case errors.As(err, &ve):
+			return &apiError{http.StatusBadRequest, ReasonInvalidMessages, err.Error()}
+		case errors.Is(err, compaction.ErrStaleWatermark):
+			return &apiError{http.StatusConflict, ReasonStaleWatermark, err.Error()}
+		case r.Context().Err() != nil:
+			return r.Context().Err()
+		default:
+			return &apiError{http.StatusServiceUnavailable, ReasonStorage, err.Error()}
+		}
+	}
+	s.metrics.observeCompaction(rec)
+	s.emitEvent(sess, rec)
+	if err := s.recordStatus(r.Context(), sess, rec); err != nil {
+		// The compaction happened and its record is stored; a lost status write only delays
+		// what kubectl shows, so the agent still gets its view.
+		s.log.Error(err, "update session status", "session", sess.obj.Namespace+"/"+sess.obj.Name)
+	}
+	writeJSON(w, http.StatusOK, CompactResponse{Messages: out, Record: rec, Watermark: rec.WatermarkAfter, PrefixHash: rec.PrefixHash})
+	return nil
+}
+
+func (s *Server) offload(w http.ResponseWriter, r *http.Request, sess *session) error {
+	var req OffloadRequest
+	if err := decode(r, &req); err != nil {
+		return err
+	}
+	m := req.Message
+	if m.Role != compaction.RoleTool {
+		return &apiError{http.StatusBadRequest, ReasonInvalidMessages, fmt.Sprintf("message.role is %q: only tool results are offloaded", m.Role)}
+	}
+	if err := compaction.ValidateToolCallID(m.ToolCallID); err != nil {
+		return &apiError{http.StatusBadRequest, ReasonInvalidMessages, "message.tool_call_id: " + err.Error()}
+	}
+	o := compaction.NewOffloader(sess.store, sess.id, sess.cfg.OffloadThreshold, sess.cfg.PreviewLines)
+	out, entry, err := o.Hook(r.Context(), m, sess.cfg.HookThreshold)
+	if err != nil {
+		return &apiError{http.StatusServiceUnavailable, ReasonStorage, "offload failed, keep the result in the history: " + err.Error()}
+	}
+	if entry != nil {
+		s.metrics.OffloadBytes.Add(float64(entry.Bytes))
+		if err := s.recordOffload(r.Context(), sess, entry.Bytes); err != nil {
+			s.log.Error(err, "update session status after offload")
+		}
+	}
+	writeJSON(w, http.StatusOK, OffloadResponse{Message: out, Offloaded: entry})
+	return nil
+}
+
+func (s *Server) toolResult(w http.ResponseWriter, r *http.Request, sess *session) error {
+	id := r.PathValue("id")
+	if err := compaction.ValidateToolCallID(id); err != nil {
+		return &apiError{http.StatusBadRequest, ReasonBadRequest, "tool call ID: " + err.Error()}
+	}
+	data, err := sess.store.GetToolResult(r.Context(), sess.id, id)
+	switch {
+	case errors.Is(err, compaction.ErrNotFound):
+		return &apiError{http.StatusNotFound, ReasonNotFound, fmt.Sprintf("no offloaded result for tool call %q in this session", id)}
+	case err != nil:
+		return &apiError{http.StatusServiceUnavailable, ReasonStorage, err.Error()}
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("Content-Length", fmt.Sprint(len(data)))
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(data)
+	return nil
+}
+
+func (s *Server) records(w http.ResponseWriter, r *http.Request, sess *session) error {
+	// Records are buffered up to a first chunk so a storage error before any output can still
+	// be answered with a proper status; after that they stream.
+	sw := &lazyWriter{w: w, threshold: 64 << 10}
+	err := sess.store.ReadRecords(r.Context(), sess.id, sw)
+	if err != nil && !sw.started {
+		return &apiError{http.StatusServiceUnavailable, ReasonStorage, err.Error()}
+	}
+	if err != nil {
+		s.log.Error(err, "records stream broken", "session", sess.obj.Namespace+"/"+sess.obj.Name)
+		return nil
+	}
+	return sw.flush()
+}
+
+// lazyWriter holds output until threshold bytes, then writes the header and streams.
+type lazyWriter struct {
+	w         http.ResponseWriter
+	buf       bytes.Buffer
+	threshold int
+	started   bool
+}
+
+func (l *lazyWriter) Write(p []byte) (int, error) {
+	if l.started {
+		return l.w.Write(p)
+	}
+	l.buf.Write(p)
+	if l.buf.Len() >= l.threshold {
+		if err := l.flush(); err != nil {
+			return 0, err
+		}
+	}
+	return len(p), nil
+}
+
+func (l *lazyWriter) flush() error {
+	if !l.started {
+		l.started = true
+		l.w.Header().Set("Content-Type", "application/x-ndjson")
+		l.w.WriteHeader(http.StatusOK)
+	}
+	if l.buf.Len() > 0 {
+		_, err := l.w.Write(l.buf.Bytes())
+		l.buf.Reset()
+		return err
+	}
+	return nil
+}

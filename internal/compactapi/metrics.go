@@ -1,0 +1,96 @@
+package compactapi
+
+import (
+	"context"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/harness9/compaction-operator/compaction"
+)
+
+// Metrics of the compaction API.
+type Metrics struct {
+	Requests          *prometheus.CounterVec
+	RequestDuration   *prometheus.HistogramVec
+	Compactions       *prometheus.CounterVec
+	CompressionRatio  prometheus.Histogram
+	TokensSaved       prometheus.Counter
+	OffloadBytes      prometheus.Counter
+	SummarizerErrors  *prometheus.CounterVec
+	SummarizerLatency *prometheus.HistogramVec
+}
+
+// NewMetrics creates the API's metrics and registers them on reg.
+func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
+	m := &Metrics{
+		Requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "compaction_api_requests_total", Help: "Compaction API requests by route and HTTP status code.",
+		}, []string{"route", "code"}),
+		RequestDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "compaction_api_request_duration_seconds", Help: "Compaction API request latency by route.",
+			Buckets: []float64{.001, .0025, .005, .01, .02, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
+		}, []string{"route"}),
+		Compactions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "compaction_compactions_total", Help: "Compactions by tier (None counts turns that needed none).",
+		}, []string{"tier"}),
+		CompressionRatio: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "compaction_compression_ratio", Help: "1 - tokensAfter/tokensBefore of compactions above TierNone.",
+			Buckets: prometheus.LinearBuckets(0, 0.1, 11),
+		}),
+		TokensSaved: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "compaction_tokens_saved_total", Help: "Estimated tokens removed from agents' views by compaction.",
+		}),
+		OffloadBytes: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "compaction_offload_bytes_total", Help: "Bytes of tool results offloaded to storage.",
+		}),
+		SummarizerErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "compaction_summarizer_errors_total", Help: "Failed summarizer calls (the compaction fell back), by summarizer.",
+		}, []string{"summarizer"}),
+		SummarizerLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "compaction_summarizer_duration_seconds", Help: "Summarizer call latency, by summarizer.",
+			Buckets: []float64{.001, .005, .01, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60},
+		}, []string{"summarizer"}),
+	}
+	for _, c := range []prometheus.Collector{m.Requests, m.RequestDuration, m.Compactions, m.CompressionRatio,
+		m.TokensSaved, m.OffloadBytes, m.SummarizerErrors, m.SummarizerLatency} {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
+}
+
+func (m *Metrics) observeCompaction(rec *compaction.CompactionRecord) {
+	m.Compactions.WithLabelValues(rec.Tier.String()).Inc()
+	if rec.Tier == compaction.TierNone {
+		return
+	}
+	m.CompressionRatio.Observe(rec.CompressionRatio)
+	if saved := rec.TokensBefore - rec.TokensAfter; saved > 0 {
+		m.TokensSaved.Add(float64(saved))
+	}
+	m.OffloadBytes.Add(float64(rec.OffloadedBytes()))
+}
+
+// timedSummarizer counts and times the calls of a summarizer.
+type timedSummarizer struct {
+	inner compaction.Summarizer
+	m     *Metrics
+}
+
+func (s *Server) timed(inner compaction.Summarizer) compaction.Summarizer {
+	return timedSummarizer{inner: inner, m: s.metrics}
+}
+
+func (t timedSummarizer) Name() string { return t.inner.Name() }
+
+func (t timedSummarizer) Summarize(ctx context.Context, req compaction.SummaryRequest) (string, error) {
+	start := time.Now()
+	out, err := t.inner.Summarize(ctx, req)
+	t.m.SummarizerLatency.WithLabelValues(t.inner.Name()).Observe(time.Since(start).Seconds())
+	if err != nil {
+		t.m.SummarizerErrors.WithLabelValues(t.inner.Name()).Inc()
+	}
+	return out, err
+}

@@ -1,0 +1,302 @@
+// Package compactapi serves the compaction engine over HTTP to agents: per-turn compaction,
+// offload at source, reading offloaded results back and the JSONL audit trail. Callers
+// present a Kubernetes bearer token; the server authenticates it with TokenReview and
+// authorizes each call with SubjectAccessReview on an agentsessions subresource.
+package compactapi
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/certwatcher"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/recorder"
+
+	"github.com/harness9/compaction-operator/internal/policy"
+)
+
+// Defaults of Config.
+const (
+	DefaultMaxBodyBytes   = 32 << 20
+	DefaultRequestTimeout = 60 * time.Second
+	DefaultUsageInterval  = 5 * time.Second
+)
+
+// Config configures the server.
+type Config struct {
+	// BindAddress is host:port to listen on.
+	BindAddress string
+	// CertDir holds tls.crt and tls.key; empty serves plain HTTP. Certificates are
+	// reloaded when the files change.
+	CertDir string
+	// MaxBodyBytes bounds a request body.
+	MaxBodyBytes int64
+	// RequestTimeout bounds one request, summarizer calls included.
+	RequestTimeout time.Duration
+	// UsageInterval is the least time between two status writes of a session for turns
+	// that needed no compaction.
+	UsageInterval time.Duration
+	// ClusterResourceNamespace holds a ClusterCompactionPolicy's Secrets by default.
+	ClusterResourceNamespace string
+}
+
+// Server is the compaction API. It runs on every manager replica (it needs no leader).
+type Server struct {
+	cfg       Config
+	cache     client.Reader
+	apiReader client.Reader
+	writer    client.Client
+	secrets   client.Reader
+	stores    *policy.Stores
+	auth      *authorizer
+	recorder  recorder.EventRecorder
+	metrics   *Metrics
+	log       logr.Logger
+
+	locks sessionLocks
+
+	mu           sync.Mutex
+	usageWritten map[types.UID]time.Time
+}
+
+// New builds the server on the manager's clients and cache; stores may be shared with the
+// controllers.
+func New(mgr ctrl.Manager, cfg Config, stores *policy.Stores, reg prometheus.Registerer) (*Server, error) {
+	if cfg.MaxBodyBytes <= 0 {
+		cfg.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if cfg.RequestTimeout <= 0 {
+		cfg.RequestTimeout = DefaultRequestTimeout
+	}
+	if cfg.UsageInterval <= 0 {
+		cfg.UsageInterval = DefaultUsageInterval
+	}
+	if stores == nil {
+		stores = &policy.Stores{}
+	}
+	m, err := NewMetrics(reg)
+	if err != nil {
+		return nil, fmt.Errorf("register compaction API metrics: %w", err)
+	}
+	return &Server{
+		cfg:       cfg,
+		cache:     mgr.GetCache(),
+		apiReader: mgr.GetAPIReader(),
+		writer:    mgr.GetClient(),
+		secrets:   &policy.SecretCache{Meta: mgr.GetCache(), API: mgr.GetAPIReader()},
+		stores:    stores,
+		auth:      &authorizer{c: mgr.GetClient()},
+		recorder:  mgr.GetEventRecorder("compaction-api"),
+		metrics:   m,
+		log:       ctrl.Log.WithName("compaction-api"),
+	}, nil
+}
+
+// NeedLeaderElection is false: every replica serves the API.
+func (s *Server) NeedLeaderElection() bool { return false }
+
+// Handler routes the API.
+func (s *Server) Handler() http.Handler {
+	mux := http.NewServeMux()
+	const base = "/v1/namespaces/{namespace}/sessions/{name}"
+	mux.Handle("POST "+base+"/compact", s.route("compact", "create", "compact", true, s.compact))
+	mux.Handle("POST "+base+"/toolresults", s.route("toolresults", "create", "toolresults", true, s.offload))
+	mux.Handle("GET "+base+"/toolresults/{id}", s.route("toolresult", "get", "toolresults", false, s.toolResult))
+	mux.Handle("GET "+base+"/records", s.route("records", "get", "records", false, s.records))
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, ReasonNotFound, fmt.Sprintf("no route for %s %s", r.Method, r.URL.Path))
+	})
+	return mux
+}
+
+// Start serves until ctx ends, then shuts down gracefully.
+func (s *Server) Start(ctx context.Context) error {
+	srv := &http.Server{
+		Handler:           s.Handler(),
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		BaseContext:       func(net.Listener) context.Context { return ctx },
+	}
+	ln, err := net.Listen("tcp", s.cfg.BindAddress)
+	if err != nil {
+		return fmt.Errorf("compaction API: listen on %s: %w", s.cfg.BindAddress, err)
+	}
+	if s.cfg.CertDir != "" {
+		cw, err := certwatcher.New(filepath.Join(s.cfg.CertDir, "tls.crt"), filepath.Join(s.cfg.CertDir, "tls.key"))
+		if err != nil {
+			_ = ln.Close()
+			return fmt.Errorf("compaction API: load certificate: %w", err)
+		}
+		go func() {
+			if err := cw.Start(ctx); err != nil {
+				s.log.Error(err, "certificate watcher stopped")
+			}
+		}()
+		ln = tls.NewListener(ln, &tls.Config{GetCertificate: cw.GetCertificate, MinVersion: tls.VersionTLS12})
+	}
+	s.log.Info("serving the compaction API", "address", ln.Addr().String(), "tls", s.cfg.CertDir != "")
+
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return fmt.Errorf("compaction API: %w", err)
+	case <-ctx.Done():
+	}
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(shutdownCtx); err != nil {
+		return fmt.Errorf("compaction API: shutdown: %w", err)
+	}
+	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("compaction API: %w", err)
+	}
+	return nil
+}
+
+// handlerFunc serves one request for a resolved session.
+type handlerFunc func(w http.ResponseWriter, r *http.Request, sess *session) error
+
+// route wraps a handler with the request deadline, authentication and authorization, the
+// session lookup, per-session serialization (for writes) and metrics.
+func (s *Server) route(name, verb, subresource string, serialize bool, h handlerFunc) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		rw := &statusWriter{ResponseWriter: w}
+		defer func() {
+			s.metrics.Requests.WithLabelValues(name, strconv.Itoa(rw.statusCode())).Inc()
+			s.metrics.RequestDuration.WithLabelValues(name).Observe(time.Since(start).Seconds())
+		}()
+		ctx, cancel := context.WithTimeout(r.Context(), s.cfg.RequestTimeout)
+		defer cancel()
+		r = r.WithContext(ctx)
+		ns, sessionName := r.PathValue("namespace"), r.PathValue("name")
+		log := s.log.WithValues("route", name, "session", ns+"/"+sessionName)
+
+		user, err := s.auth.check(ctx, r, verb, subresource, ns, sessionName)
+		if err != nil {
+			s.fail(rw, log, err)
+			return
+		}
+		log = log.WithValues("user", user)
+		sess, err := s.lookup(ctx, ns, sessionName)
+		if err != nil {
+			s.fail(rw, log, err)
+			return
+		}
+		if serialize {
+			unlock, err := s.locks.lock(ctx, sess.id)
+			if err != nil {
+				s.fail(rw, log, &apiError{http.StatusServiceUnavailable, ReasonTimeout, "timed out waiting for an earlier request of this session"})
+				return
+			}
+			defer unlock()
+		}
+		r.Body = http.MaxBytesReader(rw, r.Body, s.cfg.MaxBodyBytes)
+		if err := h(rw, r, sess); err != nil {
+			s.fail(rw, log, err)
+		}
+	})
+}
+
+// fail answers with err's status; unexpected errors are logged and answered 500.
+func (s *Server) fail(w *statusWriter, log logr.Logger, err error) {
+	var ae *apiError
+	var mbe *http.MaxBytesError
+	switch {
+	case errors.As(err, &ae):
+		writeError(w, ae.code, ae.reason, ae.msg)
+	case errors.As(err, &mbe):
+		writeError(w, http.StatusRequestEntityTooLarge, ReasonTooLarge,
+			fmt.Sprintf("request body is larger than %d bytes", mbe.Limit))
+	case errors.Is(err, context.DeadlineExceeded):
+		writeError(w, http.StatusGatewayTimeout, ReasonTimeout, fmt.Sprintf("request took longer than %s", s.cfg.RequestTimeout))
+	default:
+		log.Error(err, "request failed")
+		writeError(w, http.StatusInternalServerError, ReasonInternal, err.Error())
+	}
+}
+
+// statusWriter remembers the status code for metrics.
+type statusWriter struct {
+	http.ResponseWriter
+	code int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.code == 0 {
+		w.code = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.code == 0 {
+		w.code = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+func (w *statusWriter) statusCode() int {
+	if w.code == 0 {
+		return http.StatusOK
+	}
+	return w.code
+}
+
+// Unwrap lets http.ResponseController reach the underlying writer (flushing records).
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// sessionLocks serializes the writing requests of one session; the entry of a session is
+// dropped when nobody holds or waits for it, so the map stays as small as the traffic.
+type sessionLocks struct {
+	mu    sync.Mutex
+	locks map[string]*sessionLock
+}
+
+type sessionLock struct {
+	ch   chan struct{} // capacity 1: holding the lock is having sent into it
+	refs int
+}
+
+func (l *sessionLocks) lock(ctx context.Context, id string) (func(), error) {
+	l.mu.Lock()
+	if l.locks == nil {
+		l.locks = make(map[string]*sessionLock)
+	}
+	sl := l.locks[id]
+	if sl == nil {
+		sl = &sessionLock{ch: make(chan struct{}, 1)}
+		l.locks[id] = sl
+	}
+	sl.refs++
+	l.mu.Unlock()
+
+	release := func() {
+		l.mu.Lock()
+		sl.refs--
+		if sl.refs == 0 {
+			delete(l.locks, id)
+		}
+		l.mu.Unlock()
+	}
+	select {
+	case sl.ch <- struct{}{}:
+		return func() { <-sl.ch; release() }, nil
+	case <-ctx.Done():
+		release()
+		return nil, ctx.Err()
+	}
+}

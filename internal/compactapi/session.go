@@ -1,0 +1,136 @@
+package compactapi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	compactionv1alpha1 "github.com/harness9/compaction-operator/api/v1alpha1"
+	"github.com/harness9/compaction-operator/compaction"
+	"github.com/harness9/compaction-operator/compaction/storage/s3"
+	"github.com/harness9/compaction-operator/compaction/summarize/openai"
+	"github.com/harness9/compaction-operator/internal/policy"
+)
+
+// session is what a request needs of its AgentSession: the engine configuration from the
+// policy, the store at the session's kept location, and the summarizer.
+type session struct {
+	obj        *compactionv1alpha1.AgentSession
+	id         string
+	cfg        compaction.Config
+	store      *s3.Store
+	summarizer compaction.Summarizer
+}
+
+// lookup resolves a Ready session. Expected failures are *apiError with their HTTP status.
+func (s *Server) lookup(ctx context.Context, namespace, name string) (*session, error) {
+	var obj compactionv1alpha1.AgentSession
+	if err := s.cache.Get(ctx, types.NamespacedName{Namespace: namespace, Name: name}, &obj); err != nil {
+		if client.IgnoreNotFound(err) == nil {
+			return nil, &apiError{http.StatusNotFound, ReasonNotFound, fmt.Sprintf("AgentSession %s/%s not found", namespace, name)}
+		}
+		return nil, fmt.Errorf("get AgentSession: %w", err)
+	}
+	if !obj.DeletionTimestamp.IsZero() {
+		return nil, &apiError{http.StatusConflict, ReasonSessionNotReady, fmt.Sprintf("AgentSession %s/%s is being deleted", namespace, name)}
+	}
+	ready := meta.FindStatusCondition(obj.Status.Conditions, compactionv1alpha1.ConditionReady)
+	if ready == nil || ready.Status != "True" || obj.Status.Records == nil || obj.Status.SessionID == "" {
+		msg := fmt.Sprintf("AgentSession %s/%s is not Ready", namespace, name)
+		if ready != nil {
+			msg += ": " + ready.Reason + ": " + ready.Message
+		}
+		return nil, &apiError{http.StatusConflict, ReasonSessionNotReady, msg}
+	}
+	p, err := policy.Get(ctx, s.cache, namespace, obj.Spec.PolicyRef)
+	if err != nil {
+		if errors.Is(err, policy.ErrNotFound) {
+			return nil, &apiError{http.StatusConflict, ReasonSessionNotReady, err.Error()}
+		}
+		return nil, err
+	}
+
+	s3cfg, err := policy.S3Config(ctx, s.secrets, obj.Status.Records)
+	if err != nil {
+		return nil, &apiError{http.StatusServiceUnavailable, ReasonStorage, err.Error()}
+	}
+	store, err := s.stores.Get(ctx, s3cfg)
+	if err != nil {
+		return nil, &apiError{http.StatusServiceUnavailable, ReasonStorage, err.Error()}
+	}
+	sum, err := s.summarizerFor(ctx, p)
+	if err != nil {
+		return nil, &apiError{http.StatusServiceUnavailable, ReasonSessionNotReady, err.Error()}
+	}
+	return &session{obj: &obj, id: obj.Status.SessionID, cfg: engineConfig(p.Spec, obj.Spec.ContextWindow), store: store, summarizer: sum}, nil
+}
+
+// engineConfig maps a policy (and the session's window override) to the engine's knobs.
+func engineConfig(spec *compactionv1alpha1.CompactionPolicySpec, window *int32) compaction.Config {
+	cfg := compaction.DefaultConfig(int(spec.ContextWindow))
+	if window != nil {
+		cfg.ContextWindow = int(*window)
+	}
+	t := spec.Thresholds
+	set := func(dst *float64, percent int32) {
+		if percent > 0 {
+			*dst = float64(percent) / 100
+		}
+	}
+	set(&cfg.WarnThreshold, t.WarnPercent)
+	set(&cfg.SoftThreshold, t.SoftPercent)
+	set(&cfg.FullThreshold, t.FullPercent)
+	set(&cfg.EmergencyThreshold, t.EmergencyPercent)
+	if v := spec.Offload.ThresholdChars; v > 0 {
+		cfg.OffloadThreshold = int(v)
+	}
+	if v := spec.Offload.HookThresholdChars; v > 0 {
+		cfg.HookThreshold = int(v)
+	}
+	if v := spec.Offload.PreviewLines; v != nil && *v > 0 {
+		cfg.PreviewLines = int(*v)
+	}
+	if v := spec.MinTailMessages; v > 0 {
+		cfg.MinTailMessages = int(v)
+	}
+	if v := spec.MaxSummaryChars; v > 0 {
+		cfg.MaxSummaryChars = int(v)
+	}
+	return cfg
+}
+
+// summarizerFor builds the policy's summarizer; the OpenAI one reads its key from the
+// Secret on each call, so a rotated key is used at once.
+func (s *Server) summarizerFor(ctx context.Context, p *policy.Policy) (compaction.Summarizer, error) {
+	if p.Spec.Summarizer.Mode != compactionv1alpha1.SummarizerOpenAI || p.Spec.Summarizer.OpenAI == nil {
+		return s.timed(compaction.ExtractiveSummarizer{}), nil
+	}
+	oa := p.Spec.Summarizer.OpenAI
+	key, err := p.APIKey(ctx, s.secrets, s.cfg.ClusterResourceNamespace)
+	if err != nil {
+		return nil, err
+	}
+	cfg := openai.Config{BaseURL: oa.BaseURL, Model: oa.Model, APIKey: key, MaxOutputTokens: int(oa.MaxOutputTokens)}
+	if oa.Timeout != nil {
+		cfg.Timeout = oa.Timeout.Duration
+	}
+	sum, err := openai.New(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("OpenAI summarizer: %w", err)
+	}
+	return s.timed(sum), nil
+}
+
+// apiError is an answer with a status other than 500.
+type apiError struct {
+	code   int
+	reason string
+	msg    string
+}
+
+func (e *apiError) Error() string { return e.msg }
