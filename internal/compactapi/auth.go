@@ -47,7 +47,6 @@ type accessEntry struct {
 	expires time.Time
 }
 
-
 // check authenticates the request's bearer token and authorizes verb on the session's
 // subresource. It returns the caller's user name.
 func (a *authorizer) check(ctx context.Context, r *http.Request, verb, subresource, namespace, name string) (string, error) {

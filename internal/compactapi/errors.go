@@ -3,35 +3,27 @@ package compactapi
 import (
 	"encoding/json"
 	"net/http"
+
+	wire "github.com/harness9/compaction-operator/compaction/client"
 )
 
-// Reasons in error responses; clients switch on them.
+// Reasons in error responses (the wire values are in compaction/client).
 const (
-	ReasonUnauthorized    = "Unauthorized"
-	ReasonForbidden       = "Forbidden"
-	ReasonNotFound        = "NotFound"
-	ReasonSessionNotReady = "SessionNotReady"
-	ReasonBadRequest      = "BadRequest"
-	ReasonInvalidMessages = "InvalidMessages"
-	ReasonTooLarge        = "RequestTooLarge"
-	ReasonStaleWatermark  = "StaleWatermark"
-	ReasonStorage         = "StorageUnavailable"
-	ReasonInternal        = "InternalError"
-	ReasonTimeout         = "Timeout"
+	ReasonUnauthorized    = wire.ReasonUnauthorized
+	ReasonForbidden       = wire.ReasonForbidden
+	ReasonNotFound        = wire.ReasonNotFound
+	ReasonSessionNotReady = wire.ReasonSessionNotReady
+	ReasonBadRequest      = wire.ReasonBadRequest
+	ReasonInvalidMessages = wire.ReasonInvalidMessages
+	ReasonTooLarge        = wire.ReasonTooLarge
+	ReasonStaleWatermark  = wire.ReasonStaleWatermark
+	ReasonStorage         = wire.ReasonStorage
+	ReasonInternal        = wire.ReasonInternal
+	ReasonTimeout         = wire.ReasonTimeout
 )
-
-// ErrorResponse is the JSON body of every error answer.
-type ErrorResponse struct {
-	// Code repeats the HTTP status.
-	Code int `json:"code"`
-	// Reason is a CamelCase word for programs.
-	Reason string `json:"reason"`
-	// Message says what is wrong, for people.
-	Message string `json:"message"`
-}
 
 func writeError(w http.ResponseWriter, code int, reason, msg string) {
-	writeJSON(w, code, ErrorResponse{Code: code, Reason: reason, Message: msg})
+	writeJSON(w, code, wire.ErrorResponse{Code: code, Reason: reason, Message: msg})
 }
 
 func writeJSON(w http.ResponseWriter, code int, v any) {

@@ -9,50 +9,8 @@ import (
 	"net/http"
 
 	"github.com/harness9/compaction-operator/compaction"
+	wire "github.com/harness9/compaction-operator/compaction/client"
 )
-
-// CompactRequest is the body of POST .../compact.
-type CompactRequest struct {
-	// Messages is the agent's history (OpenAI chat format), or, with Watermark, its leading
-	// system messages followed by the messages after the watermark.
-	Messages []compaction.Message `json:"messages"`
-	// Force runs the manual /compact path: Full compaction whatever the usage.
-	Force bool `json:"force,omitempty"`
-	// Usage is what the agent's LLM reported for its last call.
-	Usage *Usage `json:"usage,omitempty"`
-	// Watermark and PrefixHash, from the last response, make this a delta request.
-	Watermark  int    `json:"watermark,omitempty"`
-	PrefixHash string `json:"prefixHash,omitempty"`
-}
-
-// Usage is the token usage an LLM reported.
-type Usage struct {
-	PromptTokens int `json:"promptTokens"`
-}
-
-// CompactResponse is the answer of POST .../compact.
-type CompactResponse struct {
-	// Messages is the view to send to the LLM.
-	Messages []compaction.Message `json:"messages"`
-	// Record describes the compaction (tier, tokens, anchors, offloads, errors).
-	Record *compaction.CompactionRecord `json:"record"`
-	// Watermark and PrefixHash are sent back for a delta request next turn.
-	Watermark  int    `json:"watermark"`
-	PrefixHash string `json:"prefixHash,omitempty"`
-}
-
-// OffloadRequest is the body of POST .../toolresults: a tool result before it enters the
-// history.
-type OffloadRequest struct {
-	Message compaction.Message `json:"message"`
-}
-
-// OffloadResponse carries the message to put in the history: the placeholder when the
-// result was offloaded, else the message unchanged.
-type OffloadResponse struct {
-	Message   compaction.Message       `json:"message"`
-	Offloaded *compaction.OffloadEntry `json:"offloaded"`
-}
 
 // decode reads one JSON object with no unknown top-level fields and nothing after it.
 func decode(r *http.Request, v any) error {
@@ -75,7 +33,7 @@ func decode(r *http.Request, v any) error {
 }
 
 func (s *Server) compact(w http.ResponseWriter, r *http.Request, sess *session) error {
-	var req CompactRequest
+	var req wire.CompactRequest
 	if err := decode(r, &req); err != nil {
 		return err
 	}
@@ -121,12 +79,12 @@ func (s *Server) compact(w http.ResponseWriter, r *http.Request, sess *session) 
 		// what kubectl shows, so the agent still gets its view.
 		s.log.Error(err, "update session status", "session", sess.obj.Namespace+"/"+sess.obj.Name)
 	}
-	writeJSON(w, http.StatusOK, CompactResponse{Messages: out, Record: rec, Watermark: rec.WatermarkAfter, PrefixHash: rec.PrefixHash})
+	writeJSON(w, http.StatusOK, wire.CompactResponse{Messages: out, Record: rec, Watermark: rec.WatermarkAfter, PrefixHash: rec.PrefixHash})
 	return nil
 }
 
 func (s *Server) offload(w http.ResponseWriter, r *http.Request, sess *session) error {
-	var req OffloadRequest
+	var req wire.OffloadRequest
 	if err := decode(r, &req); err != nil {
 		return err
 	}
@@ -148,7 +106,7 @@ func (s *Server) offload(w http.ResponseWriter, r *http.Request, sess *session) 
 			s.log.Error(err, "update session status after offload")
 		}
 	}
-	writeJSON(w, http.StatusOK, OffloadResponse{Message: out, Offloaded: entry})
+	writeJSON(w, http.StatusOK, wire.OffloadResponse{Message: out, Offloaded: entry})
 	return nil
 }
 

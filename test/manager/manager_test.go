@@ -9,99 +9,37 @@ import (
 	"crypto/tls"
 	"fmt"
 	"net/http"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/kubernetes"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	compactionv1alpha1 "github.com/harness9/compaction-operator/api/v1alpha1"
 	"github.com/harness9/compaction-operator/compaction"
 	"github.com/harness9/compaction-operator/compaction/storage/s3"
 	"github.com/harness9/compaction-operator/internal/proc"
 	"github.com/harness9/compaction-operator/internal/testenv"
-	"github.com/harness9/compaction-operator/internal/testenv/kubeenv"
+	"github.com/harness9/compaction-operator/internal/testenv/operator"
 )
 
 const (
-	systemNS   = "compaction-system"
-	managerSA  = "compaction-operator-controller-manager"
-	metricsCR  = "compaction-operator-metrics-reader"
 	ns         = "default"
 	waitFor    = 60 * time.Second
 	pollPeriod = 200 * time.Millisecond
 )
 
 func TestManagerWithGeneratedRBAC(t *testing.T) {
-	root := testenv.RepoRoot(t)
-	kubectl := testenv.Kubectl(t)
-	mgrBin := testenv.BuildManager(t)
-	env, cfg := kubeenv.Start(t, kubeenv.Options{
-		CRDDirectoryPaths: []string{filepath.Join(root, "config", "crd", "bases")},
-		// Many clusters run it: creating a session owned by a pod needs pods/finalizers.
-		AdmissionPlugins: []string{"OwnerReferencesPermissionEnforcement"},
-	})
+	cl := operator.Install(t)
 	m := testenv.StartMinIO(t)
-	ctx := context.Background()
-
-	admin, err := env.AddUser(envtest.User{Name: "admin", Groups: []string{"system:masters"}}, nil)
-	must(t, err)
-	adminKubeconfig := writeFile(t, "admin.kubeconfig", mustBytes(t, admin.KubeConfig))
-
-	// Install exactly what a user installs: config/default (namespace, CRDs, RBAC, the
-	// Deployment, which nothing runs here, and the metrics Service).
-	run(t, kubectl, "--kubeconfig", adminKubeconfig, "apply", "--server-side", "-k", filepath.Join(root, "config", "default"))
-
-	scheme := runtime.NewScheme()
-	must(t, clientgoscheme.AddToScheme(scheme))
-	must(t, compactionv1alpha1.AddToScheme(scheme))
-	c, err := client.New(cfg, client.Options{Scheme: scheme})
-	must(t, err)
-	cs, err := kubernetes.NewForConfig(cfg)
-	must(t, err)
-
-	token := saToken(t, cs, systemNS, managerSA)
-	mgrKubeconfig := writeFile(t, "manager.kubeconfig", tokenKubeconfig(t, cfg, token))
-	ports := testenv.FreePorts(t, 2)
-	metricsAddr, probeAddr := ports[0], ports[1]
-	mgr := testenv.StartProcess(t, mgrBin, []string{
-		"--kubeconfig", mgrKubeconfig,
-		"--metrics-bind-address", metricsAddr,
-		"--health-probe-bind-address", probeAddr,
-		"--leader-elect", "--leader-election-namespace", systemNS,
-		"--storage-retry-interval", "1s",
-		"--gc-retry-max-delay", "2s",
-	}, "POD_NAMESPACE="+systemNS)
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("manager output:\n%s", mgr.Output())
-		}
-	})
-	eventually(t, mgr, "manager ready", func() (bool, string) {
-		resp, err := http.Get("http://" + probeAddr + "/readyz")
-		if err != nil {
-			return false, err.Error()
-		}
-		_ = resp.Body.Close()
-		return resp.StatusCode == http.StatusOK, resp.Status
-	})
+	mgr := cl.StartManager(testenv.BuildManager(t), "--storage-retry-interval", "1s", "--gc-retry-max-delay", "2s")
+	metricsAddr := mgr.MetricsAddr
+	c, ctx := cl.Client, context.Background()
 
 	// A policy, a session and an annotated pod, as the samples have them.
 	must(t, c.Create(ctx, &corev1.Secret{
@@ -121,8 +59,8 @@ func TestManagerWithGeneratedRBAC(t *testing.T) {
 		Spec:       compactionv1alpha1.AgentSessionSpec{PolicyRef: compactionv1alpha1.PolicyReference{Name: policy.Name}},
 	}
 	must(t, c.Create(ctx, session))
-	waitReady(t, mgr, c, session)
-	waitReady(t, mgr, c, policy)
+	waitReady(t, mgr.Process, c, session)
+	waitReady(t, mgr.Process, c, policy)
 
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "coding-agent", Annotations: map[string]string{"compaction.harness9.io/policy": policy.Name}},
@@ -130,7 +68,7 @@ func TestManagerWithGeneratedRBAC(t *testing.T) {
 	}
 	must(t, c.Create(ctx, pod))
 	podSession := &compactionv1alpha1.AgentSession{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: pod.Name}}
-	waitReady(t, mgr, c, podSession)
+	waitReady(t, mgr.Process, c, podSession)
 	if owner := metav1.GetControllerOf(podSession); owner == nil || owner.UID != pod.UID {
 		t.Errorf("pod session controller = %+v, want pod %s", owner, pod.UID)
 	}
@@ -143,7 +81,7 @@ func TestManagerWithGeneratedRBAC(t *testing.T) {
 	must(t, err)
 	must(t, store.AppendRecord(ctx, &compaction.CompactionRecord{ID: "r1", SessionID: sid, Timestamp: time.Now()}))
 	must(t, c.Delete(ctx, session))
-	eventually(t, mgr, "session deleted", func() (bool, string) {
+	eventually(t, mgr.Process, "session deleted", func() (bool, string) {
 		err := c.Get(ctx, client.ObjectKeyFromObject(session), session)
 		return apierrors.IsNotFound(err), fmt.Sprint(err)
 	})
@@ -151,7 +89,7 @@ func TestManagerWithGeneratedRBAC(t *testing.T) {
 		t.Errorf("tool result of the deleted session is still stored")
 	}
 
-	t.Run("Metrics", func(t *testing.T) { testMetrics(t, c, cs, metricsAddr) })
+	t.Run("Metrics", func(t *testing.T) { testMetrics(t, c, cl, metricsAddr) })
 
 	// The manager ran as its ServiceAccount: any permission the generated RBAC lacks shows up
 	// as a "forbidden" error in its log.
@@ -165,15 +103,15 @@ func TestManagerWithGeneratedRBAC(t *testing.T) {
 
 // testMetrics scrapes /metrics over HTTPS as a ServiceAccount bound to the metrics-reader
 // ClusterRole, and checks that an anonymous caller is refused.
-func testMetrics(t *testing.T, c client.Client, cs kubernetes.Interface, addr string) {
+func testMetrics(t *testing.T, c client.Client, cl *operator.Cluster, addr string) {
 	ctx := context.Background()
 	must(t, c.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "prometheus"}}))
 	must(t, c.Create(ctx, &rbacv1.ClusterRoleBinding{
 		ObjectMeta: metav1.ObjectMeta{Name: "prometheus-metrics"},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: metricsCR},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: operator.MetricsReader},
 		Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Namespace: ns, Name: "prometheus"}},
 	}))
-	token := saToken(t, cs, ns, "prometheus")
+	token := cl.Token(ns, "prometheus")
 	// The metrics server's certificate is self-signed unless a cert dir is given.
 	hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // self-signed test certificate
 
@@ -230,28 +168,6 @@ func waitReady(t *testing.T, mgr *proc.Process, c client.Client, obj client.Obje
 	})
 }
 
-func saToken(t *testing.T, cs kubernetes.Interface, namespace, name string) string {
-	t.Helper()
-	tr, err := cs.CoreV1().ServiceAccounts(namespace).CreateToken(context.Background(), name,
-		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](3600)}}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatalf("TokenRequest for %s/%s: %v", namespace, name, err)
-	}
-	return tr.Status.Token
-}
-
-func tokenKubeconfig(t *testing.T, cfg *rest.Config, token string) []byte {
-	t.Helper()
-	kc := clientcmdapi.NewConfig()
-	kc.Clusters["envtest"] = &clientcmdapi.Cluster{Server: cfg.Host, CertificateAuthorityData: cfg.CAData}
-	kc.AuthInfos["sa"] = &clientcmdapi.AuthInfo{Token: token}
-	kc.Contexts["sa"] = &clientcmdapi.Context{Cluster: "envtest", AuthInfo: "sa"}
-	kc.CurrentContext = "sa"
-	b, err := clientcmd.Write(*kc)
-	must(t, err)
-	return b
-}
-
 func eventually(t *testing.T, mgr *proc.Process, what string, cond func() (bool, string)) {
 	t.Helper()
 	deadline := time.Now().Add(waitFor)
@@ -270,21 +186,6 @@ func eventually(t *testing.T, mgr *proc.Process, what string, cond func() (bool,
 	t.Fatalf("timed out after %s waiting for %s; last: %s", waitFor, what, last)
 }
 
-func run(t *testing.T, name string, args ...string) {
-	t.Helper()
-	out, err := exec.Command(name, args...).CombinedOutput()
-	if err != nil {
-		t.Fatalf("%s %s: %v\n%s", filepath.Base(name), strings.Join(args, " "), err, out)
-	}
-}
-
-func writeFile(t *testing.T, name string, data []byte) string {
-	t.Helper()
-	p := filepath.Join(t.TempDir(), name)
-	must(t, os.WriteFile(p, data, 0o600))
-	return p
-}
-
 func grepLines(s, sub string) string {
 	var out []string
 	for _, l := range strings.Split(s, "\n") {
@@ -293,13 +194,6 @@ func grepLines(s, sub string) string {
 		}
 	}
 	return strings.Join(out, "\n")
-}
-
-func mustBytes(t *testing.T, f func() ([]byte, error)) []byte {
-	t.Helper()
-	b, err := f()
-	must(t, err)
-	return b
 }
 
 func must(t *testing.T, err error) {

@@ -1,0 +1,200 @@
+// Package client is a small Go client of the compaction-operator's compaction API, for
+// agents: compact the history before every LLM call, offload large tool results at source,
+// read offloaded results back and fetch the audit trail. It has no Kubernetes dependency;
+// inside a pod it authenticates with the pod's ServiceAccount token.
+package client
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/harness9/compaction-operator/compaction"
+)
+
+// DefaultTokenFile is where Kubernetes mounts a pod's ServiceAccount token.
+const DefaultTokenFile = "/var/run/secrets/kubernetes.io/serviceaccount/token"
+
+// maxErrorBody bounds how much of an error answer is read.
+const maxErrorBody = 64 << 10
+
+// Client calls one compaction API server. It is safe for concurrent use.
+type Client struct {
+	base      *url.URL
+	hc        *http.Client
+	token     string
+	tokenFile string
+}
+
+// Option configures a Client.
+type Option func(*Client)
+
+// WithToken authenticates with a fixed bearer token.
+func WithToken(token string) Option { return func(c *Client) { c.token, c.tokenFile = token, "" } }
+
+// WithTokenFile reads the bearer token from path on every request, so a rotated projected
+// token is picked up (the default is DefaultTokenFile).
+func WithTokenFile(path string) Option { return func(c *Client) { c.token, c.tokenFile = "", path } }
+
+// WithHTTPClient sends requests with hc (for TLS settings or timeouts); the default has a
+// 2-minute timeout.
+func WithHTTPClient(hc *http.Client) Option { return func(c *Client) { c.hc = hc } }
+
+// New returns a client of the server at baseURL, such as
+// "http://compaction-operator.compaction-system.svc:8082".
+func New(baseURL string, opts ...Option) (*Client, error) {
+	u, err := url.Parse(strings.TrimRight(baseURL, "/"))
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("compaction client: base URL %q must be http(s)://host[:port]", baseURL)
+	}
+	c := &Client{base: u, hc: &http.Client{Timeout: 2 * time.Minute}, tokenFile: DefaultTokenFile}
+	for _, o := range opts {
+		o(c)
+	}
+	return c, nil
+}
+
+// APIError is an error answer of the server.
+type APIError struct {
+	ErrorResponse
+}
+
+func (e *APIError) Error() string {
+	return fmt.Sprintf("compaction API: %d %s: %s", e.Code, e.Reason, e.Message)
+}
+
+// IsStaleWatermark reports whether err is the server's answer to a delta request whose
+// watermark is not the session's: send the full history.
+func IsStaleWatermark(err error) bool {
+	var ae *APIError
+	return errors.As(err, &ae) && ae.Reason == ReasonStaleWatermark
+}
+
+// Compact sends one turn's history and returns the view to send to the LLM.
+func (c *Client) Compact(ctx context.Context, namespace, name string, req CompactRequest) (*CompactResponse, error) {
+	var resp CompactResponse
+	if err := c.doJSON(ctx, http.MethodPost, c.path(namespace, name, "compact"), req, &resp); err != nil {
+		return nil, err
+	}
+	return &resp, nil
+}
+
+// OffloadToolResult stores a tool result over the policy's hookThresholdChars and returns
+// the placeholder message to append to the history instead (or the message unchanged).
+func (c *Client) OffloadToolResult(ctx context.Context, namespace, name string, msg compaction.Message) (*OffloadResponse, error) {
+	var resp OffloadResponse
+	if err := c.doJSON(ctx, http.MethodPost, c.path(namespace, name, "toolresults"), OffloadRequest{Message: msg}, &resp); err != nil {
+		return nil, err
+	}
+	return &resp, nil
+}
+
+// GetToolResult returns the full original bytes of an offloaded tool result.
+func (c *Client) GetToolResult(ctx context.Context, namespace, name, toolCallID string) ([]byte, error) {
+	resp, err := c.do(ctx, http.MethodGet, c.path(namespace, name, "toolresults", toolCallID), nil)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, fmt.Errorf("compaction client: read tool result: %w", err)
+	}
+	return data, nil
+}
+
+// Records copies the session's JSONL audit trail, oldest first, to w.
+func (c *Client) Records(ctx context.Context, namespace, name string, w io.Writer) error {
+	resp, err := c.do(ctx, http.MethodGet, c.path(namespace, name, "records"), nil)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	if _, err := io.Copy(w, resp.Body); err != nil {
+		return fmt.Errorf("compaction client: read records: %w", err)
+	}
+	return nil
+}
+
+func (c *Client) path(namespace, name string, rest ...string) string {
+	parts := []string{"v1", "namespaces", url.PathEscape(namespace), "sessions", url.PathEscape(name)}
+	for _, r := range rest {
+		parts = append(parts, url.PathEscape(r))
+	}
+	return "/" + strings.Join(parts, "/")
+}
+
+func (c *Client) doJSON(ctx context.Context, method, path string, in, out any) error {
+	body, err := json.Marshal(in)
+	if err != nil {
+		return fmt.Errorf("compaction client: encode request: %w", err)
+	}
+	resp, err := c.do(ctx, method, path, body)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+		return fmt.Errorf("compaction client: decode response: %w", err)
+	}
+	return nil
+}
+
+// do sends a request and returns a 2xx response; other statuses become *APIError.
+func (c *Client) do(ctx context.Context, method, path string, body []byte) (*http.Response, error) {
+	u := *c.base
+	u.Path = strings.TrimRight(u.Path, "/") + path
+	u.RawPath = ""
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u.String(), rd)
+	if err != nil {
+		return nil, fmt.Errorf("compaction client: %w", err)
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	token, err := c.bearer()
+	if err != nil {
+		return nil, err
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("compaction client: %s %s: %w", method, path, err)
+	}
+	if resp.StatusCode/100 == 2 {
+		return resp, nil
+	}
+	defer func() { _ = resp.Body.Close() }()
+	data, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
+	ae := &APIError{}
+	if json.Unmarshal(data, &ae.ErrorResponse) != nil || ae.Reason == "" {
+		ae.ErrorResponse = ErrorResponse{Code: resp.StatusCode, Reason: http.StatusText(resp.StatusCode), Message: strings.TrimSpace(string(data))}
+	}
+	ae.Code = resp.StatusCode
+	return nil, ae
+}
+
+func (c *Client) bearer() (string, error) {
+	if c.token != "" || c.tokenFile == "" {
+		return c.token, nil
+	}
+	data, err := os.ReadFile(c.tokenFile)
+	if err != nil {
+		return "", fmt.Errorf("compaction client: read token: %w", err)
+	}
+	return strings.TrimSpace(string(data)), nil
+}

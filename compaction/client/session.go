@@ -1,0 +1,58 @@
+package client
+
+import (
+	"context"
+	"sync"
+
+	"github.com/harness9/compaction-operator/compaction"
+)
+
+// Session compacts one AgentSession's history turn by turn, sending only what is new: it
+// remembers the watermark of the last answer and sends the leading system messages plus the
+// messages after it, falling back to the full history when the server says the watermark is
+// stale (another process compacted, or the history was rewritten).
+type Session struct {
+	Client    *Client
+	Namespace string
+	Name      string
+
+	mu         sync.Mutex
+	watermark  int
+	prefixHash string
+}
+
+// Compact compacts history (the agent's whole raw history) and returns the view for the LLM.
+// usage is the prompt token count of the last LLM call, or 0.
+func (s *Session) Compact(ctx context.Context, history []compaction.Message, promptTokens int) (*CompactResponse, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	req := CompactRequest{Messages: history}
+	if promptTokens > 0 {
+		req.Usage = &Usage{PromptTokens: promptTokens}
+	}
+	if s.watermark > 0 && s.watermark <= len(history) {
+		lead := 0
+		for lead < len(history) && lead < s.watermark && history[lead].Role == compaction.RoleSystem {
+			lead++
+		}
+		delta := make([]compaction.Message, 0, lead+len(history)-s.watermark)
+		delta = append(delta, history[:lead]...)
+		delta = append(delta, history[s.watermark:]...)
+		dreq := req
+		dreq.Messages, dreq.Watermark, dreq.PrefixHash = delta, s.watermark, s.prefixHash
+		resp, err := s.Client.Compact(ctx, s.Namespace, s.Name, dreq)
+		if err == nil {
+			s.watermark, s.prefixHash = resp.Watermark, resp.PrefixHash
+			return resp, nil
+		}
+		if !IsStaleWatermark(err) {
+			return nil, err
+		}
+	}
+	resp, err := s.Client.Compact(ctx, s.Namespace, s.Name, req)
+	if err != nil {
+		return nil, err
+	}
+	s.watermark, s.prefixHash = resp.Watermark, resp.PrefixHash
+	return resp, nil
+}

@@ -1,0 +1,71 @@
+package client
+
+import "github.com/harness9/compaction-operator/compaction"
+
+// CompactRequest is the body of POST /v1/namespaces/{ns}/sessions/{name}/compact.
+type CompactRequest struct {
+	// Messages is the agent's history (OpenAI chat format), or, with Watermark, its leading
+	// system messages followed by the messages after the watermark.
+	Messages []compaction.Message `json:"messages"`
+	// Force runs the manual /compact path: Full compaction whatever the usage.
+	Force bool `json:"force,omitempty"`
+	// Usage is what the agent's LLM reported for its last call.
+	Usage *Usage `json:"usage,omitempty"`
+	// Watermark and PrefixHash, from the last response, make this a delta request.
+	Watermark  int    `json:"watermark,omitempty"`
+	PrefixHash string `json:"prefixHash,omitempty"`
+}
+
+// Usage is the token usage an LLM reported.
+type Usage struct {
+	PromptTokens int `json:"promptTokens"`
+}
+
+// CompactResponse is the answer of a compaction.
+type CompactResponse struct {
+	// Messages is the view to send to the LLM.
+	Messages []compaction.Message `json:"messages"`
+	// Record describes the compaction (tier, tokens, anchors, offloads, errors).
+	Record *compaction.CompactionRecord `json:"record"`
+	// Watermark and PrefixHash are sent back for a delta request next turn.
+	Watermark  int    `json:"watermark"`
+	PrefixHash string `json:"prefixHash,omitempty"`
+}
+
+// OffloadRequest is the body of POST .../toolresults: a tool result before it enters the
+// history.
+type OffloadRequest struct {
+	Message compaction.Message `json:"message"`
+}
+
+// OffloadResponse carries the message to put in the history: the placeholder when the
+// result was offloaded, else the message unchanged.
+type OffloadResponse struct {
+	Message   compaction.Message       `json:"message"`
+	Offloaded *compaction.OffloadEntry `json:"offloaded"`
+}
+
+// ErrorResponse is the JSON body of every error answer.
+type ErrorResponse struct {
+	// Code repeats the HTTP status.
+	Code int `json:"code"`
+	// Reason is a CamelCase word for programs, such as StaleWatermark or SessionNotReady.
+	Reason string `json:"reason"`
+	// Message says what is wrong, for people.
+	Message string `json:"message"`
+}
+
+// Reasons in error responses.
+const (
+	ReasonUnauthorized    = "Unauthorized"
+	ReasonForbidden       = "Forbidden"
+	ReasonNotFound        = "NotFound"
+	ReasonSessionNotReady = "SessionNotReady"
+	ReasonBadRequest      = "BadRequest"
+	ReasonInvalidMessages = "InvalidMessages"
+	ReasonTooLarge        = "RequestTooLarge"
+	ReasonStaleWatermark  = "StaleWatermark"
+	ReasonStorage         = "StorageUnavailable"
+	ReasonInternal        = "InternalError"
+	ReasonTimeout         = "Timeout"
+)

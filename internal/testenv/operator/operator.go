@@ -1,0 +1,177 @@
+// Package operator installs the operator into a test control plane the way a user does
+// (kubectl apply -k config/default) and runs the manager binary as its ServiceAccount.
+package operator
+
+import (
+	"context"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	compactionv1alpha1 "github.com/harness9/compaction-operator/api/v1alpha1"
+	"github.com/harness9/compaction-operator/internal/proc"
+	"github.com/harness9/compaction-operator/internal/testenv"
+	"github.com/harness9/compaction-operator/internal/testenv/kubeenv"
+)
+
+// Names config/default creates.
+const (
+	SystemNamespace = "compaction-system"
+	ManagerSA       = "compaction-operator-controller-manager"
+	MetricsReader   = "compaction-operator-metrics-reader"
+	AgentRole       = "compaction-operator-compaction-agent"
+)
+
+// Cluster is a control plane with the operator's config/default installed.
+type Cluster struct {
+	Config          *rest.Config
+	Client          client.Client
+	Clientset       kubernetes.Interface
+	AdminKubeconfig string
+	Kubectl         string
+	root            string
+	t               testing.TB
+}
+
+// Install starts a control plane (with OwnerReferencesPermissionEnforcement, which many
+// clusters run) and applies config/default with kubectl.
+func Install(t testing.TB) *Cluster {
+	t.Helper()
+	root := testenv.RepoRoot(t)
+	env, cfg := kubeenv.Start(t, kubeenv.Options{
+		CRDDirectoryPaths: []string{filepath.Join(root, "config", "crd", "bases")},
+		AdmissionPlugins:  []string{"OwnerReferencesPermissionEnforcement"},
+	})
+	admin, err := env.AddUser(envtest.User{Name: "admin", Groups: []string{"system:masters"}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kc, err := admin.KubeConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &Cluster{Config: cfg, AdminKubeconfig: WriteFile(t, "admin.kubeconfig", kc), Kubectl: testenv.Kubectl(t), root: root, t: t}
+	c.Run("apply", "--server-side", "-k", filepath.Join(root, "config", "default"))
+
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	if err := compactionv1alpha1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	if c.Client, err = client.New(cfg, client.Options{Scheme: scheme}); err != nil {
+		t.Fatal(err)
+	}
+	if c.Clientset, err = kubernetes.NewForConfig(cfg); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// Run runs kubectl as the admin and returns its output; a failure fails the test.
+func (c *Cluster) Run(args ...string) string {
+	c.t.Helper()
+	out, err := exec.Command(c.Kubectl, append([]string{"--kubeconfig", c.AdminKubeconfig}, args...)...).CombinedOutput()
+	if err != nil {
+		c.t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}
+
+// Token returns a one-hour token of the ServiceAccount namespace/name (TokenRequest).
+func (c *Cluster) Token(namespace, name string) string {
+	c.t.Helper()
+	tr, err := c.Clientset.CoreV1().ServiceAccounts(namespace).CreateToken(context.Background(), name,
+		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](3600)}}, metav1.CreateOptions{})
+	if err != nil {
+		c.t.Fatalf("TokenRequest for %s/%s: %v", namespace, name, err)
+	}
+	return tr.Status.Token
+}
+
+// TokenKubeconfig is a kubeconfig for the control plane that authenticates with token.
+func (c *Cluster) TokenKubeconfig(token string) string {
+	c.t.Helper()
+	kc := clientcmdapi.NewConfig()
+	kc.Clusters["envtest"] = &clientcmdapi.Cluster{Server: c.Config.Host, CertificateAuthorityData: c.Config.CAData}
+	kc.AuthInfos["sa"] = &clientcmdapi.AuthInfo{Token: token}
+	kc.Contexts["sa"] = &clientcmdapi.Context{Cluster: "envtest", AuthInfo: "sa"}
+	kc.CurrentContext = "sa"
+	b, err := clientcmd.Write(*kc)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return WriteFile(c.t, "sa.kubeconfig", b)
+}
+
+// Manager is the manager binary running as the ServiceAccount config/default creates.
+type Manager struct {
+	*proc.Process
+	MetricsAddr, ProbeAddr, APIAddr string
+}
+
+// StartManager builds (once per call; the build cache makes it quick) and starts the
+// manager with the given extra flags, and waits until it is ready.
+func (c *Cluster) StartManager(bin string, extra ...string) *Manager {
+	c.t.Helper()
+	kubeconfig := c.TokenKubeconfig(c.Token(SystemNamespace, ManagerSA))
+	ports := testenv.FreePorts(c.t, 3)
+	m := &Manager{MetricsAddr: ports[0], ProbeAddr: ports[1], APIAddr: ports[2]}
+	args := append([]string{
+		"--kubeconfig", kubeconfig,
+		"--metrics-bind-address", m.MetricsAddr,
+		"--health-probe-bind-address", m.ProbeAddr,
+		"--api-bind-address", m.APIAddr,
+		"--leader-elect", "--leader-election-namespace", SystemNamespace,
+	}, extra...)
+	m.Process = testenv.StartProcess(c.t, bin, args, "POD_NAMESPACE="+SystemNamespace)
+	c.t.Cleanup(func() {
+		if c.t.Failed() {
+			c.t.Logf("manager output:\n%s", m.Output())
+		}
+	})
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		if exited, err := m.Exited(); exited {
+			c.t.Fatalf("manager exited (%v):\n%s", err, m.Output())
+		}
+		resp, err := http.Get("http://" + m.ProbeAddr + "/readyz")
+		if err == nil {
+			_ = resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return m
+			}
+		}
+		if time.Now().After(deadline) {
+			c.t.Fatalf("manager not ready after 60s:\n%s", m.Output())
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// WriteFile writes data to a new file in a temporary directory and returns its path.
+func WriteFile(t testing.TB, name string, data []byte) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(p, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
