@@ -195,6 +195,9 @@ func runManager(ctx context.Context, o *options) error {
 		if err := mgr.Add(api); err != nil {
 			return fmt.Errorf("add compaction API: %w", err)
 		}
+		if err := mgr.AddReadyzCheck("compaction-api", api.ReadyCheck); err != nil {
+			return fmt.Errorf("add compaction API ready check: %w", err)
+		}
 	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 		return fmt.Errorf("add health check: %w", err)

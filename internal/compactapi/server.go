@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -66,6 +67,8 @@ type Server struct {
 	log       logr.Logger
 
 	locks sessionLocks
+	// serving is set once the listener is bound, for the readiness probe.
+	serving atomic.Bool
 
 	mu           sync.Mutex
 	usageWritten map[types.UID]time.Time
@@ -107,6 +110,15 @@ func New(mgr ctrl.Manager, cfg Config, stores *policy.Stores, reg prometheus.Reg
 // NeedLeaderElection is false: every replica serves the API.
 func (s *Server) NeedLeaderElection() bool { return false }
 
+// ReadyCheck is a readiness check (healthz.Checker) that passes once the API listens, so a
+// replica gets traffic only when it can answer it.
+func (s *Server) ReadyCheck(_ *http.Request) error {
+	if !s.serving.Load() {
+		return errors.New("compaction API not listening yet")
+	}
+	return nil
+}
+
 // Handler routes the API.
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
@@ -147,6 +159,8 @@ func (s *Server) Start(ctx context.Context) error {
 		ln = tls.NewListener(ln, &tls.Config{GetCertificate: cw.GetCertificate, MinVersion: tls.VersionTLS12})
 	}
 	s.log.Info("serving the compaction API", "address", ln.Addr().String(), "tls", s.cfg.CertDir != "")
+	s.serving.Store(true)
+	defer s.serving.Store(false)
 
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()

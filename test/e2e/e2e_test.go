@@ -1,0 +1,406 @@
+// Package e2e runs an agent's session end to end: the manager binary as its ServiceAccount
+// on a real kube-apiserver, real MinIO, an agent ServiceAccount bound to compaction-agent
+// calling the compaction API turn by turn, a manager restart mid-replay, and deletion.
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/minio/minio-go/v7"
+	"github.com/minio/minio-go/v7/pkg/credentials"
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	compactionv1alpha1 "github.com/harness9/compaction-operator/api/v1alpha1"
+	"github.com/harness9/compaction-operator/compaction"
+	compactclient "github.com/harness9/compaction-operator/compaction/client"
+	"github.com/harness9/compaction-operator/internal/testenv"
+	"github.com/harness9/compaction-operator/internal/testenv/operator"
+)
+
+const (
+	ns      = "default"
+	bucket  = "agent-context"
+	window  = 8000
+	waitFor = 60 * time.Second
+)
+
+func TestAgentSessionEndToEnd(t *testing.T) {
+	root := testenv.RepoRoot(t)
+	history := loadTranscript(t, filepath.Join(root, "testdata", "long-session.jsonl"))
+	cl := operator.Install(t)
+	m := testenv.StartMinIO(t)
+	bin := testenv.BuildManager(t)
+	mgr := cl.StartManager(bin, "--api-usage-interval", "100ms")
+	c, ctx := cl.Client, context.Background()
+
+	// 1. A policy with a small window, and a session; both Ready.
+	must(t, c.Create(ctx, &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "minio-credentials"},
+		StringData: map[string]string{"accessKeyID": m.AccessKey, "secretAccessKey": m.SecretKey},
+	}))
+	must(t, c.Create(ctx, &compactionv1alpha1.CompactionPolicy{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "small-window"},
+		Spec: compactionv1alpha1.CompactionPolicySpec{ContextWindow: window, Storage: compactionv1alpha1.StorageSpec{S3: compactionv1alpha1.S3StorageSpec{
+			Endpoint: m.Endpoint, Bucket: bucket, Prefix: "e2e", Insecure: true, CreateBucket: true,
+			CredentialsSecretRef: &compactionv1alpha1.S3CredentialsSecretRef{SecretReference: compactionv1alpha1.SecretReference{Name: "minio-credentials"}},
+		}}},
+	}))
+	session := &compactionv1alpha1.AgentSession{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "swe-agent"},
+		Spec:       compactionv1alpha1.AgentSessionSpec{PolicyRef: compactionv1alpha1.PolicyReference{Name: "small-window"}},
+	}
+	must(t, c.Create(ctx, session))
+	waitSessionReady(t, c, session)
+	sid := session.Status.SessionID
+
+	// 2. The agent's ServiceAccount, bound to compaction-agent in its namespace.
+	must(t, c.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "agent"}}))
+	must(t, c.Create(ctx, &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "agent-compaction"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: operator.AgentRole},
+		Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Namespace: ns, Name: "agent"}},
+	}))
+	must(t, c.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "stranger"}}))
+	agentToken, strangerToken := cl.Token(ns, "agent"), cl.Token(ns, "stranger")
+	api := func(m *operator.Manager, token string) *compactclient.Client {
+		cc, err := compactclient.New("http://"+m.APIAddr, compactclient.WithToken(token))
+		must(t, err)
+		return cc
+	}
+	agent := &compactclient.Session{Client: api(mgr, agentToken), Namespace: ns, Name: session.Name}
+
+	// 3. Replay the transcript as the agent runs it: every tool result goes through the
+	// offload hook before it enters the history, and the history is compacted before every
+	// assistant turn (delta requests). The manager restarts halfway.
+	agentAPI := api(mgr, agentToken)
+	tiers := map[compaction.Tier]int{}
+	var records []*compaction.CompactionRecord
+	offloaded := map[string]bool{}
+	originals := map[string]string{}
+	turns := assistantTurns(history)
+	restartAt := len(turns) / 2
+	var live []compaction.Message
+	turn := 0
+	for i, msg := range history {
+		if msg.Role == compaction.RoleTool {
+			originals[msg.ToolCallID] = msg.Content
+			off, err := agentAPI.OffloadToolResult(ctx, ns, session.Name, msg)
+			if err != nil {
+				t.Fatalf("offload message %d: %v", i, err)
+			}
+			if off.Offloaded != nil {
+				offloaded[msg.ToolCallID] = true
+			}
+			live = append(live, off.Message)
+			continue
+		}
+		if turn < len(turns) && turns[turn] == i {
+			if turn == restartAt {
+				if err := mgr.Stop(20 * time.Second); err != nil {
+					t.Fatalf("manager did not stop cleanly: %v", err)
+				}
+				mgr = cl.StartManager(bin, "--api-usage-interval", "100ms")
+				agentAPI = api(mgr, agentToken)
+				agent.Client = agentAPI
+			}
+			resp, err := agent.Compact(ctx, live, 0)
+			if err != nil {
+				t.Fatalf("turn %d (message %d): %v", turn, i, err)
+			}
+			rec := resp.Record
+			tiers[rec.Tier]++
+			if rec.Tier != compaction.TierNone {
+				records = append(records, rec)
+				if turn >= restartAt && len(records) > 0 && rec.WatermarkBefore == 0 && tiers[compaction.TierFull]+tiers[compaction.TierSoft] > 0 {
+					t.Errorf("turn %d after the restart started from watermark 0: the state was not read back from storage", turn)
+				}
+			}
+			for _, o := range rec.Offloaded {
+				offloaded[o.ToolCallID] = true
+			}
+			if rec.Error != "" {
+				t.Errorf("turn %d: record error %q", turn, rec.Error)
+			}
+			if tokens := compaction.EstimateTokens(resp.Messages); tokens > window {
+				t.Errorf("turn %d: view of %d tokens exceeds the %d-token window", turn, tokens, window)
+			}
+			turn++
+		}
+		live = append(live, msg)
+	}
+	t.Logf("%d turns: %v", len(turns), tiers)
+	for _, tier := range []compaction.Tier{compaction.TierWarn, compaction.TierSoft, compaction.TierFull} {
+		if tiers[tier] == 0 {
+			t.Errorf("no %s compaction in the replay: %v", tier, tiers)
+		}
+	}
+
+	// kubectl shows tier and ratio; the events carry the notifications.
+	eventually(t, "kubectl get agentsessions shows the tier and ratio", func() (bool, string) {
+		out := cl.Run("get", "agentsessions", session.Name, "--no-headers")
+		f := strings.Fields(out)
+		return len(f) >= 6 && f[2] != "<none>" && strings.HasPrefix(f[4], "0.") && f[5] == "True", out
+	})
+	must(t, c.Get(ctx, client.ObjectKeyFromObject(session), session))
+	st := session.Status
+	if got := st.Compactions.Warn + st.Compactions.Soft + st.Compactions.Full + st.Compactions.Emergency; got != int64(len(records)) {
+		t.Errorf("status counts %d compactions (%+v), the replay made %d", got, st.Compactions, len(records))
+	}
+	if len(st.Anchors) == 0 || st.LastCompactionTime == nil || st.OffloadedCount == 0 {
+		t.Errorf("status lacks anchors, lastCompactionTime or offloads: %+v", st)
+	}
+	eventually(t, "ContextCompacted events", func() (bool, string) {
+		var list eventsv1.EventList
+		must(t, c.List(ctx, &list, client.InNamespace(ns)))
+		for _, e := range list.Items {
+			if e.Regarding.Name == session.Name && e.Reason == "ContextCompacted" && strings.Contains(e.Note, "Context compressed [") {
+				return true, ""
+			}
+		}
+		return false, fmt.Sprintf("%d events", len(list.Items))
+	})
+
+	// 4. An offloaded result reads back byte for byte; the records are one per compaction.
+	if len(offloaded) == 0 {
+		t.Fatal("nothing was offloaded in the replay")
+	}
+	for id := range offloaded {
+		got, err := agentAPI.GetToolResult(ctx, ns, session.Name, id)
+		must(t, err)
+		if string(got) != originals[id] {
+			t.Errorf("tool result %s read back: %d bytes, want the original %d bytes", id, len(got), len(originals[id]))
+		}
+		break
+	}
+	trail := readRecords(t, agentAPI, session.Name)
+	if len(trail) != len(records) {
+		t.Errorf("records: %d lines, the replay made %d compactions", len(trail), len(records))
+	}
+	for i := range min(len(trail), len(records)) {
+		if trail[i].ID != records[i].ID || trail[i].Tier != records[i].Tier {
+			t.Errorf("record %d: %s %s, the replay got %s %s", i, trail[i].ID, trail[i].Tier, records[i].ID, records[i].Tier)
+			break
+		}
+	}
+
+	// Offload at source: a large result comes back as a placeholder and reads back whole.
+	big := strings.Repeat("line of a very long build log\n", 1000)
+	off, err := agentAPI.OffloadToolResult(ctx, ns, session.Name, compaction.Message{Role: compaction.RoleTool, ToolCallID: "call_hook_1", Content: big})
+	must(t, err)
+	if off.Offloaded == nil || len(off.Message.Content) >= len(big) {
+		t.Errorf("large tool result not offloaded at source: %+v", off.Offloaded)
+	}
+	if got, err := agentAPI.GetToolResult(ctx, ns, session.Name, "call_hook_1"); err != nil || string(got) != big {
+		t.Errorf("hook-offloaded result read back: %d bytes, %v", len(got), err)
+	}
+
+	// 5. No token: 401. A ServiceAccount without the binding: 403. Bad input: 400, nothing changed.
+	t.Run("Auth", func(t *testing.T) {
+		compact := func(cc *compactclient.Client) error {
+			_, err := cc.Compact(ctx, ns, session.Name, compactclient.CompactRequest{Messages: history[:5]})
+			return err
+		}
+		expectAPIError(t, compact(api(mgr, "")), http.StatusUnauthorized)
+		expectAPIError(t, compact(api(mgr, "not-a-token")), http.StatusUnauthorized)
+		expectAPIError(t, compact(api(mgr, strangerToken)), http.StatusForbidden)
+		_, err := api(mgr, strangerToken).GetToolResult(ctx, ns, session.Name, "call_hook_1")
+		expectAPIError(t, err, http.StatusForbidden)
+	})
+	t.Run("BadInput", func(t *testing.T) {
+		before := readRecords(t, agentAPI, session.Name)
+		stateBefore := stateObject(t, m, sid)
+		url := "http://" + mgr.APIAddr + "/v1/namespaces/" + ns + "/sessions/" + session.Name + "/compact"
+		bodies := map[string]string{
+			"malformed JSON":  `{"messages": [`,
+			"unknown role":    `{"messages": [{"role": "wizard", "content": "hi"}]}`,
+			"orphaned result": `{"messages": [{"role": "user", "content": "hi"}, {"role": "tool", "tool_call_id": "call_x", "content": "out"}]}`,
+			"unsafe id":       `{"messages": [{"role": "assistant", "content": null, "tool_calls": [{"id": "call one\\n", "type": "function", "function": {"name": "f", "arguments": "{}"}}]}]}`,
+			"invalid UTF-8":   "{\"messages\": [{\"role\": \"user\", \"content\": \"\xff\xfe\"}]}",
+			"unknown field":   `{"mesages": []}`,
+		}
+		for name, body := range bodies {
+			code, reply := post(t, url, agentToken, body)
+			if code != http.StatusBadRequest || !strings.Contains(reply, `"reason"`) {
+				t.Errorf("%s: %d %s, want 400 with a JSON reason", name, code, reply)
+			}
+		}
+		code, _ := post(t, url, agentToken, `{"messages": [{"role": "user", "content": "`+strings.Repeat("x", 33<<20)+`"}]}`)
+		if code != http.StatusRequestEntityTooLarge {
+			t.Errorf("oversized body: %d, want 413", code)
+		}
+		unknown := strings.Replace(url, session.Name, "no-such-session", 1)
+		if code, _ := post(t, unknown, agentToken, `{"messages": [{"role": "user", "content": "hi"}]}`); code != http.StatusNotFound {
+			t.Errorf("unknown session: %d, want 404", code)
+		}
+		if after := readRecords(t, agentAPI, session.Name); len(after) != len(before) {
+			t.Errorf("bad requests changed the records: %d -> %d", len(before), len(after))
+		}
+		if after := stateObject(t, m, sid); !bytes.Equal(after, stateBefore) {
+			t.Errorf("bad requests changed the stored state")
+		}
+	})
+	t.Run("StaleWatermark", func(t *testing.T) {
+		_, err := agentAPI.Compact(ctx, ns, session.Name, compactclient.CompactRequest{
+			Messages: history[:1], Watermark: 3, PrefixHash: "not-the-hash"})
+		if !compactclient.IsStaleWatermark(err) {
+			t.Errorf("delta request with a wrong prefix hash: %v, want 409 StaleWatermark", err)
+		}
+	})
+
+	// 7. Deleting the session deletes every object of it.
+	if n := len(objectsOf(t, m, sid)); n == 0 {
+		t.Fatal("no stored objects for the session before deletion")
+	}
+	must(t, c.Delete(ctx, session))
+	eventually(t, "session deleted", func() (bool, string) {
+		err := c.Get(ctx, client.ObjectKeyFromObject(session), session)
+		return apierrors.IsNotFound(err), fmt.Sprint(err)
+	})
+	if left := objectsOf(t, m, sid); len(left) != 0 {
+		t.Errorf("%d objects left after deletion: %v", len(left), left[:min(5, len(left))])
+	}
+}
+
+func loadTranscript(t *testing.T, path string) []compaction.Message {
+	t.Helper()
+	f, err := os.Open(path)
+	must(t, err)
+	defer func() { _ = f.Close() }()
+	msgs, err := compaction.DecodeTranscript(f, compaction.DecodeOptions{})
+	must(t, err)
+	return msgs
+}
+
+// assistantTurns are the indexes of assistant messages after the first user message: the
+// agent compacts history[:i] before producing message i.
+func assistantTurns(msgs []compaction.Message) []int {
+	var out []int
+	seenUser := false
+	for i, m := range msgs {
+		if m.Role == compaction.RoleUser {
+			seenUser = true
+		}
+		if m.Role == compaction.RoleAssistant && seenUser {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+func readRecords(t *testing.T, cc *compactclient.Client, name string) []compaction.CompactionRecord {
+	t.Helper()
+	var buf bytes.Buffer
+	must(t, cc.Records(context.Background(), ns, name, &buf))
+	var out []compaction.CompactionRecord
+	sc := bufio.NewScanner(&buf)
+	sc.Buffer(make([]byte, 1<<20), 64<<20)
+	for sc.Scan() {
+		var r compaction.CompactionRecord
+		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
+			t.Fatalf("record line %d: %v", len(out)+1, err)
+		}
+		out = append(out, r)
+	}
+	must(t, sc.Err())
+	return out
+}
+
+func post(t *testing.T, url, token, body string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+	must(t, err)
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	must(t, err)
+	defer func() { _ = resp.Body.Close() }()
+	var b bytes.Buffer
+	_, _ = b.ReadFrom(resp.Body)
+	return resp.StatusCode, b.String()
+}
+
+func expectAPIError(t *testing.T, err error, code int) {
+	t.Helper()
+	var ae *compactclient.APIError
+	if !errors.As(err, &ae) || ae.Code != code {
+		t.Errorf("error = %v, want HTTP %d", err, code)
+	}
+}
+
+func s3Client(t *testing.T, m *testenv.MinIO) *minio.Client {
+	t.Helper()
+	mc, err := minio.New(m.Endpoint, &minio.Options{Creds: credentials.NewStaticV4(m.AccessKey, m.SecretKey, "")})
+	must(t, err)
+	return mc
+}
+
+func objectsOf(t *testing.T, m *testenv.MinIO, sid string) []string {
+	t.Helper()
+	var keys []string
+	for obj := range s3Client(t, m).ListObjects(context.Background(), bucket, minio.ListObjectsOptions{Recursive: true}) {
+		must(t, obj.Err)
+		if strings.Contains(obj.Key, "/"+sid+"/") || strings.HasSuffix(obj.Key, "/"+sid+".json") {
+			keys = append(keys, obj.Key)
+		}
+	}
+	return keys
+}
+
+func stateObject(t *testing.T, m *testenv.MinIO, sid string) []byte {
+	t.Helper()
+	obj, err := s3Client(t, m).GetObject(context.Background(), bucket, "e2e/"+compaction.StateKey(sid), minio.GetObjectOptions{})
+	must(t, err)
+	defer func() { _ = obj.Close() }()
+	var b bytes.Buffer
+	_, err = b.ReadFrom(obj)
+	must(t, err)
+	return b.Bytes()
+}
+
+func waitSessionReady(t *testing.T, c client.Client, s *compactionv1alpha1.AgentSession) {
+	t.Helper()
+	eventually(t, s.Name+" Ready", func() (bool, string) {
+		if err := c.Get(context.Background(), client.ObjectKeyFromObject(s), s); err != nil {
+			return false, err.Error()
+		}
+		return meta.IsStatusConditionTrue(s.Status.Conditions, compactionv1alpha1.ConditionReady), fmt.Sprintf("%+v", s.Status.Conditions)
+	})
+}
+
+func eventually(t *testing.T, what string, cond func() (bool, string)) {
+	t.Helper()
+	deadline := time.Now().Add(waitFor)
+	var last string
+	for time.Now().Before(deadline) {
+		ok, detail := cond()
+		if ok {
+			return
+		}
+		last = detail
+		time.Sleep(200 * time.Millisecond)
+	}
+	t.Fatalf("timed out after %s waiting for %s; last: %s", waitFor, what, last)
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
