@@ -125,7 +125,8 @@ func (c *Client) Records(ctx context.Context, namespace, name string, w io.Write
 }
 
 func (c *Client) path(namespace, name string, rest ...string) string {
-	parts := []string{"v1", "namespaces", url.PathEscape(namespace), "sessions", url.PathEscape(name)}
+	parts := make([]string, 0, 5+len(rest))
+	parts = append(parts, "v1", "namespaces", url.PathEscape(namespace), "sessions", url.PathEscape(name))
 	for _, r := range rest {
 		parts = append(parts, url.PathEscape(r))
 	}

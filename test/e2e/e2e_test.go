@@ -41,16 +41,66 @@ const (
 	waitFor = 60 * time.Second
 )
 
-func TestAgentSessionEndToEnd(t *testing.T) {
-	root := testenv.RepoRoot(t)
-	history := loadTranscript(t, filepath.Join(root, "testdata", "long-session.jsonl"))
-	cl := operator.Install(t)
-	m := testenv.StartMinIO(t)
-	bin := testenv.BuildManager(t)
-	mgr := cl.StartManager(bin, "--api-usage-interval", "100ms")
-	c, ctx := cl.Client, context.Background()
+// suite is one end-to-end run: the cluster, MinIO, the manager and the session.
+type suite struct {
+	t             *testing.T
+	cl            *operator.Cluster
+	c             client.Client
+	m             *testenv.MinIO
+	bin           string
+	mgr           *operator.Manager
+	history       []compaction.Message
+	session       *compactionv1alpha1.AgentSession
+	sid           string
+	agentToken    string
+	strangerToken string
+}
 
-	// 1. A policy with a small window, and a session; both Ready.
+// replayed is what the replay saw.
+type replayed struct {
+	tiers     map[compaction.Tier]int
+	records   []*compaction.CompactionRecord
+	offloaded map[string]bool
+	originals map[string]string
+}
+
+func TestAgentSessionEndToEnd(t *testing.T) {
+	s := &suite{t: t}
+	s.setUp()
+	r := s.replay()
+	t.Logf("%d turns: %v", len(assistantTurns(s.history)), r.tiers)
+	for _, tier := range []compaction.Tier{compaction.TierWarn, compaction.TierSoft, compaction.TierFull} {
+		if r.tiers[tier] == 0 {
+			t.Errorf("no %s compaction in the replay: %v", tier, r.tiers)
+		}
+	}
+	s.checkStatusAndEvents(r)
+	s.checkReadBack(r)
+	t.Run("Auth", s.testAuth)
+	t.Run("BadInput", s.testBadInput)
+	t.Run("StaleWatermark", s.testStaleWatermark)
+	t.Run("ConcurrentRequestsSerialized", s.testConcurrent)
+	s.checkDeletion()
+}
+
+func (s *suite) api(token string) *compactclient.Client {
+	cc, err := compactclient.New("http://"+s.mgr.APIAddr, compactclient.WithToken(token))
+	must(s.t, err)
+	return cc
+}
+
+// setUp: 1. a policy with a small window and a session, both Ready; 2. the agent's
+// ServiceAccount bound to compaction-agent, and one without the binding.
+func (s *suite) setUp() {
+	t := s.t
+	root := testenv.RepoRoot(t)
+	s.history = loadTranscript(t, filepath.Join(root, "testdata", "long-session.jsonl"))
+	s.cl = operator.Install(t)
+	s.m = testenv.StartMinIO(t)
+	s.bin = testenv.BuildManager(t)
+	s.mgr = s.cl.StartManager(s.bin, "--api-usage-interval", "100ms")
+	s.c = s.cl.Client
+	c, m, ctx := s.c, s.m, context.Background()
 	must(t, c.Create(ctx, &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "minio-credentials"},
 		StringData: map[string]string{"accessKeyID": m.AccessKey, "secretAccessKey": m.SecretKey},
@@ -68,7 +118,7 @@ func TestAgentSessionEndToEnd(t *testing.T) {
 	}
 	must(t, c.Create(ctx, session))
 	waitSessionReady(t, c, session)
-	sid := session.Status.SessionID
+	s.session, s.sid = session, session.Status.SessionID
 
 	// 2. The agent's ServiceAccount, bound to compaction-agent in its namespace.
 	must(t, c.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "agent"}}))
@@ -78,46 +128,41 @@ func TestAgentSessionEndToEnd(t *testing.T) {
 		Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Namespace: ns, Name: "agent"}},
 	}))
 	must(t, c.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "stranger"}}))
-	agentToken, strangerToken := cl.Token(ns, "agent"), cl.Token(ns, "stranger")
-	api := func(m *operator.Manager, token string) *compactclient.Client {
-		cc, err := compactclient.New("http://"+m.APIAddr, compactclient.WithToken(token))
-		must(t, err)
-		return cc
-	}
-	agent := &compactclient.Session{Client: api(mgr, agentToken), Namespace: ns, Name: session.Name}
+	s.agentToken, s.strangerToken = s.cl.Token(ns, "agent"), s.cl.Token(ns, "stranger")
+}
 
-	// 3. Replay the transcript as the agent runs it: every tool result goes through the
-	// offload hook before it enters the history, and the history is compacted before every
-	// assistant turn (delta requests). The manager restarts halfway.
-	agentAPI := api(mgr, agentToken)
-	tiers := map[compaction.Tier]int{}
-	var records []*compaction.CompactionRecord
-	offloaded := map[string]bool{}
-	originals := map[string]string{}
+// replay: 3. the transcript as the agent runs it: every tool result goes through the offload
+// hook before it enters the history, and the history is compacted before every assistant
+// turn (delta requests). The manager restarts halfway.
+func (s *suite) replay() replayed {
+	t, ctx, history := s.t, context.Background(), s.history
+	agentAPI := s.api(s.agentToken)
+	agent := &compactclient.Session{Client: agentAPI, Namespace: ns, Name: s.session.Name}
+	r := replayed{tiers: map[compaction.Tier]int{}, offloaded: map[string]bool{}, originals: map[string]string{}}
 	turns := assistantTurns(history)
 	restartAt := len(turns) / 2
 	var live []compaction.Message
 	turn := 0
 	for i, msg := range history {
 		if msg.Role == compaction.RoleTool {
-			originals[msg.ToolCallID] = msg.Content
-			off, err := agentAPI.OffloadToolResult(ctx, ns, session.Name, msg)
+			r.originals[msg.ToolCallID] = msg.Content
+			off, err := agentAPI.OffloadToolResult(ctx, ns, s.session.Name, msg)
 			if err != nil {
 				t.Fatalf("offload message %d: %v", i, err)
 			}
 			if off.Offloaded != nil {
-				offloaded[msg.ToolCallID] = true
+				r.offloaded[msg.ToolCallID] = true
 			}
 			live = append(live, off.Message)
 			continue
 		}
 		if turn < len(turns) && turns[turn] == i {
 			if turn == restartAt {
-				if err := mgr.Stop(20 * time.Second); err != nil {
+				if err := s.mgr.Stop(20 * time.Second); err != nil {
 					t.Fatalf("manager did not stop cleanly: %v", err)
 				}
-				mgr = cl.StartManager(bin, "--api-usage-interval", "100ms")
-				agentAPI = api(mgr, agentToken)
+				s.mgr = s.cl.StartManager(s.bin, "--api-usage-interval", "100ms")
+				agentAPI = s.api(s.agentToken)
 				agent.Client = agentAPI
 			}
 			resp, err := agent.Compact(ctx, live, 0)
@@ -125,15 +170,15 @@ func TestAgentSessionEndToEnd(t *testing.T) {
 				t.Fatalf("turn %d (message %d): %v", turn, i, err)
 			}
 			rec := resp.Record
-			tiers[rec.Tier]++
+			r.tiers[rec.Tier]++
 			if rec.Tier != compaction.TierNone {
-				records = append(records, rec)
-				if turn >= restartAt && len(records) > 0 && rec.WatermarkBefore == 0 && tiers[compaction.TierFull]+tiers[compaction.TierSoft] > 0 {
+				r.records = append(r.records, rec)
+				if turn >= restartAt && len(r.records) > 0 && rec.WatermarkBefore == 0 && r.tiers[compaction.TierFull]+r.tiers[compaction.TierSoft] > 0 {
 					t.Errorf("turn %d after the restart started from watermark 0: the state was not read back from storage", turn)
 				}
 			}
 			for _, o := range rec.Offloaded {
-				offloaded[o.ToolCallID] = true
+				r.offloaded[o.ToolCallID] = true
 			}
 			if rec.Error != "" {
 				t.Errorf("turn %d: record error %q", turn, rec.Error)
@@ -145,23 +190,22 @@ func TestAgentSessionEndToEnd(t *testing.T) {
 		}
 		live = append(live, msg)
 	}
-	t.Logf("%d turns: %v", len(turns), tiers)
-	for _, tier := range []compaction.Tier{compaction.TierWarn, compaction.TierSoft, compaction.TierFull} {
-		if tiers[tier] == 0 {
-			t.Errorf("no %s compaction in the replay: %v", tier, tiers)
-		}
-	}
+	return r
+}
 
-	// kubectl shows tier and ratio; the events carry the notifications.
+// checkStatusAndEvents: kubectl shows tier and ratio; status counts match; events carry the
+// notifications.
+func (s *suite) checkStatusAndEvents(r replayed) {
+	t, c, ctx := s.t, s.c, context.Background()
 	eventually(t, "kubectl get agentsessions shows the tier and ratio", func() (bool, string) {
-		out := cl.Run("get", "agentsessions", session.Name, "--no-headers")
+		out := s.cl.Run("get", "agentsessions", s.session.Name, "--no-headers")
 		f := strings.Fields(out)
 		return len(f) >= 6 && f[2] != "<none>" && strings.HasPrefix(f[4], "0.") && f[5] == "True", out
 	})
-	must(t, c.Get(ctx, client.ObjectKeyFromObject(session), session))
-	st := session.Status
-	if got := st.Compactions.Warn + st.Compactions.Soft + st.Compactions.Full + st.Compactions.Emergency; got != int64(len(records)) {
-		t.Errorf("status counts %d compactions (%+v), the replay made %d", got, st.Compactions, len(records))
+	must(t, c.Get(ctx, client.ObjectKeyFromObject(s.session), s.session))
+	st := s.session.Status
+	if got := st.Compactions.Warn + st.Compactions.Soft + st.Compactions.Full + st.Compactions.Emergency; got != int64(len(r.records)) {
+		t.Errorf("status counts %d compactions (%+v), the replay made %d", got, st.Compactions, len(r.records))
 	}
 	if len(st.Anchors) == 0 || st.LastCompactionTime == nil || st.OffloadedCount == 0 {
 		t.Errorf("status lacks anchors, lastCompactionTime or offloads: %+v", st)
@@ -170,110 +214,181 @@ func TestAgentSessionEndToEnd(t *testing.T) {
 		var list eventsv1.EventList
 		must(t, c.List(ctx, &list, client.InNamespace(ns)))
 		for _, e := range list.Items {
-			if e.Regarding.Name == session.Name && e.Reason == "ContextCompacted" && strings.Contains(e.Note, "Context compressed [") {
+			if e.Regarding.Name == s.session.Name && e.Reason == "ContextCompacted" && strings.Contains(e.Note, "Context compressed [") {
 				return true, ""
 			}
 		}
 		return false, fmt.Sprintf("%d events", len(list.Items))
 	})
 
-	// 4. An offloaded result reads back byte for byte; the records are one per compaction.
-	if len(offloaded) == 0 {
+}
+
+// checkReadBack: 4. an offloaded result reads back byte for byte; the records are one per
+// compaction; offload at source works.
+func (s *suite) checkReadBack(r replayed) {
+	t, ctx := s.t, context.Background()
+	agentAPI := s.api(s.agentToken)
+	if len(r.offloaded) == 0 {
 		t.Fatal("nothing was offloaded in the replay")
 	}
-	for id := range offloaded {
-		got, err := agentAPI.GetToolResult(ctx, ns, session.Name, id)
+	for id := range r.offloaded {
+		got, err := agentAPI.GetToolResult(ctx, ns, s.session.Name, id)
 		must(t, err)
-		if string(got) != originals[id] {
-			t.Errorf("tool result %s read back: %d bytes, want the original %d bytes", id, len(got), len(originals[id]))
+		if string(got) != r.originals[id] {
+			t.Errorf("tool result %s read back: %d bytes, want the original %d bytes", id, len(got), len(r.originals[id]))
 		}
 		break
 	}
-	trail := readRecords(t, agentAPI, session.Name)
-	if len(trail) != len(records) {
-		t.Errorf("records: %d lines, the replay made %d compactions", len(trail), len(records))
+	trail := readRecords(t, agentAPI, s.session.Name)
+	if len(trail) != len(r.records) {
+		t.Errorf("records: %d lines, the replay made %d compactions", len(trail), len(r.records))
 	}
-	for i := range min(len(trail), len(records)) {
-		if trail[i].ID != records[i].ID || trail[i].Tier != records[i].Tier {
-			t.Errorf("record %d: %s %s, the replay got %s %s", i, trail[i].ID, trail[i].Tier, records[i].ID, records[i].Tier)
+	for i := range min(len(trail), len(r.records)) {
+		if trail[i].ID != r.records[i].ID || trail[i].Tier != r.records[i].Tier {
+			t.Errorf("record %d: %s %s, the replay got %s %s", i, trail[i].ID, trail[i].Tier, r.records[i].ID, r.records[i].Tier)
 			break
 		}
 	}
 
 	// Offload at source: a large result comes back as a placeholder and reads back whole.
 	big := strings.Repeat("line of a very long build log\n", 1000)
-	off, err := agentAPI.OffloadToolResult(ctx, ns, session.Name, compaction.Message{Role: compaction.RoleTool, ToolCallID: "call_hook_1", Content: big})
+	off, err := agentAPI.OffloadToolResult(ctx, ns, s.session.Name, compaction.Message{Role: compaction.RoleTool, ToolCallID: "call_hook_1", Content: big})
 	must(t, err)
 	if off.Offloaded == nil || len(off.Message.Content) >= len(big) {
 		t.Errorf("large tool result not offloaded at source: %+v", off.Offloaded)
 	}
-	if got, err := agentAPI.GetToolResult(ctx, ns, session.Name, "call_hook_1"); err != nil || string(got) != big {
+	if got, err := agentAPI.GetToolResult(ctx, ns, s.session.Name, "call_hook_1"); err != nil || string(got) != big {
 		t.Errorf("hook-offloaded result read back: %d bytes, %v", len(got), err)
 	}
 
-	// 5. No token: 401. A ServiceAccount without the binding: 403. Bad input: 400, nothing changed.
-	t.Run("Auth", func(t *testing.T) {
-		compact := func(cc *compactclient.Client) error {
-			_, err := cc.Compact(ctx, ns, session.Name, compactclient.CompactRequest{Messages: history[:5]})
-			return err
-		}
-		expectAPIError(t, compact(api(mgr, "")), http.StatusUnauthorized)
-		expectAPIError(t, compact(api(mgr, "not-a-token")), http.StatusUnauthorized)
-		expectAPIError(t, compact(api(mgr, strangerToken)), http.StatusForbidden)
-		_, err := api(mgr, strangerToken).GetToolResult(ctx, ns, session.Name, "call_hook_1")
-		expectAPIError(t, err, http.StatusForbidden)
-	})
-	t.Run("BadInput", func(t *testing.T) {
-		before := readRecords(t, agentAPI, session.Name)
-		stateBefore := stateObject(t, m, sid)
-		url := "http://" + mgr.APIAddr + "/v1/namespaces/" + ns + "/sessions/" + session.Name + "/compact"
-		bodies := map[string]string{
-			"malformed JSON":  `{"messages": [`,
-			"unknown role":    `{"messages": [{"role": "wizard", "content": "hi"}]}`,
-			"orphaned result": `{"messages": [{"role": "user", "content": "hi"}, {"role": "tool", "tool_call_id": "call_x", "content": "out"}]}`,
-			"unsafe id":       `{"messages": [{"role": "assistant", "content": null, "tool_calls": [{"id": "call one\\n", "type": "function", "function": {"name": "f", "arguments": "{}"}}]}]}`,
-			"invalid UTF-8":   "{\"messages\": [{\"role\": \"user\", \"content\": \"\xff\xfe\"}]}",
-			"unknown field":   `{"mesages": []}`,
-		}
-		for name, body := range bodies {
-			code, reply := post(t, url, agentToken, body)
-			if code != http.StatusBadRequest || !strings.Contains(reply, `"reason"`) {
-				t.Errorf("%s: %d %s, want 400 with a JSON reason", name, code, reply)
-			}
-		}
-		code, _ := post(t, url, agentToken, `{"messages": [{"role": "user", "content": "`+strings.Repeat("x", 33<<20)+`"}]}`)
-		if code != http.StatusRequestEntityTooLarge {
-			t.Errorf("oversized body: %d, want 413", code)
-		}
-		unknown := strings.Replace(url, session.Name, "no-such-session", 1)
-		if code, _ := post(t, unknown, agentToken, `{"messages": [{"role": "user", "content": "hi"}]}`); code != http.StatusNotFound {
-			t.Errorf("unknown session: %d, want 404", code)
-		}
-		if after := readRecords(t, agentAPI, session.Name); len(after) != len(before) {
-			t.Errorf("bad requests changed the records: %d -> %d", len(before), len(after))
-		}
-		if after := stateObject(t, m, sid); !bytes.Equal(after, stateBefore) {
-			t.Errorf("bad requests changed the stored state")
-		}
-	})
-	t.Run("StaleWatermark", func(t *testing.T) {
-		_, err := agentAPI.Compact(ctx, ns, session.Name, compactclient.CompactRequest{
-			Messages: history[:1], Watermark: 3, PrefixHash: "not-the-hash"})
-		if !compactclient.IsStaleWatermark(err) {
-			t.Errorf("delta request with a wrong prefix hash: %v, want 409 StaleWatermark", err)
-		}
-	})
+}
 
+// testAuth: 5. no token: 401; a ServiceAccount without the binding: 403.
+func (s *suite) testAuth(t *testing.T) {
+	ctx := context.Background()
+	compact := func(cc *compactclient.Client) error {
+		_, err := cc.Compact(ctx, ns, s.session.Name, compactclient.CompactRequest{Messages: s.history[:5]})
+		return err
+	}
+	expectAPIError(t, compact(s.api("")), http.StatusUnauthorized)
+	expectAPIError(t, compact(s.api("not-a-token")), http.StatusUnauthorized)
+	expectAPIError(t, compact(s.api(s.strangerToken)), http.StatusForbidden)
+	_, err := s.api(s.strangerToken).GetToolResult(ctx, ns, s.session.Name, "call_hook_1")
+	expectAPIError(t, err, http.StatusForbidden)
+}
+
+// testBadInput: bad bodies get a 4xx with a JSON reason and change nothing.
+func (s *suite) testBadInput(t *testing.T) {
+	agentAPI := s.api(s.agentToken)
+	before := readRecords(t, agentAPI, s.session.Name)
+	stateBefore := stateObject(t, s.m, s.sid)
+	url := "http://" + s.mgr.APIAddr + "/v1/namespaces/" + ns + "/sessions/" + s.session.Name + "/compact"
+	bodies := map[string]string{
+		"malformed JSON":  `{"messages": [`,
+		"unknown role":    `{"messages": [{"role": "wizard", "content": "hi"}]}`,
+		"orphaned result": `{"messages": [{"role": "user", "content": "hi"}, {"role": "tool", "tool_call_id": "call_x", "content": "out"}]}`,
+		"unsafe id":       `{"messages": [{"role": "assistant", "content": null, "tool_calls": [{"id": "call one\\n", "type": "function", "function": {"name": "f", "arguments": "{}"}}]}]}`,
+		"invalid UTF-8":   "{\"messages\": [{\"role\": \"user\", \"content\": \"\xff\xfe\"}]}",
+		"unknown field":   `{"mesages": []}`,
+	}
+	for name, body := range bodies {
+		code, reply := post(t, url, s.agentToken, body)
+		if code != http.StatusBadRequest || !strings.Contains(reply, `"reason"`) {
+			t.Errorf("%s: %d %s, want 400 with a JSON reason", name, code, reply)
+		}
+	}
+	code, _ := post(t, url, s.agentToken, `{"messages": [{"role": "user", "content": "`+strings.Repeat("x", 33<<20)+`"}]}`)
+	if code != http.StatusRequestEntityTooLarge {
+		t.Errorf("oversized body: %d, want 413", code)
+	}
+	unknown := strings.Replace(url, s.session.Name, "no-such-session", 1)
+	if code, _ := post(t, unknown, s.agentToken, `{"messages": [{"role": "user", "content": "hi"}]}`); code != http.StatusNotFound {
+		t.Errorf("unknown session: %d, want 404", code)
+	}
+	if after := readRecords(t, agentAPI, s.session.Name); len(after) != len(before) {
+		t.Errorf("bad requests changed the records: %d -> %d", len(before), len(after))
+	}
+	if after := stateObject(t, s.m, s.sid); !bytes.Equal(after, stateBefore) {
+		t.Errorf("bad requests changed the stored state")
+	}
+}
+
+// testConcurrent: concurrent requests for one session are serialized: every compaction's
+// record is kept and the stored state is the one of the last compaction (no lost update).
+func (s *suite) testConcurrent(t *testing.T) {
+	ctx := context.Background()
+	sess := &compactionv1alpha1.AgentSession{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "parallel"},
+		Spec:       compactionv1alpha1.AgentSessionSpec{PolicyRef: compactionv1alpha1.PolicyReference{Name: "small-window"}},
+	}
+	must(t, s.c.Create(ctx, sess))
+	waitSessionReady(t, s.c, sess)
+	// The same history n times at once, forced: every request compacts.
+	turns := assistantTurns(s.history)
+	const n = 8
+	type result struct {
+		resp *compactclient.CompactResponse
+		err  error
+	}
+	results := make(chan result, n)
+	api := s.api(s.agentToken)
+	for range n {
+		go func() {
+			resp, err := api.Compact(ctx, ns, sess.Name, compactclient.CompactRequest{Messages: s.history[:turns[20]], Force: true})
+			results <- result{resp, err}
+		}()
+	}
+	compactions, maxWatermark := 0, 0
+	for range n {
+		r := <-results
+		if r.err != nil {
+			t.Fatalf("concurrent compaction: %v", r.err)
+		}
+		if r.resp.Record.Tier != compaction.TierNone {
+			compactions++
+		}
+		maxWatermark = max(maxWatermark, r.resp.Watermark)
+	}
+	trail := readRecords(t, api, sess.Name)
+	if len(trail) != compactions {
+		t.Errorf("%d records for %d compactions", len(trail), compactions)
+	}
+	// Serialized, each compaction starts from the state the previous one saved.
+	for i := 1; i < len(trail); i++ {
+		if trail[i].WatermarkBefore != trail[i-1].WatermarkAfter {
+			t.Errorf("record %d starts at watermark %d, the previous one ended at %d: two compactions ran on the same state",
+				i, trail[i].WatermarkBefore, trail[i-1].WatermarkAfter)
+		}
+	}
+	var st compaction.State
+	must(t, json.Unmarshal(stateObject(t, s.m, string(sess.UID)), &st))
+	if st.Watermark != maxWatermark {
+		t.Errorf("stored watermark %d, the compactions reached %d: an update was lost", st.Watermark, maxWatermark)
+	}
+}
+
+// testStaleWatermark: a delta request whose watermark is not the session's is a 409.
+func (s *suite) testStaleWatermark(t *testing.T) {
+	_, err := s.api(s.agentToken).Compact(context.Background(), ns, s.session.Name, compactclient.CompactRequest{
+		Messages: s.history[:1], Watermark: 3, PrefixHash: "not-the-hash"})
+	if !compactclient.IsStaleWatermark(err) {
+		t.Errorf("delta request with a wrong prefix hash: %v, want 409 StaleWatermark", err)
+	}
+}
+
+// checkDeletion: 7. deleting the session deletes every object of it.
+func (s *suite) checkDeletion() {
+	t, ctx := s.t, context.Background()
 	// 7. Deleting the session deletes every object of it.
-	if n := len(objectsOf(t, m, sid)); n == 0 {
+	if n := len(objectsOf(t, s.m, s.sid)); n == 0 {
 		t.Fatal("no stored objects for the session before deletion")
 	}
-	must(t, c.Delete(ctx, session))
+	must(t, s.c.Delete(ctx, s.session))
 	eventually(t, "session deleted", func() (bool, string) {
-		err := c.Get(ctx, client.ObjectKeyFromObject(session), session)
+		err := s.c.Get(ctx, client.ObjectKeyFromObject(s.session), s.session)
 		return apierrors.IsNotFound(err), fmt.Sprint(err)
 	})
-	if left := objectsOf(t, m, sid); len(left) != 0 {
+	if left := objectsOf(t, s.m, s.sid); len(left) != 0 {
 		t.Errorf("%d objects left after deletion: %v", len(left), left[:min(5, len(left))])
 	}
 }
