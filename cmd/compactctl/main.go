@@ -58,7 +58,7 @@ type stdio struct {
 }
 
 func commands() []*command {
-	return []*command{compactCommand(), simulateCommand(), versionCommand()}
+	return []*command{compactCommand(), simulateCommand(), recordsCommand(), toolResultCommand(), versionCommand()}
 }
 
 func findCommand(name string) *command {

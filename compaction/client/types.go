@@ -7,7 +7,8 @@ type CompactRequest struct {
 	// Messages is the agent's history (OpenAI chat format), or, with Watermark, its leading
 	// system messages followed by the messages after the watermark.
 	Messages []compaction.Message `json:"messages"`
-	// Force runs the manual /compact path: Full compaction whatever the usage.
+	// Force runs the manual /compact path: the Emergency tier (forced truncation, no LLM)
+	// whatever the usage.
 	Force bool `json:"force,omitempty"`
 	// Usage is what the agent's LLM reported for its last call.
 	Usage *Usage `json:"usage,omitempty"`

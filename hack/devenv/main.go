@@ -45,9 +45,10 @@ func main() {
   bin/kubectl describe agentsession swe-agent-1
   bin/kubectl explain compactionpolicy.spec.thresholds
 
-MinIO (S3):   http://%s  (access key %s, secret key %s)
-Manager log:  %s
-`, e.Kubeconfig, rel, e.MinIO.Endpoint, devenv.MinIOAccessKey, devenv.MinIOSecretKey, e.ManagerLog)
+Compaction API: http://%s   (bin/compactctl records --server http://%s default/swe-agent-1)
+MinIO (S3):     http://%s  (access key %s, secret key %s)
+Manager log:    %s
+`, e.Kubeconfig, rel, e.APIAddr, e.APIAddr, e.MinIO.Endpoint, devenv.MinIOAccessKey, devenv.MinIOSecretKey, e.ManagerLog)
 
 	select {
 	case <-ctx.Done():

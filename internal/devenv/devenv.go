@@ -53,6 +53,8 @@ type Env struct {
 	Samples string
 	// ProbeAddr serves the manager's /healthz and /readyz.
 	ProbeAddr string
+	// APIAddr serves the compaction API (plain HTTP).
+	APIAddr string
 
 	control *envtest.Environment
 	manager *proc.Process
@@ -120,11 +122,11 @@ func Start(ctx context.Context, opts Options) (_ *Env, err error) {
 		return nil, err
 	}
 
-	ports, err := proc.FreeLoopbackPorts(1)
+	ports, err := proc.FreeLoopbackPorts(2)
 	if err != nil {
 		return nil, err
 	}
-	e.ProbeAddr = ports[0]
+	e.ProbeAddr, e.APIAddr = ports[0], ports[1]
 	e.ManagerLog = filepath.Join(opts.Dir, "manager.log")
 	if e.logFile, err = os.Create(e.ManagerLog); err != nil {
 		return nil, fmt.Errorf("create manager log: %w", err)
@@ -133,6 +135,7 @@ func Start(ctx context.Context, opts Options) (_ *Env, err error) {
 		"--kubeconfig", e.Kubeconfig,
 		"--metrics-bind-address", "0",
 		"--health-probe-bind-address", e.ProbeAddr,
+		"--api-bind-address", e.APIAddr,
 		"--cluster-resource-namespace", "default",
 	}, opts.ManagerArgs...)
 	cmd := exec.Command(opts.ManagerBin, args...)

@@ -32,15 +32,22 @@ const processOutputTail = 1 << 20
 // build cache makes this quick after the first time.
 func BuildManager(t testing.TB) string {
 	t.Helper()
+	return Build(t, "./cmd/manager")
+}
+
+// Build builds the main package pkg (relative to the repository root, e.g. "./cmd/compactctl")
+// into a temporary directory and returns the binary's path.
+func Build(t testing.TB, pkg string) string {
+	t.Helper()
 	goBin, err := exec.LookPath("go")
 	if err != nil {
-		t.Fatalf("testenv: the go command is needed to build the manager: %v", err)
+		t.Fatalf("testenv: the go command is needed to build %s: %v", pkg, err)
 	}
-	out := filepath.Join(t.TempDir(), "manager")
-	cmd := exec.Command(goBin, "build", "-o", out, "./cmd/manager")
+	out := filepath.Join(t.TempDir(), filepath.Base(pkg))
+	cmd := exec.Command(goBin, "build", "-o", out, pkg)
 	cmd.Dir = RepoRoot(t)
 	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("testenv: go build ./cmd/manager: %v\n%s", err, b)
+		t.Fatalf("testenv: go build %s: %v\n%s", pkg, err, b)
 	}
 	return out
 }

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -80,6 +81,7 @@ func TestAgentSessionEndToEnd(t *testing.T) {
 	t.Run("BadInput", s.testBadInput)
 	t.Run("StaleWatermark", s.testStaleWatermark)
 	t.Run("ConcurrentRequestsSerialized", s.testConcurrent)
+	t.Run("Compactctl", func(t *testing.T) { s.testCompactctl(t, r) })
 	s.checkDeletion()
 }
 
@@ -364,6 +366,32 @@ func (s *suite) testConcurrent(t *testing.T) {
 	must(t, json.Unmarshal(stateObject(t, s.m, string(sess.UID)), &st))
 	if st.Watermark != maxWatermark {
 		t.Errorf("stored watermark %d, the compactions reached %d: an update was lost", st.Watermark, maxWatermark)
+	}
+}
+
+// testCompactctl: the cluster verbs read the same records and results, with the token of
+// the kubeconfig's current context.
+func (s *suite) testCompactctl(t *testing.T, r replayed) {
+	bin := testenv.Build(t, "./cmd/compactctl")
+	kubeconfig := s.cl.TokenKubeconfig(s.agentToken)
+	run := func(args ...string) string {
+		t.Helper()
+		args = append([]string{args[0], "--server", "http://" + s.mgr.APIAddr, "--kubeconfig", kubeconfig}, args[1:]...)
+		out, err := exec.Command(bin, args...).Output()
+		if err != nil {
+			t.Fatalf("compactctl %v: %v", args, err)
+		}
+		return string(out)
+	}
+	lines := strings.Count(run("records", ns+"/"+s.session.Name), "\n")
+	if lines != len(r.records) {
+		t.Errorf("compactctl records: %d lines, want %d", lines, len(r.records))
+	}
+	for id := range r.offloaded {
+		if got := run("tool-result", ns+"/"+s.session.Name, id); got != r.originals[id] {
+			t.Errorf("compactctl tool-result %s: %d bytes, want %d", id, len(got), len(r.originals[id]))
+		}
+		break
 	}
 }
 

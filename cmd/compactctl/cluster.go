@@ -1,0 +1,152 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"strings"
+
+	"k8s.io/client-go/tools/clientcmd"
+
+	compactclient "github.com/harness9/compaction-operator/compaction/client"
+)
+
+// clusterFlags say how to reach the operator's compaction API and who to be.
+type clusterFlags struct {
+	server     *string
+	token      *string
+	tokenFile  *string
+	kubeconfig *string
+}
+
+func addClusterFlags(fs *flag.FlagSet) *clusterFlags {
+	return &clusterFlags{
+		server: fs.String("server", os.Getenv("COMPACTION_SERVER"),
+			"base URL of the compaction API, e.g. http://localhost:8082 (default $COMPACTION_SERVER)"),
+		token:     fs.String("token", "", "bearer token (default: the current kubeconfig context's token)"),
+		tokenFile: fs.String("token-file", "", "file holding the bearer token, e.g. a ServiceAccount token"),
+		kubeconfig: fs.String("kubeconfig", "",
+			"kubeconfig whose current context's token is used when neither --token nor --token-file is set (default $KUBECONFIG, ~/.kube/config)"),
+	}
+}
+
+// client builds the API client; the token comes from the flags or the kubeconfig.
+func (f *clusterFlags) client() (*compactclient.Client, error) {
+	if *f.server == "" {
+		return nil, usageErrorf("--server (or $COMPACTION_SERVER) is required: the compaction API's URL, e.g. http://localhost:8082")
+	}
+	var opt compactclient.Option
+	switch {
+	case *f.token != "" && *f.tokenFile != "":
+		return nil, usageErrorf("--token and --token-file are exclusive")
+	case *f.token != "":
+		opt = compactclient.WithToken(*f.token)
+	case *f.tokenFile != "":
+		opt = compactclient.WithTokenFile(*f.tokenFile)
+	default:
+		token, err := kubeconfigToken(*f.kubeconfig)
+		if err != nil {
+			return nil, err
+		}
+		opt = compactclient.WithToken(token)
+	}
+	return compactclient.New(*f.server, opt)
+}
+
+// kubeconfigToken is the bearer token of the kubeconfig's current context.
+func kubeconfigToken(path string) (string, error) {
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	if path != "" {
+		rules.ExplicitPath = path
+	}
+	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
+	if err != nil {
+		return "", fmt.Errorf("read kubeconfig: %w", err)
+	}
+	switch {
+	case cfg.BearerToken != "":
+		return cfg.BearerToken, nil
+	case cfg.BearerTokenFile != "":
+		data, err := os.ReadFile(cfg.BearerTokenFile)
+		if err != nil {
+			return "", fmt.Errorf("read the kubeconfig's token file: %w", err)
+		}
+		return strings.TrimSpace(string(data)), nil
+	}
+	return "", fmt.Errorf("the kubeconfig's current context has no bearer token (client certificates cannot call the compaction API): pass --token or --token-file")
+}
+
+// sessionArg splits NAMESPACE/NAME.
+func sessionArg(arg string) (string, string, error) {
+	ns, name, ok := strings.Cut(arg, "/")
+	if !ok || ns == "" || name == "" || strings.Contains(name, "/") {
+		return "", "", usageErrorf("session %q must be NAMESPACE/NAME", arg)
+	}
+	return ns, name, nil
+}
+
+func recordsCommand() *command {
+	return &command{
+		name:     "records",
+		synopsis: "print an AgentSession's JSONL compaction records from the operator",
+		usage:    "compactctl records [flags] NAMESPACE/NAME",
+		help: `Streams the session's audit trail, one CompactionRecord per line, oldest first, from the
+operator's compaction API (GET /v1/namespaces/NAMESPACE/sessions/NAME/records). The caller
+needs "get" on agentsessions/records in the namespace (the compaction-agent ClusterRole).`,
+		example: `  compactctl records --server http://localhost:8082 default/swe-agent-1 | jq -c '{tier, tokensBefore, tokensAfter}'`,
+		flags: func(fs *flag.FlagSet) func(context.Context, *stdio, []string) error {
+			cf := addClusterFlags(fs)
+			return func(ctx context.Context, std *stdio, args []string) error {
+				if len(args) != 1 {
+					return usageErrorf("want one NAMESPACE/NAME argument, got %d", len(args))
+				}
+				ns, name, err := sessionArg(args[0])
+				if err != nil {
+					return err
+				}
+				c, err := cf.client()
+				if err != nil {
+					return err
+				}
+				return c.Records(ctx, ns, name, std.out)
+			}
+		},
+	}
+}
+
+func toolResultCommand() *command {
+	return &command{
+		name:     "tool-result",
+		synopsis: "print an offloaded tool result of an AgentSession, byte for byte",
+		usage:    "compactctl tool-result [flags] NAMESPACE/NAME TOOL_CALL_ID",
+		help: `Prints the full original output of an offloaded tool result, as the agent reads it back
+(GET /v1/namespaces/NAMESPACE/sessions/NAME/toolresults/TOOL_CALL_ID). The caller needs "get"
+on agentsessions/toolresults in the namespace.`,
+		example: `  compactctl tool-result --server http://localhost:8082 default/swe-agent-1 call_17 | less`,
+		flags: func(fs *flag.FlagSet) func(context.Context, *stdio, []string) error {
+			cf := addClusterFlags(fs)
+			return func(ctx context.Context, std *stdio, args []string) error {
+				if len(args) != 2 {
+					return usageErrorf("want NAMESPACE/NAME and TOOL_CALL_ID, got %d arguments", len(args))
+				}
+				ns, name, err := sessionArg(args[0])
+				if err != nil {
+					return err
+				}
+				c, err := cf.client()
+				if err != nil {
+					return err
+				}
+				data, err := c.GetToolResult(ctx, ns, name, args[1])
+				if err != nil {
+					return err
+				}
+				if _, err := std.out.Write(data); err != nil {
+					return fmt.Errorf("write tool result: %w", err)
+				}
+				return nil
+			}
+		},
+	}
+}
