@@ -14,7 +14,14 @@ import (
 	"strings"
 	"time"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/yaml"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/harness9/compaction-operator/internal/localminio"
@@ -55,6 +62,9 @@ type Env struct {
 	ProbeAddr string
 	// APIAddr serves the compaction API (plain HTTP).
 	APIAddr string
+	// AgentTokenFile holds a token of the ServiceAccount default/agent, bound to the
+	// compaction-agent ClusterRole: what an agent pod presents to the API.
+	AgentTokenFile string
 
 	control *envtest.Environment
 	manager *proc.Process
@@ -104,6 +114,11 @@ func Start(ctx context.Context, opts Options) (_ *Env, err error) {
 	e.Kubeconfig = filepath.Join(opts.Dir, "kubeconfig")
 	if err := os.WriteFile(e.Kubeconfig, kc, 0o600); err != nil {
 		return nil, fmt.Errorf("write kubeconfig: %w", err)
+	}
+
+	e.AgentTokenFile = filepath.Join(opts.Dir, "agent.token")
+	if err := createAgent(ctx, opts.Root, e.Config, e.AgentTokenFile); err != nil {
+		return nil, err
 	}
 
 	minioDir := filepath.Join(opts.Dir, "minio")
@@ -230,6 +245,47 @@ func writeSamplesOverlay(root, dir, endpoint string) error {
 	}
 	if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(k.String()), 0o600); err != nil {
 		return fmt.Errorf("write samples overlay: %w", err)
+	}
+	return nil
+}
+
+// createAgent installs the compaction-agent ClusterRole from config/rbac, binds it to the
+// ServiceAccount default/agent and writes a token of that account to tokenFile.
+func createAgent(ctx context.Context, root string, cfg *rest.Config, tokenFile string) error {
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return fmt.Errorf("client: %w", err)
+	}
+	data, err := os.ReadFile(filepath.Join(root, "config", "rbac", "agent_role.yaml"))
+	if err != nil {
+		return fmt.Errorf("read the agent role: %w", err)
+	}
+	var role rbacv1.ClusterRole
+	if err := yaml.Unmarshal(data, &role); err != nil {
+		return fmt.Errorf("decode config/rbac/agent_role.yaml: %w", err)
+	}
+	if _, err := cs.RbacV1().ClusterRoles().Create(ctx, &role, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("create ClusterRole %s: %w", role.Name, err)
+	}
+	if _, err := cs.CoreV1().ServiceAccounts("default").Create(ctx,
+		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "agent"}}, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("create ServiceAccount default/agent: %w", err)
+	}
+	if _, err := cs.RbacV1().RoleBindings("default").Create(ctx, &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "agent-compaction"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
+		Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Namespace: "default", Name: "agent"}},
+	}, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("bind %s: %w", role.Name, err)
+	}
+	tr, err := cs.CoreV1().ServiceAccounts("default").CreateToken(ctx, "agent", &authenticationv1.TokenRequest{
+		Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](24 * 3600)},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		return fmt.Errorf("token for default/agent: %w", err)
+	}
+	if err := os.WriteFile(tokenFile, []byte(tr.Status.Token), 0o600); err != nil {
+		return fmt.Errorf("write agent token: %w", err)
 	}
 	return nil
 }

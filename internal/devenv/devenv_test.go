@@ -2,11 +2,14 @@ package devenv_test
 
 import (
 	"context"
+	"os"
 	"os/exec"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/harness9/compaction-operator/compaction"
+	compactclient "github.com/harness9/compaction-operator/compaction/client"
 	"github.com/harness9/compaction-operator/internal/devenv"
 	"github.com/harness9/compaction-operator/internal/testenv"
 )
@@ -55,6 +58,20 @@ func TestWalkthrough(t *testing.T) {
 	policies := k("get", "compactionpolicies")
 	if !strings.Contains(policies, "default") || !strings.Contains(policies, "True") {
 		t.Errorf("policy not Ready:\n%s", policies)
+	}
+	// The agent's token reaches the compaction API: an empty trail before any compaction.
+	token, err := os.ReadFile(e.AgentTokenFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cc, err := compactclient.New("http://"+e.APIAddr, compactclient.WithToken(string(token)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := cc.Compact(context.Background(), "default", "swe-agent-1", compactclient.CompactRequest{
+		Messages: []compaction.Message{{Role: compaction.RoleUser, Content: "fix the failing test"}}})
+	if err != nil || resp.Record.Tier != compaction.TierNone {
+		t.Fatalf("compact as the agent: %+v, %v", resp, err)
 	}
 	if explain := k("explain", "compactionpolicy.spec.thresholds.warnPercent"); !strings.Contains(explain, "Warn") {
 		t.Errorf("kubectl explain lacks the field's documentation:\n%s", explain)
