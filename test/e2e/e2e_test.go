@@ -7,6 +7,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -82,6 +83,7 @@ func TestAgentSessionEndToEnd(t *testing.T) {
 	t.Run("StaleWatermark", s.testStaleWatermark)
 	t.Run("ConcurrentRequestsSerialized", s.testConcurrent)
 	t.Run("Compactctl", func(t *testing.T) { s.testCompactctl(t, r) })
+	t.Run("Metrics", s.testMetrics)
 	s.checkDeletion()
 }
 
@@ -392,6 +394,46 @@ func (s *suite) testCompactctl(t *testing.T, r replayed) {
 			t.Errorf("compactctl tool-result %s: %d bytes, want %d", id, len(got), len(r.originals[id]))
 		}
 		break
+	}
+}
+
+// testMetrics scrapes the manager's /metrics (HTTPS, authorized like Prometheus would be).
+func (s *suite) testMetrics(t *testing.T) {
+	ctx := context.Background()
+	must(t, s.c.Create(ctx, &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "agent-reads-metrics"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: operator.MetricsReader},
+		Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Namespace: ns, Name: "agent"}},
+	}))
+	hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // self-signed metrics certificate
+	var body string
+	eventually(t, "metrics readable", func() (bool, string) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "https://"+s.mgr.MetricsAddr+"/metrics", nil)
+		must(t, err)
+		req.Header.Set("Authorization", "Bearer "+s.agentToken)
+		resp, err := hc.Do(req)
+		if err != nil {
+			return false, err.Error()
+		}
+		defer func() { _ = resp.Body.Close() }()
+		var b bytes.Buffer
+		_, _ = b.ReadFrom(resp.Body)
+		body = b.String()
+		return resp.StatusCode == http.StatusOK, resp.Status
+	})
+	// The manager restarted halfway, so these count the second half of the replay.
+	for _, want := range []string{
+		`compaction_compactions_total{tier="Warn"}`,
+		`compaction_api_requests_total{code="200",route="compact"}`,
+		`compaction_api_requests_total{code="200",route="toolresults"}`,
+		`compaction_api_request_duration_seconds_bucket{route="compact"`,
+		`compaction_summarizer_duration_seconds_count{summarizer="extractive"}`,
+		`compaction_tokens_saved_total`,
+		`compaction_sessions{ready="true",tier=`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("metrics lack %s", want)
+		}
 	}
 }
 

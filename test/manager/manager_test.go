@@ -6,9 +6,19 @@ package manager
 import (
 	"bytes"
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
 	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
 	"fmt"
+	"math/big"
+	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -37,7 +47,9 @@ const (
 func TestManagerWithGeneratedRBAC(t *testing.T) {
 	cl := operator.Install(t)
 	m := testenv.StartMinIO(t)
-	mgr := cl.StartManager(testenv.BuildManager(t), "--storage-retry-interval", "1s", "--gc-retry-max-delay", "2s")
+	certDir := selfSignedCert(t)
+	mgr := cl.StartManager(testenv.BuildManager(t), "--storage-retry-interval", "1s", "--gc-retry-max-delay", "2s",
+		"--api-cert-dir", certDir)
 	metricsAddr := mgr.MetricsAddr
 	c, ctx := cl.Client, context.Background()
 
@@ -90,6 +102,18 @@ func TestManagerWithGeneratedRBAC(t *testing.T) {
 	}
 
 	t.Run("Metrics", func(t *testing.T) { testMetrics(t, c, cl, metricsAddr) })
+	t.Run("APIServesTLS", func(t *testing.T) {
+		hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // self-signed test certificate
+		resp, err := hc.Post("https://"+mgr.APIAddr+"/v1/namespaces/default/sessions/swe-agent-1/compact", "application/json", strings.NewReader(`{}`))
+		if err != nil {
+			t.Fatalf("HTTPS request to the compaction API: %v", err)
+		}
+		_ = resp.Body.Close()
+		if resp.StatusCode != http.StatusUnauthorized || resp.TLS == nil || len(resp.TLS.PeerCertificates) == 0 ||
+			resp.TLS.PeerCertificates[0].Subject.CommonName != "compaction-operator-api" {
+			t.Errorf("status %d, TLS %v: want 401 over TLS with the given certificate", resp.StatusCode, resp.TLS != nil)
+		}
+	})
 
 	// The manager ran as its ServiceAccount: any permission the generated RBAC lacks shows up
 	// as a "forbidden" error in its log.
@@ -201,4 +225,28 @@ func must(t *testing.T, err error) {
 	if err != nil {
 		t.Fatal(err)
 	}
+}
+
+// selfSignedCert writes tls.crt and tls.key for 127.0.0.1 into a new directory.
+func selfSignedCert(t *testing.T) string {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	must(t, err)
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1),
+		Subject:      pkix.Name{CommonName: "compaction-operator-api"},
+		IPAddresses:  []net.IP{net.ParseIP("127.0.0.1")},
+		NotBefore:    time.Now().Add(-time.Hour),
+		NotAfter:     time.Now().Add(time.Hour),
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	must(t, err)
+	keyDER, err := x509.MarshalECPrivateKey(key)
+	must(t, err)
+	dir := t.TempDir()
+	must(t, os.WriteFile(filepath.Join(dir, "tls.crt"), pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600))
+	must(t, os.WriteFile(filepath.Join(dir, "tls.key"), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), 0o600))
+	return dir
 }
