@@ -148,9 +148,13 @@ func TestDeltaRequest(t *testing.T) {
 	}
 	d := Delta{Watermark: drec1.WatermarkAfter, PrefixHash: drec1.PrefixHash}
 	body := append([]Message{grown[0]}, grown[d.Watermark:]...)
+	d.PromptTokens = 4321
 	gotView, drec, err := delta.CompactDeltaWithRecord(ctx, d, body, false)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if drec.PromptTokens != 4321 || rec1.PromptTokens != 0 {
+		t.Errorf("promptTokens recorded %d (and %d without usage), want 4321 and 0", drec.PromptTokens, rec1.PromptTokens)
 	}
 	if string(snapshot(t, gotView)) != string(snapshot(t, wantView)) || drec.HistoryTokens != -1 {
 		t.Fatal("a delta request must give the view a full request gives")
