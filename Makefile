@@ -41,6 +41,13 @@ build: ## Build compactctl and the manager into bin/.
 	$(GO) build -o $(BIN)/compactctl ./cmd/compactctl
 	$(GO) build -o $(BIN)/manager ./cmd/manager
 
+IMG ?= ghcr.io/harness9/compaction-operator:latest
+VERSION ?= dev
+
+.PHONY: docker-build
+docker-build: ## Build the operator image (needs a Docker engine; test/image checks the same build without one).
+	docker build -t $(IMG) --build-arg VERSION=$(VERSION) .
+
 .PHONY: dev-cluster
 dev-cluster: tools build ## Run kube-apiserver, etcd, MinIO and the manager locally until Ctrl-C, for kubectl.
 	$(GO) run ./hack/devenv
@@ -69,14 +76,14 @@ lint: ## golangci-lint (built into bin/ on first use).
 	$(BIN)/golangci-lint run ./...
 
 .PHONY: verify
-verify: manifests generate ## Fail when gofmt, go vet, go mod tidy or `make manifests generate` would change anything.
+verify: manifests generate helm ## Fail when gofmt, go vet, go mod tidy or `make manifests generate helm` would change anything.
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "not gofmt-clean: $$out"; exit 1; fi
 	$(GO) vet ./...
 	$(GO) mod tidy -diff
 	@if $(GO) list -deps ./compaction/... | grep -E '^(k8s\.io|sigs\.k8s\.io)/'; then \
 		echo "compaction/ must not import Kubernetes packages (see above)"; exit 1; fi
-	@git diff --exit-code -- api config || { echo "generated files are stale: run make manifests generate and commit"; exit 1; }
-	@out=$$(git ls-files --others --exclude-standard -- api config); if [ -n "$$out" ]; then \
+	@git diff --exit-code -- api config charts || { echo "generated files are stale: run make manifests generate helm and commit"; exit 1; }
+	@out=$$(git ls-files --others --exclude-standard -- api config charts); if [ -n "$$out" ]; then \
 		echo "untracked generated files (commit them): $$out"; exit 1; fi
 
 .PHONY: clean
@@ -89,6 +96,10 @@ clean: ## Remove built binaries (keeps bin/ tools).
 manifests: ## Generate the CRDs (config/crd/bases) and RBAC from the kubebuilder markers.
 	@hack/build-tools.sh controller-gen
 	$(BIN)/controller-gen rbac:roleName=manager-role crd webhook paths="./..." output:crd:artifacts:config=config/crd/bases
+
+.PHONY: helm
+helm: ## Regenerate the Helm chart's CRDs and RBAC rules (charts/compaction-operator) from config/.
+	@hack/helm-sync.sh
 
 .PHONY: generate
 generate: ## Generate the DeepCopy methods of the API types.
