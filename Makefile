@@ -23,8 +23,9 @@ help: ## Show the targets.
 ##@ Newcomer commands
 
 .PHONY: demo
-demo: build ## Replay a sample agent transcript through the compactor and plot its context usage.
-	@hack/demo.sh
+demo: build ## The operator on a local control plane: replay an agent transcript through the compaction API, then delete the session (DEMO_KEEP=1 keeps it running).
+	@hack/build-tools.sh kube-apiserver etcd kubectl minio
+	@$(GO) run ./hack/demo
 
 .PHONY: test
 test: tools ## Build the tools, then run every test (race detector on) against real MinIO, etcd and kube-apiserver.

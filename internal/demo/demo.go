@@ -1,0 +1,344 @@
+// Package demo is `make demo`: the operator on a local control plane, an agent transcript
+// replayed through the compaction API turn by turn, and the session deleted with its storage.
+package demo
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/minio/minio-go/v7"
+	"github.com/minio/minio-go/v7/pkg/credentials"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	compactionv1alpha1 "github.com/harness9/compaction-operator/api/v1alpha1"
+	"github.com/harness9/compaction-operator/compaction"
+	compactclient "github.com/harness9/compaction-operator/compaction/client"
+	"github.com/harness9/compaction-operator/internal/devenv"
+)
+
+// Options of a demo run.
+type Options struct {
+	// Root is the repository root; Dir holds the environment's files.
+	Root, Dir string
+	// Transcript is the agent history to replay (JSONL).
+	Transcript string
+	// Window is the policy's context window, small enough that every tier shows up.
+	Window int32
+	// ManagerBin overrides bin/manager.
+	ManagerBin string
+	// Keep leaves everything running after the replay, until ctx ends.
+	Keep bool
+	// Out receives the narration.
+	Out io.Writer
+}
+
+const (
+	ns      = "default"
+	session = "coding-agent"
+	bucket  = "agent-context"
+	prefix  = "demo"
+)
+
+// Run runs the demo; it stops everything it started before returning, also when ctx ends.
+func Run(ctx context.Context, o Options) error {
+	say := func(format string, args ...any) { _, _ = fmt.Fprintf(o.Out, format+"\n", args...) }
+	history, err := loadTranscript(o.Transcript)
+	if err != nil {
+		return err
+	}
+
+	say("== Starting kube-apiserver, etcd, MinIO and the manager on loopback")
+	env, err := devenv.Start(ctx, devenv.Options{Root: o.Root, Dir: o.Dir, ManagerBin: o.ManagerBin})
+	if err != nil {
+		return err
+	}
+	defer func() {
+		say("== Shutting down")
+		env.Stop()
+	}()
+	c, err := newClient(env)
+	if err != nil {
+		return err
+	}
+	kubectl := func(args ...string) string {
+		out, err := exec.CommandContext(ctx, filepath.Join(o.Root, "bin", "kubectl"), append([]string{"--kubeconfig", env.Kubeconfig}, args...)...).CombinedOutput()
+		if err != nil {
+			return fmt.Sprintf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+		return string(out)
+	}
+
+	say("== Applying a CompactionPolicy (window %d tokens) and an AgentSession", o.Window)
+	if err := createSession(ctx, c, env, o.Window); err != nil {
+		return err
+	}
+	if err := waitReady(ctx, c); err != nil {
+		return err
+	}
+	say("%s", kubectl("get", "compactionpolicies,agentsessions"))
+
+	token, err := os.ReadFile(env.AgentTokenFile)
+	if err != nil {
+		return fmt.Errorf("read the agent token: %w", err)
+	}
+	api, err := compactclient.New("http://"+env.APIAddr, compactclient.WithToken(string(token)))
+	if err != nil {
+		return err
+	}
+
+	say("== Replaying %s (%d messages) through the compaction API, as the agent would", filepath.Base(o.Transcript), len(history))
+	stats, err := replay(ctx, api, history, say, func() { say("%s", kubectl("get", "agentsessions")) })
+	if err != nil {
+		return err
+	}
+	say("\n%d turns; compactions: Warn %d, Soft %d, Full %d, Emergency %d; %d tool results offloaded at source",
+		stats.turns, stats.tiers[compaction.TierWarn], stats.tiers[compaction.TierSoft], stats.tiers[compaction.TierFull],
+		stats.tiers[compaction.TierEmergency], stats.hookOffloads)
+	say("%s", kubectl("get", "agentsessions"))
+
+	if stats.firstOffloaded != "" {
+		say("== An offloaded tool result, read back: GET .../toolresults/%s", stats.firstOffloaded)
+		data, err := api.GetToolResult(ctx, ns, session, stats.firstOffloaded)
+		if err != nil {
+			return err
+		}
+		same := "identical to"
+		if string(data) != stats.originals[stats.firstOffloaded] {
+			same = "DIFFERENT from"
+		}
+		say("%d bytes, %s the original; first lines:\n%s", len(data), same, firstLines(string(data), 4))
+	}
+
+	var records strings.Builder
+	if err := api.Records(ctx, ns, session, &records); err != nil {
+		return err
+	}
+	lines := strings.Split(strings.TrimSpace(records.String()), "\n")
+	say("== The JSONL audit trail (GET .../records): %d records; the last one:\n%s", len(lines), lines[len(lines)-1])
+
+	if o.Keep {
+		say(`
+== Left running (DEMO_KEEP=1); Ctrl-C stops everything.
+  export KUBECONFIG=%s
+  bin/kubectl get agentsessions
+  bin/kubectl describe agentsession %s
+  bin/compactctl records --server http://%s --token-file %s %s/%s
+MinIO: http://%s (access key %s, secret key %s)`,
+			env.Kubeconfig, session, env.APIAddr, env.AgentTokenFile, ns, session,
+			env.MinIO.Endpoint, devenv.MinIOAccessKey, devenv.MinIOSecretKey)
+		<-ctx.Done()
+		return nil
+	}
+
+	say("== Deleting the AgentSession: the operator deletes its objects, then releases it")
+	sid, err := deleteSession(ctx, c)
+	if err != nil {
+		return err
+	}
+	left, err := countObjects(ctx, env, sid)
+	if err != nil {
+		return err
+	}
+	say("objects of session %s left in s3://%s/%s: %d", sid, bucket, prefix, left)
+	events := strings.Split(strings.TrimSpace(kubectl("get", "events", "--field-selector", "involvedObject.name="+session,
+		"-o", "custom-columns=TYPE:.type,REASON:.reason,MESSAGE:.message", "--sort-by=.metadata.creationTimestamp")), "\n")
+	say("The session's last events (kubectl get events):\n%s", strings.Join(events[max(0, len(events)-3):], "\n"))
+	return nil
+}
+
+type replayStats struct {
+	turns, hookOffloads int
+	tiers               map[compaction.Tier]int
+	firstOffloaded      string
+	originals           map[string]string
+}
+
+// replay runs the transcript as the agent does: tool results through the offload hook,
+// compaction (delta requests) before every assistant turn.
+func replay(ctx context.Context, api *compactclient.Client, history []compaction.Message, say func(string, ...any), showStatus func()) (*replayStats, error) {
+	agent := &compactclient.Session{Client: api, Namespace: ns, Name: session}
+	st := &replayStats{tiers: map[compaction.Tier]int{}, originals: map[string]string{}}
+	shown := map[compaction.Tier]bool{}
+	var live []compaction.Message
+	seenUser := false
+	for _, msg := range history {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		switch msg.Role {
+		case compaction.RoleUser:
+			seenUser = true
+		case compaction.RoleTool:
+			st.originals[msg.ToolCallID] = msg.Content
+			off, err := api.OffloadToolResult(ctx, ns, session, msg)
+			if err != nil {
+				return nil, err
+			}
+			if off.Offloaded != nil {
+				st.hookOffloads++
+				if st.firstOffloaded == "" {
+					st.firstOffloaded = msg.ToolCallID
+				}
+			}
+			live = append(live, off.Message)
+			continue
+		case compaction.RoleAssistant:
+			if seenUser {
+				resp, err := agent.Compact(ctx, live, 0)
+				if err != nil {
+					return nil, fmt.Errorf("turn %d: %w", st.turns, err)
+				}
+				st.turns++
+				rec := resp.Record
+				st.tiers[rec.Tier]++
+				// Warn records every turn above 60%; print it when it offloaded something.
+				if rec.Tier > compaction.TierWarn || (rec.Tier == compaction.TierWarn && len(rec.Offloaded) > 0) {
+					say("turn %3d  %s", st.turns, strings.ReplaceAll(rec.Notification(), "\n", "\n          "))
+				}
+				if rec.Tier != compaction.TierNone {
+					if !shown[rec.Tier] {
+						shown[rec.Tier] = true
+						// Status is written per compaction; give the first one of a tier a moment to land.
+						time.Sleep(200 * time.Millisecond)
+						showStatus()
+					}
+				}
+			}
+		}
+		live = append(live, msg)
+	}
+	return st, nil
+}
+
+func createSession(ctx context.Context, c client.Client, env *devenv.Env, window int32) error {
+	objs := []client.Object{
+		&corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "minio-credentials"},
+			StringData: map[string]string{"accessKeyID": devenv.MinIOAccessKey, "secretAccessKey": devenv.MinIOSecretKey},
+		},
+		&compactionv1alpha1.CompactionPolicy{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "demo"},
+			Spec: compactionv1alpha1.CompactionPolicySpec{ContextWindow: window, Storage: compactionv1alpha1.StorageSpec{S3: compactionv1alpha1.S3StorageSpec{
+				Endpoint: env.MinIO.Endpoint, Bucket: bucket, Prefix: prefix, Insecure: true, CreateBucket: true,
+				CredentialsSecretRef: &compactionv1alpha1.S3CredentialsSecretRef{SecretReference: compactionv1alpha1.SecretReference{Name: "minio-credentials"}},
+			}}},
+		},
+		&compactionv1alpha1.AgentSession{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: session},
+			Spec:       compactionv1alpha1.AgentSessionSpec{PolicyRef: compactionv1alpha1.PolicyReference{Name: "demo"}},
+		},
+	}
+	for _, o := range objs {
+		if err := c.Create(ctx, o); err != nil {
+			return fmt.Errorf("create %T %s: %w", o, o.GetName(), err)
+		}
+	}
+	return nil
+}
+
+func waitReady(ctx context.Context, c client.Client) error {
+	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	for {
+		var s compactionv1alpha1.AgentSession
+		err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: session}, &s)
+		if err == nil && meta.IsStatusConditionTrue(s.Status.Conditions, compactionv1alpha1.ConditionReady) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("AgentSession %s not Ready: %+v (%w)", session, s.Status.Conditions, ctx.Err())
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+func deleteSession(ctx context.Context, c client.Client) (string, error) {
+	var s compactionv1alpha1.AgentSession
+	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: session}, &s); err != nil {
+		return "", err
+	}
+	if err := c.Delete(ctx, &s); err != nil {
+		return "", err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	for {
+		err := c.Get(ctx, client.ObjectKeyFromObject(&s), &compactionv1alpha1.AgentSession{})
+		if apierrors.IsNotFound(err) {
+			return s.Status.SessionID, nil
+		}
+		select {
+		case <-ctx.Done():
+			return "", errors.New("the AgentSession was not released within 60s")
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+func countObjects(ctx context.Context, env *devenv.Env, sid string) (int, error) {
+	mc, err := minio.New(env.MinIO.Endpoint, &minio.Options{Creds: credentials.NewStaticV4(devenv.MinIOAccessKey, devenv.MinIOSecretKey, "")})
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for obj := range mc.ListObjects(ctx, bucket, minio.ListObjectsOptions{Prefix: prefix + "/", Recursive: true}) {
+		if obj.Err != nil {
+			return 0, obj.Err
+		}
+		if strings.Contains(obj.Key, "/"+sid+"/") || strings.HasSuffix(obj.Key, "/"+sid+".json") {
+			n++
+		}
+	}
+	return n, nil
+}
+
+func newClient(env *devenv.Env) (client.Client, error) {
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		return nil, err
+	}
+	if err := compactionv1alpha1.AddToScheme(scheme); err != nil {
+		return nil, err
+	}
+	return client.New(env.Config, client.Options{Scheme: scheme})
+}
+
+func loadTranscript(path string) ([]compaction.Message, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("open transcript: %w", err)
+	}
+	defer func() { _ = f.Close() }()
+	msgs, err := compaction.DecodeTranscript(f, compaction.DecodeOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return msgs, nil
+}
+
+func firstLines(s string, n int) string {
+	lines := strings.SplitN(s, "\n", n+1)
+	if len(lines) > n {
+		lines = lines[:n]
+	}
+	for i, l := range lines {
+		if len(l) > 120 {
+			lines[i] = l[:120] + "…"
+		}
+	}
+	return "  " + strings.Join(lines, "\n  ")
+}

@@ -1,0 +1,119 @@
+package demo_test
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/harness9/compaction-operator/internal/demo"
+	"github.com/harness9/compaction-operator/internal/testenv"
+)
+
+// syncBuffer is written by the demo and read by the test.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestDemo is `make demo` on the long sample transcript: every step narrated, the
+// session's objects gone at the end, and no process left behind.
+func TestDemo(t *testing.T) {
+	root := testenv.RepoRoot(t)
+	testenv.KubebuilderAssets(t) // fails naming `make tools` when the binaries are missing
+	var out syncBuffer
+	err := demo.Run(context.Background(), demo.Options{
+		Root: root, Dir: t.TempDir(), Transcript: filepath.Join(root, "testdata", "long-session.jsonl"),
+		Window: 8000, ManagerBin: testenv.BuildManager(t), Out: &out,
+	})
+	if err != nil {
+		t.Fatalf("demo: %v\n%s", err, out.String())
+	}
+	text := out.String()
+	for _, want := range []string{
+		"Context compressed [Warn]", "Context compressed [Soft]", "Context compressed [Full]",
+		"Emergency 0;", "identical to the original", "The JSONL audit trail", "left in s3://agent-context/demo: 0",
+		"StorageDeleted", "== Shutting down",
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("demo output lacks %q", want)
+		}
+	}
+	if t.Failed() {
+		t.Logf("demo output:\n%s", text)
+	}
+	checkNoChildren(t)
+}
+
+// TestDemoKeepStopsOnInterrupt is DEMO_KEEP=1 then Ctrl-C: everything stops.
+func TestDemoKeepStopsOnInterrupt(t *testing.T) {
+	root := testenv.RepoRoot(t)
+	var out syncBuffer
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		done <- demo.Run(ctx, demo.Options{
+			Root: root, Dir: t.TempDir(), Transcript: filepath.Join(root, "testdata", "coding-agent-small.jsonl"),
+			Window: 8000, ManagerBin: testenv.BuildManager(t), Keep: true, Out: &out,
+		})
+	}()
+	deadline := time.After(3 * time.Minute)
+	for !strings.Contains(out.String(), "Ctrl-C stops everything") {
+		select {
+		case err := <-done:
+			t.Fatalf("demo ended before keeping the environment: %v\n%s", err, out.String())
+		case <-deadline:
+			t.Fatalf("demo never reached the keep step:\n%s", out.String())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	if !strings.Contains(out.String(), "export KUBECONFIG=") || !strings.Contains(out.String(), "MinIO: http://127.0.0.1:") {
+		t.Errorf("keep mode does not print the KUBECONFIG export and the MinIO address:\n%s", out.String())
+	}
+	cancel() // Ctrl-C
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("demo after interrupt: %v", err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("demo did not stop within a minute of the interrupt")
+	}
+	checkNoChildren(t)
+}
+
+// checkNoChildren fails when this process still has child processes (servers the demo
+// started and did not stop).
+func checkNoChildren(t *testing.T) {
+	t.Helper()
+	tasks, err := filepath.Glob("/proc/self/task/*/children")
+	if err != nil || len(tasks) == 0 {
+		t.Fatalf("cannot list child processes from /proc: %v", err)
+	}
+	for _, f := range tasks {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue // the thread ended meanwhile
+		}
+		if pids := strings.TrimSpace(string(b)); pids != "" {
+			t.Errorf("child processes left running: %s", pids)
+		}
+	}
+}
