@@ -73,9 +73,11 @@ func (e *APIError) Error() string {
 
 // IsStaleWatermark reports whether err is the server's answer to a delta request whose
 // watermark is not the session's: send the full history.
-func IsStaleWatermark(err error) bool {
+func IsStaleWatermark(err error) bool { return isReason(err, ReasonStaleWatermark) }
+
+func isReason(err error, reason string) bool {
 	var ae *APIError
-	return errors.As(err, &ae) && ae.Reason == ReasonStaleWatermark
+	return errors.As(err, &ae) && ae.Reason == reason
 }
 
 // Compact sends one turn's history and returns the view to send to the LLM.

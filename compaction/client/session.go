@@ -10,7 +10,8 @@ import (
 // Session compacts one AgentSession's history turn by turn, sending only what is new: it
 // remembers the watermark of the last answer and sends the leading system messages plus the
 // messages after it, falling back to the full history when the server says the watermark is
-// stale (another process compacted, or the history was rewritten).
+// stale (another process compacted, or the history was rewritten) or cannot read the
+// session's state (storage down: the full history lets it fail open).
 type Session struct {
 	Client    *Client
 	Namespace string
@@ -45,7 +46,9 @@ func (s *Session) Compact(ctx context.Context, history []compaction.Message, pro
 			s.watermark, s.prefixHash = resp.Watermark, resp.PrefixHash
 			return resp, nil
 		}
-		if !IsStaleWatermark(err) {
+		// Stale watermark, or the session's state unreadable (storage down): only the full
+		// history lets the server answer, failing open on it.
+		if !IsStaleWatermark(err) && !isReason(err, ReasonStorage) {
 			return nil, err
 		}
 	}

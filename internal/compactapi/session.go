@@ -39,10 +39,12 @@ func (s *Server) lookup(ctx context.Context, namespace, name string) (*session, 
 	if !obj.DeletionTimestamp.IsZero() {
 		return nil, &apiError{http.StatusConflict, ReasonSessionNotReady, fmt.Sprintf("AgentSession %s/%s is being deleted", namespace, name)}
 	}
-	ready := meta.FindStatusCondition(obj.Status.Conditions, compactionv1alpha1.ConditionReady)
-	if ready == nil || ready.Status != "True" || obj.Status.Records == nil || obj.Status.SessionID == "" {
+	// A session that was Ready once has its storage location; it is served even when the
+	// storage probe fails now, so an outage fails open in the engine (records say what
+	// failed) instead of refusing the agent's turn.
+	if obj.Status.Records == nil || obj.Status.SessionID == "" {
 		msg := fmt.Sprintf("AgentSession %s/%s is not Ready", namespace, name)
-		if ready != nil {
+		if ready := meta.FindStatusCondition(obj.Status.Conditions, compactionv1alpha1.ConditionReady); ready != nil {
 			msg += ": " + ready.Reason + ": " + ready.Message
 		}
 		return nil, &apiError{http.StatusConflict, ReasonSessionNotReady, msg}

@@ -46,6 +46,10 @@ type Config struct {
 	Insecure  bool
 	AccessKey string
 	SecretKey string
+	// MaxRetries bounds the attempts of one request (default 3). minio-go's own default (10,
+	// with backoff) makes every call of a compaction wait seconds while storage is down,
+	// where the engine should fail open quickly.
+	MaxRetries int
 }
 
 // Store is an S3 compaction.Store. It is safe for concurrent use.
@@ -80,15 +84,25 @@ func newStore(_ context.Context, cfg Config, transport http.RoundTripper) (*Stor
 		return nil, fmt.Errorf("s3 store: %w", err)
 	}
 	client, err := minio.New(cfg.Endpoint, &minio.Options{
-		Creds:     credentials.NewStaticV4(cfg.AccessKey, cfg.SecretKey, ""),
-		Secure:    !cfg.Insecure,
-		Region:    cfg.Region,
-		Transport: transport,
+		Creds:      credentials.NewStaticV4(cfg.AccessKey, cfg.SecretKey, ""),
+		Secure:     !cfg.Insecure,
+		Region:     cfg.Region,
+		Transport:  transport,
+		MaxRetries: orDefault(cfg.MaxRetries, defaultMaxRetries),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("s3 store: client for %s: %w", cfg.Endpoint, err)
 	}
 	return &Store{client: client, bucket: cfg.Bucket, region: cfg.Region, prefix: prefix}, nil
+}
+
+const defaultMaxRetries = 3
+
+func orDefault(v, def int) int {
+	if v > 0 {
+		return v
+	}
+	return def
 }
 
 // normalizePrefix drops leading slashes and ensures one trailing slash, so "a", "/a" and

@@ -13,6 +13,9 @@ import (
 	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
@@ -174,4 +177,73 @@ func WriteFile(t testing.TB, name string, data []byte) string {
 		t.Fatal(err)
 	}
 	return p
+}
+
+// BindAgent creates the ServiceAccount namespace/name, binds it to the compaction-agent
+// ClusterRole in its namespace and returns a token of it.
+func (c *Cluster) BindAgent(namespace, name string) string {
+	c.t.Helper()
+	ctx := context.Background()
+	if err := c.Client.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}}); err != nil {
+		c.t.Fatal(err)
+	}
+	if err := c.Client.Create(ctx, &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name + "-compaction"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: AgentRole},
+		Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Namespace: namespace, Name: name}},
+	}); err != nil {
+		c.t.Fatal(err)
+	}
+	return c.Token(namespace, name)
+}
+
+// CreateMinIOPolicy creates a CompactionPolicy storing in m (bucket "agent-context", the
+// given prefix) with its credentials Secret; mutate, when set, adjusts the spec.
+func (c *Cluster) CreateMinIOPolicy(namespace, name, prefix string, m *testenv.MinIO, window int32, mutate func(*compactionv1alpha1.CompactionPolicySpec)) {
+	c.t.Helper()
+	ctx := context.Background()
+	secret := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name + "-minio"},
+		StringData: map[string]string{"accessKeyID": m.AccessKey, "secretAccessKey": m.SecretKey},
+	}
+	if err := c.Client.Create(ctx, secret); err != nil {
+		c.t.Fatal(err)
+	}
+	p := &compactionv1alpha1.CompactionPolicy{
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name},
+		Spec: compactionv1alpha1.CompactionPolicySpec{ContextWindow: window, Storage: compactionv1alpha1.StorageSpec{S3: compactionv1alpha1.S3StorageSpec{
+			Endpoint: m.Endpoint, Bucket: "agent-context", Prefix: prefix, Insecure: true, CreateBucket: true,
+			CredentialsSecretRef: &compactionv1alpha1.S3CredentialsSecretRef{SecretReference: compactionv1alpha1.SecretReference{Name: secret.Name}},
+		}}},
+	}
+	if mutate != nil {
+		mutate(&p.Spec)
+	}
+	if err := c.Client.Create(ctx, p); err != nil {
+		c.t.Fatal(err)
+	}
+}
+
+// CreateReadySession creates an AgentSession of the policy and waits until it is Ready.
+func (c *Cluster) CreateReadySession(namespace, name, policyName string) *compactionv1alpha1.AgentSession {
+	c.t.Helper()
+	ctx := context.Background()
+	s := &compactionv1alpha1.AgentSession{
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name},
+		Spec:       compactionv1alpha1.AgentSessionSpec{PolicyRef: compactionv1alpha1.PolicyReference{Name: policyName}},
+	}
+	if err := c.Client.Create(ctx, s); err != nil {
+		c.t.Fatal(err)
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		if err := c.Client.Get(ctx, client.ObjectKeyFromObject(s), s); err == nil &&
+			meta.IsStatusConditionTrue(s.Status.Conditions, compactionv1alpha1.ConditionReady) {
+			return s
+		}
+		if time.Now().After(deadline) {
+			c.t.Fatalf("AgentSession %s/%s not Ready: %+v", namespace, name, s.Status.Conditions)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 }
