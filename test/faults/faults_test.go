@@ -243,4 +243,3 @@ func must(t *testing.T, err error) {
 		t.Fatal(err)
 	}
 }
-
