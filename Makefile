@@ -34,7 +34,7 @@ test: tools ## Build the tools, then run every test (race detector on) against r
 ##@ Development
 
 .PHONY: tools
-tools: ## Build kube-apiserver, kubectl, etcd, MinIO and controller-gen into bin/ from the Go module proxy.
+tools: ## Build kube-apiserver, kubectl, etcd, MinIO, controller-gen, helm and kubeconform into bin/ from the Go module proxy.
 	@hack/build-tools.sh
 
 .PHONY: build
@@ -61,7 +61,8 @@ bench: ## Engine benchmarks (set TRANSCRIPTS=dir to add the real transcripts).
 .PHONY: fuzz
 fuzz: ## Run every fuzz target for FUZZTIME each.
 	@for t in FuzzParseAnchors FuzzDecodeTranscript FuzzSafeKey FuzzRepairToolPairs; do \
-		echo "== $$t"; $(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZTIME) ./compaction/ ; done
+		echo "== $$t"; $(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZTIME) ./compaction/ || exit 1; done
+	$(GO) test -run '^$$' -fuzz '^FuzzDecodeCompactRequest$$' -fuzztime $(FUZZTIME) ./internal/compactapi/
 
 .PHONY: fmt
 fmt: ## gofmt every Go file.
@@ -77,14 +78,14 @@ lint: ## golangci-lint (built into bin/ on first use).
 	$(BIN)/golangci-lint run ./...
 
 .PHONY: verify
-verify: manifests generate helm ## Fail when gofmt, go vet, go mod tidy or `make manifests generate helm` would change anything.
+verify: manifests generate helm docs ## Fail when gofmt, go vet, go mod tidy or `make manifests generate helm docs` would change anything.
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "not gofmt-clean: $$out"; exit 1; fi
 	$(GO) vet ./...
 	$(GO) mod tidy -diff
 	@if $(GO) list -deps ./compaction/... | grep -E '^(k8s\.io|sigs\.k8s\.io)/'; then \
 		echo "compaction/ must not import Kubernetes packages (see above)"; exit 1; fi
-	@git diff --exit-code -- api config charts || { echo "generated files are stale: run make manifests generate helm and commit"; exit 1; }
-	@out=$$(git ls-files --others --exclude-standard -- api config charts); if [ -n "$$out" ]; then \
+	@git diff --exit-code -- api config charts docs/api.md || { echo "generated files are stale: run make manifests generate helm docs and commit"; exit 1; }
+	@out=$$(git ls-files --others --exclude-standard -- api config charts docs/api.md); if [ -n "$$out" ]; then \
 		echo "untracked generated files (commit them): $$out"; exit 1; fi
 
 .PHONY: clean
@@ -101,6 +102,10 @@ manifests: ## Generate the CRDs (config/crd/bases) and RBAC from the kubebuilder
 .PHONY: helm
 helm: ## Regenerate the Helm chart's CRDs and RBAC rules (charts/compaction-operator) from config/.
 	@hack/helm-sync.sh
+
+.PHONY: docs
+docs: ## Generate docs/api.md, the API reference, from the CRDs.
+	$(GO) run ./hack/apidocs config/crd/bases docs/api.md
 
 .PHONY: generate
 generate: ## Generate the DeepCopy methods of the API types.

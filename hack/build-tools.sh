@@ -19,6 +19,10 @@ kube_ldflags="-s -w \
  -X k8s.io/client-go/pkg/version.gitMajor=1 \
  -X k8s.io/client-go/pkg/version.gitMinor=37"
 
+HELM_VERSION=v4.3.2
+helm_ldflags="-s -w -X helm.sh/helm/v4/internal/version.version=${HELM_VERSION} -X helm.sh/helm/v4/internal/version.gitTreeState=clean"
+KUBECONFORM_VERSION=v0.8.0
+
 # build NAME TOOLDIR PACKAGE [LDFLAGS]
 build() {
 	local name=$1 dir="$root/hack/tools/$2" pkg=$3 ldflags=${4:--s -w}
@@ -33,7 +37,7 @@ build() {
 	mv "$out.tmp" "$out"
 }
 
-want=${*:-kube-apiserver kubectl etcd minio controller-gen}
+want=${*:-kube-apiserver kubectl etcd minio controller-gen helm kubeconform}
 for t in $want; do
 	case $t in
 	kube-apiserver) build kube-apiserver kubernetes k8s.io/kubernetes/cmd/kube-apiserver "$kube_ldflags" ;;
@@ -41,6 +45,10 @@ for t in $want; do
 	etcd) build etcd etcd go.etcd.io/etcd/server/v3 ;;
 	minio) build minio minio github.com/minio/minio ;;
 	controller-gen) build controller-gen controller-gen sigs.k8s.io/controller-tools/cmd/controller-gen ;;
+	# helm and kubeconform: the chart tests (test/helm) lint, render, validate and install
+	# charts/compaction-operator with them.
+	helm) build helm helm helm.sh/helm/v4/cmd/helm "$helm_ldflags" ;;
+	kubeconform) build kubeconform kubeconform github.com/yannh/kubeconform/cmd/kubeconform "-s -w -X main.version=${KUBECONFORM_VERSION}" ;;
 	golangci-lint) build golangci-lint golangci-lint github.com/golangci/golangci-lint/v2/cmd/golangci-lint ;;
 	*) echo "unknown tool $t" >&2; exit 2 ;;
 	esac

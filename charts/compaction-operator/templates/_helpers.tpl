@@ -1,0 +1,86 @@
+{{/*
+The chart name, or nameOverride.
+*/}}
+{{- define "compaction-operator.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/*
+The prefix of every resource name: fullnameOverride, else the release name, followed by
+the chart name unless the release name already contains it. Truncated so that the longest
+suffix the chart adds ("-controller-manager-metrics-service", 35 characters) still fits
+the 63 characters of a Service name.
+*/}}
+{{- define "compaction-operator.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 28 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 28 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 28 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/*
+Chart name and version, for the helm.sh/chart label.
+*/}}
+{{- define "compaction-operator.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/*
+Labels of every object.
+*/}}
+{{- define "compaction-operator.labels" -}}
+helm.sh/chart: {{ include "compaction-operator.chart" . }}
+{{ include "compaction-operator.selectorLabels" . }}
+{{- if .Chart.AppVersion }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+{{- end }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: compaction-operator
+{{- end }}
+
+{{/*
+Selector labels of the manager pods (the Deployment's selector, the Services', the
+NetworkPolicy's). Never change them in an upgrade: a Deployment's selector is immutable.
+*/}}
+{{- define "compaction-operator.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "compaction-operator.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: controller-manager
+{{- end }}
+
+{{/*
+The manager's ServiceAccount name.
+*/}}
+{{- define "compaction-operator.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create }}
+{{- default (printf "%s-controller-manager" (include "compaction-operator.fullname" .)) .Values.serviceAccount.name }}
+{{- else }}
+{{- required "serviceAccount.name is required when serviceAccount.create is false" .Values.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{/*
+The manager image: repository@digest, or repository:tag with the tag defaulting to the
+chart's appVersion.
+*/}}
+{{- define "compaction-operator.image" -}}
+{{- if .Values.image.digest }}
+{{- printf "%s@%s" .Values.image.repository .Values.image.digest }}
+{{- else }}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag | toString) }}
+{{- end }}
+{{- end }}
+
+{{/*
+Whether the manager runs with --leader-elect: when enabled, and always with more than one
+replica.
+*/}}
+{{- define "compaction-operator.leaderElect" -}}
+{{- if or .Values.leaderElection.enabled (gt (int .Values.replicaCount) 1) }}true{{ end }}
+{{- end }}

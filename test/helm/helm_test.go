@@ -1,0 +1,1115 @@
+// Package helm tests the Helm chart charts/compaction-operator: helm lint, the rendered
+// manifests validated by kubeconform against the CRD and Kubernetes schemas, helm install,
+// upgrade and uninstall against a real kube-apiserver (envtest), and that the parts of the
+// chart generated from config/ (make helm) are up to date.
+//
+// helm and kubeconform come from bin/ (make tools); a missing binary fails the tests.
+package helm
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/discovery"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	"sigs.k8s.io/yaml"
+
+	v1alpha1 "github.com/harness9/compaction-operator/api/v1alpha1"
+	"github.com/harness9/compaction-operator/internal/testenv"
+	"github.com/harness9/compaction-operator/internal/testenv/kubeenv"
+)
+
+const (
+	chartRel  = "charts/compaction-operator"
+	release   = "compaction-operator"
+	namespace = "compaction-system"
+	// With the release name compaction-operator the chart names its objects like
+	// config/default does.
+	prefix = "compaction-operator-"
+)
+
+// allOptions turns on every optional part of the chart.
+var allOptions = []string{"--set", "serviceMonitor.enabled=true,networkPolicy.enabled=true,defaultPolicy.enabled=true,grafanaDashboard.enabled=true"}
+
+// tool returns bin/NAME, failing the test when it has not been built.
+func tool(t *testing.T, name string) string {
+	t.Helper()
+	p := filepath.Join(testenv.RepoRoot(t), "bin", name)
+	fi, err := os.Stat(p)
+	switch {
+	case err != nil:
+		t.Fatalf("%s: %v; run `make tools` from the repository root to build it", name, err)
+	case fi.IsDir() || fi.Mode().Perm()&0o111 == 0:
+		t.Fatalf("%s is not an executable file; run `make tools` from the repository root to build it", p)
+	}
+	return p
+}
+
+// helmCLI runs bin/helm with its cache, config and data directories in a temporary
+// directory, so the tests neither read nor write the user's Helm setup.
+type helmCLI struct {
+	bin, chart string
+	env        []string
+}
+
+func newHelm(t *testing.T) *helmCLI {
+	t.Helper()
+	home := t.TempDir()
+	return &helmCLI{
+		bin:   tool(t, "helm"),
+		chart: filepath.Join(testenv.RepoRoot(t), chartRel),
+		env: append(os.Environ(),
+			"HELM_CACHE_HOME="+filepath.Join(home, "cache"),
+			"HELM_CONFIG_HOME="+filepath.Join(home, "config"),
+			"HELM_DATA_HOME="+filepath.Join(home, "data"),
+			"KUBECONFIG="+filepath.Join(home, "no-kubeconfig"), // only --kubeconfig reaches a cluster
+		),
+	}
+}
+
+// try runs helm with args and returns its standard output and, on failure, an error with
+// its standard error.
+func (h *helmCLI) try(args ...string) (string, error) {
+	cmd := exec.Command(h.bin, args...)
+	cmd.Env = h.env
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		return stdout.String(), fmt.Errorf("helm %s: %w\n%s%s", strings.Join(args, " "), err, stdout.String(), stderr.String())
+	}
+	return stdout.String(), nil
+}
+
+func (h *helmCLI) run(t *testing.T, args ...string) string {
+	t.Helper()
+	out, err := h.try(args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// template renders the chart as the release compaction-operator in compaction-system.
+func (h *helmCLI) template(t *testing.T, args ...string) []byte {
+	t.Helper()
+	return []byte(h.run(t, append([]string{"template", release, h.chart, "-n", namespace}, args...)...))
+}
+
+// decode splits a multi-document YAML stream into objects, skipping empty documents.
+func decode(t *testing.T, data []byte) []*unstructured.Unstructured {
+	t.Helper()
+	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
+	var objs []*unstructured.Unstructured
+	for {
+		doc, err := r.Read()
+		if errors.Is(err, io.EOF) {
+			return objs
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		var m map[string]any
+		if err := yaml.Unmarshal(doc, &m); err != nil {
+			t.Fatalf("decode %s: %v", doc, err)
+		}
+		if len(m) > 0 {
+			objs = append(objs, &unstructured.Unstructured{Object: m})
+		}
+	}
+}
+
+// find returns the object of the given kind and name, failing the test when there is none.
+func find(t *testing.T, objs []*unstructured.Unstructured, kind, name string) *unstructured.Unstructured {
+	t.Helper()
+	for _, o := range objs {
+		if o.GetKind() == kind && o.GetName() == name {
+			return o
+		}
+	}
+	t.Fatalf("no %s %q among the rendered objects: %v", kind, name, names(objs))
+	return nil
+}
+
+func names(objs []*unstructured.Unstructured) []string {
+	out := make([]string, 0, len(objs))
+	for _, o := range objs {
+		out = append(out, o.GetKind()+"/"+o.GetName())
+	}
+	return out
+}
+
+// typed converts u into out (a pointer to a typed API object).
+func typed(t *testing.T, u *unstructured.Unstructured, out any) {
+	t.Helper()
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, out); err != nil {
+		t.Fatalf("convert %s/%s: %v", u.GetKind(), u.GetName(), err)
+	}
+}
+
+// readObject decodes the first document of kind in the YAML file path (relative to the
+// repository root) into out.
+func readObject(t *testing.T, path, kind string, out any) {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(testenv.RepoRoot(t), path))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range decode(t, data) {
+		if o.GetKind() == kind {
+			typed(t, o, out)
+			return
+		}
+	}
+	t.Fatalf("no %s in %s", kind, path)
+}
+
+func TestLint(t *testing.T) {
+	h := newHelm(t)
+	h.run(t, "lint", "--strict", h.chart)
+	h.run(t, append([]string{"lint", "--strict", h.chart}, allOptions...)...)
+	h.run(t, "lint", "--strict", h.chart, "--set", "replicaCount=3,api.tls.enabled=true,api.tls.secretName=api-tls,metrics.secure=false,crds.install=false,rbac.create=false")
+}
+
+// TestValuesDocumented checks that values.yaml documents every value: each key has a
+// comment right above it; a comment starting with "# --" documents a value (a scalar, or a
+// block such as resources whose keys are the value itself), any other comment a section of
+// values, whose keys are documented one by one.
+func TestValuesDocumented(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join(testenv.RepoRoot(t), chartRel, "values.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyRE := regexp.MustCompile(`^( *)([A-Za-z][A-Za-z0-9_]*):(.*)$`)
+	type frame struct {
+		indent int
+		value  bool // inside a documented value: nested keys need no comment of their own
+	}
+	var stack []frame
+	var prev, comment string // the previous non-blank line; the first line of the comment above
+	keys := 0
+	for i, line := range strings.Split(string(data), "\n") {
+		trimmed := strings.TrimSpace(line)
+		if trimmed == "" {
+			prev = "" // a blank line ends a comment
+			continue
+		}
+		if strings.HasPrefix(trimmed, "#") && !strings.HasPrefix(prev, "#") {
+			comment = trimmed
+		}
+		if m := keyRE.FindStringSubmatch(line); m != nil {
+			keys++
+			indent := len(m[1])
+			for len(stack) > 0 && stack[len(stack)-1].indent >= indent {
+				stack = stack[:len(stack)-1]
+			}
+			inValue := len(stack) > 0 && stack[len(stack)-1].value
+			documented := strings.HasPrefix(prev, "#")
+			isValue := documented && strings.HasPrefix(comment, "# --")
+			scalar := strings.TrimSpace(m[3]) != ""
+			switch {
+			case inValue:
+			case !documented:
+				t.Errorf("values.yaml:%d: %s has no comment above it", i+1, m[2])
+			case scalar && !isValue:
+				t.Errorf("values.yaml:%d: the comment above %s must start with \"# --\"", i+1, m[2])
+			}
+			stack = append(stack, frame{indent: indent, value: inValue || isValue})
+		}
+		prev = trimmed
+	}
+	if keys < 50 {
+		t.Errorf("only %d keys found in values.yaml", keys)
+	}
+}
+
+// TestSyncUpToDate runs hack/helm-sync.sh into a temporary directory and compares what it
+// writes with the committed chart: every generated file must be committed as it is, and
+// every committed file that says it is generated must still be generated.
+func TestSyncUpToDate(t *testing.T) {
+	root := testenv.RepoRoot(t)
+	out := t.TempDir()
+	sync := func() {
+		t.Helper()
+		cmd := exec.Command("bash", filepath.Join(root, "hack", "helm-sync.sh"), out)
+		if b, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("hack/helm-sync.sh: %v\n%s", err, b)
+		}
+	}
+	sync()
+	first := readTree(t, out)
+	if len(first) == 0 {
+		t.Fatal("hack/helm-sync.sh wrote nothing")
+	}
+	// A second run gives the same files and removes CRDs that config/ no longer has.
+	stale := filepath.Join(out, "templates", "crd", "stale.yaml")
+	if err := os.WriteFile(stale, []byte("kind: Stale\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	sync()
+	if second := readTree(t, out); !equality.Semantic.DeepEqual(first, second) {
+		t.Errorf("a second run of hack/helm-sync.sh changed its output")
+	}
+
+	chart := filepath.Join(root, chartRel)
+	for rel, want := range first {
+		got, err := os.ReadFile(filepath.Join(chart, rel))
+		if err != nil {
+			t.Errorf("%s/%s: %v; run `make helm` and commit the result", chartRel, rel, err)
+			continue
+		}
+		if string(got) != want {
+			t.Errorf("%s/%s is stale: run `make helm` (hack/helm-sync.sh) and commit the result", chartRel, rel)
+		}
+	}
+	for rel, content := range readTree(t, chart) {
+		if _, ok := first[rel]; ok {
+			continue
+		}
+		// templates/crd belongs to hack/helm-sync.sh, which empties it before each run.
+		if strings.HasPrefix(rel, "templates/crd/") || strings.Contains(content, "Generated by hack/helm-sync.sh") {
+			t.Errorf("%s/%s is not written by hack/helm-sync.sh (any more): run `make helm` or delete it", chartRel, rel)
+		}
+	}
+}
+
+// readTree returns the contents of the regular files under dir by relative path.
+func readTree(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	files := map[string]string{}
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(dir, path)
+		files[filepath.ToSlash(rel)] = string(b)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return files
+}
+
+// TestDeploymentMatchesConfig checks that the chart's default Deployment runs the manager
+// exactly as config/manager/manager.yaml does: security settings, command and flags, env,
+// ports, probes and resources.
+func TestDeploymentMatchesConfig(t *testing.T) {
+	h := newHelm(t)
+	var got, want appsv1.Deployment
+	typed(t, find(t, decode(t, h.template(t)), "Deployment", prefix+"controller-manager"), &got)
+	readObject(t, "config/manager/manager.yaml", "Deployment", &want)
+
+	gp, wp := got.Spec.Template.Spec, want.Spec.Template.Spec
+	if len(gp.Containers) != 1 || len(wp.Containers) != 1 {
+		t.Fatalf("want one container in each; chart %d, config %d", len(gp.Containers), len(wp.Containers))
+	}
+	gc, wc := gp.Containers[0], wp.Containers[0]
+	checks := []struct {
+		what      string
+		got, want any
+	}{
+		{"pod securityContext", gp.SecurityContext, wp.SecurityContext},
+		{"terminationGracePeriodSeconds", gp.TerminationGracePeriodSeconds, wp.TerminationGracePeriodSeconds},
+		{"container name", gc.Name, wc.Name},
+		{"container securityContext", gc.SecurityContext, wc.SecurityContext},
+		{"command", gc.Command, wc.Command},
+		{"args", gc.Args, wc.Args},
+		{"env", gc.Env, wc.Env},
+		{"ports", gc.Ports, wc.Ports},
+		{"livenessProbe", gc.LivenessProbe, wc.LivenessProbe},
+		{"readinessProbe", gc.ReadinessProbe, wc.ReadinessProbe},
+		{"resources", gc.Resources, wc.Resources},
+		{"default-container annotation", got.Spec.Template.Annotations["kubectl.kubernetes.io/default-container"], "manager"},
+		{"image", gc.Image, "ghcr.io/harness9/compaction-operator:" + chartAppVersion(t)},
+	}
+	for _, c := range checks {
+		if !equality.Semantic.DeepEqual(c.got, c.want) {
+			t.Errorf("%s: chart renders %+v, config/manager/manager.yaml has %+v", c.what, c.got, c.want)
+		}
+	}
+	if gp.ServiceAccountName != prefix+"controller-manager" {
+		t.Errorf("serviceAccountName %q", gp.ServiceAccountName)
+	}
+}
+
+func chartAppVersion(t *testing.T) string {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(testenv.RepoRoot(t), chartRel, "Chart.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c struct {
+		AppVersion string `json:"appVersion"`
+	}
+	if err := yaml.Unmarshal(data, &c); err != nil || c.AppVersion == "" {
+		t.Fatalf("Chart.yaml appVersion %q: %v", c.AppVersion, err)
+	}
+	return c.AppVersion
+}
+
+// managerArgs renders the chart with args and returns the manager container's flags.
+func managerArgs(t *testing.T, h *helmCLI, args ...string) (*appsv1.Deployment, []string) {
+	t.Helper()
+	var d appsv1.Deployment
+	typed(t, find(t, decode(t, h.template(t, args...)), "Deployment", prefix+"controller-manager"), &d)
+	return &d, d.Spec.Template.Spec.Containers[0].Args
+}
+
+// TestValues checks what the main values change in the rendered manifests.
+func TestValues(t *testing.T) {
+	h := newHelm(t)
+	t.Run("LeaderElection", func(t *testing.T) { testLeaderElection(t, h) })
+	t.Run("APITLS", func(t *testing.T) { testAPITLS(t, h) })
+	t.Run("ManagerFlags", func(t *testing.T) { testManagerFlags(t, h) })
+	t.Run("Image", func(t *testing.T) { testImage(t, h) })
+	t.Run("CRDs", func(t *testing.T) { testCRDs(t, h) })
+	t.Run("RBACOff", func(t *testing.T) { testRBACOff(t, h) })
+	t.Run("ServiceMonitor", func(t *testing.T) { testServiceMonitor(t, h) })
+	t.Run("NetworkPolicy", func(t *testing.T) { testNetworkPolicy(t, h) })
+	t.Run("GrafanaDashboard", func(t *testing.T) { testDashboard(t, h) })
+	t.Run("LongReleaseName", func(t *testing.T) { testLongReleaseName(t, h) })
+}
+
+// testLongReleaseName checks that every name and label value stays within 63 characters
+// (the limit of Service names and label values) whatever the release is called, and that
+// the objects still find each other.
+func testLongReleaseName(t *testing.T, h *helmCLI) {
+	name := "platform-team-ai-agents-context-compaction-production" // 53, the longest Helm allows
+	objs := decode(t, []byte(h.run(t, append([]string{"template", name, h.chart, "-n", namespace}, allOptions...)...)))
+	var deployment appsv1.Deployment
+	for _, o := range objs {
+		if n := o.GetName(); len(n) > 63 {
+			t.Errorf("%s name %q is %d characters long", o.GetKind(), n, len(n))
+		}
+		for k, v := range o.GetLabels() {
+			if len(v) > 63 {
+				t.Errorf("%s %s label %s=%q is %d characters long", o.GetKind(), o.GetName(), k, v, len(v))
+			}
+		}
+		if o.GetKind() == "Deployment" {
+			typed(t, o, &deployment)
+		}
+	}
+	sa := deployment.Spec.Template.Spec.ServiceAccountName
+	var crb rbacv1.ClusterRoleBinding
+	for _, o := range objs {
+		if o.GetKind() == "ClusterRoleBinding" {
+			typed(t, o, &crb)
+		}
+	}
+	if len(crb.Subjects) != 1 || crb.Subjects[0].Name != sa || sa == "" {
+		t.Errorf("ClusterRoleBinding subjects %+v, Deployment's ServiceAccount %q", crb.Subjects, sa)
+	}
+	find(t, objs, "ClusterRole", crb.RoleRef.Name)
+	find(t, objs, "ServiceAccount", sa)
+}
+
+func testLeaderElection(t *testing.T, h *helmCLI) {
+	for _, c := range []struct {
+		replicas int32
+		enabled  bool
+		want     bool
+	}{
+		{1, true, true},
+		{1, false, false},
+		{2, false, true},
+	} {
+		set := fmt.Sprintf("replicaCount=%d,leaderElection.enabled=%v", c.replicas, c.enabled)
+		d, args := managerArgs(t, h, "--set", set)
+		if got := slices.Contains(args, "--leader-elect"); got != c.want {
+			t.Errorf("%s: --leader-elect %v, want %v (args %q)", set, got, c.want, args)
+		}
+		if d.Spec.Replicas == nil || *d.Spec.Replicas != c.replicas {
+			t.Errorf("%s: replicas %v", set, d.Spec.Replicas)
+		}
+	}
+}
+
+func testAPITLS(t *testing.T, h *helmCLI) {
+	d, args := managerArgs(t, h, "--set", "api.tls.enabled=true,api.tls.secretName=api-tls")
+	if !slices.Contains(args, "--api-cert-dir=/etc/compaction-operator/api-tls") {
+		t.Errorf("args %q lack --api-cert-dir", args)
+	}
+	pod := d.Spec.Template.Spec
+	if len(pod.Volumes) != 1 || pod.Volumes[0].Secret == nil || pod.Volumes[0].Secret.SecretName != "api-tls" {
+		t.Errorf("volumes %+v", pod.Volumes)
+	}
+	m := pod.Containers[0].VolumeMounts
+	if len(m) != 1 || m[0].MountPath != "/etc/compaction-operator/api-tls" || !m[0].ReadOnly {
+		t.Errorf("volumeMounts %+v", m)
+	}
+	if _, err := h.try("template", release, h.chart, "--set", "api.tls.enabled=true"); err == nil ||
+		!strings.Contains(err.Error(), "api.tls.secretName is required") {
+		t.Errorf("api.tls.enabled without secretName: %v", err)
+	}
+}
+
+func testManagerFlags(t *testing.T, h *helmCLI) {
+	_, args := managerArgs(t, h, "--set", "metrics.secure=false,manager.logLevel=debug,manager.clusterResourceNamespace=secrets",
+		"--set-json", `manager.extraArgs=["--api-request-timeout=90s"]`)
+	for _, want := range []string{"--metrics-secure=false", "--zap-log-level=debug", "--cluster-resource-namespace=secrets", "--api-request-timeout=90s"} {
+		if !slices.Contains(args, want) {
+			t.Errorf("args %q lack %s", args, want)
+		}
+	}
+}
+
+func testImage(t *testing.T, h *helmCLI) {
+	d, _ := managerArgs(t, h, "--set", "image.tag=v9.9.9")
+	if got := d.Spec.Template.Spec.Containers[0].Image; got != "ghcr.io/harness9/compaction-operator:v9.9.9" {
+		t.Errorf("image %q", got)
+	}
+	d, _ = managerArgs(t, h, "--set", "image.digest=sha256:0123")
+	if got := d.Spec.Template.Spec.Containers[0].Image; got != "ghcr.io/harness9/compaction-operator@sha256:0123" {
+		t.Errorf("image %q", got)
+	}
+}
+
+func testCRDs(t *testing.T, h *helmCLI) {
+	count := func(objs []*unstructured.Unstructured, keep bool) int {
+		n := 0
+		for _, o := range objs {
+			if o.GetKind() != "CustomResourceDefinition" {
+				continue
+			}
+			n++
+			if got := o.GetAnnotations()["helm.sh/resource-policy"] == "keep"; got != keep {
+				t.Errorf("%s: resource-policy keep %v, want %v", o.GetName(), got, keep)
+			}
+			if o.GetLabels()["app.kubernetes.io/managed-by"] != "Helm" {
+				t.Errorf("%s: labels %v", o.GetName(), o.GetLabels())
+			}
+		}
+		return n
+	}
+	if n := count(decode(t, h.template(t)), true); n != 3 {
+		t.Errorf("%d CRDs rendered, want 3", n)
+	}
+	if n := count(decode(t, h.template(t, "--set", "crds.keep=false")), false); n != 3 {
+		t.Errorf("%d CRDs rendered, want 3", n)
+	}
+	if n := count(decode(t, h.template(t, "--set", "crds.install=false")), true); n != 0 {
+		t.Errorf("crds.install=false: %d CRDs rendered", n)
+	}
+}
+
+func testRBACOff(t *testing.T, h *helmCLI) {
+	for _, o := range decode(t, h.template(t, "--set", "rbac.create=false")) {
+		if o.GetAPIVersion() == rbacv1.SchemeGroupVersion.String() {
+			t.Errorf("rbac.create=false renders %s/%s", o.GetKind(), o.GetName())
+		}
+	}
+}
+
+func testServiceMonitor(t *testing.T, h *helmCLI) {
+	sm := find(t, decode(t, h.template(t, "--set", "serviceMonitor.enabled=true,metrics.secure=false")), "ServiceMonitor", prefix+"controller-manager-metrics-monitor")
+	eps, _, _ := unstructured.NestedSlice(sm.Object, "spec", "endpoints")
+	if len(eps) != 1 || eps[0].(map[string]any)["scheme"] != "http" || eps[0].(map[string]any)["tlsConfig"] != nil {
+		t.Errorf("metrics.secure=false: endpoints %v", eps)
+	}
+	// The ServiceMonitor selects the metrics Service and no other.
+	objs := decode(t, h.template(t, "--set", "serviceMonitor.enabled=true"))
+	sm = find(t, objs, "ServiceMonitor", prefix+"controller-manager-metrics-monitor")
+	sel, _, _ := unstructured.NestedStringMap(sm.Object, "spec", "selector", "matchLabels")
+	var selected []string
+	for _, o := range objs {
+		if o.GetKind() == "Service" && matches(sel, o.GetLabels()) {
+			selected = append(selected, o.GetName())
+		}
+	}
+	if want := []string{prefix + "controller-manager-metrics-service"}; !slices.Equal(selected, want) {
+		t.Errorf("ServiceMonitor selects Services %q, want %q", selected, want)
+	}
+}
+
+func testNetworkPolicy(t *testing.T, h *helmCLI) {
+	var np networkingv1.NetworkPolicy
+	typed(t, find(t, decode(t, h.template(t, "--set", "networkPolicy.enabled=true")), "NetworkPolicy", prefix+"controller-manager"), &np)
+	ports := map[int32]networkingv1.NetworkPolicyIngressRule{}
+	for _, r := range np.Spec.Ingress {
+		for _, p := range r.Ports {
+			ports[p.Port.IntVal] = r
+		}
+	}
+	if len(ports) != 3 {
+		t.Fatalf("ingress ports %v, want 8082, 8443 and 8081", ports)
+	}
+	if from := ports[8443].From; len(from) != 1 || from[0].NamespaceSelector == nil ||
+		from[0].NamespaceSelector.MatchLabels["kubernetes.io/metadata.name"] != "monitoring" {
+		t.Errorf("8443 from %+v, want the monitoring namespace", from)
+	}
+	if _, ok := ports[8081]; !ok {
+		t.Error("no rule for the probe port 8081")
+	}
+}
+
+// matches reports whether labels has every key and value of sel.
+func matches(sel, labels map[string]string) bool {
+	for k, v := range sel {
+		if labels[k] != v {
+			return false
+		}
+	}
+	return len(sel) > 0
+}
+
+// dashboardMetrics are the metrics the dashboard must show.
+var dashboardMetrics = []string{
+	"compaction_compactions_total", "compaction_compression_ratio", "compaction_tokens_saved_total",
+	"compaction_offload_bytes_total", "compaction_summarizer_errors_total", "compaction_summarizer_duration_seconds",
+	"compaction_api_requests_total", "compaction_api_request_duration_seconds", "compaction_sessions",
+	"compaction_policy_ready", "compaction_gc_deleted_objects_total", "compaction_gc_failures_total",
+}
+
+// testDashboard checks the dashboard ConfigMap: the sidecar label, the JSON of
+// dashboards/compaction-operator.json, and that its queries use the metrics above and only
+// metrics the manager registers.
+func testDashboard(t *testing.T, h *helmCLI) {
+	root := testenv.RepoRoot(t)
+	var cm corev1.ConfigMap
+	typed(t, find(t, decode(t, h.template(t, "--set", "grafanaDashboard.enabled=true")), "ConfigMap", prefix+"dashboard"), &cm)
+	if cm.Labels["grafana_dashboard"] != "1" {
+		t.Errorf("labels %v lack grafana_dashboard: \"1\"", cm.Labels)
+	}
+	file, err := os.ReadFile(filepath.Join(root, chartRel, "dashboards", "compaction-operator.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := cm.Data["compaction-operator.json"]
+	if strings.TrimSpace(data) != strings.TrimSpace(string(file)) {
+		t.Error("the ConfigMap's dashboard differs from dashboards/compaction-operator.json")
+	}
+	var dash struct {
+		Title  string `json:"title"`
+		UID    string `json:"uid"`
+		Panels []struct {
+			Title   string `json:"title"`
+			Targets []struct {
+				Expr string `json:"expr"`
+			} `json:"targets"`
+		} `json:"panels"`
+	}
+	if err := json.Unmarshal([]byte(data), &dash); err != nil {
+		t.Fatalf("dashboard JSON: %v", err)
+	}
+	if dash.Title == "" || dash.UID == "" {
+		t.Errorf("dashboard title %q uid %q", dash.Title, dash.UID)
+	}
+
+	registered := registeredMetrics(t, root)
+	metricRE := regexp.MustCompile(`\bcompaction_[a-z_]+`)
+	used := map[string]bool{}
+	for _, p := range dash.Panels {
+		for _, tg := range p.Targets {
+			for _, m := range metricRE.FindAllString(tg.Expr, -1) {
+				base := m
+				for _, suffix := range []string{"_bucket", "_sum", "_count"} {
+					if b, ok := strings.CutSuffix(m, suffix); ok && registered[b] {
+						base = b
+					}
+				}
+				if !registered[base] {
+					t.Errorf("panel %q queries %s, which the manager does not register", p.Title, m)
+				}
+				used[base] = true
+			}
+		}
+	}
+	for _, m := range dashboardMetrics {
+		if !used[m] {
+			t.Errorf("no dashboard panel shows %s", m)
+		}
+	}
+}
+
+// registeredMetrics returns the metric names the manager's code registers.
+func registeredMetrics(t *testing.T, root string) map[string]bool {
+	t.Helper()
+	re := regexp.MustCompile(`"(compaction_[a-z_]+)"`)
+	out := map[string]bool{}
+	for _, f := range []string{"controllers/metrics.go", "internal/compactapi/metrics.go"} {
+		b, err := os.ReadFile(filepath.Join(root, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range re.FindAllStringSubmatch(string(b), -1) {
+			out[m[1]] = true
+		}
+	}
+	for _, m := range dashboardMetrics {
+		if !out[m] {
+			t.Fatalf("%s is not registered in controllers/ or internal/compactapi/ any more", m)
+		}
+	}
+	return out
+}
+
+// TestInCluster starts one control plane, without the CRDs (the chart installs them), and
+// runs the checks that need the API server in it.
+func TestInCluster(t *testing.T) {
+	h := newHelm(t)
+	kubeconform := tool(t, "kubeconform")
+	env, cfg := kubeenv.Start(t, kubeenv.Options{})
+	admin, err := env.AddUser(envtest.User{Name: "admin", Groups: []string{"system:masters"}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kc, err := admin.KubeConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	kubeconfig := filepath.Join(t.TempDir(), "admin.kubeconfig")
+	if err := os.WriteFile(kubeconfig, kc, 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	t.Run("Kubeconform", func(t *testing.T) { testKubeconform(t, h, kubeconform, cfg) })
+	t.Run("InstallUpgradeUninstall", func(t *testing.T) { testInstall(t, h, cfg, kubeconfig) })
+}
+
+// testKubeconform validates the chart's manifests, every option on, with kubeconform
+// -strict. There is no network here, so kubeconform's default schema location (GitHub) is
+// out of reach: the schemas are written into a directory first, the CRDs' from
+// config/crd/bases and the built-in kinds' from the test API server's OpenAPI v3 document,
+// so no kind goes unchecked. The only kind skipped is the ServiceMonitor, whose CRD
+// belongs to the Prometheus Operator.
+func testKubeconform(t *testing.T, h *helmCLI, kubeconform string, cfg *rest.Config) {
+	manifests := h.template(t, allOptions...)
+	objs := decode(t, manifests)
+	schemas := t.TempDir()
+	writeCRDSchemas(t, testenv.RepoRoot(t), schemas)
+	var gvs []string
+	for _, o := range objs {
+		if gv := o.GetAPIVersion(); gv != v1alpha1.GroupVersion.String() && gv != "monitoring.coreos.com/v1" && !slices.Contains(gvs, gv) {
+			gvs = append(gvs, gv)
+		}
+	}
+	writeBuiltinSchemas(t, cfg, schemas, gvs)
+
+	validate := func(input []byte) (kubeconformResult, error) {
+		cmd := exec.Command(kubeconform, "-strict", "-summary", "-verbose", "-output", "json",
+			"-schema-location", filepath.Join(schemas, "{{ .Group }}/{{ .ResourceKind }}_{{ .ResourceAPIVersion }}.json"),
+			"-skip", "monitoring.coreos.com/v1/ServiceMonitor")
+		cmd.Stdin = bytes.NewReader(input)
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		out, runErr := cmd.Output()
+		var res kubeconformResult
+		if err := json.Unmarshal(out, &res); err != nil {
+			t.Fatalf("kubeconform output: %v\n%s\n%s", err, out, stderr.String())
+		}
+		return res, runErr
+	}
+
+	res, err := validate(manifests)
+	if err != nil {
+		t.Errorf("kubeconform: %v", err)
+	}
+	t.Logf("kubeconform summary: %+v", res.Summary)
+	for _, r := range res.Resources {
+		want := "statusValid"
+		if r.Kind == "ServiceMonitor" {
+			want = "statusSkipped"
+		}
+		if r.Status != want {
+			t.Errorf("%s %s: %s, want %s: %s %+v", r.Kind, r.Name, r.Status, want, r.Msg, r.ValidationErrors)
+		}
+	}
+	if s := res.Summary; s.Valid != len(objs)-1 || s.Skipped != 1 || s.Invalid != 0 || s.Errors != 0 {
+		t.Errorf("summary %+v, want %d valid and the ServiceMonitor skipped", s, len(objs)-1)
+	}
+
+	// The schemas catch mistakes: unknown fields (-strict) and the CRDs' own rules.
+	for name, bad := range map[string]string{
+		"unknown Deployment field": `
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: x}
+spec:
+  selector: {matchLabels: {a: b}}
+  template:
+    metadata: {labels: {a: b}}
+    spec:
+      containers:
+      - name: manager
+        image: x
+        readinesProbe: {httpGet: {path: /readyz, port: 8081}}
+`,
+		"wrong Service port type": `
+apiVersion: v1
+kind: Service
+metadata: {name: x}
+spec:
+  ports: [{name: api, port: "eighty"}]
+`,
+		"ClusterCompactionPolicy bucket pattern": `
+apiVersion: compaction.harness9.io/v1alpha1
+kind: ClusterCompactionPolicy
+metadata: {name: x}
+spec:
+  contextWindow: 200000
+  storage: {s3: {endpoint: minio:9000, bucket: Not_A_Bucket}}
+`,
+		"unknown ClusterCompactionPolicy field": `
+apiVersion: compaction.harness9.io/v1alpha1
+kind: ClusterCompactionPolicy
+metadata: {name: x}
+spec:
+  contextWindow: 200000
+  contextWindw: 100
+  storage: {s3: {endpoint: minio:9000, bucket: agent-context}}
+`,
+	} {
+		res, err := validate([]byte(bad))
+		if err == nil || res.Summary.Invalid != 1 {
+			t.Errorf("%s: kubeconform accepted it (%v, %+v)", name, err, res)
+		}
+	}
+}
+
+type kubeconformResult struct {
+	Resources []struct {
+		Kind, Name, Status, Msg string
+		ValidationErrors        []struct{ Path, Msg string } `json:"validationErrors"`
+	} `json:"resources"`
+	Summary struct {
+		Valid, Invalid, Errors, Skipped int
+	} `json:"summary"`
+}
+
+// schemaFile is where kubeconform looks for the schema of kind in apiVersion with
+// -schema-location DIR/{{ .Group }}/{{ .ResourceKind }}_{{ .ResourceAPIVersion }}.json:
+// Group is the part of apiVersion before the slash ("v1" for the core group), and
+// ResourceKind is lowercase.
+func schemaFile(dir, apiVersion, kind string) string {
+	group, version, ok := strings.Cut(apiVersion, "/")
+	if !ok {
+		group, version = apiVersion, apiVersion
+	}
+	return filepath.Join(dir, group, strings.ToLower(kind)+"_"+version+".json")
+}
+
+func writeSchema(t *testing.T, path string, schema map[string]any) {
+	t.Helper()
+	b, err := json.Marshal(schema)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// writeCRDSchemas writes the openAPIV3Schema of every version of the CRDs in
+// config/crd/bases as a strict JSON schema.
+func writeCRDSchemas(t *testing.T, root, dir string) {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(root, "config", "crd", "bases", "*.yaml"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no CRDs in config/crd/bases: %v", err)
+	}
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var crd apiextensionsv1.CustomResourceDefinition
+		if err := yaml.Unmarshal(data, &crd); err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		for _, v := range crd.Spec.Versions {
+			if v.Schema == nil || v.Schema.OpenAPIV3Schema == nil {
+				t.Fatalf("%s: version %s has no schema", f, v.Name)
+			}
+			b, err := json.Marshal(v.Schema.OpenAPIV3Schema)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var schema map[string]any
+			if err := json.Unmarshal(b, &schema); err != nil {
+				t.Fatal(err)
+			}
+			strict(schema, nil)
+			writeSchema(t, schemaFile(dir, crd.Spec.Group+"/"+v.Name, crd.Spec.Names.Kind), schema)
+		}
+	}
+}
+
+// writeBuiltinSchemas writes a strict JSON schema for every kind of the group versions gvs
+// (e.g. "v1", "apps/v1") from the API server's OpenAPI v3 document of each: the kind's
+// schema as the root, with every component schema under "definitions".
+func writeBuiltinSchemas(t *testing.T, cfg *rest.Config, dir string, gvs []string) {
+	t.Helper()
+	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	paths, err := dc.OpenAPIV3WithContext(ctx).PathsWithContext(ctx)
+	if err != nil {
+		t.Fatalf("OpenAPI v3 paths: %v", err)
+	}
+	for _, gv := range gvs {
+		path := "apis/" + gv
+		if !strings.Contains(gv, "/") {
+			path = "api/" + gv
+		}
+		p, ok := paths[path]
+		if !ok {
+			t.Fatalf("the API server has no OpenAPI v3 document for %s", gv)
+		}
+		raw, err := p.SchemaWithContext(ctx, "application/json")
+		if err != nil {
+			t.Fatalf("OpenAPI v3 of %s: %v", gv, err)
+		}
+		var doc struct {
+			Components struct {
+				Schemas map[string]map[string]any `json:"schemas"`
+			} `json:"components"`
+		}
+		if err := json.Unmarshal(raw, &doc); err != nil {
+			t.Fatalf("OpenAPI v3 of %s: %v", gv, err)
+		}
+		defs := map[string]any{}
+		for name, s := range doc.Components.Schemas {
+			strict(s, map[string]string{"#/components/schemas/": "#/definitions/"})
+			defs[name] = s
+		}
+		group, version, ok := strings.Cut(gv, "/")
+		if !ok {
+			group, version = "", gv
+		}
+		n := 0
+		for name, s := range doc.Components.Schemas {
+			gvks, _ := s["x-kubernetes-group-version-kind"].([]any)
+			for _, g := range gvks {
+				m, _ := g.(map[string]any)
+				if m["group"] == group && m["version"] == version {
+					kind, _ := m["kind"].(string)
+					writeSchema(t, schemaFile(dir, gv, kind), map[string]any{"$ref": "#/definitions/" + name, "definitions": defs})
+					n++
+				}
+			}
+		}
+		if n == 0 {
+			t.Fatalf("no kinds in the OpenAPI v3 document of %s", gv)
+		}
+	}
+}
+
+// strict walks a schema and makes it reject unknown fields: each object schema with
+// properties that does not say otherwise (additionalProperties,
+// x-kubernetes-preserve-unknown-fields) gets additionalProperties: false, as the API
+// server prunes or rejects such fields. refs maps $ref prefixes to their replacements.
+func strict(s map[string]any, refs map[string]string) {
+	if ref, ok := s["$ref"].(string); ok {
+		for from, to := range refs {
+			if rest, ok := strings.CutPrefix(ref, from); ok {
+				s["$ref"] = to + rest
+			}
+		}
+	}
+	if props, ok := s["properties"].(map[string]any); ok {
+		for _, p := range props {
+			if m, ok := p.(map[string]any); ok {
+				strict(m, refs)
+			}
+		}
+		_, has := s["additionalProperties"]
+		if preserve, _ := s["x-kubernetes-preserve-unknown-fields"].(bool); !has && !preserve {
+			s["additionalProperties"] = false
+		}
+	}
+	for _, key := range []string{"additionalProperties", "items", "not"} {
+		if m, ok := s[key].(map[string]any); ok {
+			strict(m, refs)
+		}
+	}
+	for _, key := range []string{"allOf", "anyOf", "oneOf", "items"} {
+		if list, ok := s[key].([]any); ok {
+			for _, e := range list {
+				if m, ok := e.(map[string]any); ok {
+					strict(m, refs)
+				}
+			}
+		}
+	}
+}
+
+// testInstall installs the chart (every option on but the ServiceMonitor, whose CRD the
+// test API server does not have), checks the objects it creates, upgrades it with a
+// changed default policy and uninstalls it.
+func testInstall(t *testing.T, h *helmCLI, cfg *rest.Config, kubeconfig string) {
+	sets := "networkPolicy.enabled=true,defaultPolicy.enabled=true,grafanaDashboard.enabled=true"
+	h.run(t, "install", release, h.chart, "-n", namespace, "--create-namespace", "--kubeconfig", kubeconfig, "--set", sets, "--timeout", "2m")
+
+	scheme := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, apiextensionsv1.AddToScheme, v1alpha1.AddToScheme} {
+		if err := add(scheme); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	get := func(obj client.Object, ns, name string) bool {
+		t.Helper()
+		err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, obj)
+		if err != nil && !apierrors.IsNotFound(err) {
+			t.Fatalf("get %T %s/%s: %v", obj, ns, name, err)
+		}
+		return err == nil
+	}
+	mustGet := func(obj client.Object, ns, name string) {
+		t.Helper()
+		if !get(obj, ns, name) {
+			t.Errorf("%T %s/%s was not created", obj, ns, name)
+		}
+	}
+
+	crds := []string{"agentsessions", "compactionpolicies", "clustercompactionpolicies"}
+	for _, n := range crds {
+		var crd apiextensionsv1.CustomResourceDefinition
+		mustGet(&crd, "", n+"."+v1alpha1.GroupVersion.Group)
+	}
+	mustGet(&appsv1.Deployment{}, namespace, prefix+"controller-manager")
+	mustGet(&corev1.ServiceAccount{}, namespace, prefix+"controller-manager")
+	var api, metrics corev1.Service
+	mustGet(&api, namespace, prefix+"api")
+	mustGet(&metrics, namespace, prefix+"controller-manager-metrics-service")
+	if p := api.Spec.Ports; len(p) != 1 || p[0].Name != "api" || p[0].Port != 8082 {
+		t.Errorf("API Service ports %+v, want api 8082", p)
+	}
+	if p := metrics.Spec.Ports; len(p) != 1 || p[0].Name != "https" || p[0].Port != 8443 {
+		t.Errorf("metrics Service ports %+v, want https 8443", p)
+	}
+	mustGet(&networkingv1.NetworkPolicy{}, namespace, prefix+"controller-manager")
+	mustGet(&corev1.ConfigMap{}, namespace, prefix+"dashboard")
+
+	// The roles have exactly the rules of config/rbac, and every binding points at a role
+	// and a ServiceAccount that exist.
+	for file, name := range map[string]string{
+		"config/rbac/role.yaml":                prefix + "manager-role",
+		"config/rbac/agent_role.yaml":          prefix + "compaction-agent",
+		"config/rbac/metrics_reader_role.yaml": prefix + "metrics-reader",
+	} {
+		var got, want rbacv1.ClusterRole
+		readObject(t, file, "ClusterRole", &want)
+		mustGet(&got, "", name)
+		if !equality.Semantic.DeepEqual(got.Rules, want.Rules) {
+			t.Errorf("ClusterRole %s rules %+v, %s has %+v", name, got.Rules, file, want.Rules)
+		}
+	}
+	var leRole, leWant rbacv1.Role
+	readObject(t, "config/rbac/leader_election_role.yaml", "Role", &leWant)
+	mustGet(&leRole, namespace, prefix+"leader-election-role")
+	if !equality.Semantic.DeepEqual(leRole.Rules, leWant.Rules) {
+		t.Errorf("leader election Role rules %+v, want %+v", leRole.Rules, leWant.Rules)
+	}
+	var crb rbacv1.ClusterRoleBinding
+	mustGet(&crb, "", prefix+"manager-rolebinding")
+	var rb rbacv1.RoleBinding
+	mustGet(&rb, namespace, prefix+"leader-election-rolebinding")
+	checkBinding(t, get, crb.RoleRef, crb.Subjects, "")
+	checkBinding(t, get, rb.RoleRef, rb.Subjects, namespace)
+
+	var policy v1alpha1.ClusterCompactionPolicy
+	mustGet(&policy, "", "default")
+	if policy.Spec.ContextWindow != 200000 || policy.Spec.Storage.S3.Bucket != "agent-context" {
+		t.Errorf("default policy spec %+v", policy.Spec)
+	}
+
+	// An upgrade applies a changed policy in place (same object, no delete and re-create).
+	h.run(t, "upgrade", release, h.chart, "-n", namespace, "--kubeconfig", kubeconfig, "--set", sets+",defaultPolicy.spec.contextWindow=300000", "--timeout", "2m")
+	var upgraded v1alpha1.ClusterCompactionPolicy
+	mustGet(&upgraded, "", "default")
+	if upgraded.UID != policy.UID || upgraded.Spec.ContextWindow != 300000 {
+		t.Errorf("after upgrade: uid %s (was %s), contextWindow %d, want the same object with 300000", upgraded.UID, policy.UID, upgraded.Spec.ContextWindow)
+	}
+	out := h.run(t, "list", "-n", namespace, "--kubeconfig", kubeconfig, "-o", "json")
+	var releases []struct {
+		Name     string `json:"name"`
+		Revision string `json:"revision"`
+		Status   string `json:"status"`
+	}
+	if err := json.Unmarshal([]byte(out), &releases); err != nil {
+		t.Fatalf("helm list: %v\n%s", err, out)
+	}
+	if len(releases) != 1 || releases[0].Status != "deployed" || releases[0].Revision != "2" {
+		t.Errorf("helm list: %+v, want revision 2 deployed", releases)
+	}
+
+	// Uninstall removes the operator but keeps the CRDs (crds.keep) and so every object of
+	// their kinds.
+	h.run(t, "uninstall", release, "-n", namespace, "--kubeconfig", kubeconfig, "--timeout", "2m")
+	if get(&appsv1.Deployment{}, namespace, prefix+"controller-manager") {
+		t.Error("the Deployment is still there after helm uninstall")
+	}
+	if get(&rbacv1.ClusterRole{}, "", prefix+"compaction-agent") {
+		t.Error("the compaction-agent ClusterRole is still there after helm uninstall")
+	}
+	for _, n := range crds {
+		if !get(&apiextensionsv1.CustomResourceDefinition{}, "", n+"."+v1alpha1.GroupVersion.Group) {
+			t.Errorf("CRD %s was deleted by helm uninstall despite crds.keep", n)
+		}
+	}
+}
+
+// checkBinding checks that a binding's role and ServiceAccount subjects exist.
+func checkBinding(t *testing.T, get func(client.Object, string, string) bool, ref rbacv1.RoleRef, subjects []rbacv1.Subject, ns string) {
+	t.Helper()
+	var role client.Object = &rbacv1.ClusterRole{}
+	if ref.Kind == "Role" {
+		role = &rbacv1.Role{}
+	} else {
+		ns = ""
+	}
+	if !get(role, ns, ref.Name) {
+		t.Errorf("binding refers to the missing %s %s", ref.Kind, ref.Name)
+	}
+	if len(subjects) == 0 {
+		t.Error("binding without subjects")
+	}
+	for _, s := range subjects {
+		if s.Kind != "ServiceAccount" || !get(&corev1.ServiceAccount{}, s.Namespace, s.Name) {
+			t.Errorf("binding subject %+v is not an existing ServiceAccount", s)
+		}
+	}
+}
