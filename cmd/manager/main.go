@@ -62,6 +62,8 @@ type options struct {
 	apiRequestTimeout        time.Duration
 	apiUsageInterval         time.Duration
 	showVersion              bool
+	kubeQPS                  float64
+	kubeBurst                int
 	zap                      zap.Options
 }
 
@@ -94,6 +96,8 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.Int64Var(&o.apiMaxBodyBytes, "api-max-body-bytes", compactapi.DefaultMaxBodyBytes, "largest request body the compaction API accepts")
 	fs.DurationVar(&o.apiRequestTimeout, "api-request-timeout", compactapi.DefaultRequestTimeout, "deadline of one compaction API request, summarizer calls included")
 	fs.DurationVar(&o.apiUsageInterval, "api-usage-interval", compactapi.DefaultUsageInterval, "least time between two status writes of a session for turns that needed no compaction")
+	fs.Float64Var(&o.kubeQPS, "kube-api-qps", 50, "steady requests per second to the Kubernetes API (status writes of the compaction API count here)")
+	fs.IntVar(&o.kubeBurst, "kube-api-burst", 100, "burst of requests to the Kubernetes API")
 	fs.BoolVar(&o.showVersion, "version", false, "print the version and exit")
 	o.zap.BindFlags(fs)
 	if err := fs.Parse(args); err != nil {
@@ -141,6 +145,8 @@ func runManager(ctx context.Context, o *options) error {
 	if err != nil {
 		return err
 	}
+	// client-go's defaults (5 QPS, burst 10) would throttle the status writes of a busy API.
+	cfg.QPS, cfg.Burst = float32(o.kubeQPS), o.kubeBurst
 	scheme := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
 		return fmt.Errorf("build scheme: %w", err)

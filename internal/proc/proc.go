@@ -46,6 +46,9 @@ func Start(cmd *exec.Cmd, tail int, echo *os.File) (*Process, error) {
 	return p, nil
 }
 
+// Pid is the process ID.
+func (p *Process) Pid() int { return p.cmd.Process.Pid }
+
 // Output is the tail of what the process wrote so far.
 func (p *Process) Output() string { return p.output.String() }
 

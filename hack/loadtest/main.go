@@ -1,0 +1,266 @@
+// Command loadtest measures the operator under many concurrent agents: it starts the local
+// environment (internal/devenv: kube-apiserver, etcd, MinIO, the manager binary), creates N
+// AgentSessions, and has N agents replay a transcript turn by turn through the compaction
+// API at once (offload hook for every tool result, a delta compaction before every assistant
+// turn). It reports the time until all sessions are Ready, throughput, latency per tier, and
+// the manager's CPU time and peak RSS.
+//
+//	go run ./hack/loadtest -sessions 200 -turns 60
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	compactionv1alpha1 "github.com/harness9/compaction-operator/api/v1alpha1"
+	"github.com/harness9/compaction-operator/compaction"
+	compactclient "github.com/harness9/compaction-operator/compaction/client"
+	"github.com/harness9/compaction-operator/internal/devenv"
+)
+
+func main() {
+	sessions := flag.Int("sessions", 200, "concurrent agents, one AgentSession each")
+	turns := flag.Int("turns", 60, "assistant turns each agent replays (0: the whole transcript)")
+	window := flag.Int("window", 8000, "the policy's context window")
+	transcript := flag.String("transcript", "testdata/long-session.jsonl", "agent transcript (JSONL)")
+	flag.Parse()
+	if err := run(*sessions, *turns, int32(*window), *transcript); err != nil { //nolint:gosec // flag value, bounded by the CRD
+		fmt.Fprintln(os.Stderr, "loadtest:", err)
+		os.Exit(1)
+	}
+}
+
+type sample struct {
+	kind string // "hook" or the tier
+	d    time.Duration
+}
+
+func run(n, maxTurns int, window int32, transcript string) error {
+	ctx := context.Background()
+	root, err := os.Getwd()
+	if err != nil {
+		return err
+	}
+	history, err := load(transcript)
+	if err != nil {
+		return err
+	}
+	dir, err := os.MkdirTemp("", "loadtest-")
+	if err != nil {
+		return err
+	}
+	defer func() { _ = os.RemoveAll(dir) }()
+	env, err := devenv.Start(ctx, devenv.Options{Root: root, Dir: dir})
+	if err != nil {
+		return err
+	}
+	defer env.Stop()
+	scheme := runtime.NewScheme()
+	_ = clientgoscheme.AddToScheme(scheme)
+	_ = compactionv1alpha1.AddToScheme(scheme)
+	c, err := client.New(env.Config, client.Options{Scheme: scheme})
+	if err != nil {
+		return err
+	}
+	if err := c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "minio"},
+		StringData: map[string]string{"accessKeyID": devenv.MinIOAccessKey, "secretAccessKey": devenv.MinIOSecretKey}}); err != nil {
+		return err
+	}
+	if err := c.Create(ctx, &compactionv1alpha1.CompactionPolicy{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "load"},
+		Spec: compactionv1alpha1.CompactionPolicySpec{ContextWindow: window, Storage: compactionv1alpha1.StorageSpec{S3: compactionv1alpha1.S3StorageSpec{
+			Endpoint: env.MinIO.Endpoint, Bucket: "agent-context", Insecure: true, CreateBucket: true,
+			CredentialsSecretRef: &compactionv1alpha1.S3CredentialsSecretRef{SecretReference: compactionv1alpha1.SecretReference{Name: "minio"}},
+		}}},
+	}); err != nil {
+		return err
+	}
+
+	cpu0 := cpuSeconds(env.Manager().Pid())
+	start := time.Now()
+	for i := range n {
+		s := &compactionv1alpha1.AgentSession{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: fmt.Sprintf("agent-%04d", i)},
+			Spec:       compactionv1alpha1.AgentSessionSpec{PolicyRef: compactionv1alpha1.PolicyReference{Name: "load"}},
+		}
+		if err := c.Create(ctx, s); err != nil {
+			return err
+		}
+	}
+	for {
+		var list compactionv1alpha1.AgentSessionList
+		if err := c.List(ctx, &list); err != nil {
+			return err
+		}
+		ready := 0
+		for i := range list.Items {
+			if meta.IsStatusConditionTrue(list.Items[i].Status.Conditions, compactionv1alpha1.ConditionReady) {
+				ready++
+			}
+		}
+		if ready == n {
+			break
+		}
+		if time.Since(start) > 10*time.Minute {
+			return fmt.Errorf("only %d of %d sessions Ready after 10 minutes", ready, n)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	readyIn := time.Since(start)
+	fmt.Printf("%d sessions created and Ready in %s (manager CPU %.1fs)\n", n, readyIn.Round(time.Millisecond), cpuSeconds(env.Manager().Pid())-cpu0)
+
+	token, err := os.ReadFile(env.AgentTokenFile)
+	if err != nil {
+		return err
+	}
+	api, err := compactclient.New("http://"+env.APIAddr, compactclient.WithToken(string(token)))
+	if err != nil {
+		return err
+	}
+	samples := make(chan sample, 4096)
+	var all []sample
+	collected := make(chan struct{})
+	go func() {
+		for s := range samples {
+			all = append(all, s)
+		}
+		close(collected)
+	}()
+	cpu1 := cpuSeconds(env.Manager().Pid())
+	start = time.Now()
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := agent(ctx, api, fmt.Sprintf("agent-%04d", i), history, maxTurns, samples); err != nil {
+				errs <- err
+			}
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	close(samples)
+	<-collected
+	close(errs)
+	for err := range errs {
+		return err
+	}
+	report(all, elapsed, n, cpuSeconds(env.Manager().Pid())-cpu1, peakRSS(env.Manager().Pid()))
+	return nil
+}
+
+func agent(ctx context.Context, api *compactclient.Client, name string, history []compaction.Message, maxTurns int, out chan<- sample) error {
+	s := &compactclient.Session{Client: api, Namespace: "default", Name: name}
+	var live []compaction.Message
+	turns, seenUser := 0, false
+	for _, m := range history {
+		switch m.Role {
+		case compaction.RoleUser:
+			seenUser = true
+		case compaction.RoleTool:
+			t0 := time.Now()
+			off, err := api.OffloadToolResult(ctx, "default", name, m)
+			if err != nil {
+				return fmt.Errorf("%s: offload: %w", name, err)
+			}
+			out <- sample{"hook", time.Since(t0)}
+			live = append(live, off.Message)
+			continue
+		case compaction.RoleAssistant:
+			if seenUser {
+				if maxTurns > 0 && turns == maxTurns {
+					return nil
+				}
+				t0 := time.Now()
+				resp, err := s.Compact(ctx, live, 0)
+				if err != nil {
+					return fmt.Errorf("%s turn %d: %w", name, turns, err)
+				}
+				out <- sample{resp.Record.Tier.String(), time.Since(t0)}
+				turns++
+			}
+		}
+		live = append(live, m)
+	}
+	return nil
+}
+
+func report(all []sample, elapsed time.Duration, n int, cpu float64, rss int64) {
+	by := map[string][]time.Duration{}
+	turns := 0
+	for _, s := range all {
+		by[s.kind] = append(by[s.kind], s.d)
+		if s.kind != "hook" {
+			turns++
+		}
+	}
+	fmt.Printf("%d agents, %d turns and %d hook offloads in %s: %.1f turns/s; manager CPU %.1fs (%.2f cores), peak RSS %d MiB\n",
+		n, turns, len(by["hook"]), elapsed.Round(time.Millisecond), float64(turns)/elapsed.Seconds(), cpu, cpu/elapsed.Seconds(), rss>>20)
+	fmt.Println("| request | count | p50 | p90 | p99 | max |")
+	fmt.Println("|---|---|---|---|---|---|")
+	for _, k := range []string{"None", "Warn", "Soft", "Full", "Emergency", "hook"} {
+		d := by[k]
+		if len(d) == 0 {
+			continue
+		}
+		sort.Slice(d, func(i, j int) bool { return d[i] < d[j] })
+		q := func(p float64) string { return ms(d[min(len(d)-1, int(p*float64(len(d))))]) }
+		fmt.Printf("| %s | %d | %s | %s | %s | %s |\n", k, len(d), q(0.5), q(0.9), q(0.99), ms(d[len(d)-1]))
+	}
+}
+
+func ms(d time.Duration) string { return strconv.FormatFloat(float64(d.Microseconds())/1000, 'f', 1, 64) + " ms" }
+
+// cpuSeconds is utime+stime of pid from /proc (clock ticks of 1/100 s).
+func cpuSeconds(pid int) float64 {
+	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
+	if err != nil {
+		return 0
+	}
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
+	ut, _ := strconv.ParseFloat(f[11], 64)
+	st, _ := strconv.ParseFloat(f[12], 64)
+	return (ut + st) / 100
+}
+
+// peakRSS is VmHWM of pid in bytes.
+func peakRSS(pid int) int64 {
+	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "status"))
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+			return kb << 10
+		}
+	}
+	return 0
+}
+
+func load(path string) ([]compaction.Message, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = f.Close() }()
+	return compaction.DecodeTranscript(f, compaction.DecodeOptions{})
+}
