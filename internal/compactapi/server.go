@@ -33,6 +33,7 @@ const (
 	DefaultMaxBodyBytes   = 32 << 20
 	DefaultRequestTimeout = 60 * time.Second
 	DefaultUsageInterval  = 5 * time.Second
+	DefaultStatusFlush    = 500 * time.Millisecond
 )
 
 // Config configures the server.
@@ -49,6 +50,9 @@ type Config struct {
 	// UsageInterval is the least time between two status writes of a session for turns
 	// that needed no compaction.
 	UsageInterval time.Duration
+	// StatusFlushInterval is the least time between two status flushes: compactions of a
+	// session within it are written as one status update.
+	StatusFlushInterval time.Duration
 	// ClusterResourceNamespace holds a ClusterCompactionPolicy's Secrets by default.
 	ClusterResourceNamespace string
 }
@@ -66,7 +70,8 @@ type Server struct {
 	metrics   *Metrics
 	log       logr.Logger
 
-	locks sessionLocks
+	locks  sessionLocks
+	status *statusBatcher
 	// serving is set once the listener is bound, for the readiness probe.
 	serving atomic.Bool
 
@@ -86,6 +91,9 @@ func New(mgr ctrl.Manager, cfg Config, stores *policy.Stores, reg prometheus.Reg
 	if cfg.UsageInterval <= 0 {
 		cfg.UsageInterval = DefaultUsageInterval
 	}
+	if cfg.StatusFlushInterval <= 0 {
+		cfg.StatusFlushInterval = DefaultStatusFlush
+	}
 	if stores == nil {
 		stores = &policy.Stores{}
 	}
@@ -104,6 +112,7 @@ func New(mgr ctrl.Manager, cfg Config, stores *policy.Stores, reg prometheus.Reg
 		recorder:  mgr.GetEventRecorder("compaction-api"),
 		metrics:   m,
 		log:       ctrl.Log.WithName("compaction-api"),
+		status:    newStatusBatcher(),
 	}, nil
 }
 
@@ -161,6 +170,17 @@ func (s *Server) Start(ctx context.Context) error {
 	s.log.Info("serving the compaction API", "address", ln.Addr().String(), "tls", s.cfg.CertDir != "")
 	s.serving.Store(true)
 	defer s.serving.Store(false)
+
+	stopStatus, statusDone := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(statusDone)
+		s.runStatusWriter(stopStatus)
+	}()
+	// The last status changes are written after the server has stopped taking requests.
+	defer func() {
+		close(stopStatus)
+		<-statusDone
+	}()
 
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()

@@ -3,10 +3,12 @@ package compactapi
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/retry"
@@ -18,17 +20,58 @@ import (
 // maxAnchorChars bounds an anchor's content in status (the CRD allows 2000).
 const maxAnchorChars = 2000
 
-// recordStatus writes what a compaction changed into the session's status: every compaction
-// above TierNone, and TierNone turns at most once per UsageInterval per session. It reads
-// the session fresh from the API server and updates with its resourceVersion, retrying on
-// conflict, so per-tier counters are never lost to another writer.
-func (s *Server) recordStatus(ctx context.Context, sess *session, rec *compaction.CompactionRecord) error {
+// pendingStatus is what compactions of one session changed since its last status write.
+type pendingStatus struct {
+	uid types.UID
+	// last is the latest compaction above TierNone, nil when only usage changed.
+	last *compaction.CompactionRecord
+	// tier and usage are those of the latest turn.
+	tier  compaction.Tier
+	usage string
+	// counters to add.
+	counts                         compactionv1alpha1.TierCounts
+	offloadedCount, offloadedBytes int64
+}
+
+// statusBatcher coalesces status writes: compactions only record what changed, and a flush
+// loop writes each session's status at most once per flush interval, off the request path.
+// A burst of compactions of one session becomes one write; per-tier counters are added, so
+// none is lost.
+type statusBatcher struct {
+	mu      sync.Mutex
+	pending map[types.NamespacedName]*pendingStatus
+	kick    chan struct{}
+}
+
+func newStatusBatcher() *statusBatcher {
+	return &statusBatcher{pending: make(map[types.NamespacedName]*pendingStatus), kick: make(chan struct{}, 1)}
+}
+
+// entry returns the pending change of sess, creating it; call with b.mu held.
+func (b *statusBatcher) entry(sess *session) *pendingStatus {
 	key := types.NamespacedName{Namespace: sess.obj.Namespace, Name: sess.obj.Name}
+	p := b.pending[key]
+	if p == nil || p.uid != sess.obj.UID {
+		p = &pendingStatus{uid: sess.obj.UID}
+		b.pending[key] = p
+	}
+	return p
+}
+
+func (b *statusBatcher) wake() {
+	select {
+	case b.kick <- struct{}{}:
+	default:
+	}
+}
+
+// recordStatus notes what a compaction changed: every compaction above TierNone, and
+// TierNone turns at most once per UsageInterval per session.
+func (s *Server) recordStatus(sess *session, rec *compaction.CompactionRecord) {
 	now := time.Now()
 	if rec.Tier == compaction.TierNone {
 		s.mu.Lock()
-		last := s.usageWritten[sess.obj.UID]
-		due := now.Sub(last) >= s.cfg.UsageInterval
+		due := now.Sub(s.usageWritten[sess.obj.UID]) >= s.cfg.UsageInterval
 		if due {
 			if s.usageWritten == nil || len(s.usageWritten) >= 100000 {
 				s.usageWritten = make(map[types.UID]time.Time)
@@ -37,40 +80,122 @@ func (s *Server) recordStatus(ctx context.Context, sess *session, rec *compactio
 		}
 		s.mu.Unlock()
 		if !due {
-			return nil
+			return
 		}
 	}
-	usage := fmt.Sprintf("%.2f", sess.cfg.Usage(rec.TokensBefore))
+	b := s.status
+	b.mu.Lock()
+	p := b.entry(sess)
+	p.tier, p.usage = rec.Tier, fmt.Sprintf("%.2f", sess.cfg.Usage(rec.TokensBefore))
+	if rec.Tier != compaction.TierNone {
+		p.last = rec
+		p.offloadedCount += int64(len(rec.Offloaded))
+		p.offloadedBytes += int64(rec.OffloadedBytes())
+		switch rec.Tier {
+		case compaction.TierWarn:
+			p.counts.Warn++
+		case compaction.TierSoft:
+			p.counts.Soft++
+		case compaction.TierFull:
+			p.counts.Full++
+		case compaction.TierEmergency:
+			p.counts.Emergency++
+		}
+	}
+	b.mu.Unlock()
+	b.wake()
+}
+
+// recordOffload notes an offload at source.
+func (s *Server) recordOffload(sess *session, bytes int) {
+	b := s.status
+	b.mu.Lock()
+	p := b.entry(sess)
+	p.offloadedCount++
+	p.offloadedBytes += int64(bytes)
+	b.mu.Unlock()
+	b.wake()
+}
+
+// runStatusWriter flushes pending status changes until stop is closed (after the server
+// has stopped taking requests), then once more.
+func (s *Server) runStatusWriter(stop <-chan struct{}) {
+	for {
+		select {
+		case <-stop:
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			s.flushStatus(ctx)
+			cancel()
+			return
+		case <-s.status.kick:
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		s.flushStatus(ctx)
+		cancel()
+		// Let the next changes gather: at most one write per session per interval.
+		select {
+		case <-stop:
+		case <-time.After(s.cfg.StatusFlushInterval):
+		}
+	}
+}
+
+// flushStatus writes every pending change, a few sessions at a time.
+func (s *Server) flushStatus(ctx context.Context) {
+	b := s.status
+	b.mu.Lock()
+	batch := b.pending
+	b.pending = make(map[types.NamespacedName]*pendingStatus)
+	b.mu.Unlock()
+
+	const workers = 8
+	keys := make(chan types.NamespacedName)
+	var wg sync.WaitGroup
+	for range min(workers, len(batch)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for key := range keys {
+				if err := s.writeStatus(ctx, key, batch[key]); err != nil && !apierrors.IsNotFound(err) {
+					s.log.Error(err, "update session status", "session", key.String())
+				}
+			}
+		}()
+	}
+	for key := range batch {
+		keys <- key
+	}
+	close(keys)
+	wg.Wait()
+}
+
+// writeStatus applies p to the session's status, reading it fresh from the API server and
+// updating with its resourceVersion, retrying on conflict.
+func (s *Server) writeStatus(ctx context.Context, key types.NamespacedName, p *pendingStatus) error {
 	return retry.RetryOnConflict(retry.DefaultBackoff, func() error {
 		var obj compactionv1alpha1.AgentSession
 		if err := s.apiReader.Get(ctx, key, &obj); err != nil {
 			return err
 		}
-		if obj.UID != sess.obj.UID {
+		if obj.UID != p.uid {
 			return nil // deleted and re-created meanwhile: not this session's numbers
 		}
 		st := &obj.Status
 		before := st.DeepCopy()
-		st.Tier = compactionv1alpha1.Tier(rec.Tier.String())
-		st.ContextUsage = usage
-		if rec.Tier != compaction.TierNone {
+		st.Tier = compactionv1alpha1.Tier(p.tier.String())
+		st.ContextUsage = p.usage
+		st.Compactions.Warn += p.counts.Warn
+		st.Compactions.Soft += p.counts.Soft
+		st.Compactions.Full += p.counts.Full
+		st.Compactions.Emergency += p.counts.Emergency
+		st.OffloadedCount += p.offloadedCount
+		st.OffloadedBytes += p.offloadedBytes
+		if rec := p.last; rec != nil {
 			st.CompressionRatio = fmt.Sprintf("%.2f", rec.CompressionRatio)
 			st.TokensBefore, st.TokensAfter = int64(rec.TokensBefore), int64(rec.TokensAfter)
 			st.MessagesBefore, st.MessagesAfter = int64(rec.MsgsBefore), int64(rec.MsgsAfter)
 			st.LastCompactionTime = &metav1.Time{Time: rec.Timestamp}
 			st.Watermark = int64(rec.WatermarkAfter)
-			st.OffloadedCount += int64(len(rec.Offloaded))
-			st.OffloadedBytes += int64(rec.OffloadedBytes())
-			switch rec.Tier {
-			case compaction.TierWarn:
-				st.Compactions.Warn++
-			case compaction.TierSoft:
-				st.Compactions.Soft++
-			case compaction.TierFull:
-				st.Compactions.Full++
-			case compaction.TierEmergency:
-				st.Compactions.Emergency++
-			}
 			if len(rec.Anchors) > 0 {
 				st.Anchors = statusAnchors(rec.Anchors)
 			}
@@ -78,23 +203,6 @@ func (s *Server) recordStatus(ctx context.Context, sess *session, rec *compactio
 		if equality.Semantic.DeepEqual(before, st) {
 			return nil
 		}
-		return s.writer.Status().Update(ctx, &obj)
-	})
-}
-
-// recordOffload adds an offload at source to the session's counters.
-func (s *Server) recordOffload(ctx context.Context, sess *session, bytes int) error {
-	key := types.NamespacedName{Namespace: sess.obj.Namespace, Name: sess.obj.Name}
-	return retry.RetryOnConflict(retry.DefaultBackoff, func() error {
-		var obj compactionv1alpha1.AgentSession
-		if err := s.apiReader.Get(ctx, key, &obj); err != nil {
-			return err
-		}
-		if obj.UID != sess.obj.UID {
-			return nil
-		}
-		obj.Status.OffloadedCount++
-		obj.Status.OffloadedBytes += int64(bytes)
 		return s.writer.Status().Update(ctx, &obj)
 	})
 }
