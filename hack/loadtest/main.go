@@ -226,7 +226,9 @@ func report(all []sample, elapsed time.Duration, n int, cpu float64, rss int64) 
 	}
 }
 
-func ms(d time.Duration) string { return strconv.FormatFloat(float64(d.Microseconds())/1000, 'f', 1, 64) + " ms" }
+func ms(d time.Duration) string {
+	return strconv.FormatFloat(float64(d.Microseconds())/1000, 'f', 1, 64) + " ms"
+}
 
 // cpuSeconds is utime+stime of pid from /proc (clock ticks of 1/100 s).
 func cpuSeconds(pid int) float64 {

@@ -312,6 +312,32 @@ func (s *suite) testBadInput(t *testing.T) {
 	if code, _ := post(t, unknown, s.agentToken, `{"messages": [{"role": "user", "content": "hi"}]}`); code != http.StatusNotFound {
 		t.Errorf("unknown session: %d, want 404", code)
 	}
+	// Hostile paths: another namespace's session with a valid token, traversal in names and
+	// IDs, a wrong method. Each a clean 4xx with a JSON body.
+	base := "http://" + s.mgr.APIAddr + "/v1/namespaces/"
+	hostile := []struct {
+		method, path string
+		want         int
+	}{
+		{http.MethodPost, "kube-system/sessions/" + s.session.Name + "/compact", http.StatusForbidden},
+		{http.MethodGet, ns + "/sessions/" + s.session.Name + "/toolresults/..%2F..%2Fstate", http.StatusNotFound},
+		{http.MethodGet, ns + "/sessions/" + s.session.Name + "/toolresults/call%20one", http.StatusBadRequest},
+		{http.MethodGet, ns + "/sessions/..%2F" + s.session.Name + "/records", http.StatusNotFound},
+		{http.MethodDelete, ns + "/sessions/" + s.session.Name + "/records", http.StatusNotFound},
+	}
+	for _, h := range hostile {
+		req, err := http.NewRequest(h.method, base+h.path, nil)
+		must(t, err)
+		req.Header.Set("Authorization", "Bearer "+s.agentToken)
+		resp, err := http.DefaultClient.Do(req)
+		must(t, err)
+		var b bytes.Buffer
+		_, _ = b.ReadFrom(resp.Body)
+		_ = resp.Body.Close()
+		if resp.StatusCode != h.want || !strings.Contains(b.String(), `"reason"`) {
+			t.Errorf("%s %s: %d %s, want %d with a JSON reason", h.method, h.path, resp.StatusCode, b.String(), h.want)
+		}
+	}
 	if after := readRecords(t, agentAPI, s.session.Name); len(after) != len(before) {
 		t.Errorf("bad requests changed the records: %d -> %d", len(before), len(after))
 	}
