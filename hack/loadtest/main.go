@@ -45,6 +45,9 @@ func main() {
 	}
 }
 
+// ns holds the load test's objects.
+const ns = "default"
+
 type sample struct {
 	kind string // "hook" or the tier
 	d    time.Duration
@@ -77,12 +80,12 @@ func run(n, maxTurns int, window int32, transcript string) error {
 	if err != nil {
 		return err
 	}
-	if err := c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "minio"},
+	if err := c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "minio"},
 		StringData: map[string]string{"accessKeyID": devenv.MinIOAccessKey, "secretAccessKey": devenv.MinIOSecretKey}}); err != nil {
 		return err
 	}
 	if err := c.Create(ctx, &compactionv1alpha1.CompactionPolicy{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "load"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "load"},
 		Spec: compactionv1alpha1.CompactionPolicySpec{ContextWindow: window, Storage: compactionv1alpha1.StorageSpec{S3: compactionv1alpha1.S3StorageSpec{
 			Endpoint: env.MinIO.Endpoint, Bucket: "agent-context", Insecure: true, CreateBucket: true,
 			CredentialsSecretRef: &compactionv1alpha1.S3CredentialsSecretRef{SecretReference: compactionv1alpha1.SecretReference{Name: "minio"}},
@@ -95,7 +98,7 @@ func run(n, maxTurns int, window int32, transcript string) error {
 	start := time.Now()
 	for i := range n {
 		s := &compactionv1alpha1.AgentSession{
-			ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: fmt.Sprintf("agent-%04d", i)},
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("agent-%04d", i)},
 			Spec:       compactionv1alpha1.AgentSessionSpec{PolicyRef: compactionv1alpha1.PolicyReference{Name: "load"}},
 		}
 		if err := c.Create(ctx, s); err != nil {
@@ -167,7 +170,7 @@ func run(n, maxTurns int, window int32, transcript string) error {
 }
 
 func agent(ctx context.Context, api *compactclient.Client, name string, history []compaction.Message, maxTurns int, out chan<- sample) error {
-	s := &compactclient.Session{Client: api, Namespace: "default", Name: name}
+	s := &compactclient.Session{Client: api, Namespace: ns, Name: name}
 	var live []compaction.Message
 	turns, seenUser := 0, false
 	for _, m := range history {
@@ -176,7 +179,7 @@ func agent(ctx context.Context, api *compactclient.Client, name string, history 
 			seenUser = true
 		case compaction.RoleTool:
 			t0 := time.Now()
-			off, err := api.OffloadToolResult(ctx, "default", name, m)
+			off, err := api.OffloadToolResult(ctx, ns, name, m)
 			if err != nil {
 				return fmt.Errorf("%s: offload: %w", name, err)
 			}
