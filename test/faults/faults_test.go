@@ -5,22 +5,28 @@ package faults
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	compactionv1alpha1 "github.com/harness9/compaction-operator/api/v1alpha1"
 	"github.com/harness9/compaction-operator/compaction"
 	compactclient "github.com/harness9/compaction-operator/compaction/client"
+	"github.com/harness9/compaction-operator/compaction/storage/s3"
 	"github.com/harness9/compaction-operator/internal/testenv"
 	"github.com/harness9/compaction-operator/internal/testenv/operator"
 )
@@ -32,7 +38,8 @@ func TestFaults(t *testing.T) {
 	history := loadTranscript(t, filepath.Join(root, "testdata", "long-session.jsonl"))
 	cl := operator.Install(t)
 	m := testenv.StartMinIO(t)
-	mgr := cl.StartManager(testenv.BuildManager(t), "--api-request-timeout", "20s")
+	bin := testenv.BuildManager(t)
+	mgr := cl.StartManager(bin, "--api-request-timeout", "20s")
 	token := cl.BindAgent(ns, "agent")
 	api, err := compactclient.New("http://"+mgr.APIAddr, compactclient.WithToken(token))
 	if err != nil {
@@ -41,6 +48,73 @@ func TestFaults(t *testing.T) {
 
 	t.Run("StorageDiesMidReplay", func(t *testing.T) { testStorageDies(t, cl, m, api, history) })
 	t.Run("SummarizerFaults", func(t *testing.T) { testSummarizerFaults(t, cl, m, api, history) })
+	t.Run("ManagerKilledMidGC", func(t *testing.T) { testKilledMidGC(t, cl, m, mgr, bin) })
+}
+
+// testKilledMidGC deletes a session with thousands of stored objects and SIGKILLs the
+// manager while it deletes them; a new manager finishes the deletion and nothing is left.
+func testKilledMidGC(t *testing.T, cl *operator.Cluster, m *testenv.MinIO, mgr *operator.Manager, bin string) {
+	ctx := context.Background()
+	cl.CreateMinIOPolicy(ns, "gc", "gc", m, 8000, nil)
+	sess := cl.CreateReadySession(ns, "many-objects", "gc")
+	sid := string(sess.UID)
+	store, err := s3.New(ctx, s3.Config{Endpoint: m.Endpoint, Bucket: "agent-context", Prefix: "gc", Insecure: true, AccessKey: m.AccessKey, SecretKey: m.SecretKey})
+	must(t, err)
+	const objects = 3000
+	ids := make(chan int)
+	var wg sync.WaitGroup
+	for range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range ids {
+				if _, err := store.PutToolResult(ctx, sid, fmt.Sprintf("call_%05d", i), []byte("output")); err != nil {
+					t.Error(err)
+				}
+			}
+		}()
+	}
+	for i := range objects {
+		ids <- i
+	}
+	close(ids)
+	wg.Wait()
+
+	must(t, cl.Client.Delete(ctx, sess))
+	time.Sleep(300 * time.Millisecond) // let the deletion start
+	if err := syscall.Kill(mgr.Pid(), syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = mgr.Stop(5 * time.Second)
+	left := countObjects(ctx, t, store, sid)
+	t.Logf("manager killed with %d of %d objects left", left, objects)
+	cl.StartManager(bin, "--gc-retry-max-delay", "2s")
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		err := cl.Client.Get(ctx, client.ObjectKeyFromObject(sess), sess)
+		if apierrors.IsNotFound(err) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("session not deleted 2 minutes after the new manager started: %v", err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if n := countObjects(ctx, t, store, sid); n != 0 {
+		t.Errorf("%d objects left after the deletion completed", n)
+	}
+}
+
+// countObjects counts the session's stored tool results.
+func countObjects(ctx context.Context, t *testing.T, store *s3.Store, sid string) int {
+	t.Helper()
+	n := 0
+	for i := range 3000 {
+		if _, err := store.GetToolResult(ctx, sid, fmt.Sprintf("call_%05d", i)); err == nil {
+			n++
+		}
+	}
+	return n
 }
 
 // testStorageDies replays a transcript, stops MinIO for a stretch of turns and starts it
