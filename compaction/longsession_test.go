@@ -3,6 +3,7 @@ package compaction
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -206,5 +207,29 @@ func TestRawHistoryModeIsTheSpecBehaviour(t *testing.T) {
 	})
 	if tiers[TierEmergency] < tiers[TierNone] {
 		t.Fatalf("expected the raw-history session to live in Emergency: %v", tiers)
+	}
+}
+
+// conflictingStates is a state store whose saves always lose to another writer.
+type conflictingStates struct{ *memStore }
+
+func (conflictingStates) SaveState(context.Context, string, *State) error {
+	return fmt.Errorf("save: %w", ErrConflict)
+}
+
+func TestStateConflictRecordsNothing(t *testing.T) {
+	msgs := fixture()
+	st := newMemStore()
+	c, err := NewProgressiveCompactor(DefaultConfig(windowFor(msgs, 0.85)),
+		WithToolResultStore(st), WithRecordStore(st), WithStateStore(conflictingStates{st}), WithSessionID("s1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rec, err := c.CompactWithRecord(context.Background(), msgs)
+	if !errors.Is(err, ErrStateConflict) || rec != nil {
+		t.Fatalf("compaction whose state save conflicts: rec %v, err %v; want ErrStateConflict", rec, err)
+	}
+	if len(st.records) != 0 {
+		t.Fatalf("%d records appended for a compaction that lost its state save", len(st.records))
 	}
 }

@@ -174,6 +174,11 @@ type Delta struct {
 // current one: the caller must send its full history.
 var ErrStaleWatermark = errors.New("stale watermark: send the full history")
 
+// ErrStateConflict means another compaction of the session saved its state while this one
+// ran (for example on another replica): nothing of this compaction was recorded, and running
+// it again on the new state is safe (offloads are idempotent).
+var ErrStateConflict = errors.New("session state changed during the compaction: run it again")
+
 // CompactDeltaWithRecord is CompactWithRecord for a caller that sends only what is new: msgs
 // holds the history's leading system messages followed by the messages after d.Watermark.
 // When d is not the session's current watermark and prefix hash it returns an error wrapping
@@ -306,7 +311,9 @@ func (c *ProgressiveCompactor) compact(ctx context.Context, msgs []Message, d *D
 		rec.WatermarkAfter, rec.PrefixHash = c.state.Watermark, c.state.PrefixHash
 		rec.DurationMs = msSince(startWall)
 		if reset && stateOK && c.states != nil {
-			c.saveState(ctx, rec)
+			if err := c.saveState(ctx, rec); err != nil {
+				return nil, nil, err
+			}
 		}
 		return view[:len(view):len(view)], rec, nil
 	}
@@ -339,7 +346,9 @@ func (c *ProgressiveCompactor) compact(ctx context.Context, msgs []Message, d *D
 		c.offloader.Retain(toolIDs(t.rest[min(max(c.state.Watermark-t.base, 0), len(t.rest)):]))
 	}
 	if stateOK && c.states != nil && changed {
-		c.saveState(ctx, rec)
+		if err := c.saveState(ctx, rec); err != nil {
+			return nil, nil, err
+		}
 	}
 	rec.TokensAfter, rec.MsgsAfter = EstimateTokens(out), len(out)
 	if rec.TokensBefore > 0 {
@@ -567,14 +576,24 @@ func (c *ProgressiveCompactor) loadState(ctx context.Context) error {
 	return nil
 }
 
-func (c *ProgressiveCompactor) saveState(ctx context.Context, rec *CompactionRecord) {
+// saveState persists the state. A failure fails open (the record says so), except a
+// conflict: another compaction saved first, so this one's merge must not overwrite it. The
+// in-memory state is then dropped, to be reloaded by the next call, and ErrStateConflict
+// returned before anything is recorded.
+func (c *ProgressiveCompactor) saveState(ctx context.Context, rec *CompactionRecord) error {
 	c.state.UpdatedAt = c.now()
 	if c.offloader != nil {
 		c.state.Offloaded = c.offloader.Entries()
 	}
-	if err := c.states.SaveState(ctx, c.sessionID, c.state); err != nil {
+	err := c.states.SaveState(ctx, c.sessionID, c.state)
+	switch {
+	case errors.Is(err, ErrConflict):
+		c.state, c.stateLoaded = &State{}, false
+		return fmt.Errorf("%w: %v", ErrStateConflict, err)
+	case err != nil:
 		rec.addError("state save: %v", err)
 	}
+	return nil
 }
 
 // toolIDs are the tool call IDs of the tool results in msgs.

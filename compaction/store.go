@@ -14,6 +14,11 @@ import (
 // ErrNotFound is returned by stores when a tool result or state does not exist.
 var ErrNotFound = errors.New("not found")
 
+// ErrConflict is returned by a StateStore's SaveState when the stored state is no longer the
+// version the caller loaded: another compaction of the session (another replica) saved
+// first. Stores that cannot detect it never return it.
+var ErrConflict = errors.New("state changed since it was loaded")
+
 // ToolResultStore keeps offloaded tool results, one object per session and tool call.
 type ToolResultStore interface {
 	// PutToolResult stores content and returns a reference that says where it lives.
@@ -64,11 +69,15 @@ type State struct {
 	Dropped   int                     `json:"dropped,omitempty"`
 	Offloaded map[string]OffloadEntry `json:"offloaded,omitempty"`
 	UpdatedAt time.Time               `json:"updatedAt"`
+	// Version identifies the stored copy this state was loaded from (an ETag), so SaveState
+	// can refuse to overwrite a newer one; empty for a state that was never stored. Stores
+	// set it on LoadState and SaveState.
+	Version string `json:"-"`
 }
 
 func (s *State) clone() *State {
 	out := &State{LastSummary: s.LastSummary, UpdatedAt: s.UpdatedAt, Watermark: s.Watermark,
-		PrefixHash: s.PrefixHash, CompactionMessage: s.CompactionMessage, Dropped: s.Dropped}
+		PrefixHash: s.PrefixHash, CompactionMessage: s.CompactionMessage, Dropped: s.Dropped, Version: s.Version}
 	out.LastAnchors = append([]Anchor(nil), s.LastAnchors...)
 	if s.Offloaded != nil {
 		out.Offloaded = make(map[string]OffloadEntry, len(s.Offloaded))

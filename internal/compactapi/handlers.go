@@ -12,6 +12,10 @@ import (
 	wire "github.com/harness9/compaction-operator/compaction/client"
 )
 
+// maxConflictRetries bounds the reruns of a compaction whose state another replica saved
+// first; after that the caller gets a 409 and may retry.
+const maxConflictRetries = 5
+
 // decode reads one JSON object with no unknown top-level fields and nothing after it.
 func decode(r *http.Request, v any) error {
 	dec := json.NewDecoder(r.Body)
@@ -51,20 +55,31 @@ func (s *Server) compact(w http.ResponseWriter, r *http.Request, sess *session) 
 		d.PromptTokens = req.Usage.PromptTokens
 	}
 
-	c, err := compaction.NewProgressiveCompactor(sess.cfg,
-		compaction.WithStore(sess.store), compaction.WithSessionID(sess.id),
-		compaction.WithSummarizer(sess.summarizer),
-		compaction.WithLogger(s.log.WithValues("session", sess.obj.Namespace+"/"+sess.obj.Name)))
-	if err != nil {
-		return &apiError{http.StatusConflict, ReasonSessionNotReady, "the session's policy does not make a valid configuration: " + err.Error()}
+	var out []compaction.Message
+	var rec *compaction.CompactionRecord
+	var err error
+	// Requests for a session are serialized on this replica; another replica may still
+	// save the session's state first. The engine then records nothing and says so, and the
+	// compaction runs again on the new state.
+	for attempt := 1; ; attempt++ {
+		c, cerr := compaction.NewProgressiveCompactor(sess.cfg,
+			compaction.WithStore(sess.store), compaction.WithSessionID(sess.id),
+			compaction.WithSummarizer(sess.summarizer),
+			compaction.WithLogger(s.log.WithValues("session", sess.obj.Namespace+"/"+sess.obj.Name)))
+		if cerr != nil {
+			return &apiError{http.StatusConflict, ReasonSessionNotReady, "the session's policy does not make a valid configuration: " + cerr.Error()}
+		}
+		out, rec, err = c.CompactDeltaWithRecord(r.Context(), d, req.Messages, req.Force)
+		if !errors.Is(err, compaction.ErrStateConflict) || attempt == maxConflictRetries {
+			break
+		}
 	}
-	out, rec, err := c.CompactDeltaWithRecord(r.Context(), d, req.Messages, req.Force)
 	if err != nil {
 		var ve *compaction.ValidationError
 		switch {
 		case errors.As(err, &ve):
 			return &apiError{http.StatusBadRequest, ReasonInvalidMessages, err.Error()}
-		case errors.Is(err, compaction.ErrStaleWatermark):
+		case errors.Is(err, compaction.ErrStaleWatermark), errors.Is(err, compaction.ErrStateConflict):
 			return &apiError{http.StatusConflict, ReasonStaleWatermark, err.Error()}
 		case r.Context().Err() != nil:
 			return r.Context().Err()

@@ -346,8 +346,8 @@ func (s *suite) testBadInput(t *testing.T) {
 	}
 }
 
-// testConcurrent: concurrent requests for one session are serialized: every compaction's
-// record is kept and the stored state is the one of the last compaction (no lost update).
+// testConcurrent: concurrent requests for one session, on two replicas, are serialized: every
+// compaction's record is kept and each starts from the state the previous one saved.
 func (s *suite) testConcurrent(t *testing.T) {
 	ctx := context.Background()
 	sess := &compactionv1alpha1.AgentSession{
@@ -365,9 +365,19 @@ func (s *suite) testConcurrent(t *testing.T) {
 	}
 	results := make(chan result, n)
 	api := s.api(s.agentToken)
-	for range n {
+	// A second replica serves the API too (it is not the controllers' leader): half the
+	// requests go to it, so serialization must hold across replicas (conditional state
+	// writes), not only within one.
+	second := s.cl.StartManager(s.bin)
+	api2, err := compactclient.New("http://"+second.APIAddr, compactclient.WithToken(s.agentToken))
+	must(t, err)
+	for i := range n {
+		cc := api
+		if i%2 == 1 {
+			cc = api2
+		}
 		go func() {
-			resp, err := api.Compact(ctx, ns, sess.Name, compactclient.CompactRequest{Messages: s.history[:turns[20]], Force: true})
+			resp, err := cc.Compact(ctx, ns, sess.Name, compactclient.CompactRequest{Messages: s.history[:turns[20]], Force: true})
 			results <- result{resp, err}
 		}()
 	}

@@ -261,19 +261,30 @@ func (s *Store) LoadState(ctx context.Context, sessionID string) (*compaction.St
 		return nil, err
 	}
 	key := s.key(compaction.StateKey(sessionID))
-	data, err := s.get(ctx, key)
+	obj, err := s.client.GetObject(ctx, s.bucket, key, minio.GetObjectOptions{})
 	if err != nil {
-		return nil, fmt.Errorf("s3 store: load state of session %s: %w", sessionID, err)
+		return nil, fmt.Errorf("s3 store: load state of session %s: %w", sessionID, mapErr(err))
+	}
+	defer func() { _ = obj.Close() }() // read stream: see copyObject
+	data, err := io.ReadAll(obj)
+	if err != nil {
+		return nil, fmt.Errorf("s3 store: load state of session %s: %w", sessionID, mapErr(err))
+	}
+	info, err := obj.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("s3 store: load state of session %s: %w", sessionID, mapErr(err))
 	}
 	var st compaction.State
 	if err := json.Unmarshal(data, &st); err != nil {
 		return nil, fmt.Errorf("s3 store: decode state %s: %w", s.ref(key), err)
 	}
+	st.Version = info.ETag
 	return &st, nil
 }
 
-// SaveState replaces the session's state. A PUT replaces an object atomically, so readers
-// see the old or the new state, never a mix.
+// SaveState replaces the session's state if it is still the version st was loaded from
+// (else ErrConflict). A PUT replaces an object atomically, so readers see the old or the new
+// state, never a mix.
 func (s *Store) SaveState(ctx context.Context, sessionID string, st *compaction.State) error {
 	if st == nil {
 		return fmt.Errorf("s3 store: save state of session %q: nil state", sessionID)
@@ -285,9 +296,25 @@ func (s *Store) SaveState(ctx context.Context, sessionID string, st *compaction.
 	if err != nil {
 		return fmt.Errorf("s3 store: encode state of session %s: %w", sessionID, err)
 	}
-	if err := s.put(ctx, s.key(compaction.StateKey(sessionID)), data, "application/json"); err != nil {
-		return fmt.Errorf("s3 store: save state of session %s: %w", sessionID, err)
+	// A conditional write: only over the version that was loaded (If-Match), or only when
+	// there is none yet (If-None-Match), so two compactions of one session on different
+	// replicas cannot overwrite each other's merge.
+	opts := minio.PutObjectOptions{ContentType: "application/json"}
+	if st.Version != "" {
+		opts.SetMatchETag(st.Version)
+	} else {
+		opts.SetMatchETagExcept("*")
 	}
+	key := s.key(compaction.StateKey(sessionID))
+	info, err := s.client.PutObject(ctx, s.bucket, key, bytes.NewReader(data), int64(len(data)), opts)
+	if err != nil {
+		var resp minio.ErrorResponse
+		if errors.As(err, &resp) && resp.Code == "PreconditionFailed" {
+			return fmt.Errorf("s3 store: save state %s: %w", s.ref(key), compaction.ErrConflict)
+		}
+		return fmt.Errorf("s3 store: save state of session %s: put %s: %w", sessionID, s.ref(key), err)
+	}
+	st.Version = info.ETag
 	return nil
 }
 

@@ -571,3 +571,52 @@ func TestServerOutage(t *testing.T) {
 		t.Fatalf("DeleteSession after restart = %d, %v; want 3, nil", n, err)
 	}
 }
+
+func TestSaveStateIsConditional(t *testing.T) {
+	srv := startServer(t)
+	bucket := srv.newBucket(t)
+	a, err := New(ctx(t), srv.config(bucket, "p"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := New(ctx(t), srv.config(bucket, "p"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Two writers both create the state: the second finds it exists.
+	if err := a.SaveState(ctx(t), "s", &compaction.State{Watermark: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.SaveState(ctx(t), "s", &compaction.State{Watermark: 2}); !errors.Is(err, compaction.ErrConflict) {
+		t.Fatalf("second create: %v, want ErrConflict", err)
+	}
+	// Two writers load the same version: the first save wins, the second conflicts.
+	sa, err := a.LoadState(ctx(t), "s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sb, err := b.LoadState(ctx(t), "s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sa.Version == "" || sa.Version != sb.Version {
+		t.Fatalf("versions %q and %q, want the same non-empty ETag", sa.Version, sb.Version)
+	}
+	sa.Watermark = 10
+	if err := a.SaveState(ctx(t), "s", sa); err != nil {
+		t.Fatal(err)
+	}
+	sb.Watermark = 20
+	if err := b.SaveState(ctx(t), "s", sb); !errors.Is(err, compaction.ErrConflict) {
+		t.Fatalf("save over a newer state: %v, want ErrConflict", err)
+	}
+	// The winner can keep saving: SaveState updated its version.
+	sa.Watermark = 11
+	if err := a.SaveState(ctx(t), "s", sa); err != nil {
+		t.Fatalf("save after own save: %v", err)
+	}
+	got, err := b.LoadState(ctx(t), "s")
+	if err != nil || got.Watermark != 11 {
+		t.Fatalf("stored state %+v, %v; want watermark 11", got, err)
+	}
+}

@@ -422,7 +422,8 @@ func testStateRoundTrip(t *testing.T, s compaction.Store) {
 	}
 	assertStateEqual(t, got, st)
 
-	st2 := &compaction.State{LastSummary: "second", UpdatedAt: st.UpdatedAt.Add(time.Minute)}
+	// An overwrite names the version it replaces (stores that check versions refuse others).
+	st2 := &compaction.State{LastSummary: "second", UpdatedAt: st.UpdatedAt.Add(time.Minute), Version: got.Version}
 	if err := s.SaveState(ctx, sid, st2); err != nil {
 		t.Fatalf("SaveState (overwrite): %v", err)
 	}
