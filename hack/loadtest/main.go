@@ -31,6 +31,7 @@ import (
 	"github.com/harness9/compaction-operator/compaction"
 	compactclient "github.com/harness9/compaction-operator/compaction/client"
 	"github.com/harness9/compaction-operator/internal/devenv"
+	"github.com/harness9/compaction-operator/internal/replay"
 )
 
 func main() {
@@ -59,7 +60,7 @@ func run(n, maxTurns int, window int32, transcript string) error {
 	if err != nil {
 		return err
 	}
-	history, err := load(transcript)
+	history, err := replay.Load(transcript)
 	if err != nil {
 		return err
 	}
@@ -259,13 +260,4 @@ func peakRSS(pid int) int64 {
 		}
 	}
 	return 0
-}
-
-func load(path string) ([]compaction.Message, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer func() { _ = f.Close() }()
-	return compaction.DecodeTranscript(f, compaction.DecodeOptions{})
 }

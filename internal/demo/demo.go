@@ -27,6 +27,7 @@ import (
 	"github.com/harness9/compaction-operator/compaction"
 	compactclient "github.com/harness9/compaction-operator/compaction/client"
 	"github.com/harness9/compaction-operator/internal/devenv"
+	"github.com/harness9/compaction-operator/internal/replay"
 )
 
 // Options of a demo run.
@@ -55,7 +56,7 @@ const (
 // Run runs the demo; it stops everything it started before returning, also when ctx ends.
 func Run(ctx context.Context, o Options) error {
 	say := func(format string, args ...any) { _, _ = fmt.Fprintf(o.Out, format+"\n", args...) }
-	history, err := loadTranscript(o.Transcript)
+	history, err := replay.Load(o.Transcript)
 	if err != nil {
 		return err
 	}
@@ -100,7 +101,7 @@ func Run(ctx context.Context, o Options) error {
 	}
 
 	say("== Replaying %s (%d messages) through the compaction API, as the agent would", filepath.Base(o.Transcript), len(history))
-	stats, err := replay(ctx, api, history, say, func() { say("%s", kubectl("get", "agentsessions")) })
+	stats, err := replayTranscript(ctx, api, history, say, func() { say("%s", kubectl("get", "agentsessions")) })
 	if err != nil {
 		return err
 	}
@@ -166,9 +167,9 @@ type replayStats struct {
 	originals           map[string]string
 }
 
-// replay runs the transcript as the agent does: tool results through the offload hook,
+// replayTranscript runs the transcript as the agent does: tool results through the offload hook,
 // compaction (delta requests) before every assistant turn.
-func replay(ctx context.Context, api *compactclient.Client, history []compaction.Message, say func(string, ...any), showStatus func()) (*replayStats, error) {
+func replayTranscript(ctx context.Context, api *compactclient.Client, history []compaction.Message, say func(string, ...any), showStatus func()) (*replayStats, error) {
 	agent := &compactclient.Session{Client: api, Namespace: ns, Name: session}
 	st := &replayStats{tiers: map[compaction.Tier]int{}, originals: map[string]string{}}
 	shown := map[compaction.Tier]bool{}
@@ -315,19 +316,6 @@ func newClient(env *devenv.Env) (client.Client, error) {
 		return nil, err
 	}
 	return client.New(env.Config, client.Options{Scheme: scheme})
-}
-
-func loadTranscript(path string) ([]compaction.Message, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, fmt.Errorf("open transcript: %w", err)
-	}
-	defer func() { _ = f.Close() }()
-	msgs, err := compaction.DecodeTranscript(f, compaction.DecodeOptions{})
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	return msgs, nil
 }
 
 func firstLines(s string, n int) string {

@@ -12,7 +12,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -32,6 +31,7 @@ import (
 	compactionv1alpha1 "github.com/harness9/compaction-operator/api/v1alpha1"
 	"github.com/harness9/compaction-operator/compaction"
 	compactclient "github.com/harness9/compaction-operator/compaction/client"
+	"github.com/harness9/compaction-operator/internal/replay"
 	"github.com/harness9/compaction-operator/internal/testenv"
 	"github.com/harness9/compaction-operator/internal/testenv/operator"
 )
@@ -70,7 +70,7 @@ func TestAgentSessionEndToEnd(t *testing.T) {
 	s := &suite{t: t}
 	s.setUp()
 	r := s.replay()
-	t.Logf("%d turns: %v", len(assistantTurns(s.history)), r.tiers)
+	t.Logf("%d turns: %v", len(replay.AssistantTurns(s.history)), r.tiers)
 	for _, tier := range []compaction.Tier{compaction.TierWarn, compaction.TierSoft, compaction.TierFull} {
 		if r.tiers[tier] == 0 {
 			t.Errorf("no %s compaction in the replay: %v", tier, r.tiers)
@@ -98,7 +98,7 @@ func (s *suite) api(token string) *compactclient.Client {
 func (s *suite) setUp() {
 	t := s.t
 	root := testenv.RepoRoot(t)
-	s.history = loadTranscript(t, filepath.Join(root, "testdata", "long-session.jsonl"))
+	s.history = mustLoad(t, filepath.Join(root, "testdata", "long-session.jsonl"))
 	s.cl = operator.Install(t)
 	s.m = testenv.StartMinIO(t)
 	s.bin = testenv.BuildManager(t)
@@ -143,7 +143,7 @@ func (s *suite) replay() replayed {
 	agentAPI := s.api(s.agentToken)
 	agent := &compactclient.Session{Client: agentAPI, Namespace: ns, Name: s.session.Name}
 	r := replayed{tiers: map[compaction.Tier]int{}, offloaded: map[string]bool{}, originals: map[string]string{}}
-	turns := assistantTurns(history)
+	turns := replay.AssistantTurns(history)
 	restartAt := len(turns) / 2
 	var live []compaction.Message
 	turn := 0
@@ -357,7 +357,7 @@ func (s *suite) testConcurrent(t *testing.T) {
 	must(t, s.c.Create(ctx, sess))
 	waitSessionReady(t, s.c, sess)
 	// The same history n times at once, forced: every request compacts.
-	turns := assistantTurns(s.history)
+	turns := replay.AssistantTurns(s.history)
 	const n = 8
 	type result struct {
 		resp *compactclient.CompactResponse
@@ -502,32 +502,6 @@ func (s *suite) checkDeletion() {
 	}
 }
 
-func loadTranscript(t *testing.T, path string) []compaction.Message {
-	t.Helper()
-	f, err := os.Open(path)
-	must(t, err)
-	defer func() { _ = f.Close() }()
-	msgs, err := compaction.DecodeTranscript(f, compaction.DecodeOptions{})
-	must(t, err)
-	return msgs
-}
-
-// assistantTurns are the indexes of assistant messages after the first user message: the
-// agent compacts history[:i] before producing message i.
-func assistantTurns(msgs []compaction.Message) []int {
-	var out []int
-	seenUser := false
-	for i, m := range msgs {
-		if m.Role == compaction.RoleUser {
-			seenUser = true
-		}
-		if m.Role == compaction.RoleAssistant && seenUser {
-			out = append(out, i)
-		}
-	}
-	return out
-}
-
 func readRecords(t *testing.T, cc *compactclient.Client, name string) []compaction.CompactionRecord {
 	t.Helper()
 	var buf bytes.Buffer
@@ -627,4 +601,11 @@ func must(t *testing.T, err error) {
 	if err != nil {
 		t.Fatal(err)
 	}
+}
+
+func mustLoad(t *testing.T, path string) []compaction.Message {
+	t.Helper()
+	msgs, err := replay.Load(path)
+	must(t, err)
+	return msgs
 }

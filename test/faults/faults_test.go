@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -27,6 +26,7 @@ import (
 	"github.com/harness9/compaction-operator/compaction"
 	compactclient "github.com/harness9/compaction-operator/compaction/client"
 	"github.com/harness9/compaction-operator/compaction/storage/s3"
+	"github.com/harness9/compaction-operator/internal/replay"
 	"github.com/harness9/compaction-operator/internal/testenv"
 	"github.com/harness9/compaction-operator/internal/testenv/operator"
 )
@@ -35,7 +35,7 @@ const ns = "default"
 
 func TestFaults(t *testing.T) {
 	root := testenv.RepoRoot(t)
-	history := loadTranscript(t, filepath.Join(root, "testdata", "long-session.jsonl"))
+	history := mustLoad(t, filepath.Join(root, "testdata", "long-session.jsonl"))
 	cl := operator.Install(t)
 	m := testenv.StartMinIO(t)
 	bin := testenv.BuildManager(t)
@@ -127,7 +127,7 @@ func testStorageDies(t *testing.T, cl *operator.Cluster, m *testenv.MinIO, api *
 	agent := &compactclient.Session{Client: api, Namespace: ns, Name: "outage"}
 	ctx := context.Background()
 
-	turns := assistantTurns(history)
+	turns := replay.AssistantTurns(history)
 	down, up := len(turns)/3, len(turns)/3+25
 	var live []compaction.Message
 	turn := 0
@@ -237,7 +237,7 @@ func testSummarizerFaults(t *testing.T, cl *operator.Cluster, m *testenv.MinIO, 
 		{"garbage", llm.URL + "/v1", "summar"},
 	}
 	// A history at about 85% of the window: a Full compaction, which calls the summarizer.
-	turns := assistantTurns(history)
+	turns := replay.AssistantTurns(history)
 	msgs := history[:turns[40]]
 	window := int32(float64(compaction.EstimateTokens(msgs)) / 0.85)
 	for _, tc := range cases {
@@ -287,33 +287,16 @@ func closedPort(t *testing.T) string {
 	return addr
 }
 
-func loadTranscript(t *testing.T, path string) []compaction.Message {
-	t.Helper()
-	f, err := os.Open(path)
-	must(t, err)
-	defer func() { _ = f.Close() }()
-	msgs, err := compaction.DecodeTranscript(f, compaction.DecodeOptions{})
-	must(t, err)
-	return msgs
-}
-
-func assistantTurns(msgs []compaction.Message) []int {
-	var out []int
-	seenUser := false
-	for i, m := range msgs {
-		if m.Role == compaction.RoleUser {
-			seenUser = true
-		}
-		if m.Role == compaction.RoleAssistant && seenUser {
-			out = append(out, i)
-		}
-	}
-	return out
-}
-
 func must(t *testing.T, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)
 	}
+}
+
+func mustLoad(t *testing.T, path string) []compaction.Message {
+	t.Helper()
+	msgs, err := replay.Load(path)
+	must(t, err)
+	return msgs
 }
