@@ -51,6 +51,9 @@ type options struct {
 	leaderElect              bool
 	leaderElectionID         string
 	leaderElectionNamespace  string
+	leaseDuration            time.Duration
+	renewDeadline            time.Duration
+	retryPeriod              time.Duration
 	clusterResourceNamespace string
 	probeInterval            time.Duration
 	retryInterval            time.Duration
@@ -85,6 +88,10 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.BoolVar(&o.leaderElect, "leader-elect", false, "elect one active controller replica with a Lease (needed when replicas > 1)")
 	fs.StringVar(&o.leaderElectionID, "leader-election-id", "compaction-operator.harness9.io", "name of the leader election Lease")
 	fs.StringVar(&o.leaderElectionNamespace, "leader-election-namespace", "", "namespace of the Lease; default: the pod's namespace")
+	fs.DurationVar(&o.leaseDuration, "leader-election-lease-duration", 15*time.Second, "how long a non-leader waits before taking over an unrenewed Lease")
+	fs.DurationVar(&o.renewDeadline, "leader-election-renew-deadline", 10*time.Second,
+		"how long the leader keeps trying to renew its Lease before it gives up and exits (an API server outage longer than this restarts the leader)")
+	fs.DurationVar(&o.retryPeriod, "leader-election-retry-period", 2*time.Second, "how often leader election clients retry")
 	fs.StringVar(&o.clusterResourceNamespace, "cluster-resource-namespace", envOr("POD_NAMESPACE", "compaction-system"),
 		"namespace of the Secrets a ClusterCompactionPolicy references without a namespace; defaults to $POD_NAMESPACE when set")
 	fs.DurationVar(&o.probeInterval, "storage-probe-interval", controllers.DefaultProbeInterval, "how often a Ready policy's storage is probed again")
@@ -105,6 +112,10 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	}
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	if o.retryPeriod <= 0 || o.renewDeadline <= o.retryPeriod || o.leaseDuration <= o.renewDeadline {
+		return nil, fmt.Errorf("leader election needs 0 < --leader-election-retry-period (%s) < --leader-election-renew-deadline (%s) < --leader-election-lease-duration (%s)",
+			o.retryPeriod, o.renewDeadline, o.leaseDuration)
 	}
 	return o, nil
 }
@@ -171,6 +182,11 @@ func runManager(ctx context.Context, o *options) error {
 		LeaderElection:          o.leaderElect,
 		LeaderElectionID:        o.leaderElectionID,
 		LeaderElectionNamespace: o.leaderElectionNamespace,
+		LeaseDuration:           &o.leaseDuration,
+		RenewDeadline:           &o.renewDeadline,
+		RetryPeriod:             &o.retryPeriod,
+		// main returns right after the manager stops, so the Lease can be handed over at once.
+		LeaderElectionReleaseOnCancel: true,
 		// Secrets are read on demand and never cached: the operator only watches their
 		// metadata, so it holds no Secret data in memory and needs no cluster-wide list of it.
 		Client: client.Options{Cache: &client.CacheOptions{DisableFor: []client.Object{&corev1.Secret{}}}},

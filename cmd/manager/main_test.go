@@ -17,6 +17,7 @@ func TestFlags(t *testing.T) {
 		{[]string{"--version"}, 0, "compaction-operator manager"},
 		{[]string{"--no-such-flag"}, 2, "flag provided but not defined"},
 		{[]string{"extra"}, 2, `unexpected argument "extra"`},
+		{[]string{"--leader-election-renew-deadline", "20s"}, 2, "--leader-election-renew-deadline (20s) < --leader-election-lease-duration (15s)"},
 	}
 	for _, tc := range cases {
 		var stderr bytes.Buffer

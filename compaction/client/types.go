@@ -69,4 +69,9 @@ const (
 	ReasonStorage         = "StorageUnavailable"
 	ReasonInternal        = "InternalError"
 	ReasonTimeout         = "Timeout"
+	// ReasonMediaType: a request body that is not application/json (415).
+	ReasonMediaType = "UnsupportedMediaType"
+	// ReasonAuthUnavailable: the Kubernetes API server could not check the token or the
+	// permission (it is restarting, say); retry.
+	ReasonAuthUnavailable = "AuthUnavailable"
 )

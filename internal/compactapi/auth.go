@@ -24,6 +24,10 @@ const (
 	allowedTTL    = 30 * time.Second
 	deniedTTL     = 5 * time.Second
 	maxAuthCached = 10000
+	// staleGrace is how long past its expiry a positive answer is still used while the API
+	// server cannot be asked (a restart or an upgrade): agents keep compacting through it.
+	// A token or binding revoked meanwhile stops working once the API server answers again.
+	staleGrace = 5 * time.Minute
 )
 
 // authorizer checks bearer tokens with TokenReview and permissions with SubjectAccessReview.
@@ -74,7 +78,10 @@ func (a *authorizer) authenticate(ctx context.Context, token string) (authentica
 	if !ok || now.After(e.expires) {
 		tr := &authenticationv1.TokenReview{Spec: authenticationv1.TokenReviewSpec{Token: token}}
 		if err := a.c.Create(ctx, tr); err != nil {
-			return authenticationv1.UserInfo{}, fmt.Errorf("TokenReview: %w", err)
+			if ok && e.ok && now.Before(e.expires.Add(staleGrace)) {
+				return e.user, nil
+			}
+			return authenticationv1.UserInfo{}, unavailable("TokenReview", err)
 		}
 		e = tokenEntry{user: tr.Status.User, ok: tr.Status.Authenticated, expires: now.Add(tokenTTL)}
 		a.mu.Lock()
@@ -109,7 +116,10 @@ func (a *authorizer) authorize(ctx context.Context, user authenticationv1.UserIn
 			},
 		}}
 		if err := a.c.Create(ctx, sar); err != nil {
-			return fmt.Errorf("SubjectAccessReview: %w", err)
+			if ok && e.allowed && now.Before(e.expires.Add(staleGrace)) {
+				return nil
+			}
+			return unavailable("SubjectAccessReview", err)
 		}
 		ttl := deniedTTL
 		if sar.Status.Allowed {
@@ -129,4 +139,10 @@ func (a *authorizer) authorize(ctx context.Context, user authenticationv1.UserIn
 		return &apiError{http.StatusForbidden, ReasonForbidden, msg}
 	}
 	return nil
+}
+
+// unavailable is the answer when the API server cannot check a request: 503, retry.
+func unavailable(review string, err error) error {
+	return &apiError{http.StatusServiceUnavailable, ReasonAuthUnavailable,
+		fmt.Sprintf("cannot check the request with the Kubernetes API server (%s: %v); retry", review, err)}
 }

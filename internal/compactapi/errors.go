@@ -20,9 +20,14 @@ const (
 	ReasonStorage         = wire.ReasonStorage
 	ReasonInternal        = wire.ReasonInternal
 	ReasonTimeout         = wire.ReasonTimeout
+	ReasonMediaType       = wire.ReasonMediaType
+	ReasonAuthUnavailable = wire.ReasonAuthUnavailable
 )
 
 func writeError(w http.ResponseWriter, code int, reason, msg string) {
+	if code == http.StatusServiceUnavailable {
+		w.Header().Set("Retry-After", "1")
+	}
 	writeJSON(w, code, wire.ErrorResponse{Code: code, Reason: reason, Message: msg})
 }
 

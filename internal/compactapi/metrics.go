@@ -19,6 +19,7 @@ type Metrics struct {
 	OffloadBytes      prometheus.Counter
 	SummarizerErrors  *prometheus.CounterVec
 	SummarizerLatency *prometheus.HistogramVec
+	StatusWrites      *prometheus.CounterVec
 }
 
 // NewMetrics creates the API's metrics and registers them on reg.
@@ -51,9 +52,13 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Name: "compaction_summarizer_duration_seconds", Help: "Summarizer call latency, by summarizer.",
 			Buckets: []float64{.001, .005, .01, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60},
 		}, []string{"summarizer"}),
+		StatusWrites: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "compaction_api_status_writes_total",
+			Help: "AgentSession status writes of the compaction API, by result (written, unchanged, failed and kept for a retry).",
+		}, []string{"result"}),
 	}
 	for _, c := range []prometheus.Collector{m.Requests, m.RequestDuration, m.Compactions, m.CompressionRatio,
-		m.TokensSaved, m.OffloadBytes, m.SummarizerErrors, m.SummarizerLatency} {
+		m.TokensSaved, m.OffloadBytes, m.SummarizerErrors, m.SummarizerLatency, m.StatusWrites} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

@@ -25,7 +25,9 @@ type pendingStatus struct {
 	uid types.UID
 	// last is the latest compaction above TierNone, nil when only usage changed.
 	last *compaction.CompactionRecord
-	// tier and usage are those of the latest turn.
+	// tier and usage are those of the latest turn; turn is false when only offloads at
+	// source are pending (they say nothing about the session's tier).
+	turn  bool
 	tier  compaction.Tier
 	usage string
 	// counters to add.
@@ -58,6 +60,33 @@ func (b *statusBatcher) entry(sess *session) *pendingStatus {
 	return p
 }
 
+// requeue puts back the change of a failed write, under any change that arrived since (which
+// is newer): counters are added, the newer turn and compaction win.
+func (b *statusBatcher) requeue(key types.NamespacedName, failed *pendingStatus) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	cur := b.pending[key]
+	switch {
+	case cur == nil:
+		b.pending[key] = failed
+		return
+	case cur.uid != failed.uid:
+		return // the session was re-created: the failed numbers were the old one's
+	}
+	if !cur.turn {
+		cur.turn, cur.tier, cur.usage = failed.turn, failed.tier, failed.usage
+	}
+	if cur.last == nil {
+		cur.last = failed.last
+	}
+	cur.counts.Warn += failed.counts.Warn
+	cur.counts.Soft += failed.counts.Soft
+	cur.counts.Full += failed.counts.Full
+	cur.counts.Emergency += failed.counts.Emergency
+	cur.offloadedCount += failed.offloadedCount
+	cur.offloadedBytes += failed.offloadedBytes
+}
+
 func (b *statusBatcher) wake() {
 	select {
 	case b.kick <- struct{}{}:
@@ -86,7 +115,7 @@ func (s *Server) recordStatus(sess *session, rec *compaction.CompactionRecord) {
 	b := s.status
 	b.mu.Lock()
 	p := b.entry(sess)
-	p.tier, p.usage = rec.Tier, fmt.Sprintf("%.2f", sess.cfg.Usage(rec.TokensBefore))
+	p.turn, p.tier, p.usage = true, rec.Tier, fmt.Sprintf("%.2f", sess.cfg.Usage(rec.TokensBefore))
 	if rec.Tier != compaction.TierNone {
 		p.last = rec
 		p.offloadedCount += int64(len(rec.Offloaded))
@@ -118,8 +147,10 @@ func (s *Server) recordOffload(sess *session, bytes int) {
 }
 
 // runStatusWriter flushes pending status changes until stop is closed (after the server
-// has stopped taking requests), then once more.
+// has stopped taking requests), then once more. Writes that fail (the API server restarting,
+// say) are kept and retried with a growing pause, so the status catches up once it is back.
 func (s *Server) runStatusWriter(stop <-chan struct{}) {
+	pause := s.cfg.StatusFlushInterval
 	for {
 		select {
 		case <-stop:
@@ -130,18 +161,28 @@ func (s *Server) runStatusWriter(stop <-chan struct{}) {
 		case <-s.status.kick:
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		s.flushStatus(ctx)
+		failed := s.flushStatus(ctx)
 		cancel()
+		if failed > 0 {
+			pause = min(2*pause, maxStatusRetryPause)
+			s.status.wake() // retry the kept changes even if no request comes
+		} else {
+			pause = s.cfg.StatusFlushInterval
+		}
 		// Let the next changes gather: at most one write per session per interval.
 		select {
 		case <-stop:
-		case <-time.After(s.cfg.StatusFlushInterval):
+		case <-time.After(pause):
 		}
 	}
 }
 
-// flushStatus writes every pending change, a few sessions at a time.
-func (s *Server) flushStatus(ctx context.Context) {
+// maxStatusRetryPause bounds the pause between flushes while status writes fail.
+const maxStatusRetryPause = 10 * time.Second
+
+// flushStatus writes every pending change, a few sessions at a time, and returns how many
+// writes failed (their changes are pending again).
+func (s *Server) flushStatus(ctx context.Context) int {
 	b := s.status
 	b.mu.Lock()
 	batch := b.pending
@@ -150,14 +191,31 @@ func (s *Server) flushStatus(ctx context.Context) {
 
 	const workers = 8
 	keys := make(chan types.NamespacedName)
-	var wg sync.WaitGroup
+	var (
+		wg       sync.WaitGroup
+		mu       sync.Mutex
+		failed   int
+		firstErr error
+	)
 	for range min(workers, len(batch)) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for key := range keys {
-				if err := s.writeStatus(ctx, key, batch[key]); err != nil && !apierrors.IsNotFound(err) {
-					s.log.Error(err, "update session status", "session", key.String())
+				written, err := s.writeStatus(ctx, key, batch[key])
+				switch {
+				case err == nil && written:
+					s.metrics.StatusWrites.WithLabelValues("written").Inc()
+				case err == nil || apierrors.IsNotFound(err):
+					s.metrics.StatusWrites.WithLabelValues("unchanged").Inc()
+				default:
+					s.metrics.StatusWrites.WithLabelValues("failed").Inc()
+					b.requeue(key, batch[key])
+					mu.Lock()
+					if failed++; firstErr == nil {
+						firstErr = fmt.Errorf("session %s: %w", key, err)
+					}
+					mu.Unlock()
 				}
 			}
 		}()
@@ -167,12 +225,17 @@ func (s *Server) flushStatus(ctx context.Context) {
 	}
 	close(keys)
 	wg.Wait()
+	if failed > 0 {
+		s.log.Error(firstErr, "status writes failed; kept for a retry", "failed", failed, "sessions", len(batch))
+	}
+	return failed
 }
 
 // writeStatus applies p to the session's status, reading it fresh from the API server and
-// updating with its resourceVersion, retrying on conflict.
-func (s *Server) writeStatus(ctx context.Context, key types.NamespacedName, p *pendingStatus) error {
-	return retry.RetryOnConflict(retry.DefaultBackoff, func() error {
+// updating with its resourceVersion, retrying on conflict. It reports whether it wrote.
+func (s *Server) writeStatus(ctx context.Context, key types.NamespacedName, p *pendingStatus) (bool, error) {
+	written := false
+	err := retry.RetryOnConflict(retry.DefaultBackoff, func() error {
 		var obj compactionv1alpha1.AgentSession
 		if err := s.apiReader.Get(ctx, key, &obj); err != nil {
 			return err
@@ -182,8 +245,10 @@ func (s *Server) writeStatus(ctx context.Context, key types.NamespacedName, p *p
 		}
 		st := &obj.Status
 		before := st.DeepCopy()
-		st.Tier = compactionv1alpha1.Tier(p.tier.String())
-		st.ContextUsage = p.usage
+		if p.turn {
+			st.Tier = compactionv1alpha1.Tier(p.tier.String())
+			st.ContextUsage = p.usage
+		}
 		st.Compactions.Warn += p.counts.Warn
 		st.Compactions.Soft += p.counts.Soft
 		st.Compactions.Full += p.counts.Full
@@ -203,8 +268,13 @@ func (s *Server) writeStatus(ctx context.Context, key types.NamespacedName, p *p
 		if equality.Semantic.DeepEqual(before, st) {
 			return nil
 		}
-		return s.writer.Status().Update(ctx, &obj)
+		if err := s.writer.Status().Update(ctx, &obj); err != nil {
+			return err
+		}
+		written = true
+		return nil
 	})
+	return written, err
 }
 
 // statusAnchors keeps the available anchors, one per type, bounded in size.

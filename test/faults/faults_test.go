@@ -39,7 +39,10 @@ func TestFaults(t *testing.T) {
 	cl := operator.Install(t)
 	m := testenv.StartMinIO(t)
 	bin := testenv.BuildManager(t)
-	mgr := cl.StartManager(bin, "--api-request-timeout", "20s")
+	// The control plane restart below takes longer than the default 10 s renew deadline on
+	// this machine; a leader that cannot renew exits (the kubelet would restart it).
+	mgr := cl.StartManager(bin, "--api-request-timeout", "20s",
+		"--leader-election-lease-duration", "90s", "--leader-election-renew-deadline", "75s")
 	token := cl.BindAgent(ns, "agent")
 	api, err := compactclient.New("http://"+mgr.APIAddr, compactclient.WithToken(token))
 	if err != nil {
@@ -48,7 +51,139 @@ func TestFaults(t *testing.T) {
 
 	t.Run("StorageDiesMidReplay", func(t *testing.T) { testStorageDies(t, cl, m, api, history) })
 	t.Run("SummarizerFaults", func(t *testing.T) { testSummarizerFaults(t, cl, m, api, history) })
+	t.Run("APIServerRestart", func(t *testing.T) { testAPIServerRestart(t, cl, m, api, history) })
 	t.Run("ManagerKilledMidGC", func(t *testing.T) { testKilledMidGC(t, cl, m, mgr, bin) })
+}
+
+// testAPIServerRestart restarts kube-apiserver while agents compact: the manager keeps
+// serving (sessions from its cache, authentication answers it had), no request fails for
+// longer than the restart, and the sessions' status catches up with every compaction. The
+// restart comes as the manager's cached TokenReview and SubjectAccessReview answers expire
+// (30 s after the agents' first turn), so it must get through without asking the API server.
+func testAPIServerRestart(t *testing.T, cl *operator.Cluster, m *testenv.MinIO, api *compactclient.Client, history []compaction.Message) {
+	const (
+		window = 8000
+		agents = 4
+		down   = 3 * time.Second
+	)
+	cl.CreateMinIOPolicy(ns, "restart", "restart", m, window, nil)
+	turns := replay.AssistantTurns(history)
+	ctx := context.Background()
+
+	type outcome struct {
+		name        string
+		compactions compactionv1alpha1.TierCounts
+		failures    int
+		longest     time.Duration
+		duringOut   int
+		err         error
+	}
+	var restarted, backAt atomic.Int64
+	results := make(chan outcome, agents)
+	begin := make(chan struct{})
+	for i := range agents {
+		name := fmt.Sprintf("restart-%d", i)
+		cl.CreateReadySession(ns, name, "restart")
+		go func() {
+			o := outcome{name: name}
+			agent := &compactclient.Session{Client: api, Namespace: ns, Name: name}
+			// Turns go on until the restart is over and 20 more were made.
+			var after int
+			for turn := 0; turn < len(turns) && (restarted.Load() == 0 || after < 20); turn++ {
+				if turn == 1 {
+					<-begin // the first turn filled the manager's auth cache
+				}
+				var failingSince time.Time
+				for {
+					resp, err := agent.Compact(ctx, history[:turns[turn]], 0)
+					if err == nil {
+						switch resp.Record.Tier {
+						case compaction.TierWarn:
+							o.compactions.Warn++
+						case compaction.TierSoft:
+							o.compactions.Soft++
+						case compaction.TierFull:
+							o.compactions.Full++
+						case compaction.TierEmergency:
+							o.compactions.Emergency++
+						}
+						break
+					}
+					o.failures++
+					if failingSince.IsZero() {
+						failingSince = time.Now()
+					}
+					if time.Since(failingSince) > time.Minute {
+						o.err = fmt.Errorf("%s turn %d failing for a minute: %w", name, turn, err)
+						results <- o
+						return
+					}
+					time.Sleep(100 * time.Millisecond)
+				}
+				if !failingSince.IsZero() {
+					o.longest = max(o.longest, time.Since(failingSince))
+				}
+				if restarted.Load() != 0 && backAt.Load() == 0 {
+					o.duringOut++
+				}
+				if backAt.Load() != 0 {
+					after++
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+			results <- o
+		}()
+	}
+
+	// The auth answers of the first turns expire 30 s after them: kill kube-apiserver just
+	// before, with the agents compacting.
+	time.Sleep(27 * time.Second)
+	close(begin)
+	time.Sleep(time.Second)
+	restarted.Store(1)
+	start := time.Now()
+	cl.RestartAPIServer(down)
+	outageTook := time.Since(start)
+	backAt.Store(time.Now().UnixNano())
+	t.Logf("kube-apiserver down and back in %s", outageTook.Round(time.Millisecond))
+
+	want := map[string]compactionv1alpha1.TierCounts{}
+	for range agents {
+		o := <-results
+		if o.err != nil {
+			t.Fatal(o.err)
+		}
+		t.Logf("%s: %d turns answered while kube-apiserver was down, %d failed requests, longest failing stretch %s, compactions %+v",
+			o.name, o.duringOut, o.failures, o.longest.Round(time.Millisecond), o.compactions)
+		if o.duringOut == 0 {
+			t.Errorf("%s: no turn was answered while kube-apiserver was down", o.name)
+		}
+		if o.failures > 0 {
+			t.Errorf("%s: %d requests failed during the restart: the manager should answer from the auth answers it has", o.name, o.failures)
+		}
+		if o.longest > outageTook {
+			t.Errorf("%s: requests failed for %s, longer than the restart (%s)", o.name, o.longest, outageTook)
+		}
+		if o.compactions == (compactionv1alpha1.TierCounts{}) {
+			t.Errorf("%s: no compaction above TierNone: the test history does not reach Warn", o.name)
+		}
+		want[o.name] = o.compactions
+	}
+	// The status catches up: every session's counters are what its agent was answered.
+	deadline := time.Now().Add(time.Minute)
+	for name, counts := range want {
+		for {
+			var s compactionv1alpha1.AgentSession
+			must(t, cl.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &s))
+			if s.Status.Compactions == counts {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: status counts %+v a minute after the restart, the agent was answered %+v", name, s.Status.Compactions, counts)
+			}
+			time.Sleep(250 * time.Millisecond)
+		}
+	}
 }
 
 // testKilledMidGC deletes a session with thousands of stored objects and SIGKILLs the

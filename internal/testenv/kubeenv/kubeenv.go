@@ -3,7 +3,15 @@
 package kubeenv
 
 import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
@@ -29,6 +37,9 @@ func Start(t testing.TB, opts Options) (*envtest.Environment, *rest.Config) {
 		CRDDirectoryPaths:     opts.CRDDirectoryPaths,
 		ErrorIfCRDPathMissing: len(opts.CRDDirectoryPaths) > 0,
 	}
+	// A directory of our own keeps the serving certificates and the ServiceAccount signing
+	// key across RestartAPIServer: clients and issued tokens stay valid, as in a real restart.
+	env.ControlPlane.GetAPIServer().CertDir = t.TempDir()
 	if len(opts.AdmissionPlugins) > 0 {
 		env.ControlPlane.GetAPIServer().Configure().Append("enable-admission-plugins", opts.AdmissionPlugins...)
 	}
@@ -42,4 +53,52 @@ func Start(t testing.TB, opts Options) (*envtest.Environment, *rest.Config) {
 		}
 	})
 	return env, cfg
+}
+
+// RestartAPIServer kills kube-apiserver (SIGKILL, as in a crash or a node loss: a graceful
+// stop of it takes longer than envtest waits), keeps it down for down, and starts it again on
+// the same address with the same certificates and keys. etcd keeps running, so no object is
+// lost. It returns once the new kube-apiserver is healthy, with how long the start took.
+func RestartAPIServer(env *envtest.Environment, down time.Duration) (time.Duration, error) {
+	api := env.ControlPlane.GetAPIServer()
+	pid, err := findProcess("kube-apiserver", "--cert-dir="+api.CertDir)
+	if err != nil {
+		return 0, err
+	}
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		return 0, fmt.Errorf("kubeenv: kill kube-apiserver: %w", err)
+	}
+	// envtest reaps the process; Stop returns once it has.
+	if err := api.Stop(); err != nil {
+		return 0, fmt.Errorf("kubeenv: stop kube-apiserver: %w", err)
+	}
+	time.Sleep(down)
+	start := time.Now()
+	if err := api.Start(); err != nil {
+		return 0, fmt.Errorf("kubeenv: start kube-apiserver again: %w", err)
+	}
+	return time.Since(start), nil
+}
+
+// findProcess returns the PID of the process running binary with arg on its command line.
+func findProcess(binary, arg string) (int, error) {
+	dirs, err := os.ReadDir("/proc")
+	if err != nil {
+		return 0, fmt.Errorf("kubeenv: list processes: %w", err)
+	}
+	for _, d := range dirs {
+		pid, err := strconv.Atoi(d.Name())
+		if err != nil {
+			continue
+		}
+		cmdline, err := os.ReadFile(filepath.Join("/proc", d.Name(), "cmdline"))
+		if err != nil {
+			continue // exited meanwhile
+		}
+		args := strings.Split(string(cmdline), "\x00")
+		if filepath.Base(args[0]) == binary && slices.Contains(args, arg) {
+			return pid, nil
+		}
+	}
+	return 0, fmt.Errorf("kubeenv: no %s process with %s", binary, arg)
 }

@@ -48,6 +48,7 @@ type Cluster struct {
 	Clientset       kubernetes.Interface
 	AdminKubeconfig string
 	Kubectl         string
+	env             *envtest.Environment
 	root            string
 	t               testing.TB
 }
@@ -69,7 +70,7 @@ func Install(t testing.TB) *Cluster {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &Cluster{Config: cfg, AdminKubeconfig: WriteFile(t, "admin.kubeconfig", kc), Kubectl: testenv.Kubectl(t), root: root, t: t}
+	c := &Cluster{Config: cfg, AdminKubeconfig: WriteFile(t, "admin.kubeconfig", kc), Kubectl: testenv.Kubectl(t), env: env, root: root, t: t}
 	c.Run("apply", "--server-side", "-k", filepath.Join(root, "config", "default"))
 
 	scheme := runtime.NewScheme()
@@ -86,6 +87,17 @@ func Install(t testing.TB) *Cluster {
 		t.Fatal(err)
 	}
 	return c
+}
+
+// RestartAPIServer kills kube-apiserver, keeps it down for down and starts it again (same address,
+// certificates and keys; etcd keeps the objects), returning when it is healthy.
+func (c *Cluster) RestartAPIServer(down time.Duration) {
+	c.t.Helper()
+	started, err := kubeenv.RestartAPIServer(c.env, down)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	c.t.Logf("kube-apiserver killed, down %s, started again in %s", down, started.Round(time.Millisecond))
 }
 
 // Run runs kubectl as the admin and returns its output; a failure fails the test.
