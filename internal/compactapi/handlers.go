@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"mime"
 	"net/http"
+	"strings"
 
 	"github.com/harness9/compaction-operator/compaction"
 	wire "github.com/harness9/compaction-operator/compaction/client"
@@ -15,6 +17,50 @@ import (
 // maxConflictRetries bounds the reruns of a compaction whose state another replica saved
 // first; after that the caller gets a 409 and may retry.
 const maxConflictRetries = 5
+
+// jsonMediaType is the only media type of a request body.
+const jsonMediaType = "application/json"
+
+// requireJSON accepts the Content-Type of a request body when it is application/json, in any
+// case and with any parameters, except a charset other than UTF-8 (the only encoding JSON
+// allows, RFC 8259). A request without Content-Type, or with an empty one, is accepted and
+// read as JSON, so simple clients need not send it. Anything else (text/plain, form and
+// multipart bodies, a malformed or repeated header) is a 415.
+func requireJSON(h http.Header) error {
+	values := h.Values("Content-Type")
+	switch {
+	case len(values) == 0:
+		return nil
+	case len(values) > 1:
+		return &apiError{http.StatusUnsupportedMediaType, ReasonMediaType,
+			fmt.Sprintf("%d Content-Type headers: send one, %s", len(values), jsonMediaType)}
+	case strings.TrimSpace(values[0]) == "":
+		return nil
+	}
+	mt, params, err := mime.ParseMediaType(values[0])
+	if err != nil {
+		return &apiError{http.StatusUnsupportedMediaType, ReasonMediaType,
+			fmt.Sprintf("malformed Content-Type %q (%v): send %s", clip(values[0]), err, jsonMediaType)}
+	}
+	if mt != jsonMediaType {
+		return &apiError{http.StatusUnsupportedMediaType, ReasonMediaType,
+			fmt.Sprintf("Content-Type %q is not supported: send %s", clip(mt), jsonMediaType)}
+	}
+	if cs, ok := params["charset"]; ok && !strings.EqualFold(cs, "utf-8") {
+		return &apiError{http.StatusUnsupportedMediaType, ReasonMediaType,
+			fmt.Sprintf("charset %q is not supported: JSON is UTF-8", clip(cs))}
+	}
+	return nil
+}
+
+// clip shortens a header value the caller sent for an error message.
+func clip(s string) string {
+	const limit = 64
+	if len(s) <= limit {
+		return s
+	}
+	return s[:limit] + "..."
+}
 
 // decode reads one JSON object with no unknown top-level fields and nothing after it.
 func decode(r *http.Request, v any) error {

@@ -204,7 +204,8 @@ func (s *Server) Start(ctx context.Context) error {
 type handlerFunc func(w http.ResponseWriter, r *http.Request, sess *session) error
 
 // route wraps a handler with the request deadline, authentication and authorization, the
-// session lookup, per-session serialization (for writes) and metrics.
+// media type of a POST body, the session lookup, per-session serialization (for writes) and
+// metrics.
 func (s *Server) route(name, verb, subresource string, serialize bool, h handlerFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
@@ -225,6 +226,15 @@ func (s *Server) route(name, verb, subresource string, serialize bool, h handler
 			return
 		}
 		log = log.WithValues("user", user)
+		// Checked after authorization (a caller without access learns nothing) and before
+		// the session is looked up or locked: the body will not be read.
+		if r.Method == http.MethodPost {
+			if err := requireJSON(r.Header); err != nil {
+				rw.Header().Set("Accept", jsonMediaType)
+				s.fail(rw, log, err)
+				return
+			}
+		}
 		sess, err := s.lookup(ctx, ns, sessionName)
 		if err != nil {
 			s.fail(rw, log, err)

@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -284,43 +285,108 @@ func (s *suite) testAuth(t *testing.T) {
 	expectAPIError(t, err, http.StatusForbidden)
 }
 
-// testBadInput: bad bodies get a 4xx with a JSON reason and change nothing.
+// testBadInput: bad bodies, media types and paths get a 4xx with a JSON reason and change
+// nothing: not the session's records or state, and no object of the bucket, of this session
+// or of another one.
 func (s *suite) testBadInput(t *testing.T) {
+	ctx := context.Background()
 	agentAPI := s.api(s.agentToken)
+	// A second session with state, a record and an offloaded result.
+	bystander := &compactionv1alpha1.AgentSession{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "bystander"},
+		Spec:       compactionv1alpha1.AgentSessionSpec{PolicyRef: compactionv1alpha1.PolicyReference{Name: "small-window"}},
+	}
+	must(t, s.c.Create(ctx, bystander))
+	waitSessionReady(t, s.c, bystander)
+	bystanderSID := bystander.Status.SessionID
+	_, err := agentAPI.Compact(ctx, ns, bystander.Name, compactclient.CompactRequest{Messages: s.history[:replay.AssistantTurns(s.history)[10]], Force: true})
+	must(t, err)
+	bystanderLog := strings.Repeat("the bystander's build log\n", 2000)
+	off, err := agentAPI.OffloadToolResult(ctx, ns, bystander.Name, compaction.Message{Role: compaction.RoleTool, ToolCallID: "call_bystander", Content: bystanderLog})
+	must(t, err)
+	if objs := objectsOf(t, s.m, bystanderSID); off.Offloaded == nil || len(objs) < 3 {
+		t.Fatalf("the bystander session should have a state, a record and a tool result stored; it has %v (offloaded: %v)", objs, off.Offloaded)
+	}
+
 	before := readRecords(t, agentAPI, s.session.Name)
 	stateBefore := stateObject(t, s.m, s.sid)
-	url := "http://" + s.mgr.APIAddr + "/v1/namespaces/" + ns + "/sessions/" + s.session.Name + "/compact"
-	bodies := map[string]string{
-		"malformed JSON":  `{"messages": [`,
-		"unknown role":    `{"messages": [{"role": "wizard", "content": "hi"}]}`,
-		"orphaned result": `{"messages": [{"role": "user", "content": "hi"}, {"role": "tool", "tool_call_id": "call_x", "content": "out"}]}`,
-		"unsafe id":       `{"messages": [{"role": "assistant", "content": null, "tool_calls": [{"id": "call one\\n", "type": "function", "function": {"name": "f", "arguments": "{}"}}]}]}`,
-		"invalid UTF-8":   "{\"messages\": [{\"role\": \"user\", \"content\": \"\xff\xfe\"}]}",
-		"unknown field":   `{"mesages": []}`,
+	bucketBefore := bucketSnapshot(t, s.m)
+	base := "http://" + s.mgr.APIAddr + "/v1/namespaces/"
+	url := base + ns + "/sessions/" + s.session.Name + "/compact"
+	bystanderURL := base + ns + "/sessions/" + bystander.Name
+
+	// Bad bodies, sent as application/json: 400. JSON nested deeper than the decoder's limit
+	// (10,000) is refused before it is decoded, wherever it is.
+	deepContent := strings.Repeat("[", 100_000) + strings.Repeat("]", 100_000)
+	deepArguments := strings.Repeat(`{"a":`, 40_000) + "1" + strings.Repeat("}", 40_000)
+	bodies := []struct{ name, url, body, says string }{
+		{"malformed JSON", url, `{"messages": [`, ""},
+		{"unknown role", url, `{"messages": [{"role": "wizard", "content": "hi"}]}`, ""},
+		{"orphaned result", url, `{"messages": [{"role": "user", "content": "hi"}, {"role": "tool", "tool_call_id": "call_x", "content": "out"}]}`, ""},
+		{"unsafe id", url, `{"messages": [{"role": "assistant", "content": null, "tool_calls": [{"id": "call one\\n", "type": "function", "function": {"name": "f", "arguments": "{}"}}]}]}`, ""},
+		{"invalid UTF-8", url, "{\"messages\": [{\"role\": \"user\", \"content\": \"\xff\xfe\"}]}", ""},
+		{"unknown field", url, `{"mesages": []}`, ""},
+		{"100,000 levels of [ in a message's content", url,
+			`{"messages": [{"role": "user", "content": ` + deepContent + `}], "force": true}`, "exceeded max depth"},
+		{"40,000 levels of objects in tool-call arguments", url,
+			`{"messages": [{"role": "assistant", "content": null, "tool_calls": [{"id": "call_deep", "type": "function", "function": {"name": "f", "arguments": ` +
+				deepArguments + `}}]}, {"role": "tool", "tool_call_id": "call_deep", "content": "ok"}], "force": true}`, "exceeded max depth"},
+		{"100,000 levels of [ in the bystander's tool result", bystanderURL + "/toolresults",
+			`{"message": {"role": "tool", "tool_call_id": "call_deep", "content": ` + deepContent + `}}`, "exceeded max depth"},
 	}
-	for name, body := range bodies {
-		code, reply := post(t, url, s.agentToken, body)
-		if code != http.StatusBadRequest || !strings.Contains(reply, `"reason"`) {
-			t.Errorf("%s: %d %s, want 400 with a JSON reason", name, code, reply)
+	for _, b := range bodies {
+		r := post(t, b.url, s.agentToken, "application/json", b.body)
+		if r.code != http.StatusBadRequest || !strings.Contains(r.body, `"reason"`) || !strings.Contains(r.body, b.says) {
+			t.Errorf("%s: %d %.300s, want 400 with a JSON reason saying %q", b.name, r.code, r.body, b.says)
 		}
 	}
-	code, _ := post(t, url, s.agentToken, `{"messages": [{"role": "user", "content": "`+strings.Repeat("x", 33<<20)+`"}]}`)
-	if code != http.StatusRequestEntityTooLarge {
-		t.Errorf("oversized body: %d, want 413", code)
+	if r := post(t, url, s.agentToken, "application/json", `{"messages": [{"role": "user", "content": "`+strings.Repeat("x", 33<<20)+`"}]}`); r.code != http.StatusRequestEntityTooLarge {
+		t.Errorf("oversized body: %d, want 413", r.code)
 	}
 	unknown := strings.Replace(url, s.session.Name, "no-such-session", 1)
-	if code, _ := post(t, unknown, s.agentToken, `{"messages": [{"role": "user", "content": "hi"}]}`); code != http.StatusNotFound {
-		t.Errorf("unknown session: %d, want 404", code)
+	if r := post(t, unknown, s.agentToken, "application/json", `{"messages": [{"role": "user", "content": "hi"}]}`); r.code != http.StatusNotFound {
+		t.Errorf("unknown session: %d, want 404", r.code)
 	}
+
+	// Bodies that are not JSON by their Content-Type: 415, even when the bytes would be a
+	// valid request that writes (a forced compaction, an offload over the threshold).
+	compactBody := `{"messages": [{"role": "user", "content": "hi"}], "force": true}`
+	offloadBody := `{"message": {"role": "tool", "tool_call_id": "call_media", "content": "` + strings.Repeat("log line\\n", 5000) + `"}}`
+	for _, m := range []struct{ url, contentType, body string }{
+		{url, "text/plain", compactBody},
+		{url, "text/plain;charset=UTF-8", compactBody}, // what fetch() sends for a string body
+		{url, "application/x-www-form-urlencoded", compactBody},
+		{url, "multipart/form-data; boundary=xyz", "--xyz\r\nContent-Disposition: form-data; name=\"messages\"\r\n\r\n[]\r\n--xyz--\r\n"},
+		{url, "application/json; charset=iso-8859-1", compactBody},
+		{bystanderURL + "/toolresults", "text/plain", offloadBody},
+		{bystanderURL + "/compact", "application/x-www-form-urlencoded", compactBody},
+	} {
+		r := post(t, m.url, s.agentToken, m.contentType, m.body)
+		var e compactclient.ErrorResponse
+		if r.code != http.StatusUnsupportedMediaType || json.Unmarshal([]byte(r.body), &e) != nil ||
+			e.Reason != compactclient.ReasonMediaType || r.header.Get("Accept") != "application/json" {
+			t.Errorf("POST %s as %s: %d, Accept %q, %.300s; want 415 %s with Accept: application/json",
+				strings.TrimPrefix(m.url, base), m.contentType, r.code, r.header.Get("Accept"), r.body, compactclient.ReasonMediaType)
+		}
+	}
+	// No Content-Type, or application/json in any case with a UTF-8 charset, is JSON: these
+	// get past the media type to the body's 400.
+	for _, contentType := range []string{"", "Application/JSON; charset=UTF-8"} {
+		if r := post(t, url, s.agentToken, contentType, `{"mesages": []}`); r.code != http.StatusBadRequest || !strings.Contains(r.body, compactclient.ReasonBadRequest) {
+			t.Errorf("Content-Type %q: %d %s, want the body's 400 %s", contentType, r.code, r.body, compactclient.ReasonBadRequest)
+		}
+	}
+
 	// Hostile paths: another namespace's session with a valid token, traversal in names and
-	// IDs, a wrong method. Each a clean 4xx with a JSON body.
-	base := "http://" + s.mgr.APIAddr + "/v1/namespaces/"
+	// IDs (to this session's state and to the bystander's result), a wrong method. Each a
+	// clean 4xx with a JSON body.
 	hostile := []struct {
 		method, path string
 		want         int
 	}{
 		{http.MethodPost, "kube-system/sessions/" + s.session.Name + "/compact", http.StatusForbidden},
 		{http.MethodGet, ns + "/sessions/" + s.session.Name + "/toolresults/..%2F..%2Fstate", http.StatusNotFound},
+		{http.MethodGet, ns + "/sessions/" + s.session.Name + "/toolresults/..%2F" + bystanderSID + "%2Fcall_bystander", http.StatusNotFound},
 		{http.MethodGet, ns + "/sessions/" + s.session.Name + "/toolresults/call%20one", http.StatusBadRequest},
 		{http.MethodGet, ns + "/sessions/..%2F" + s.session.Name + "/records", http.StatusNotFound},
 		{http.MethodDelete, ns + "/sessions/" + s.session.Name + "/records", http.StatusNotFound},
@@ -338,11 +404,19 @@ func (s *suite) testBadInput(t *testing.T) {
 			t.Errorf("%s %s: %d %s, want %d with a JSON reason", h.method, h.path, resp.StatusCode, b.String(), h.want)
 		}
 	}
+
+	// Reads write nothing either.
+	if got, err := agentAPI.GetToolResult(ctx, ns, bystander.Name, "call_bystander"); err != nil || string(got) != bystanderLog {
+		t.Errorf("the bystander's tool result read back: %d bytes, %v", len(got), err)
+	}
 	if after := readRecords(t, agentAPI, s.session.Name); len(after) != len(before) {
 		t.Errorf("bad requests changed the records: %d -> %d", len(before), len(after))
 	}
 	if after := stateObject(t, s.m, s.sid); !bytes.Equal(after, stateBefore) {
 		t.Errorf("bad requests changed the stored state")
+	}
+	if diff := snapshotDiff(bucketBefore, bucketSnapshot(t, s.m)); diff != "" {
+		t.Errorf("bad requests changed the bucket (key: before -> after):\n%s", diff)
 	}
 }
 
@@ -520,17 +594,28 @@ func readRecords(t *testing.T, cc *compactclient.Client, name string) []compacti
 	return out
 }
 
-func post(t *testing.T, url, token, body string) (int, string) {
+// response is a raw reply of the API.
+type response struct {
+	code   int
+	header http.Header
+	body   string
+}
+
+// post sends body with the agent's token and contentType ("": no Content-Type header).
+func post(t *testing.T, url, token, contentType, body string) response {
 	t.Helper()
 	req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
 	must(t, err)
 	req.Header.Set("Authorization", "Bearer "+token)
+	if contentType != "" {
+		req.Header.Set("Content-Type", contentType)
+	}
 	resp, err := http.DefaultClient.Do(req)
 	must(t, err)
 	defer func() { _ = resp.Body.Close() }()
 	var b bytes.Buffer
 	_, _ = b.ReadFrom(resp.Body)
-	return resp.StatusCode, b.String()
+	return response{resp.StatusCode, resp.Header, b.String()}
 }
 
 func expectAPIError(t *testing.T, err error, code int) {
@@ -558,6 +643,34 @@ func objectsOf(t *testing.T, m *testenv.MinIO, sid string) []string {
 		}
 	}
 	return keys
+}
+
+// bucketSnapshot is every object in the bucket: key -> ETag, size and modification time.
+func bucketSnapshot(t *testing.T, m *testenv.MinIO) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	for obj := range s3Client(t, m).ListObjects(context.Background(), bucket, minio.ListObjectsOptions{Recursive: true}) {
+		must(t, obj.Err)
+		out[obj.Key] = fmt.Sprintf("%s %d %s", obj.ETag, obj.Size, obj.LastModified.UTC().Format(time.RFC3339Nano))
+	}
+	return out
+}
+
+// snapshotDiff lists the keys added, removed or changed between two bucket snapshots.
+func snapshotDiff(before, after map[string]string) string {
+	var lines []string
+	for k, v := range before {
+		if w, ok := after[k]; !ok || w != v {
+			lines = append(lines, fmt.Sprintf("%s: %s -> %s", k, v, w))
+		}
+	}
+	for k, w := range after {
+		if _, ok := before[k]; !ok {
+			lines = append(lines, fmt.Sprintf("%s: (none) -> %s", k, w))
+		}
+	}
+	sort.Strings(lines)
+	return strings.Join(lines, "\n")
 }
 
 func stateObject(t *testing.T, m *testenv.MinIO, sid string) []byte {
