@@ -54,9 +54,9 @@ dev-cluster: tools build ## Run kube-apiserver, etcd, MinIO and the manager loca
 	$(GO) run ./hack/devenv
 
 .PHONY: bench
-bench: ## Engine benchmarks (set TRANSCRIPTS=dir to add the real transcripts).
+bench: ## Engine benchmarks (set TRANSCRIPTS=dir to add the real transcripts, BENCH_SCALE=1 to add 1,000 to 100,000 messages).
 	@mkdir -p $(BENCH_STORE_DIR)
-	TRANSCRIPTS=$(TRANSCRIPTS) BENCH_STORE_DIR=$(BENCH_STORE_DIR) $(GO) test -run '^$$' -bench . -benchmem -benchtime=$(BENCHTIME) ./compaction/...
+	TRANSCRIPTS=$(TRANSCRIPTS) BENCH_SCALE=$(BENCH_SCALE) BENCH_STORE_DIR=$(BENCH_STORE_DIR) $(GO) test -run '^$$' -bench . -benchmem -benchtime=$(BENCHTIME) -timeout=30m ./compaction/...
 
 # Every fuzz target, as package:Name. Their seed corpora are in the package's
 # testdata/fuzz/<Name>/ and run as plain tests in `make test`.
