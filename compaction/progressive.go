@@ -297,7 +297,8 @@ func (c *ProgressiveCompactor) compact(ctx context.Context, msgs []Message, d *D
 	rec.HistoryTokens = t.historyTokens
 	if reset {
 		rec.Notes = append(rec.Notes, fmt.Sprintf("history prefix changed (watermark %d no longer matches): started over from the raw history", c.state.Watermark))
-		c.state = &State{Offloaded: c.state.Offloaded}
+		// Keep the loaded version: this state replaces the stored one, it is not a new one.
+		c.state = &State{Offloaded: c.state.Offloaded, Version: c.state.Version}
 	}
 	view := t.view()
 	rec.TokensBefore, rec.MsgsBefore = EstimateTokens(view), len(view)

@@ -620,3 +620,48 @@ func TestSaveStateIsConditional(t *testing.T) {
 		t.Fatalf("stored state %+v, %v; want watermark 11", got, err)
 	}
 }
+
+// TestRewrittenHistoryOverStoredState: a history whose summarized prefix changed starts over
+// from the raw history, and its save replaces the stored state (it was loaded, so its
+// version is known) instead of conflicting with it forever.
+func TestRewrittenHistoryOverStoredState(t *testing.T) {
+	srv := startServer(t)
+	st, err := New(ctx(t), srv.config(srv.newBucket(t), "p"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	history := make([]compaction.Message, 0, 81)
+	history = append(history, compaction.Message{Role: compaction.RoleSystem, Content: "You are a coding agent."})
+	for i := range 40 {
+		history = append(history,
+			compaction.Message{Role: compaction.RoleUser, Content: fmt.Sprintf("step %d: %s", i, strings.Repeat("please look at the failing test ", 30))},
+			compaction.Message{Role: compaction.RoleAssistant, Content: fmt.Sprintf("done with step %d: %s", i, strings.Repeat("edited the parser ", 30))})
+	}
+	cfg := compaction.DefaultConfig(int(float64(compaction.EstimateTokens(history)) / 0.85)) // Full
+	compact := func(msgs []compaction.Message) (*compaction.CompactionRecord, error) {
+		// A compactor per request, as the compaction API makes them.
+		c, err := compaction.NewProgressiveCompactor(cfg, compaction.WithStore(st), compaction.WithSessionID("s"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, rec, err := c.CompactWithRecord(ctx(t), msgs)
+		return rec, err
+	}
+	rec, err := compact(history)
+	if err != nil || rec.WatermarkAfter == 0 {
+		t.Fatalf("first compaction: %+v, %v; want a summary with a watermark", rec, err)
+	}
+	rewritten := append([]compaction.Message(nil), history...)
+	rewritten[rec.WatermarkAfter-1].Content = "a different message where the summary ends" // what the prefix hash covers
+	rec, err = compact(rewritten)
+	if err != nil {
+		t.Fatalf("compaction of the rewritten history: %v", err)
+	}
+	if !strings.Contains(strings.Join(rec.Notes, " "), "prefix changed") {
+		t.Errorf("notes %q do not say the history prefix changed", rec.Notes)
+	}
+	got, err := st.LoadState(ctx(t), "s")
+	if err != nil || got.PrefixHash != rec.PrefixHash {
+		t.Fatalf("stored state %+v, %v; want the rewritten history's (prefix hash %q)", got, err, rec.PrefixHash)
+	}
+}
