@@ -105,6 +105,9 @@ func stripCodeFence(s string) string {
 	return strings.TrimSuffix(strings.TrimSpace(t), "```")
 }
 
+// maxAnchorNesting is how deep "anchors" objects inside the summarizer's JSON are read.
+const maxAnchorNesting = 4
+
 func parseJSONAnchors(text string, found map[AnchorType]string) (string, bool) {
 	if !strings.HasPrefix(text, "{") {
 		return "", false
@@ -114,8 +117,8 @@ func parseJSONAnchors(text string, found map[AnchorType]string) (string, bool) {
 		return "", false
 	}
 	var summary string
-	var visit func(map[string]json.RawMessage)
-	visit = func(o map[string]json.RawMessage) {
+	var visit func(map[string]json.RawMessage, int)
+	visit = func(o map[string]json.RawMessage, depth int) {
 		for k, v := range o {
 			key := normalizeKey(k)
 			if key == "summary" || key == "prose" {
@@ -123,9 +126,11 @@ func parseJSONAnchors(text string, found map[AnchorType]string) (string, bool) {
 				continue
 			}
 			if key == "anchors" {
+				// Models nest anchors once, maybe twice; each level decodes the rest again,
+				// so a bound keeps hostile nesting from costing quadratic time.
 				var inner map[string]json.RawMessage
-				if json.Unmarshal(v, &inner) == nil {
-					visit(inner)
+				if depth < maxAnchorNesting && json.Unmarshal(v, &inner) == nil {
+					visit(inner, depth+1)
 				}
 				continue
 			}
@@ -144,7 +149,7 @@ func parseJSONAnchors(text string, found map[AnchorType]string) (string, bool) {
 			setAnchor(found, t, s)
 		}
 	}
-	visit(obj)
+	visit(obj, 0)
 	return summary, true
 }
 

@@ -115,3 +115,26 @@ func FuzzParseAnchors(f *testing.F) {
 		}
 	})
 }
+
+func TestParseAnchorsNestingIsBounded(t *testing.T) {
+	// Anchors one level down are read; anchors deeper than the bound are not.
+	shallow := `{"anchors": {"USER_INTENT": "fix the tests"}}`
+	anchors, _, _ := ParseAnchorsAndSummary(shallow)
+	if got := anchorContent(anchors, AnchorUserIntent); got != "fix the tests" {
+		t.Errorf("one level down: %q", got)
+	}
+	deep := strings.Repeat(`{"anchors": `, maxAnchorNesting+2) + `{"USER_INTENT": "too deep"}` + strings.Repeat(`}`, maxAnchorNesting+2)
+	anchors, _, _ = ParseAnchorsAndSummary(deep)
+	if got := anchorContent(anchors, AnchorUserIntent); got == "too deep" {
+		t.Errorf("anchors %d levels down were read", maxAnchorNesting+2)
+	}
+}
+
+func anchorContent(anchors []Anchor, typ AnchorType) string {
+	for _, a := range anchors {
+		if a.Type == typ {
+			return a.Content
+		}
+	}
+	return ""
+}
