@@ -4,7 +4,10 @@
 package faults
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -17,6 +20,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/minio/minio-go/v7"
+	"github.com/minio/minio-go/v7/pkg/credentials"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -52,7 +57,151 @@ func TestFaults(t *testing.T) {
 	t.Run("StorageDiesMidReplay", func(t *testing.T) { testStorageDies(t, cl, m, api, history) })
 	t.Run("SummarizerFaults", func(t *testing.T) { testSummarizerFaults(t, cl, m, api, history) })
 	t.Run("APIServerRestart", func(t *testing.T) { testAPIServerRestart(t, cl, m, api, history) })
+	t.Run("ManagerKilledMidCompaction", func(t *testing.T) { mgr = testKilledMidCompaction(t, cl, m, mgr, bin, token, history) })
 	t.Run("ManagerKilledMidGC", func(t *testing.T) { testKilledMidGC(t, cl, m, mgr, bin) })
+}
+
+// testKilledMidCompaction SIGKILLs the manager while a compaction waits for the summarizer:
+// the stored state is the last completed compaction's, no record of the killed one exists,
+// and the agent's next request, on a new manager, continues from the persisted anchors.
+// It returns the new manager.
+func testKilledMidCompaction(t *testing.T, cl *operator.Cluster, m *testenv.MinIO, mgr *operator.Manager, bin, token string, history []compaction.Message) *operator.Manager {
+	const window = 8000
+	var hang atomic.Bool
+	called, release := make(chan struct{}, 1), make(chan struct{})
+	llm := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if hang.Load() {
+			select {
+			case called <- struct{}{}:
+			default:
+			}
+			select { // the manager dies with the request open
+			case <-r.Context().Done():
+			case <-release:
+			}
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"choices": [{"message": {"role": "assistant", "content": "USER_INTENT: fix the tests\nEXECUTION_PROGRESS: edited files\nKEY_DECISION: keep the API\nTRIED_SOLUTION: N/A\nNEXT_STEP: run pytest\n\nSummary: the agent fixed things."}}]}`))
+	}))
+	t.Cleanup(llm.Close)
+	t.Cleanup(func() { close(release) }) // before Close: a hung call must not block it
+	ctx := context.Background()
+	must(t, cl.Client.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "llm-killed"}, StringData: map[string]string{"apiKey": "sk-test"}}))
+	cl.CreateMinIOPolicy(ns, "killed", "killed", m, window, func(s *compactionv1alpha1.CompactionPolicySpec) {
+		s.Summarizer = compactionv1alpha1.SummarizerSpec{Mode: compactionv1alpha1.SummarizerOpenAI, OpenAI: &compactionv1alpha1.OpenAISummarizerSpec{
+			BaseURL: llm.URL + "/v1", Model: "test-model", Timeout: &metav1.Duration{Duration: time.Minute},
+			APIKeySecretRef: &compactionv1alpha1.SecretKeySelector{SecretReference: compactionv1alpha1.SecretReference{Name: "llm-killed"}, Key: "apiKey"},
+		}}
+	})
+	sess := cl.CreateReadySession(ns, "killed", "killed")
+	store, err := s3.New(ctx, s3.Config{Endpoint: m.Endpoint, Bucket: "agent-context", Prefix: "killed", Insecure: true, AccessKey: m.AccessKey, SecretKey: m.SecretKey})
+	must(t, err)
+
+	api, err := compactclient.New("http://"+mgr.APIAddr, compactclient.WithToken(token))
+	must(t, err)
+	agent := &compactclient.Session{Client: api, Namespace: ns, Name: "killed"}
+	turns := replay.AssistantTurns(history)
+	var (
+		answered []*compaction.CompactionRecord // compactions above TierNone, in order
+		lastFull *compaction.CompactionRecord
+		turn     int
+	)
+	// Replay until a Full compaction has stored its anchors, then let the summarizer hang.
+	for ; turn < len(turns) && lastFull == nil; turn++ {
+		resp, err := agent.Compact(ctx, history[:turns[turn]], 0)
+		must(t, err)
+		if rec := resp.Record; rec.Tier != compaction.TierNone {
+			answered = append(answered, rec)
+			if rec.Tier == compaction.TierFull {
+				lastFull = rec
+			}
+		}
+	}
+	if lastFull == nil {
+		t.Fatal("the replay made no Full compaction")
+	}
+	before, err := store.LoadState(ctx, string(sess.UID))
+	must(t, err)
+	if len(before.LastAnchors) == 0 {
+		t.Fatal("no anchors stored after a Full compaction")
+	}
+	hang.Store(true)
+	inFlight := make(chan error, 1)
+	var killedTurn int
+	for ; turn < len(turns); turn++ {
+		go func(n int) {
+			_, err := agent.Compact(ctx, history[:n], 0)
+			inFlight <- err
+		}(turns[turn])
+		select {
+		case <-called:
+		case err := <-inFlight:
+			must(t, err) // a turn that needed no summary
+			continue
+		}
+		killedTurn = turn
+		break
+	}
+	if killedTurn == 0 {
+		t.Fatal("no later turn called the summarizer")
+	}
+	if err := syscall.Kill(mgr.Pid(), syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-inFlight; err == nil {
+		t.Fatal("the compaction in flight answered although the manager was killed")
+	}
+	_ = mgr.Stop(5 * time.Second)
+	cl.ExpireLease()
+	hang.Store(false)
+
+	after, err := store.LoadState(ctx, string(sess.UID))
+	must(t, err)
+	if after.Watermark != before.Watermark || after.PrefixHash != before.PrefixHash || len(after.LastAnchors) != len(before.LastAnchors) {
+		t.Fatalf("stored state changed by the killed compaction: watermark %d -> %d, anchors %d -> %d",
+			before.Watermark, after.Watermark, len(before.LastAnchors), len(after.LastAnchors))
+	}
+
+	next := cl.StartManager(bin, "--api-request-timeout", "20s",
+		"--leader-election-lease-duration", "90s", "--leader-election-renew-deadline", "75s")
+	api, err = compactclient.New("http://"+next.APIAddr, compactclient.WithToken(token))
+	must(t, err)
+	agent.Client = api
+	// The same turn again, as the agent's retry, and a few more.
+	for n := killedTurn; n < min(killedTurn+5, len(turns)); n++ {
+		resp, err := agent.Compact(ctx, history[:turns[n]], 0)
+		if err != nil {
+			t.Fatalf("turn %d on the new manager: %v", n, err)
+		}
+		rec := resp.Record
+		if rec.Tier == compaction.TierNone {
+			continue
+		}
+		if n == killedTurn && rec.WatermarkBefore != before.Watermark {
+			t.Errorf("the retried turn starts at watermark %d, the persisted state is at %d", rec.WatermarkBefore, before.Watermark)
+		}
+		answered = append(answered, rec)
+	}
+	var trail bytes.Buffer
+	must(t, api.Records(ctx, ns, "killed", &trail))
+	var ids []string
+	for line := range strings.SplitSeq(strings.TrimSpace(trail.String()), "\n") {
+		var r compaction.CompactionRecord
+		must(t, json.Unmarshal([]byte(line), &r))
+		ids = append(ids, r.ID)
+	}
+	if len(ids) != len(answered) {
+		t.Fatalf("%d records, the agent was answered %d compactions: the killed one left a record, or one was lost", len(ids), len(answered))
+	}
+	for i, rec := range answered {
+		if ids[i] != rec.ID {
+			t.Errorf("record %d is %s, the agent was answered %s", i, ids[i], rec.ID)
+		}
+	}
+	t.Logf("killed at turn %d with the summarizer call open; state kept at watermark %d with %d anchors; %d records, one per answered compaction",
+		killedTurn, before.Watermark, len(before.LastAnchors), len(ids))
+	return next
 }
 
 // testAPIServerRestart restarts kube-apiserver while agents compact: the manager keeps
@@ -195,7 +344,7 @@ func testKilledMidGC(t *testing.T, cl *operator.Cluster, m *testenv.MinIO, mgr *
 	sid := string(sess.UID)
 	store, err := s3.New(ctx, s3.Config{Endpoint: m.Endpoint, Bucket: "agent-context", Prefix: "gc", Insecure: true, AccessKey: m.AccessKey, SecretKey: m.SecretKey})
 	must(t, err)
-	const objects = 3000
+	const objects = 6000
 	ids := make(chan int)
 	var wg sync.WaitGroup
 	for range 16 {
@@ -216,13 +365,25 @@ func testKilledMidGC(t *testing.T, cl *operator.Cluster, m *testenv.MinIO, mgr *
 	wg.Wait()
 
 	must(t, cl.Client.Delete(ctx, sess))
-	time.Sleep(300 * time.Millisecond) // let the deletion start
+	// Kill it once the deletion is under way: batches go in key order, the first object first.
+	for started := time.Now(); ; time.Sleep(10 * time.Millisecond) {
+		if _, err := store.GetToolResult(ctx, sid, "call_00000"); errors.Is(err, compaction.ErrNotFound) {
+			break
+		}
+		if time.Since(started) > 2*time.Minute {
+			t.Fatal("the deletion did not start within 2 minutes")
+		}
+	}
 	if err := syscall.Kill(mgr.Pid(), syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
 	_ = mgr.Stop(5 * time.Second)
-	left := countObjects(ctx, t, store, sid)
+	cl.ExpireLease()
+	left := countObjects(ctx, t, m, store, sid)
 	t.Logf("manager killed with %d of %d objects left", left, objects)
+	if left == 0 {
+		t.Fatal("the deletion was complete before the kill: nothing was left for the next manager")
+	}
 	cl.StartManager(bin, "--gc-retry-max-delay", "2s")
 	deadline := time.Now().Add(2 * time.Minute)
 	for {
@@ -235,19 +396,20 @@ func testKilledMidGC(t *testing.T, cl *operator.Cluster, m *testenv.MinIO, mgr *
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	if n := countObjects(ctx, t, store, sid); n != 0 {
+	if n := countObjects(ctx, t, m, store, sid); n != 0 {
 		t.Errorf("%d objects left after the deletion completed", n)
 	}
 }
 
-// countObjects counts the session's stored tool results.
-func countObjects(ctx context.Context, t *testing.T, store *s3.Store, sid string) int {
+// countObjects counts the session's stored tool results (one listing).
+func countObjects(ctx context.Context, t *testing.T, m *testenv.MinIO, store *s3.Store, sid string) int {
 	t.Helper()
+	mc, err := minio.New(m.Endpoint, &minio.Options{Creds: credentials.NewStaticV4(m.AccessKey, m.SecretKey, "")})
+	must(t, err)
 	n := 0
-	for i := range 3000 {
-		if _, err := store.GetToolResult(ctx, sid, fmt.Sprintf("call_%05d", i)); err == nil {
-			n++
-		}
+	for obj := range mc.ListObjects(ctx, store.Bucket(), minio.ListObjectsOptions{Prefix: store.Prefix() + "tool_results/" + sid + "/", Recursive: true}) {
+		must(t, obj.Err)
+		n++
 	}
 	return n
 }

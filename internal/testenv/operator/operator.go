@@ -15,6 +15,7 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -98,6 +99,19 @@ func (c *Cluster) RestartAPIServer(down time.Duration) {
 		c.t.Fatal(err)
 	}
 	c.t.Logf("kube-apiserver killed, down %s, started again in %s", down, started.Round(time.Millisecond))
+}
+
+// LeaseName is the manager's default leader election Lease (in SystemNamespace).
+const LeaseName = "compaction-operator.harness9.io"
+
+// ExpireLease deletes the leader election Lease, as its expiry would after the leader was
+// killed: the next manager leads at once instead of after the lease duration.
+func (c *Cluster) ExpireLease() {
+	c.t.Helper()
+	err := c.Clientset.CoordinationV1().Leases(SystemNamespace).Delete(context.Background(), LeaseName, metav1.DeleteOptions{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		c.t.Fatalf("delete the leader election Lease: %v", err)
+	}
 }
 
 // Run runs kubectl as the admin and returns its output; a failure fails the test.
