@@ -1,6 +1,7 @@
 package controllers
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"time"
@@ -32,6 +33,10 @@ const (
 	DefaultRetryMaxDelay  = 2 * time.Minute
 )
 
+// DefaultSessionWorkers is how many sessions are reconciled at once by default: a session
+// costs two short writes (finalizer, status), and a mass deletion one storage cleanup each.
+const DefaultSessionWorkers = 4
+
 // AgentSessionReconciler resolves a session's policy, keeps its conditions and storage
 // location, and deletes its stored objects when the session is deleted.
 type AgentSessionReconciler struct {
@@ -45,6 +50,8 @@ type AgentSessionReconciler struct {
 	// RetryBaseDelay and RetryMaxDelay bound the backoff while storage cleanup fails.
 	RetryBaseDelay time.Duration
 	RetryMaxDelay  time.Duration
+	// Workers is how many sessions are reconciled at once; 0 means DefaultSessionWorkers.
+	Workers int
 	// Metrics counts garbage collection; nil records nothing.
 	Metrics *Metrics
 }
@@ -109,7 +116,8 @@ func (r *AgentSessionReconciler) SetupWithManager(mgr ctrl.Manager) error {
 			handler.EnqueueRequestsFromMapFunc(r.policyToSessions(compactionv1alpha1.PolicyKindCluster)),
 			builder.WithPredicates(policyReadinessChanged{})).
 		WithOptions(controller.Options{
-			RateLimiter: workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](base, maxDelay),
+			RateLimiter:             workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](base, maxDelay),
+			MaxConcurrentReconciles: cmp.Or(r.Workers, DefaultSessionWorkers),
 		}).
 		Named("agentsession").
 		Complete(r)

@@ -23,6 +23,9 @@ type Config struct {
 	RetryInterval time.Duration
 	// RetryMaxDelay caps the backoff between attempts to delete a deleted session's objects.
 	RetryMaxDelay time.Duration
+	// SessionWorkers is how many AgentSessions are reconciled at once; 0 means
+	// DefaultSessionWorkers.
+	SessionWorkers int
 	// Stores is shared with whatever else talks to storage; nil makes a new one.
 	Stores *policy.Stores
 	// Registerer receives the controllers' metrics; nil means controller-runtime's registry,
@@ -62,7 +65,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, cfg Config) error {
 		{"AgentSession", (&AgentSessionReconciler{
 			Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Stores: stores, Recorder: rec,
 			ClusterResourceNamespace: cfg.ClusterResourceNamespace, RetryMaxDelay: cfg.RetryMaxDelay,
-			Metrics: metrics,
+			Workers: cfg.SessionWorkers, Metrics: metrics,
 		}).SetupWithManager},
 		{"Pod", (&PodReconciler{Client: mgr.GetClient(), Recorder: rec}).SetupWithManager},
 	}

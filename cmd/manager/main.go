@@ -66,6 +66,7 @@ type options struct {
 	apiUsageInterval         time.Duration
 	showVersion              bool
 	kubeQPS                  float64
+	sessionWorkers           int
 	kubeBurst                int
 	zap                      zap.Options
 }
@@ -103,8 +104,10 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.Int64Var(&o.apiMaxBodyBytes, "api-max-body-bytes", compactapi.DefaultMaxBodyBytes, "largest request body the compaction API accepts")
 	fs.DurationVar(&o.apiRequestTimeout, "api-request-timeout", compactapi.DefaultRequestTimeout, "deadline of one compaction API request, summarizer calls included")
 	fs.DurationVar(&o.apiUsageInterval, "api-usage-interval", compactapi.DefaultUsageInterval, "least time between two status writes of a session for turns that needed no compaction")
-	fs.Float64Var(&o.kubeQPS, "kube-api-qps", 50, "steady requests per second to the Kubernetes API (status writes of the compaction API count here)")
-	fs.IntVar(&o.kubeBurst, "kube-api-burst", 100, "burst of requests to the Kubernetes API")
+	fs.Float64Var(&o.kubeQPS, "kube-api-qps", 100,
+		"steady requests per second to the Kubernetes API (a new session costs two; status writes of the compaction API count here)")
+	fs.IntVar(&o.kubeBurst, "kube-api-burst", 200, "burst of requests to the Kubernetes API")
+	fs.IntVar(&o.sessionWorkers, "session-workers", controllers.DefaultSessionWorkers, "AgentSessions reconciled (and their storage cleaned up) at once")
 	fs.BoolVar(&o.showVersion, "version", false, "print the version and exit")
 	o.zap.BindFlags(fs)
 	if err := fs.Parse(args); err != nil {
@@ -112,6 +115,9 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	}
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	if o.sessionWorkers < 1 {
+		return nil, fmt.Errorf("--session-workers must be at least 1, got %d", o.sessionWorkers)
 	}
 	if o.retryPeriod <= 0 || o.renewDeadline <= o.retryPeriod || o.leaseDuration <= o.renewDeadline {
 		return nil, fmt.Errorf("leader election needs 0 < --leader-election-retry-period (%s) < --leader-election-renew-deadline (%s) < --leader-election-lease-duration (%s)",
@@ -202,6 +208,7 @@ func runManager(ctx context.Context, o *options) error {
 		ProbeInterval:            o.probeInterval,
 		RetryInterval:            o.retryInterval,
 		RetryMaxDelay:            o.gcRetryMaxDelay,
+		SessionWorkers:           o.sessionWorkers,
 	}); err != nil {
 		return err
 	}

@@ -1,11 +1,13 @@
 // Command loadtest measures the operator under many concurrent agents: it starts the local
 // environment (internal/devenv: kube-apiserver, etcd, MinIO, the manager binary), creates N
-// AgentSessions, and has N agents replay a transcript turn by turn through the compaction
-// API at once (offload hook for every tool result, a delta compaction before every assistant
-// turn). It reports the time until all sessions are Ready, throughput, latency per tier, and
-// the manager's CPU time and peak RSS.
+// AgentSessions, and has agents replay a transcript turn by turn through the compaction API
+// at once (offload hook for every tool result, a delta compaction before every assistant
+// turn). It reports the time until all sessions are Ready with the manager's Kubernetes API
+// requests per session, throughput, latency per tier, status writes per turn and per
+// compaction, and the manager's CPU time and RSS (from its own metrics and /proc).
 //
 //	go run ./hack/loadtest -sessions 200 -turns 60
+//	go run ./hack/loadtest -sessions 5000 -agents 0   # the controllers alone
 package main
 
 import (
@@ -25,22 +27,28 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	compactionv1alpha1 "github.com/harness9/compaction-operator/api/v1alpha1"
 	"github.com/harness9/compaction-operator/compaction"
 	compactclient "github.com/harness9/compaction-operator/compaction/client"
 	"github.com/harness9/compaction-operator/internal/devenv"
+	"github.com/harness9/compaction-operator/internal/proc"
 	"github.com/harness9/compaction-operator/internal/replay"
 )
 
 func main() {
-	sessions := flag.Int("sessions", 200, "concurrent agents, one AgentSession each")
+	sessions := flag.Int("sessions", 200, "AgentSessions to create")
+	agents := flag.Int("agents", -1, "concurrent agents, each on its own session (-1: one per session, 0: measure the controllers only)")
 	turns := flag.Int("turns", 60, "assistant turns each agent replays (0: the whole transcript)")
 	window := flag.Int("window", 8000, "the policy's context window")
 	transcript := flag.String("transcript", "testdata/long-session.jsonl", "agent transcript (JSONL)")
 	flag.Parse()
-	if err := run(*sessions, *turns, int32(*window), *transcript); err != nil { //nolint:gosec // flag value, bounded by the CRD
+	if *agents < 0 || *agents > *sessions {
+		*agents = *sessions
+	}
+	if err := run(*sessions, *agents, *turns, int32(*window), *transcript); err != nil { //nolint:gosec // flag value, bounded by the CRD
 		fmt.Fprintln(os.Stderr, "loadtest:", err)
 		os.Exit(1)
 	}
@@ -54,7 +62,7 @@ type sample struct {
 	d    time.Duration
 }
 
-func run(n, maxTurns int, window int32, transcript string) error {
+func run(n, agents, maxTurns int, window int32, transcript string) error {
 	ctx := context.Background()
 	root, err := os.Getwd()
 	if err != nil {
@@ -69,7 +77,13 @@ func run(n, maxTurns int, window int32, transcript string) error {
 		return err
 	}
 	defer func() { _ = os.RemoveAll(dir) }()
-	env, err := devenv.Start(ctx, devenv.Options{Root: root, Dir: dir})
+	ports, err := proc.FreeLoopbackPorts(1)
+	if err != nil {
+		return err
+	}
+	metrics := &scraper{url: "http://" + ports[0] + "/metrics"}
+	env, err := devenv.Start(ctx, devenv.Options{Root: root, Dir: dir,
+		ManagerArgs: []string{"--metrics-bind-address", ports[0], "--metrics-secure=false"}})
 	if err != nil {
 		return err
 	}
@@ -77,7 +91,9 @@ func run(n, maxTurns int, window int32, transcript string) error {
 	scheme := runtime.NewScheme()
 	_ = clientgoscheme.AddToScheme(scheme)
 	_ = compactionv1alpha1.AddToScheme(scheme)
-	c, err := client.New(env.Config, client.Options{Scheme: scheme})
+	cfg := rest.CopyConfig(env.Config)
+	cfg.QPS, cfg.Burst = -1, 0 // the load generator itself is not throttled
+	c, err := client.New(cfg, client.Options{Scheme: scheme})
 	if err != nil {
 		return err
 	}
@@ -95,17 +111,17 @@ func run(n, maxTurns int, window int32, transcript string) error {
 		return err
 	}
 
+	time.Sleep(2 * time.Second) // the policy is Ready: what follows is the sessions' cost
 	cpu0 := cpuSeconds(env.Manager().Pid())
-	start := time.Now()
-	for i := range n {
-		s := &compactionv1alpha1.AgentSession{
-			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("agent-%04d", i)},
-			Spec:       compactionv1alpha1.AgentSessionSpec{PolicyRef: compactionv1alpha1.PolicyReference{Name: "load"}},
-		}
-		if err := c.Create(ctx, s); err != nil {
-			return err
-		}
+	before, err := metrics.scrape(ctx)
+	if err != nil {
+		return err
 	}
+	start := time.Now()
+	if err := createSessions(ctx, c, n); err != nil {
+		return err
+	}
+	created := time.Since(start)
 	for {
 		var list compactionv1alpha1.AgentSessionList
 		if err := c.List(ctx, &list); err != nil {
@@ -126,7 +142,19 @@ func run(n, maxTurns int, window int32, transcript string) error {
 		time.Sleep(200 * time.Millisecond)
 	}
 	readyIn := time.Since(start)
-	fmt.Printf("%d sessions created and Ready in %s (manager CPU %.1fs)\n", n, readyIn.Round(time.Millisecond), cpuSeconds(env.Manager().Pid())-cpu0)
+	afterReady, err := metrics.scrape(ctx)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("%d sessions created in %s, all Ready in %s; manager CPU %.1fs, RSS %d MiB (peak %d MiB)\n",
+		n, created.Round(time.Millisecond), readyIn.Round(time.Millisecond), cpuSeconds(env.Manager().Pid())-cpu0,
+		rss(env.Manager().Pid(), "VmRSS:")>>20, rss(env.Manager().Pid(), "VmHWM:")>>20)
+	requests := afterReady.sub(before)
+	fmt.Printf("manager requests to kube-apiserver per session: %.2f (%s)\n",
+		requests.sum("rest_client_requests_total")/float64(n), requests.byLabel("rest_client_requests_total", "method", float64(n)))
+	if agents == 0 {
+		return nil
+	}
 
 	token, err := os.ReadFile(env.AgentTokenFile)
 	if err != nil {
@@ -149,7 +177,7 @@ func run(n, maxTurns int, window int32, transcript string) error {
 	start = time.Now()
 	var wg sync.WaitGroup
 	errs := make(chan error, n)
-	for i := range n {
+	for i := range agents {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -166,8 +194,63 @@ func run(n, maxTurns int, window int32, transcript string) error {
 	for err := range errs {
 		return err
 	}
-	report(all, elapsed, n, cpuSeconds(env.Manager().Pid())-cpu1, peakRSS(env.Manager().Pid()))
+	time.Sleep(2 * time.Second) // the status writer's last flush
+	afterRun, err := metrics.scrape(ctx)
+	if err != nil {
+		return err
+	}
+	report(all, elapsed, agents, cpuSeconds(env.Manager().Pid())-cpu1, rss(env.Manager().Pid(), "VmHWM:"))
+	reportStatusWrites(afterRun.sub(afterReady))
 	return nil
+}
+
+// createSessions creates n AgentSessions, a few at a time.
+func createSessions(ctx context.Context, c client.Client, n int) error {
+	names := make(chan int)
+	errs := make(chan error, 16)
+	var wg sync.WaitGroup
+	for range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range names {
+				s := &compactionv1alpha1.AgentSession{
+					ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("agent-%04d", i)},
+					Spec:       compactionv1alpha1.AgentSessionSpec{PolicyRef: compactionv1alpha1.PolicyReference{Name: "load"}},
+				}
+				if err := c.Create(ctx, s); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	var err error
+	for i := 0; i < n && err == nil; i++ {
+		select {
+		case names <- i:
+		case err = <-errs:
+		}
+	}
+	close(names)
+	wg.Wait()
+	close(errs)
+	if err != nil {
+		return err
+	}
+	return <-errs // nil when closed and empty
+}
+
+// reportStatusWrites prints the compaction API's status writes against the turns and the
+// compactions (above TierNone) it served.
+func reportStatusWrites(m samples) {
+	turns := m.sum("compaction_compactions_total")
+	compactions := turns - m.get(`compaction_compactions_total{tier="None"}`)
+	written := m.get(`compaction_api_status_writes_total{result="written"}`)
+	fmt.Printf("status writes by the compaction API: %.0f written, %.0f unchanged, %.0f failed; %.3f per turn (%.0f turns), %.3f per compaction (%.0f compactions)\n",
+		written, m.get(`compaction_api_status_writes_total{result="unchanged"}`), m.get(`compaction_api_status_writes_total{result="failed"}`),
+		written/max(turns, 1), turns, written/max(compactions, 1), compactions)
+	fmt.Printf("manager requests to kube-apiserver during the run: %s\n", m.byLabel("rest_client_requests_total", "method", 1))
 }
 
 func agent(ctx context.Context, api *compactclient.Client, name string, history []compaction.Message, maxTurns int, out chan<- sample) error {
@@ -247,14 +330,14 @@ func cpuSeconds(pid int) float64 {
 	return (ut + st) / 100
 }
 
-// peakRSS is VmHWM of pid in bytes.
-func peakRSS(pid int) int64 {
+// rss is field (VmRSS: now, VmHWM: peak) of pid's /proc status, in bytes.
+func rss(pid int, field string) int64 {
 	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "status"))
 	if err != nil {
 		return 0
 	}
 	for _, line := range strings.Split(string(b), "\n") {
-		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+		if rest, ok := strings.CutPrefix(line, field); ok {
 			kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
 			return kb << 10
 		}
