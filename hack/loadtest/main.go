@@ -14,6 +14,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"sort"
@@ -44,11 +45,12 @@ func main() {
 	turns := flag.Int("turns", 60, "assistant turns each agent replays (0: the whole transcript)")
 	window := flag.Int("window", 8000, "the policy's context window")
 	transcript := flag.String("transcript", "testdata/long-session.jsonl", "agent transcript (JSONL)")
+	think := flag.Duration("think", 0, "mean pause of an agent before each turn, standing for its LLM call (uniform in [0.5, 1.5] x think); 0: closed loop, as fast as answered")
 	flag.Parse()
 	if *agents < 0 || *agents > *sessions {
 		*agents = *sessions
 	}
-	if err := run(*sessions, *agents, *turns, int32(*window), *transcript); err != nil { //nolint:gosec // flag value, bounded by the CRD
+	if err := run(*sessions, *agents, *turns, int32(*window), *transcript, *think); err != nil { //nolint:gosec // flag value, bounded by the CRD
 		fmt.Fprintln(os.Stderr, "loadtest:", err)
 		os.Exit(1)
 	}
@@ -62,7 +64,7 @@ type sample struct {
 	d    time.Duration
 }
 
-func run(n, agents, maxTurns int, window int32, transcript string) error {
+func run(n, agents, maxTurns int, window int32, transcript string, think time.Duration) error {
 	ctx := context.Background()
 	root, err := os.Getwd()
 	if err != nil {
@@ -181,7 +183,7 @@ func run(n, agents, maxTurns int, window int32, transcript string) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := agent(ctx, api, fmt.Sprintf("agent-%04d", i), history, maxTurns, samples); err != nil {
+			if err := agent(ctx, api, fmt.Sprintf("agent-%04d", i), history, maxTurns, think, samples); err != nil {
 				errs <- err
 			}
 		}()
@@ -253,7 +255,7 @@ func reportStatusWrites(m samples) {
 	fmt.Printf("manager requests to kube-apiserver during the run: %s\n", m.byLabel("rest_client_requests_total", "method", 1))
 }
 
-func agent(ctx context.Context, api *compactclient.Client, name string, history []compaction.Message, maxTurns int, out chan<- sample) error {
+func agent(ctx context.Context, api *compactclient.Client, name string, history []compaction.Message, maxTurns int, think time.Duration, out chan<- sample) error {
 	s := &compactclient.Session{Client: api, Namespace: ns, Name: name}
 	var live []compaction.Message
 	turns, seenUser := 0, false
@@ -274,6 +276,9 @@ func agent(ctx context.Context, api *compactclient.Client, name string, history 
 			if seenUser {
 				if maxTurns > 0 && turns == maxTurns {
 					return nil
+				}
+				if think > 0 {
+					time.Sleep(think/2 + rand.N(think)) //nolint:gosec // jitter, not security
 				}
 				t0 := time.Now()
 				resp, err := s.Compact(ctx, live, 0)
