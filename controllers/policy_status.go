@@ -153,9 +153,22 @@ func (c *PolicyChecker) probe(ctx context.Context, uid types.UID, p *policy.Poli
 	if c.probes == nil {
 		c.probes = make(map[types.UID]probeResult)
 	}
+	c.pruneLocked(now)
 	c.probes[uid] = res
 	c.mu.Unlock()
 	return res, nil
+}
+
+// pruneLocked drops probes much older than the probe interval: a live policy is probed again
+// every interval, so such an entry is a policy deleted without the reconciler seeing it
+// terminate. Call with c.mu held.
+func (c *PolicyChecker) pruneLocked(now time.Time) {
+	stale := 3 * max(c.probeInterval(), c.retryInterval())
+	for k, r := range c.probes {
+		if now.Sub(r.at) > stale {
+			delete(c.probes, k)
+		}
+	}
 }
 
 // Forget drops the cached probe of a deleted policy.
