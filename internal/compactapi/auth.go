@@ -17,8 +17,8 @@ import (
 )
 
 // Cache lifetimes of authentication and authorization answers: short, so a revoked token
-// or binding stops working within seconds, long enough that an agent's turn costs no
-// TokenReview or SubjectAccessReview round trip.
+// or binding stops working within 40 s (allowedTTL + confirmDenial), long enough that an
+// agent's turn costs no TokenReview or SubjectAccessReview round trip.
 const (
 	tokenTTL      = 30 * time.Second
 	allowedTTL    = 30 * time.Second
@@ -28,6 +28,12 @@ const (
 	// server cannot be asked (a restart or an upgrade): agents keep compacting through it.
 	// A token or binding revoked meanwhile stops working once the API server answers again.
 	staleGrace = 5 * time.Minute
+	// confirmDenial is how long a "no" that contradicts a recent "yes" is re-asked (every
+	// second) before it is believed: a kube-apiserver that just restarted answers before its
+	// RBAC and token caches are filled, and says no to callers it allows a second later. A
+	// real revocation takes effect this much later.
+	confirmDenial = 10 * time.Second
+	recheck       = time.Second
 )
 
 // authorizer checks bearer tokens with TokenReview and permissions with SubjectAccessReview.
@@ -43,12 +49,30 @@ type tokenEntry struct {
 	user    authenticationv1.UserInfo
 	ok      bool
 	expires time.Time
+	// deniedSince is when answers began to contradict ok (see confirmDenial).
+	deniedSince time.Time
 }
 
 type accessEntry struct {
-	allowed bool
-	reason  string
-	expires time.Time
+	allowed     bool
+	reason      string
+	expires     time.Time
+	deniedSince time.Time
+}
+
+// holdDenial decides what to do with a negative answer given the cached one: when the cached
+// answer was positive and recent, the denial is held back until it has lasted confirmDenial,
+// and the answer asked again every second. It returns whether to keep the positive answer
+// and since when answers have been negative.
+func holdDenial(prevOK bool, prevExpires, prevDeniedSince, now time.Time) (bool, time.Time) {
+	if !prevOK || now.After(prevExpires.Add(staleGrace)) {
+		return false, time.Time{}
+	}
+	since := prevDeniedSince
+	if since.IsZero() {
+		since = now
+	}
+	return now.Sub(since) < confirmDenial, since
 }
 
 // check authenticates the request's bearer token and authorizes verb on the session's
@@ -83,7 +107,13 @@ func (a *authorizer) authenticate(ctx context.Context, token string) (authentica
 			}
 			return authenticationv1.UserInfo{}, unavailable("TokenReview", err)
 		}
-		e = tokenEntry{user: tr.Status.User, ok: tr.Status.Authenticated, expires: now.Add(tokenTTL)}
+		next := tokenEntry{user: tr.Status.User, ok: tr.Status.Authenticated, expires: now.Add(tokenTTL)}
+		if !next.ok && ok {
+			if hold, since := holdDenial(e.ok, e.expires, e.deniedSince, now); hold {
+				next = tokenEntry{user: e.user, ok: true, expires: now.Add(recheck), deniedSince: since}
+			}
+		}
+		e = next
 		a.mu.Lock()
 		if a.tokens == nil || len(a.tokens) >= maxAuthCached {
 			a.tokens = make(map[[32]byte]tokenEntry)
@@ -125,7 +155,13 @@ func (a *authorizer) authorize(ctx context.Context, user authenticationv1.UserIn
 		if sar.Status.Allowed {
 			ttl = allowedTTL
 		}
-		e = accessEntry{allowed: sar.Status.Allowed, reason: sar.Status.Reason, expires: now.Add(ttl)}
+		next := accessEntry{allowed: sar.Status.Allowed, reason: sar.Status.Reason, expires: now.Add(ttl)}
+		if !next.allowed && ok {
+			if hold, since := holdDenial(e.allowed, e.expires, e.deniedSince, now); hold {
+				next = accessEntry{allowed: true, expires: now.Add(recheck), deniedSince: since}
+			}
+		}
+		e = next
 		a.mu.Lock()
 		if a.access == nil || len(a.access) >= maxAuthCached {
 			a.access = make(map[string]accessEntry)
