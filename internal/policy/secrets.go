@@ -6,6 +6,7 @@ import (
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
@@ -38,7 +39,13 @@ func (c *SecretCache) Get(ctx context.Context, key client.ObjectKey, obj client.
 	m := &metav1.PartialObjectMetadata{}
 	m.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Secret"))
 	if err := c.Meta.Get(ctx, key, m); err != nil {
-		return err
+		if !apierrors.IsNotFound(err) {
+			return err
+		}
+		// Not in the cache yet: a Secret created a moment ago, or a watch that is catching
+		// up (after an API server restart the watch backs off for a while). Ask the API
+		// server; the answer is not cached, as there is no resourceVersion to check it by.
+		return c.API.Get(ctx, key, secret, opts...)
 	}
 	c.mu.Lock()
 	cached, hit := c.secrets[key]
