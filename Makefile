@@ -65,7 +65,7 @@ bench: ## Engine benchmarks (set TRANSCRIPTS=dir to add the real transcripts, BE
 # package:target:executions. Counts, not durations: a duration-based -fuzztime can fail with
 # "context deadline exceeded" at its end on a loaded machine (golang/go#75804, Go < 1.27).
 FUZZ_TARGETS := \
-	./compaction/:FuzzParseAnchors:150000x \
+	./compaction/:FuzzParseAnchors:50000x \
 	./compaction/:FuzzDecodeTranscript:75000x \
 	./compaction/:FuzzSafeKey:300000x \
 	./compaction/:FuzzRepairToolPairs:6000x \
