@@ -79,12 +79,17 @@ func (b *statusBatcher) requeue(key types.NamespacedName, failed *pendingStatus)
 	if cur.last == nil {
 		cur.last = failed.last
 	}
-	cur.counts.Warn += failed.counts.Warn
-	cur.counts.Soft += failed.counts.Soft
-	cur.counts.Full += failed.counts.Full
-	cur.counts.Emergency += failed.counts.Emergency
+	addCounts(&cur.counts, failed.counts)
 	cur.offloadedCount += failed.offloadedCount
 	cur.offloadedBytes += failed.offloadedBytes
+}
+
+// addCounts adds the per-tier counters of src to dst.
+func addCounts(dst *compactionv1alpha1.TierCounts, src compactionv1alpha1.TierCounts) {
+	dst.Warn += src.Warn
+	dst.Soft += src.Soft
+	dst.Full += src.Full
+	dst.Emergency += src.Emergency
 }
 
 func (b *statusBatcher) wake() {
@@ -249,10 +254,7 @@ func (s *Server) writeStatus(ctx context.Context, key types.NamespacedName, p *p
 			st.Tier = compactionv1alpha1.Tier(p.tier.String())
 			st.ContextUsage = p.usage
 		}
-		st.Compactions.Warn += p.counts.Warn
-		st.Compactions.Soft += p.counts.Soft
-		st.Compactions.Full += p.counts.Full
-		st.Compactions.Emergency += p.counts.Emergency
+		addCounts(&st.Compactions, p.counts)
 		st.OffloadedCount += p.offloadedCount
 		st.OffloadedBytes += p.offloadedBytes
 		if rec := p.last; rec != nil {
