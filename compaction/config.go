@@ -32,6 +32,38 @@ type Config struct {
 	// instead of the derived view after the watermark. Then a session that outgrows the
 	// window lands in Emergency on every turn; it exists to measure that difference.
 	RawHistory bool
+
+	// PinRule chooses the messages kept verbatim, right after the system messages, in every
+	// view once a compaction has covered them (see PinRule). Default PinTaskAndInstructions.
+	PinRule PinRule
+	// PinBudget bounds the pinned messages to this fraction of the window. A pin over it is
+	// kept as its head and tail, its full text offloaded and readable back. Default 0.15.
+	PinBudget float64
+}
+
+// PinRule says which messages of a history are pinned. Messages the agent marks
+// ("pinned": true) are pinned under every rule but PinNone.
+type PinRule string
+
+// The pin rules.
+const (
+	// PinTaskAndInstructions pins the task (the user message the agent first answered) and
+	// every later user message, once per distinct text (a repeated nag is pinned once).
+	PinTaskAndInstructions PinRule = "TaskAndInstructions"
+	// PinTask pins only the task.
+	PinTask PinRule = "Task"
+	// PinMarked pins only the messages the agent marks.
+	PinMarked PinRule = "Marked"
+	// PinNone pins nothing, marks included.
+	PinNone PinRule = "None"
+)
+
+func (r PinRule) valid() bool {
+	switch r {
+	case PinTaskAndInstructions, PinTask, PinMarked, PinNone:
+		return true
+	}
+	return false
 }
 
 // DefaultConfig returns the spec's defaults with the given window.
@@ -47,6 +79,8 @@ func DefaultConfig(contextWindow int) Config {
 		PreviewLines:       10,
 		MinTailMessages:    6,
 		MaxSummaryChars:    6000,
+		PinRule:            PinTaskAndInstructions,
+		PinBudget:          0.15,
 	}
 }
 
@@ -79,6 +113,12 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxSummaryChars == 0 {
 		c.MaxSummaryChars = d.MaxSummaryChars
+	}
+	if c.PinRule == "" {
+		c.PinRule = d.PinRule
+	}
+	if c.PinBudget == 0 {
+		c.PinBudget = d.PinBudget
 	}
 	return c
 }
@@ -115,6 +155,12 @@ func (c Config) Validate() error {
 	}
 	if c.MaxSummaryChars < 200 {
 		errs = append(errs, fmt.Errorf("max summary chars %d must be at least 200", c.MaxSummaryChars))
+	}
+	if !c.PinRule.valid() {
+		errs = append(errs, fmt.Errorf("pin rule %q must be one of %s, %s, %s, %s", c.PinRule, PinTaskAndInstructions, PinTask, PinMarked, PinNone))
+	}
+	if c.PinBudget <= 0 || c.PinBudget > 0.5 {
+		errs = append(errs, fmt.Errorf("pin budget %.2f must be in (0, 0.5]", c.PinBudget))
 	}
 	return errors.Join(errs...)
 }

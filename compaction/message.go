@@ -40,6 +40,11 @@ type Message struct {
 	// verbatim. When it is set, Content is empty.
 	ContentParts json.RawMessage
 
+	// Pinned marks a message the agent wants kept verbatim in every view ("pinned": true in
+	// JSON). Views the engine returns never carry the mark, so they can go to a provider as
+	// they are.
+	Pinned bool
+
 	// Extra holds every field the engine does not interpret, verbatim.
 	Extra map[string]json.RawMessage
 
@@ -104,7 +109,7 @@ func EstimateTokens(msgs []Message) int {
 	return total / 4
 }
 
-var messageKeys = map[string]bool{"role": true, "content": true, "tool_calls": true, "tool_call_id": true, "name": true}
+var messageKeys = map[string]bool{"role": true, "content": true, "tool_calls": true, "tool_call_id": true, "name": true, "pinned": true}
 
 // UnmarshalJSON decodes one OpenAI chat message, keeping unknown fields in Extra.
 func (m *Message) UnmarshalJSON(data []byte) error {
@@ -155,6 +160,11 @@ func (m *Message) UnmarshalJSON(data []byte) error {
 			return fmt.Errorf("name: %w", err)
 		}
 	}
+	if v, ok := raw["pinned"]; ok && !bytes.Equal(bytes.TrimSpace(v), []byte("null")) {
+		if err := json.Unmarshal(v, &m.Pinned); err != nil {
+			return fmt.Errorf("pinned must be true or false: %w", err)
+		}
+	}
 	for k, v := range raw {
 		if !messageKeys[k] {
 			if m.Extra == nil {
@@ -189,6 +199,9 @@ func (m Message) MarshalJSON() ([]byte, error) {
 	}
 	if m.Name != "" {
 		out["name"] = m.Name
+	}
+	if m.Pinned {
+		out["pinned"] = true
 	}
 	return marshalNoEscape(out)
 }
