@@ -80,21 +80,22 @@ func (t TokenBudgetCompactor) assemble(msgs []Message, p, cut int, why string) [
 	}
 	out = append(out, msgs[cut:]...)
 	out = RepairToolPairs(out)
-	return shrinkToBudget(out, t.Budget)
+	return shrinkToBudget(out, t.Budget, 0)
 }
 
 // minKeptChars is what shrinkToBudget leaves of a shortened message: enough to see what it was.
 const minKeptChars = 1024
 
-// shrinkToBudget shortens the largest non-system message contents (keeping their start and
-// end) until the estimate fits budget or nothing more can be cut. The input is not modified.
-func shrinkToBudget(msgs []Message, budget int) []Message {
+// shrinkToBudget shortens the largest non-system message contents at or after index from
+// (keeping their start and end) until the estimate fits budget or nothing more can be cut.
+// The input is not modified.
+func shrinkToBudget(msgs []Message, budget, from int) []Message {
 	excess := EstimateTokens(msgs)*4 - budget*4
 	if excess <= 0 {
 		return msgs
 	}
 	idx := make([]int, 0, len(msgs))
-	for i := range msgs {
+	for i := from; i < len(msgs); i++ {
 		if msgs[i].Role != RoleSystem && len(msgs[i].Content) > minKeptChars {
 			idx = append(idx, i)
 		}

@@ -172,7 +172,7 @@ func TestDeltaRequest(t *testing.T) {
 	}
 }
 
-func TestEmergencyAdvancesWatermarkWithoutSummary(t *testing.T) {
+func TestEmergencySummarizesWhatItDrops(t *testing.T) {
 	msgs := fixture()
 	c, _ := newTestCompactor(t, windowFor(msgs, 0.97))
 	ctx := context.Background()
@@ -182,7 +182,9 @@ func TestEmergencyAdvancesWatermarkWithoutSummary(t *testing.T) {
 	}
 	grown := append(append([]Message(nil), msgs...), user("and now?"))
 	view, rec2, _ := c.CompactWithRecord(ctx, grown)
-	if rec2.Tier == TierEmergency || !strings.Contains(view[1].Content, "dropped by emergency truncation") {
+	// The task is pinned, the dropped messages are summarized: nothing is gone without a trace.
+	if rec2.Tier == TierEmergency || view[1].Content != msgs[1].Content || !strings.Contains(view[3].Content, "- user_intent: ") ||
+		!strings.Contains(view[3].Content, "Compacted 10 messages") || strings.Contains(view[3].Content, "no summary") {
 		t.Fatalf("next turn: tier %s, view %v", rec2.Tier, ids(view))
 	}
 }

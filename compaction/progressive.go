@@ -22,8 +22,9 @@ const CompactionHeader = "[Context Compaction]"
 // EmergencyError is the record error of the Emergency tier (spec 2.3).
 const EmergencyError = "emergency fallback: forced truncation"
 
-// Fallback is the compactor used without a summarizer: Compact when summarization fails,
-// CompactForce for the Emergency tier. TokenBudgetCompactor is the default.
+// Fallback is the compactor used without a summarizer: Compact when summarization fails.
+// TokenBudgetCompactor is the default. (The Emergency tier cuts the minimal tail itself, so
+// it can summarize what it drops; CompactForce is kept for callers of the fallback alone.)
 type Fallback interface {
 	Compact(msgs []Message) []Message
 	CompactForce(msgs []Message) []Message
@@ -143,10 +144,11 @@ func (c *ProgressiveCompactor) CompactForce(ctx context.Context, msgs []Message)
 // tier's data flow and returns the compacted view and the record. msgs is never modified.
 // An invalid history is an error and nothing is stored.
 //
-// The derived view is [system, compaction message, messages after the watermark]: once a
-// compaction has summarized the first W messages, later turns work on the messages after
-// them, so usage falls after a compaction and a session of any length cycles through the
-// tiers instead of living in Emergency.
+// The derived view is [system, pins, compaction message, messages after the watermark]:
+// once a compaction has summarized the first W messages, later turns work on the messages
+// after them, so usage falls after a compaction and a session of any length cycles through
+// the tiers instead of living in Emergency. Every view is valid for a provider: a tool call
+// the history does not answer is closed with a synthetic result (see closeView).
 func (c *ProgressiveCompactor) CompactWithRecord(ctx context.Context, msgs []Message) ([]Message, *CompactionRecord, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -204,10 +206,10 @@ func (c *ProgressiveCompactor) State(ctx context.Context) (*State, error) {
 
 // turn is one request resolved against the session's watermark.
 type turn struct {
-	system []Message // leading system messages
-	pinned []Message // the carried compaction message; empty when the watermark is 0
-	rest   []Message // raw messages after the watermark (after the system messages when 0)
-	base   int       // raw-history index of rest[0]
+	system  []Message // leading system messages
+	carried []Message // the pins and the compaction message; empty when the watermark is 0
+	rest    []Message // raw messages after the watermark (after the system messages when 0)
+	base    int       // raw-history index of rest[0]
 	// historyTokens is the estimate of the full raw history, -1 for a delta request.
 	historyTokens int
 	// whole is the caller's history when the view is exactly that history (no watermark).
@@ -218,7 +220,7 @@ func (t *turn) view() []Message {
 	if t.whole != nil {
 		return t.whole
 	}
-	return concat(t.system, t.pinned, t.rest)
+	return concat(t.system, t.carried, t.rest)
 }
 
 // resolve validates msgs and builds the turn. The state is not changed here, so an invalid
@@ -230,19 +232,19 @@ func (c *ProgressiveCompactor) resolve(msgs []Message, d *Delta) (t turn, reset 
 		if d.Watermark != w || d.PrefixHash != hash {
 			return turn{}, false, fmt.Errorf("%w: request has watermark %d (%.12s), session has %d (%.12s)", ErrStaleWatermark, d.Watermark, d.PrefixHash, w, hash)
 		}
-		if err := Validate(msgs); err != nil {
+		if err := validate(msgs, c.state.OpenCalls); err != nil {
 			return turn{}, false, fmt.Errorf("invalid history: %w", err)
 		}
-		return turn{system: msgs[:p], pinned: c.pinned(), rest: msgs[p:], base: w, historyTokens: -1}, false, nil
+		return turn{system: msgs[:p], carried: c.carried(), rest: msgs[p:], base: w, historyTokens: -1}, false, nil
 	}
 	if c.cfg.RawHistory {
 		w = 0
 	}
 	if w > 0 && w >= p && w <= len(msgs) && PrefixHash(msgs[:p], w, &msgs[w-1]) == hash {
-		if err := Validate(concat(msgs[:p], msgs[w:])); err != nil {
+		if err := validate(concat(msgs[:p], msgs[w:]), c.state.OpenCalls); err != nil {
 			return turn{}, false, fmt.Errorf("invalid history: %w", adjustIndex(err, p, w))
 		}
-		return turn{system: msgs[:p], pinned: c.pinned(), rest: msgs[w:], base: w, historyTokens: EstimateTokens(msgs)}, false, nil
+		return turn{system: msgs[:p], carried: c.carried(), rest: msgs[w:], base: w, historyTokens: EstimateTokens(msgs)}, false, nil
 	}
 	if err := Validate(msgs); err != nil {
 		return turn{}, false, fmt.Errorf("invalid history: %w", err)
@@ -259,9 +261,10 @@ func adjustIndex(err error, p, w int) error {
 	return err
 }
 
-// pinned is the carried compaction message that opens the view, with a note when an
-// emergency truncation dropped messages that no summary covers.
-func (c *ProgressiveCompactor) pinned() []Message {
+// carried is what opens every view after the system messages once a compaction covered
+// part of the history: the pins, then the compaction message (with a note when a state
+// written by an older version says an emergency truncation dropped messages unsummarized).
+func (c *ProgressiveCompactor) carried() []Message {
 	if c.state.Watermark == 0 || c.state.CompactionMessage == "" {
 		return nil
 	}
@@ -269,7 +272,7 @@ func (c *ProgressiveCompactor) pinned() []Message {
 	if c.state.Dropped > 0 {
 		content = strings.TrimRight(content, "\n") + fmt.Sprintf("\n\nNote: %d messages were dropped by emergency truncation without being summarized.\n", c.state.Dropped)
 	}
-	return []Message{{Role: RoleUser, Content: content}}
+	return append(pinMessages(c.state.Pins), Message{Role: RoleUser, Content: content})
 }
 
 func (c *ProgressiveCompactor) compact(ctx context.Context, msgs []Message, d *Delta, force bool, promptTokens int) ([]Message, *CompactionRecord, error) {
@@ -291,7 +294,7 @@ func (c *ProgressiveCompactor) compact(ctx context.Context, msgs []Message, d *D
 	if err != nil {
 		return nil, nil, err
 	}
-	if len(t.pinned) > 0 {
+	if len(t.carried) > 0 {
 		rec.WatermarkBefore = t.base
 	}
 	rec.HistoryTokens = t.historyTokens
@@ -300,7 +303,7 @@ func (c *ProgressiveCompactor) compact(ctx context.Context, msgs []Message, d *D
 		// Keep the loaded version: this state replaces the stored one, it is not a new one.
 		c.state = &State{Offloaded: c.state.Offloaded, Version: c.state.Version}
 	}
-	view := t.view()
+	view := closeView(t.view())
 	rec.TokensBefore, rec.MsgsBefore = EstimateTokens(view), len(view)
 	rec.Tier = c.cfg.DetermineTier(rec.TokensBefore)
 	if force {
@@ -310,6 +313,7 @@ func (c *ProgressiveCompactor) compact(ctx context.Context, msgs []Message, d *D
 	if rec.Tier == TierNone { // no side effects at all
 		rec.TokensAfter, rec.MsgsAfter, rec.PreservedTail = rec.TokensBefore, len(view), len(t.rest)
 		rec.WatermarkAfter, rec.PrefixHash = c.state.Watermark, c.state.PrefixHash
+		rec.PinnedMessages, rec.PinnedTokens, rec.PinnedHash = pinStats(c.state.Pins)
 		rec.DurationMs = msSince(startWall)
 		if reset && stateOK && c.states != nil {
 			if err := c.saveState(ctx, rec); err != nil {
@@ -326,10 +330,10 @@ func (c *ProgressiveCompactor) compact(ctx context.Context, msgs []Message, d *D
 	var out []Message
 	switch rec.Tier {
 	case TierEmergency:
-		out = c.emergency(&t, rec)
+		out = c.emergency(ctx, &t, rec)
 	case TierWarn:
 		head, tail := splitRest(t.rest, c.cfg.MinTailMessages)
-		out = concat(t.system, t.pinned, c.offload(ctx, head, rec), tail)
+		out = concat(t.system, t.carried, c.offload(ctx, head, rec), tail)
 		rec.PreservedTail = len(tail)
 	case TierSoft, TierFull:
 		head, tail := splitRest(t.rest, c.cfg.MinTailMessages)
@@ -339,6 +343,7 @@ func (c *ProgressiveCompactor) compact(ctx context.Context, msgs []Message, d *D
 		}
 		out = c.summarizeSpan(ctx, &t, span, kept, tail, rec)
 	}
+	out = closeView(out)
 
 	rec.WatermarkAfter, rec.PrefixHash = c.state.Watermark, c.state.PrefixHash
 	changed := reset || c.state.Watermark != wmBefore || (c.offloader != nil && c.offloader.Writes() != offloadsBefore)
@@ -352,6 +357,7 @@ func (c *ProgressiveCompactor) compact(ctx context.Context, msgs []Message, d *D
 		}
 	}
 	rec.TokensAfter, rec.MsgsAfter = EstimateTokens(out), len(out)
+	rec.PinnedMessages, rec.PinnedTokens, rec.PinnedHash = pinStats(c.state.Pins)
 	if rec.TokensBefore > 0 {
 		rec.CompressionRatio = 1 - float64(rec.TokensAfter)/float64(rec.TokensBefore)
 	}
@@ -375,30 +381,34 @@ func splitRest(rest []Message, minTail int) (head, tail []Message) {
 	return rest[:cut], rest[cut:]
 }
 
-// emergency is the Emergency tier: the fallback's forced truncation, with no summarizer
-// call, of the messages after the watermark. The carried summary stays in the view, and the
-// watermark moves past what was dropped, so the next turn does not start over in Emergency.
-func (c *ProgressiveCompactor) emergency(t *turn, rec *CompactionRecord) []Message {
+// emergency is the Emergency tier: no LLM call (the spec: the context is too close to the
+// limit to afford one). Everything but the minimal tail is summarized by the extractive
+// summarizer, which costs milliseconds, and merged into the anchors, so the watermark never
+// passes content no summary covers; then the largest kept messages are shortened until the
+// view fits the budget of the fallback (the Warn threshold).
+func (c *ProgressiveCompactor) emergency(ctx context.Context, t *turn, rec *CompactionRecord) []Message {
 	rec.addError(EmergencyError)
-	forced := c.fallback.CompactForce(concat(t.system, t.rest))
-	kept := make([]Message, 0, len(forced))
-	for _, m := range forced[len(t.system):] {
-		if !isCompactionMessage(&m) {
-			kept = append(kept, m)
+	head, tail := splitRest(t.rest, c.cfg.MinTailMessages)
+	rec.PreservedTail = len(tail)
+	carried := t.carried
+	if len(head) > 0 {
+		offloaded := c.offload(ctx, head, rec)
+		msg, merged, summary, err := c.summarize(ctx, ExtractiveSummarizer{}, t, offloaded, rec)
+		if err != nil {
+			// Only a cancelled context stops the extractive summarizer: keep the history
+			// as it is and cut the view alone.
+			rec.addError("extractive summary of the dropped messages failed: %v", err)
+		} else {
+			pins := c.pinsAfter(ctx, t, len(head), rec)
+			rec.Anchors, rec.SummaryText, rec.Summarized = merged, summary, len(head)
+			c.state.LastAnchors, c.state.LastSummary = merged, summary
+			c.advance(t, len(head), msg.Content, pins)
+			carried = append(pinMessages(pins), msg)
 		}
 	}
-	rec.PreservedTail = len(kept)
-	dropped := len(t.rest) - len(kept)
-	if dropped <= 0 || len(kept) == 0 {
-		return concat(t.system, t.pinned, kept)
-	}
-	c.state.Dropped += dropped
-	content := c.state.CompactionMessage
-	if content == "" {
-		content = CompactionHeader + "\nEarlier messages of this conversation were removed to fit the context window; no summary of them is available.\n"
-	}
-	c.advance(t, dropped, content)
-	return concat(t.system, c.pinned(), kept)
+	out := closeView(concat(t.system, carried, tail))
+	budget := int(float64(c.cfg.ContextWindow) * c.cfg.WarnThreshold)
+	return shrinkToBudget(out, budget, len(t.system)+len(carried))
 }
 
 func isCompactionMessage(m *Message) bool {
@@ -411,7 +421,7 @@ func isCompactionMessage(m *Message) bool {
 func (c *ProgressiveCompactor) summarizeSpan(ctx context.Context, t *turn, span, kept, tail []Message, rec *CompactionRecord) []Message {
 	rec.PreservedTail = len(kept) + len(tail)
 	if len(span) == 0 {
-		return concat(t.system, t.pinned, kept, tail)
+		return concat(t.system, t.carried, kept, tail)
 	}
 	if c.extractor != nil {
 		if err := c.extractor.Extract(ctx, c.sessionID, span); err != nil {
@@ -419,47 +429,83 @@ func (c *ProgressiveCompactor) summarizeSpan(ctx context.Context, t *turn, span,
 		}
 	}
 	offloaded := c.offload(ctx, span, rec)
-
-	raw, err := c.summarizer.Summarize(ctx, SummaryRequest{
-		SessionID: c.sessionID, Tier: rec.Tier, Messages: offloaded,
-		PreviousSummary: c.state.LastSummary, PreviousAnchors: c.state.LastAnchors,
-		MaxSummaryChars: c.cfg.MaxSummaryChars,
-	})
-	var anchors []Anchor
-	var summary string
-	if err == nil {
-		var perr error
-		anchors, summary, perr = ParseAnchorsAndSummary(raw)
-		if perr != nil {
-			rec.addError("%v", perr)
-		}
-		if summary == "" && CountAvailable(anchors) == 0 {
-			err = errors.New("output holds no anchors and no summary")
-		}
-	}
+	msg, merged, summary, err := c.summarize(ctx, c.summarizer, t, offloaded, rec)
 	if err != nil {
 		rec.addError("summarizer %s failed: %v; fell back to budget truncation", c.summarizer.Name(), err)
-		forced := c.fallback.Compact(concat(t.system, offloaded, kept, tail))
+		// Closed first, so the fallback's repair has no unanswered call to drop.
+		forced := c.fallback.Compact(closeView(concat(t.system, offloaded, kept, tail)))
 		rec.PreservedTail = preservedCount(forced)
-		return concat(t.system, t.pinned, forced[len(t.system):])
+		return concat(t.system, t.carried, forced[len(t.system):])
 	}
-	summary = truncateUTF8(summary, c.cfg.MaxSummaryChars)
-	merged := MergeAnchors(c.state.LastAnchors, anchors)
-	msg := c.compactionMessage(ctx, merged, summary, offloaded)
-	if replaced := charsOf(t.pinned) + charsOf(offloaded); msg.Chars() >= replaced {
+	pins := c.pinsAfter(ctx, t, len(span), rec)
+	// Pins stay in the view either way; what the summary replaces is the old compaction
+	// message and the span.
+	replaced := c.compactionChars(t) + charsOf(offloaded)
+	if added := msg.Chars() + charsOf(pinMessages(pins)) - charsOf(pinMessages(c.state.Pins)); added >= replaced {
 		// Summarizing would grow the context: keep the span verbatim (already offloaded).
 		rec.addError("summary (%d bytes) not smaller than the %d messages (%d bytes) it would replace; kept them", msg.Chars(), len(span), replaced)
-		return concat(t.system, t.pinned, offloaded, kept, tail)
+		return concat(t.system, t.carried, offloaded, kept, tail)
 	}
 	rec.Anchors, rec.SummaryText, rec.Summarized = merged, summary, len(span)
 	c.state.LastAnchors, c.state.LastSummary = merged, summary
-	c.advance(t, len(span), msg.Content)
-	return RepairToolPairs(concat(t.system, []Message{msg}, kept, tail))
+	c.advance(t, len(span), msg.Content, pins)
+	return concat(t.system, pinMessages(pins), []Message{msg}, kept, tail)
 }
 
-// advance moves the watermark past the first n messages of t.rest, which msgContent now
-// stands for, and fingerprints the new prefix.
-func (c *ProgressiveCompactor) advance(t *turn, n int, msgContent string) {
+// summarize runs s on the span and builds the compaction message from its output merged
+// with the session's anchors. An error means there is no usable summary.
+func (c *ProgressiveCompactor) summarize(ctx context.Context, s Summarizer, t *turn, span []Message, rec *CompactionRecord) (Message, []Anchor, string, error) {
+	raw, err := s.Summarize(ctx, SummaryRequest{
+		SessionID: c.sessionID, Tier: rec.Tier, Messages: span,
+		PreviousSummary: c.state.LastSummary, PreviousAnchors: c.state.LastAnchors,
+		MaxSummaryChars: c.cfg.MaxSummaryChars,
+	})
+	if err != nil {
+		return Message{}, nil, "", err
+	}
+	anchors, summary, perr := ParseAnchorsAndSummary(raw)
+	if perr != nil {
+		rec.addError("%v", perr)
+	}
+	if summary == "" && CountAvailable(anchors) == 0 {
+		return Message{}, nil, "", errors.New("output holds no anchors and no summary")
+	}
+	merged := MergeAnchors(c.state.LastAnchors, anchors)
+	summary = truncateUTF8(summary, c.cfg.MaxSummaryChars)
+	msg := c.compactionMessage(ctx, merged, summary, span)
+	return msg, merged, summary, nil
+}
+
+// compactionChars is the size of the compaction message that opens t's view (0 for none).
+func (c *ProgressiveCompactor) compactionChars(t *turn) int {
+	if len(t.carried) == 0 {
+		return 0
+	}
+	return t.carried[len(t.carried)-1].Chars()
+}
+
+// pinsAfter is the session's pins once the watermark passes the first n messages of t.rest:
+// the pins so far and the span's messages that the pin rule keeps, within the pin budget.
+func (c *ProgressiveCompactor) pinsAfter(ctx context.Context, t *turn, n int, rec *CompactionRecord) []Pin {
+	if c.cfg.RawHistory {
+		return nil
+	}
+	if !c.state.TaskKnown {
+		if ti := taskIndex(t.rest, t.base); ti >= 0 {
+			c.state.TaskIndex, c.state.TaskKnown = ti, true
+		}
+	}
+	task := -1
+	if c.state.TaskKnown {
+		task = c.state.TaskIndex
+	}
+	budget := int(float64(c.cfg.ContextWindow)*c.cfg.PinBudget) * 4
+	return c.selectPins(ctx, c.state.Pins, pinCandidates(c.cfg, t.rest[:n], t.base, task), budget, rec)
+}
+
+// advance moves the watermark past the first n messages of t.rest, which msgContent and
+// pins now stand for, and fingerprints the new prefix.
+func (c *ProgressiveCompactor) advance(t *turn, n int, msgContent string, pins []Pin) {
 	if c.cfg.RawHistory {
 		return
 	}
@@ -467,6 +513,8 @@ func (c *ProgressiveCompactor) advance(t *turn, n int, msgContent string) {
 	c.state.Watermark = w
 	c.state.PrefixHash = PrefixHash(t.system, w, &t.rest[n-1])
 	c.state.CompactionMessage = msgContent
+	c.state.Pins = pins
+	c.state.OpenCalls = openCalls(c.state.OpenCalls, t.rest[:n])
 }
 
 // PrefixHash fingerprints the part of a history a watermark covers: the watermark itself,

@@ -116,13 +116,14 @@ func TestTierSoftSummarizesOldestHalf(t *testing.T) {
 	if !strings.HasPrefix(sum.last.Messages[2].Content, PlaceholderPrefix) {
 		t.Fatal("the span was summarized before its large result was offloaded")
 	}
-	if out[0].Role != RoleSystem || !strings.HasPrefix(out[1].Content, CompactionHeader) {
-		t.Fatalf("view starts %v", ids(out[:2]))
+	// system, the task (pinned: the span held it), the compaction message, the rest.
+	if out[0].Role != RoleSystem || out[1].Content != msgs[1].Content || !strings.HasPrefix(out[2].Content, CompactionHeader) {
+		t.Fatalf("view starts %v", ids(out[:3]))
 	}
-	if len(out) != 1+1+7+6 || rec.PreservedTail != 13 {
-		t.Fatalf("%d messages, preserved %d", len(out), rec.PreservedTail)
+	if len(out) != 1+1+1+7+6 || rec.PreservedTail != 13 || rec.PinnedMessages != 1 {
+		t.Fatalf("%d messages, preserved %d, pinned %d", len(out), rec.PreservedTail, rec.PinnedMessages)
 	}
-	if out[2].ToolCalls[0].ID != "c2" || strings.HasPrefix(out[4].Content, PlaceholderPrefix) {
+	if out[3].ToolCalls[0].ID != "c2" || strings.HasPrefix(out[5].Content, PlaceholderPrefix) {
 		t.Fatal("the newer half of the head must stay verbatim")
 	}
 	if CountAvailable(rec.Anchors) != 5 || rec.SummaryText != "Worked on parser.go." {
@@ -141,16 +142,20 @@ func TestTierFullSummarizesWholeHead(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rec.Tier != TierFull || rec.Summarized != 10 || len(extracted) != 10 || len(out) != 1+1+6 {
-		t.Fatalf("tier %s summarized %d extracted %d out %d", rec.Tier, rec.Summarized, len(extracted), len(out))
+	// system, two pins (the task and the user's "Any progress?"), the compaction message, the tail.
+	if rec.Tier != TierFull || rec.Summarized != 10 || len(extracted) != 10 || len(out) != 1+2+1+6 || rec.PinnedMessages != 2 {
+		t.Fatalf("tier %s summarized %d extracted %d out %d pinned %d", rec.Tier, rec.Summarized, len(extracted), len(out), rec.PinnedMessages)
 	}
-	cm := out[1].Content
+	if out[1].Content != msgs[1].Content || out[2].Content != "Any progress?" {
+		t.Fatalf("pins %v", ids(out[1:3]))
+	}
+	cm := out[3].Content
 	for _, want := range []string{CompactionHeader, "- user_intent: fix parser", "## Summary\nWorked on parser.go.", "## Todo\n- [ ] run the full suite", "Read back by tool_call_id: c1, c3"} {
 		if !strings.Contains(cm, want) {
 			t.Fatalf("compaction message lacks %q:\n%s", want, cm)
 		}
 	}
-	for i, m := range out[2:] {
+	for i, m := range out[4:] {
 		if m.Content != msgs[11+i].Content {
 			t.Fatal("tail not verbatim")
 		}
@@ -171,8 +176,11 @@ func TestTierEmergencySkipsSummarizer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rec.Tier != TierEmergency || sum.calls != 0 || rec.Error != EmergencyError || st.puts != 0 {
-		t.Fatalf("tier %s calls %d error %q puts %d", rec.Tier, sum.calls, rec.Error, st.puts)
+	// No summarizer call; what is dropped is offloaded (two large results) and summarized
+	// by the extractive summarizer.
+	if rec.Tier != TierEmergency || sum.calls != 0 || rec.Error != EmergencyError || st.puts != 2 ||
+		rec.Summarized != 10 || !strings.Contains(rec.SummaryText, "Compacted 10 messages") {
+		t.Fatalf("tier %s calls %d error %q puts %d summarized %d summary %q", rec.Tier, sum.calls, rec.Error, st.puts, rec.Summarized, rec.SummaryText)
 	}
 	if out[0].Role != RoleSystem || rec.PreservedTail != 6 || hasOrphans(out) {
 		t.Fatalf("view %v preserved %d", ids(out), rec.PreservedTail)
@@ -288,7 +296,7 @@ func TestIncrementalStateSurvivesRestart(t *testing.T) {
 	// A probe with a huge window is TierNone (no side effects) and shows the derived view.
 	probe, _ := NewProgressiveCompactor(DefaultConfig(1<<30), WithStore(st), WithSessionID("s1"))
 	view, _, _ := probe.CompactWithRecord(context.Background(), grown)
-	if len(view) != 1+1+len(grown)-11 || !strings.HasPrefix(view[1].Content, CompactionHeader) {
+	if len(view) != 1+2+1+len(grown)-11 || !strings.HasPrefix(view[3].Content, CompactionHeader) {
 		t.Fatalf("derived view %v", ids(view)[:3])
 	}
 	c2, _ := NewProgressiveCompactor(DefaultConfig(windowFor(view, 0.85)), WithStore(st), WithSessionID("s1"), WithSummarizer(sum))

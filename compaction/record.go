@@ -49,6 +49,12 @@ type CompactionRecord struct {
 	WatermarkBefore int    `json:"watermarkBefore"`
 	WatermarkAfter  int    `json:"watermarkAfter"`
 	PrefixHash      string `json:"prefixHash,omitempty"`
+	// PinnedMessages, PinnedTokens and PinnedHash describe the pins that open the view after
+	// this compaction: how many, their estimated tokens and a hash of their bytes (empty
+	// without pins), so anyone can check from the trail that pins never changed.
+	PinnedMessages int    `json:"pinnedMessages"`
+	PinnedTokens   int    `json:"pinnedTokens"`
+	PinnedHash     string `json:"pinnedHash,omitempty"`
 	// Notes says what happened besides the tier's data flow, such as a history reset.
 	Notes []string `json:"notes,omitempty"`
 	// Error lists what failed open during the compaction ("; "-separated); empty when all went well.

@@ -65,8 +65,17 @@ type State struct {
 	// CompactionMessage is the content of the message that stands for the first Watermark
 	// messages; it opens every later view, unchanged until the next summary.
 	CompactionMessage string `json:"compactionMessage,omitempty"`
-	// Dropped counts messages an emergency truncation dropped without summarizing them.
-	Dropped   int                     `json:"dropped,omitempty"`
+	// Dropped counts messages an emergency truncation dropped without summarizing them
+	// (states written before Emergency summarized what it drops; never increased now).
+	Dropped int `json:"dropped,omitempty"`
+	// Pins are the messages the watermark covers that every view keeps verbatim.
+	Pins []Pin `json:"pins,omitempty"`
+	// TaskIndex is the raw index of the task message, once TaskKnown.
+	TaskIndex int  `json:"taskIndex,omitempty"`
+	TaskKnown bool `json:"taskKnown,omitempty"`
+	// OpenCalls are tool calls the watermark covers whose results had not come yet: their
+	// late results are accepted and shown as user messages.
+	OpenCalls []string                `json:"openCalls,omitempty"`
 	Offloaded map[string]OffloadEntry `json:"offloaded,omitempty"`
 	UpdatedAt time.Time               `json:"updatedAt"`
 	// Version identifies the stored copy this state was loaded from (an ETag), so SaveState
@@ -79,6 +88,9 @@ func (s *State) clone() *State {
 	out := &State{LastSummary: s.LastSummary, UpdatedAt: s.UpdatedAt, Watermark: s.Watermark,
 		PrefixHash: s.PrefixHash, CompactionMessage: s.CompactionMessage, Dropped: s.Dropped, Version: s.Version}
 	out.LastAnchors = append([]Anchor(nil), s.LastAnchors...)
+	out.Pins = append([]Pin(nil), s.Pins...)
+	out.TaskIndex, out.TaskKnown = s.TaskIndex, s.TaskKnown
+	out.OpenCalls = append([]string(nil), s.OpenCalls...)
 	if s.Offloaded != nil {
 		out.Offloaded = make(map[string]OffloadEntry, len(s.Offloaded))
 		for k, v := range s.Offloaded {

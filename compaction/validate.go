@@ -22,9 +22,19 @@ func (e *ValidationError) Error() string {
 // Validate checks a history before the engine touches it: known roles, valid UTF-8, safe
 // and unique tool-call IDs, and no orphaned tool result (a tool message must answer a call
 // made by an earlier assistant message, once). An assistant tool call whose result is
-// missing is accepted: the compactor's repair drops it from the view it returns.
+// missing is accepted: the views the compactor returns close it with a synthetic result.
+// Only user and assistant messages without tool calls may carry the pin mark.
 func Validate(msgs []Message) error {
-	calls := make(map[string]bool) // call ID -> answered
+	return validate(msgs, nil)
+}
+
+// validate is Validate for the messages after a watermark: open holds the tool calls the
+// compacted part made and did not answer, so their late results are not orphans.
+func validate(msgs []Message, open []string) error {
+	calls := make(map[string]bool, len(open)) // call ID -> answered
+	for _, id := range open {
+		calls[id] = false
+	}
 	for i := range msgs {
 		m := &msgs[i]
 		fail := func(format string, args ...any) error {
@@ -44,6 +54,9 @@ func Validate(msgs []Message) error {
 		}
 		if len(m.ToolCalls) > 0 && m.Role != RoleAssistant {
 			return fail("only assistant messages may carry tool_calls, not %s", m.Role)
+		}
+		if m.Pinned && (m.Role == RoleTool || len(m.ToolCalls) > 0) {
+			return fail("pinned: only user, system and assistant messages without tool_calls can be pinned")
 		}
 		for j := range m.ToolCalls {
 			tc := &m.ToolCalls[j]
