@@ -150,6 +150,7 @@ func (g *gen) callFullSuite(sl slot, fails []failingTest) call {
 
 func (g *gen) callEdit(sl slot, b *bugSite, state int) call {
 	oldStr, newStr := g.apply(b, state)
+	g.plant("edited:"+b.mod.path, FactArtifact, b.mod.path) // in the call's path argument
 	src := g.source(b.mod)
 	at := lineOf(src, strings.Split(newStr, "\n")[0])
 	args := jsonArgs(editorArgs{Command: "str_replace", Path: g.abs(b.mod), OldStr: &oldStr, NewStr: &newStr})
@@ -166,6 +167,7 @@ func (g *gen) callAddTest(sl slot, b *bugSite) call {
 	text := fmt.Sprintf("\n\ndef %s_repeated_calls():\n    \"\"\"Regression test: a second call gives the same result as the first.\"\"\"\n    first = %s(*SAMPLE_ARGS[\"%s\"])\n    second = %s(*SAMPLE_ARGS[\"%s\"])\n    assert first == second", b.test, b.fn, b.fn, b.fn, b.fn)
 	b.testMod.src = strings.TrimRight(src, "\n") + "\n" + text + "\n"
 	b.addedTest = strings.TrimPrefix(text, "\n")
+	g.plant("edited:"+b.testMod.path, FactArtifact, b.testMod.path)
 	args := jsonArgs(editorArgs{Command: "insert", Path: g.abs(b.testMod), InsertLine: &line, NewStr: &text})
 	newSrc := g.source(b.testMod)
 	from := line - 3
@@ -317,7 +319,8 @@ func (g *gen) stepPytestMissing(b *bugSite) {
 		return // a "command not found" cannot fill a big slot; skip this detour
 	}
 	g.turn("Let me run the tests for this module to reproduce the failure.", g.bash("pytest "+b.testMod.path, "bash: pytest: command not found\n", 127))
-	g.ack = "`pytest` is not on the PATH in this environment. I'll run it as a module with `python -m pytest` instead."
+	g.setAck("`pytest` is not on the PATH in this environment. I'll run it as a module with `python -m pytest` instead.",
+		&Fact{ID: "instead-python-m-pytest", Category: FactDecision, Text: "I'll run it as a module with `python -m pytest` instead"})
 }
 
 func (g *gen) stepRunTest(b *bugSite, f *failure) {
@@ -339,7 +342,14 @@ func (g *gen) stepRunTest(b *bugSite, f *failure) {
 	}
 	g.turn(text, g.callRunTests(g.slotAt(0), b, f))
 	if f != nil && b.state == 1 {
-		g.ack = b.s("That didn't work: " + b.tpl.whyWrong + ". I'll " + b.tpl.fixIdea + " instead.")
+		// The failure the wrong fix still produces, as pytest's short summary shows it.
+		msg := f.msg
+		if f.exc != excAssertion {
+			msg = f.exc + ": " + f.msg
+		}
+		g.plant("wrong-fix-error-"+b.fn, FactError, b.s(msg))
+		g.setAck(b.s("That didn't work: "+b.tpl.whyWrong+". I'll "+b.tpl.fixIdea+" instead."),
+			&Fact{ID: "instead-" + b.fn, Category: FactDecision, Text: b.s("I'll " + b.tpl.fixIdea + " instead")})
 	}
 }
 
@@ -463,7 +473,7 @@ func (g *gen) stepLint() {
 	if sl.big {
 		out, code := g.lintLog(sl.target, true)
 		g.turn("Let me run the linter as well.", g.bash("ruff check .", fitBig(out), code))
-		g.ack = "All of those findings are inside `.venv`, not in our code. Let me restrict the check to the repository's sources next time; there is nothing to fix here."
+		g.setAck("All of those findings are inside `.venv`, not in our code. Let me restrict the check to the repository's sources next time; there is nothing to fix here.", nil)
 		return
 	}
 	out, code := g.lintLog(0, false)
@@ -491,7 +501,7 @@ func (g *gen) stepTypecheck() {
 	}
 	fmt.Fprintf(&b, "Found %d errors in %d files (checked %d source files)\n", n, len(g.sources), len(g.sources)+2)
 	g.turn("Let me also run the type checker in strict mode.", g.bash("mypy --strict src/"+g.dom.pkg, fitBig(b.String()), 1))
-	g.ack = "Strict mode only reports missing annotations that were there before my change; the default configuration, which CI uses, is clean. I won't annotate the whole package as part of this fix."
+	g.setAck("Strict mode only reports missing annotations that were there before my change; the default configuration, which CI uses, is clean. I won't annotate the whole package as part of this fix.", nil)
 }
 
 func (g *gen) stepCleanup() {

@@ -9,6 +9,10 @@
 // a final answer. Long histories fix one bug after another: each full test run reveals the
 // next failure.
 //
+// GenerateWithFacts also returns the facts the history plants (the task, the user's
+// constraints, the files edited, the failure of the wrong first fix, the change of approach,
+// where the work stands at the end): the probes compactctl eval checks a compacted view for.
+//
 // Generation is a pure function of Options: the same options give the same messages, byte
 // for byte. Every history passes compaction.Validate; tool results always follow the
 // assistant message that made their calls, in call order.
@@ -77,9 +81,36 @@ func (o Options) withDefaults() Options {
 
 // Generate returns a new history for opts.
 func Generate(opts Options) []compaction.Message {
+	msgs, _ := GenerateWithFacts(opts)
+	return msgs
+}
+
+// Categories of the facts a history plants; they are compactctl eval's probe categories.
+const (
+	FactTask       = "task"       // the bug report's title
+	FactConstraint = "constraint" // a rule the user gave: in the task, or in a later interjection
+	FactArtifact   = "artifact"   // a file the agent edited
+	FactDecision   = "decision"   // a change of approach ("I'll ... instead")
+	FactError      = "error"      // the failure the wrong first fix still produced
+	FactNext       = "next"       // the state at the end: the test still failing, or the last function fixed
+)
+
+// Fact is something a generated history states that an agent continuing the task needs to
+// see. Text is a verbatim snippet of a message before the final answer (content, or a tool
+// call's name or arguments), so it can be searched for in a compacted view.
+type Fact struct {
+	ID       string `json:"id"`
+	Category string `json:"category"`
+	Text     string `json:"text"`
+}
+
+// GenerateWithFacts returns the history Generate returns for opts, byte for byte, and the
+// facts it planted, in the order they entered the history. Recording facts draws nothing
+// from the random stream, so it cannot change the history.
+func GenerateWithFacts(opts Options) ([]compaction.Message, []Fact) {
 	g := newGen(opts.withDefaults())
 	g.run()
-	return g.out
+	return g.out, g.facts
 }
 
 // Bytes is the total size of msgs as the token estimate counts it (EstimateTokens * 4,
@@ -127,6 +158,9 @@ type gen struct {
 	bigBytes, requested, requestedN                   int // big result bytes; sum and count of normal targets
 
 	ack         string // acknowledgement of the last user interjection, for the next turn
+	ackFact     *Fact  // the fact the ack states, planted when the ack is emitted
+	facts       []Fact
+	factIDs     map[string]bool
 	interjected bool
 	textOnly    bool
 	reproDone   bool
@@ -143,6 +177,7 @@ func newGen(opts Options) *gen {
 		ids:     map[string]bool{},
 		names:   map[string]bool{},
 		saidIdx: map[int]bool{},
+		factIDs: map[string]bool{},
 	}
 	g.idStyle = g.r.IntN(3)
 	g.obsStyle = g.r.IntN(3)
@@ -298,6 +333,7 @@ func (g *gen) turn(text string, calls ...call) {
 	if g.ack != "" {
 		text = g.ack + " " + text
 		g.ack = ""
+		g.plantAck()
 	}
 	for _, c := range calls {
 		if c.say != "" {
@@ -318,6 +354,31 @@ func (g *gen) turn(text string, calls ...call) {
 	g.emit(m)
 	for i, c := range calls {
 		g.emit(compaction.Message{Role: compaction.RoleTool, ToolCallID: ids[i], Content: c.result})
+	}
+}
+
+// plant records a fact once per ID. Call it when the text is in, or about to enter, the
+// history: a fact must never name text the history lacks.
+func (g *gen) plant(id, category, text string) {
+	if g.factIDs[id] {
+		return
+	}
+	g.factIDs[id] = true
+	g.facts = append(g.facts, Fact{ID: id, Category: category, Text: text})
+}
+
+// setAck sets the acknowledgement the next assistant turn opens with, and the fact it
+// states (nil: none).
+func (g *gen) setAck(ack string, f *Fact) {
+	g.ack, g.ackFact = ack, f
+}
+
+// plantAck plants the fact of the ack just emitted: an ack the history never reached
+// (generation stopped first) plants nothing.
+func (g *gen) plantAck() {
+	if f := g.ackFact; f != nil {
+		g.ackFact = nil
+		g.plant(f.ID, f.Category, f.Text)
 	}
 }
 
@@ -411,7 +472,44 @@ func (g *gen) run() {
 		b = g.episode(b, first)
 		first = false
 	}
+	g.plantState()
 	g.finalAnswer()
+}
+
+// plantState plants where the work stands before the final answer: the failing test of the
+// first bug still open, or else the function fixed last. Only a name the history shows counts.
+func (g *gen) plantState() {
+	var open, fixed *bugSite
+	for _, b := range g.bugs {
+		if open == nil && b.state < 2 && (b.announced || b.edits > 0 || b == g.main) {
+			open = b
+		}
+		if b.state == 2 {
+			fixed = b
+		}
+	}
+	switch {
+	case open != nil && g.shows(open.test):
+		g.plant("state", FactNext, open.test)
+	case open == nil && fixed != nil && g.shows(fixed.fn):
+		g.plant("state", FactNext, fixed.fn)
+	}
+}
+
+// shows reports whether text occurs in a message of the history so far.
+func (g *gen) shows(text string) bool {
+	for i := range g.out {
+		m := &g.out[i]
+		if strings.Contains(m.Content, text) {
+			return true
+		}
+		for _, tc := range m.ToolCalls {
+			if strings.Contains(tc.Function.Arguments, text) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // episode runs the story of one bug and returns the next bug when the final test run of

@@ -276,3 +276,113 @@ func TestCompactsAtEveryTier(t *testing.T) {
 		}
 	}
 }
+
+// Every fact GenerateWithFacts reports is planted: its text is in a message before the final
+// answer (where a compacted view can hold it), IDs are unique, and the history is Generate's.
+func TestFactsArePlanted(t *testing.T) {
+	categories := map[string]bool{FactTask: true, FactConstraint: true, FactArtifact: true, FactDecision: true, FactError: true, FactNext: true}
+	seen := map[string]int{}
+	for oi, base := range optionSets {
+		for seed := int64(0); seed < 12; seed++ {
+			for _, n := range []int{5, 24, 60, 200} {
+				o := base
+				o.Seed, o.Messages = seed, n
+				name := fmt.Sprintf("opts%d/seed%d/n%d", oi, seed, n)
+				msgs, facts := GenerateWithFacts(o)
+				if !reflect.DeepEqual(msgs, Generate(o)) {
+					t.Fatalf("%s: GenerateWithFacts and Generate differ", name)
+				}
+				before := msgs[:len(msgs)-1] // the final answer is after the last turn
+				ids := map[string]bool{}
+				for _, f := range facts {
+					if ids[f.ID] || f.ID == "" {
+						t.Fatalf("%s: fact ID %q empty or repeated", name, f.ID)
+					}
+					ids[f.ID] = true
+					if !categories[f.Category] {
+						t.Fatalf("%s: fact %s has category %q", name, f.ID, f.Category)
+					}
+					if strings.TrimSpace(f.Text) == "" || !historyShows(before, f.Text) {
+						t.Fatalf("%s: fact %s (%s) %q is not in the history before the final answer", name, f.ID, f.Category, f.Text)
+					}
+					seen[f.Category]++
+				}
+				if !ids["task"] || !ids["task-constraint"] {
+					t.Fatalf("%s: no task or task constraint among %+v", name, facts)
+				}
+				if n >= 60 && (!ids["state"] || countCategory(facts, FactArtifact) == 0) {
+					t.Errorf("%s: %d messages and no state or edited file among %+v", name, len(msgs), facts)
+				}
+			}
+		}
+	}
+	// Over all those histories every kind of fact shows up, interjections included.
+	for c := range categories {
+		if seen[c] == 0 {
+			t.Errorf("no %s fact in any generated history (%v)", c, seen)
+		}
+	}
+	if seen[FactConstraint] <= seen[FactTask] {
+		t.Errorf("%d constraints for %d tasks: no interjection was planted as a constraint", seen[FactConstraint], seen[FactTask])
+	}
+}
+
+// The facts name what the story is about: the wrong fix's failure, the change of approach
+// and the edited module are those of the bug the history fixes first.
+func TestFactsNameTheFirstBug(t *testing.T) {
+	for seed := int64(0); seed < 20; seed++ {
+		msgs, facts := GenerateWithFacts(Options{Seed: seed, Messages: 80})
+		byID := map[string]Fact{}
+		for _, f := range facts {
+			byID[f.ID] = f
+		}
+		var decision Fact
+		for _, f := range facts {
+			if f.Category == FactDecision && strings.HasPrefix(f.ID, "instead-") && f.ID != "instead-python-m-pytest" {
+				decision = f
+				break
+			}
+		}
+		if decision.ID == "" {
+			continue // this seed's first fix was right away the good one
+		}
+		fn := strings.TrimPrefix(decision.ID, "instead-")
+		if _, ok := byID["wrong-fix-error-"+fn]; !ok {
+			t.Errorf("seed %d: a change of approach for %s without the failure that caused it: %+v", seed, fn, facts)
+		}
+		// The decision is stated by the assistant, right after the failing run.
+		found := false
+		for _, m := range msgs {
+			if m.Role == compaction.RoleAssistant && strings.Contains(m.Content, decision.Text) && strings.Contains(m.Content, "That didn't work") {
+				found = true
+			}
+		}
+		if !found {
+			t.Errorf("seed %d: no assistant message says %q after a failed fix", seed, decision.Text)
+		}
+	}
+}
+
+func historyShows(msgs []compaction.Message, text string) bool {
+	for _, m := range msgs {
+		if strings.Contains(m.Content, text) {
+			return true
+		}
+		for _, tc := range m.ToolCalls {
+			if strings.Contains(tc.Function.Name, text) || strings.Contains(tc.Function.Arguments, text) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func countCategory(facts []Fact, category string) int {
+	n := 0
+	for _, f := range facts {
+		if f.Category == category {
+			n++
+		}
+	}
+	return n
+}

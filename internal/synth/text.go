@@ -32,13 +32,16 @@ Environment:
 }
 
 func (g *gen) taskMessage(b *bugSite) string {
+	g.plant("task", FactTask, b.s(b.tpl.title))
 	if g.chance(0.5) {
+		g.plant("task-constraint", FactConstraint, "make the minimal changes to non-test files")
 		return b.s(fmt.Sprintf("<uploaded_files>\n%s\n</uploaded_files>\nI've uploaded a python code repository in the directory %s. Consider the following issue description:\n\n<issue_description>\n### %s\n\n%s\n</issue_description>\n\n"+
 			"Can you help me implement the necessary changes to the repository so that the requirements specified in the <issue_description> are met?\n"+
 			"Your task is to make the minimal changes to non-test files in the %s directory to ensure the <issue_description> is satisfied. You may add regression tests.\n"+
 			"Follow these steps to resolve the issue:\n1. As a first step, explore the repo to familiarize yourself with its structure.\n2. Reproduce the error and confirm it.\n3. Edit the source code of the repo to resolve the issue.\n4. Rerun the tests and your reproduction to confirm that the error is fixed.\n5. Think about edge cases and make sure your fix handles them as well.\n6. Run the full test suite; every test must pass.",
 			g.root, g.root, b.tpl.title, b.tpl.report, g.root))
 	}
+	g.plant("task-constraint", FactConstraint, "keep the public API unchanged")
 	return b.s(fmt.Sprintf("We have a bug in %s (%s). Issue #%d: **%s**\n\n%s\n\n"+
 		"Goal: find the root cause and fix it in `src/%s`, keep the public API unchanged, add or update a test that covers the case, and make sure `python -m pytest` passes before you finish. The repository is checked out at %s.",
 		g.dom.repo, g.dom.about, g.between(120, 4800), b.tpl.title, b.tpl.report, g.dom.pkg, g.root))
@@ -161,7 +164,8 @@ func (g *gen) interject(b *bugSite) {
 	g.saidIdx[i] = true
 	it := interjections[i]
 	g.user(b.s(it.user))
-	g.ack = b.s(it.ack)
+	g.plant(fmt.Sprintf("interjection-%d", i), FactConstraint, b.s(it.user))
+	g.setAck(b.s(it.ack), nil)
 	g.interjected = true
 }
 
@@ -212,12 +216,15 @@ func (g *gen) assistantText(text string) (m msg) {
 	if g.ack != "" {
 		text = g.ack + " " + text
 		g.ack = ""
+		g.plantAck()
 	}
 	return msg{Role: roleAssistant, Content: text}
 }
 
 // finalAnswer closes the session with a summary of what was fixed and what is left.
 func (g *gen) finalAnswer() {
+	// An ack the final answer opens with comes after the last turn: no view can hold it.
+	g.ackFact = nil
 	var fixed, open []*bugSite
 	for _, b := range g.bugs {
 		switch {
