@@ -195,7 +195,9 @@ func (c *ProgressiveCompactor) selectPins(ctx context.Context, pins, candidates 
 		size := p.Message.Chars()
 		switch {
 		case size <= left:
-		case left >= minPinBytes && !p.Shortened() && p.Message.ContentParts == nil:
+		case left >= minPinBytes && !p.Shortened() && p.Message.ContentParts == nil && p.Kind != PinKindPreamble:
+			// A preamble (a demonstration, pasted context) is pinned whole or not at all:
+			// its head and tail alone would spend the budget on little.
 			p = c.shortenPin(ctx, p, left, rec)
 			size = p.Message.Chars()
 		default:

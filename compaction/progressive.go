@@ -471,7 +471,13 @@ func (c *ProgressiveCompactor) summarize(ctx context.Context, s Summarizer, t *t
 		return Message{}, nil, "", errors.New("output holds no anchors and no summary")
 	}
 	merged := MergeAnchors(c.state.LastAnchors, anchors)
-	summary = truncateUTF8(summary, c.cfg.MaxSummaryChars)
+	// The prose is the supplement: it gives way first when anchors and prose together would
+	// take more than a fifth of the window.
+	limit := c.cfg.MaxSummaryChars
+	if capBytes := c.cfg.ContextWindow * 4 / 5; capBytes > 0 {
+		limit = min(limit, max(capBytes-len(FormatAnchors(merged)), 500))
+	}
+	summary = truncateUTF8(summary, limit)
 	msg := c.compactionMessage(ctx, merged, summary, span)
 	return msg, merged, summary, nil
 }
