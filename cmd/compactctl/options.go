@@ -139,19 +139,19 @@ func (f *engineFlags) config() (compaction.Config, error) {
 	if len(errs) > 0 {
 		return compaction.Config{}, &usageError{err: errors.Join(errs...)}
 	}
-	cfg := compaction.Config{
-		ContextWindow:      f.contextWindow,
-		WarnThreshold:      float64(f.warn) / 100,
-		SoftThreshold:      float64(f.soft) / 100,
-		FullThreshold:      float64(f.full) / 100,
-		EmergencyThreshold: float64(f.emergency) / 100,
-		OffloadThreshold:   f.offloadThreshold,
-		HookThreshold:      f.hookThreshold,
-		PreviewLines:       f.previewLines,
-		MinTailMessages:    f.minTail,
-		MaxSummaryChars:    f.maxSummaryChars,
-		RawHistory:         f.rawHistory,
-	}
+	// Start from the engine's defaults: a knob without a flag (PinRule, PinBudget) keeps its
+	// default instead of a zero value Validate rejects.
+	cfg := compaction.DefaultConfig(f.contextWindow)
+	cfg.WarnThreshold = float64(f.warn) / 100
+	cfg.SoftThreshold = float64(f.soft) / 100
+	cfg.FullThreshold = float64(f.full) / 100
+	cfg.EmergencyThreshold = float64(f.emergency) / 100
+	cfg.OffloadThreshold = f.offloadThreshold
+	cfg.HookThreshold = f.hookThreshold
+	cfg.PreviewLines = f.previewLines
+	cfg.MinTailMessages = f.minTail
+	cfg.MaxSummaryChars = f.maxSummaryChars
+	cfg.RawHistory = f.rawHistory
 	if cfg.HookThreshold == 0 { // disabled: the hook is the CLI's, the engine wants a value
 		cfg.HookThreshold = compaction.DefaultConfig(0).HookThreshold
 	}
