@@ -347,7 +347,10 @@ func (g *gen) stepRunTest(b *bugSite, f *failure) {
 		if f.exc != excAssertion {
 			msg = f.exc + ": " + f.msg
 		}
-		g.plant("wrong-fix-error-"+b.fn, FactError, b.s(msg))
+		// A big log cut to its size limit may have lost it: plant only what the history shows.
+		if text := b.s(msg); g.shows(text) {
+			g.plant("wrong-fix-error-"+b.fn, FactError, text)
+		}
 		g.setAck(b.s("That didn't work: "+b.tpl.whyWrong+". I'll "+b.tpl.fixIdea+" instead."),
 			&Fact{ID: "instead-" + b.fn, Category: FactDecision, Text: b.s("I'll " + b.tpl.fixIdea + " instead")})
 	}

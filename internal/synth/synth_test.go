@@ -316,6 +316,14 @@ func TestFactsArePlanted(t *testing.T) {
 			}
 		}
 	}
+	// Seed 21 cuts the log of the wrong fix's test run to the big-result limit, losing the
+	// failure: it must not be planted.
+	msgs, facts := GenerateWithFacts(Options{Seed: 21, Messages: 200, BigResultEvery: 10, ParallelCalls: true, UserInterjections: true, TextOnlyTurns: true})
+	for _, f := range facts {
+		if !historyShows(msgs[:len(msgs)-1], f.Text) {
+			t.Errorf("seed 21: fact %s %q is not in the history", f.ID, f.Text)
+		}
+	}
 	// Over all those histories every kind of fact shows up, interjections included.
 	for c := range categories {
 		if seen[c] == 0 {
