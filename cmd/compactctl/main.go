@@ -1,6 +1,7 @@
 // Command compactctl runs the progressive context compactor on transcript files, locally
 // and without a cluster: "compact" runs one compaction, "simulate" replays a whole
-// transcript turn by turn as an agent would and reports (and plots) what the compactor did.
+// transcript turn by turn as an agent would and reports (and plots) what the compactor did,
+// "eval" replays transcripts and scores what the views kept against facts that must survive.
 //
 // Transcripts are OpenAI chat messages, one JSON object a line (JSONL), or a single JSON
 // array. Exit status: 0 on success, 1 when the input cannot be read or processed, 2 on a
@@ -58,7 +59,7 @@ type stdio struct {
 }
 
 func commands() []*command {
-	return []*command{compactCommand(), simulateCommand(), recordsCommand(), toolResultCommand(), versionCommand()}
+	return []*command{compactCommand(), simulateCommand(), evalCommand(), recordsCommand(), toolResultCommand(), versionCommand()}
 }
 
 func findCommand(name string) *command {

@@ -136,7 +136,8 @@ func runSimulate(ctx context.Context, std *stdio, ef *engineFlags, sf *simulateF
 	// the one worth reporting; the success path checks its own Flush.
 	defer func() { _ = out.Flush() }()
 	hook := &hookOffloader{off: c.Offloader(), threshold: ef.hookThreshold}
-	series, stats, err := replay(ctx, c, hook, msgs, func(tr turnResult, rec *compaction.CompactionRecord) error {
+	series, stats, err := replay(ctx, c, hook, msgs, func(t replayTurn) error {
+		tr, rec := t.result, t.record
 		switch {
 		case sf.json:
 			b, err := json.Marshal(tr)
@@ -183,9 +184,19 @@ func runSimulate(ctx context.Context, std *stdio, ef *engineFlags, sf *simulateF
 	return nil
 }
 
+// replayTurn is what one turn of a replay produced, for the caller's callback.
+type replayTurn struct {
+	result turnResult
+	record *compaction.CompactionRecord
+	// view is what the agent sends to its LLM this turn; history is what it had before the
+	// compaction (every message so far, after the OffloadHook). Neither may be modified.
+	view    []compaction.Message
+	history []compaction.Message
+}
+
 // replay runs the turns of msgs through c and calls emit after each.
 func replay(ctx context.Context, c *compaction.ProgressiveCompactor, hook *hookOffloader, msgs []compaction.Message,
-	emit func(turnResult, *compaction.CompactionRecord) error) ([]turnResult, *simStats, error) {
+	emit func(replayTurn) error) ([]turnResult, *simStats, error) {
 	cfg := c.Config()
 	stats := &simStats{}
 	var series []turnResult
@@ -218,7 +229,7 @@ func replay(ctx context.Context, c *compaction.ProgressiveCompactor, hook *hookO
 				stats.offloaded += len(rec.Offloaded)
 				stats.offloadedBytes += rec.OffloadedBytes()
 			}
-			if err := emit(tr, rec); err != nil {
+			if err := emit(replayTurn{result: tr, record: rec, view: view, history: history[:len(history):len(history)]}); err != nil {
 				return nil, nil, err
 			}
 		}
