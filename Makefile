@@ -60,6 +60,12 @@ bench: ## Engine benchmarks (set TRANSCRIPTS=dir to add the real transcripts, BE
 	@mkdir -p $(BENCH_STORE_DIR)
 	TRANSCRIPTS=$(TRANSCRIPTS) BENCH_SCALE=$(BENCH_SCALE) BENCH_STORE_DIR=$(BENCH_STORE_DIR) $(GO) test -run '^$$' -bench . -benchmem -benchtime=$(BENCHTIME) -timeout=30m ./compaction/...
 
+.PHONY: eval
+eval: ## Quality benchmark: replay each transcript of TRANSCRIPTS (default ../shared/testdata/real) at 1/5 and 1/10 of its size and print which probe facts (testdata/probes) the final views kept; EVAL_FLAGS adds compactctl eval flags.
+	@dir="$(or $(TRANSCRIPTS),../shared/testdata/real)"; \
+	if ! ls "$$dir"/*.jsonl >/dev/null 2>&1; then echo "eval: no *.jsonl transcript in $$dir (set TRANSCRIPTS=dir)"; exit 1; fi; \
+	$(GO) run ./cmd/compactctl eval --probes testdata/probes $(EVAL_FLAGS) "$$dir"/*.jsonl
+
 # Every fuzz target, as package:Name. Their seed corpora are in the package's
 # testdata/fuzz/<Name>/ and run as plain tests in `make test`.
 # package:target:executions. Counts, not durations: a duration-based -fuzztime can fail with
