@@ -122,7 +122,7 @@ the window, compactions (Warn/Soft/Full/Emergency) and summarizer calls; the pro
 from the final views follow. --json prints one JSON object per transcript and window:
 {"transcript", "contextWindow", "windowFractions", "turns", "compactions", "perTier",
 "summarizerCalls", "summarizerErrors", "invalidViews", "overWindow", "probes": {"<category>":
-{"kept", "total"}}, "missing", "unavailable", "worst", "firstInvalid"}.
+{"kept", "total", "missing"}}, "missing", "unavailable", "worst", "firstInvalid"}.
 
 Nothing is written by default (--store ''); the exit status is 0 whatever the scores.`,
 		example: `  compactctl eval --probes testdata/probes ../shared/testdata/real/*.jsonl
@@ -579,8 +579,9 @@ func sortedKeys[V any](m map[string]V) []string {
 
 // categoryScore is kept/total of one probe category in one view.
 type categoryScore struct {
-	Kept  int `json:"kept"`
-	Total int `json:"total"`
+	Kept    int      `json:"kept"`
+	Total   int      `json:"total"`
+	Missing []string `json:"missing,omitempty"` // ids, in probe-file order
 }
 
 // worstView is the compacted view that misses the most probes.
@@ -659,6 +660,7 @@ func evalOne(ctx context.Context, ef *engineFlags, base compaction.Config, summa
 		if sc.final.present[i] {
 			s.Kept++
 		} else {
+			s.Missing = append(s.Missing, p.ID)
 			run.Missing = append(run.Missing, p.ID)
 		}
 		run.Probes[p.Category] = s

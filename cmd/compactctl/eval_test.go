@@ -107,7 +107,7 @@ func checkQuality(t *testing.T, runs []evalRun, transcripts int) {
 		}
 		for _, c := range []string{catTask, catConstraint} {
 			if s := r.Probes[c]; s.Kept < s.Total {
-				problems = append(problems, fmt.Sprintf("%s: %s %d/%d in the final view (missing: %s)", at, c, s.Kept, s.Total, strings.Join(r.Missing, ", ")))
+				problems = append(problems, fmt.Sprintf("%s: %s %d/%d in the final view (missing: %s)", at, c, s.Kept, s.Total, strings.Join(s.Missing, ", ")))
 			}
 		}
 		for _, c := range probeCategories() {
@@ -717,9 +717,16 @@ func TestEvalOutput(t *testing.T) {
 		if len(r.Probes) != len(probeCategories()) || r.Probes[catTask].Total != 1 || r.Probes[catArtifact].Total != 2 || r.Probes[catNext].Total != 0 {
 			t.Errorf("run %d: probes %v", i, r.Probes)
 		}
-		kept := 0
+		kept, missing := 0, 0
 		for _, s := range r.Probes {
 			kept += s.Kept
+			missing += len(s.Missing)
+			if s.Kept+len(s.Missing) != s.Total {
+				t.Errorf("run %d: %+v: kept and missing do not add up", i, s)
+			}
+		}
+		if missing != len(r.Missing) {
+			t.Errorf("run %d: %d missing by category, %d in all", i, missing, len(r.Missing))
 		}
 		if kept+len(r.Missing) != 5 || r.Worst == nil || r.Worst.Kept+len(r.Worst.Missing) != r.Worst.Total {
 			t.Errorf("run %d: %d kept, missing %v, worst %+v", i, kept, r.Missing, r.Worst)
@@ -766,13 +773,13 @@ func TestEvalUnavailableProbe(t *testing.T) {
 		t.Fatal(err)
 	}
 	runs := evalJSON(t, "--probes", probes, "--hook-threshold", "5000", "--min-window", "100000", path)
-	if r := runs[0]; len(r.Unavailable) != 1 || r.Unavailable[0] != "secret" || r.Probes[catError].Total != 0 || r.Probes[catTask] != (categoryScore{1, 1}) {
+	if r := runs[0]; len(r.Unavailable) != 1 || r.Unavailable[0] != "secret" || r.Probes[catError].Total != 0 || r.Probes[catTask].Kept != 1 || r.Probes[catTask].Total != 1 {
 		t.Fatalf("want the hooked probe unavailable and the task kept: %+v", r)
 	}
 	// Without the hook the result stays in the history, and the probe is scored (and kept:
 	// the window is large enough for no compaction).
 	runs = evalJSON(t, "--probes", probes, "--hook-threshold", "0", "--min-window", "100000", path)
-	if r := runs[0]; len(r.Unavailable) != 0 || r.Probes[catError] != (categoryScore{1, 1}) || r.Compactions != 0 {
+	if r := runs[0]; len(r.Unavailable) != 0 || r.Probes[catError].Kept != 1 || r.Probes[catError].Total != 1 || r.Compactions != 0 {
 		t.Fatalf("without the hook: %+v", r)
 	}
 }
