@@ -694,7 +694,11 @@ func evalSessionID(prefix, transcript string, window int) string {
 			b.WriteByte('_')
 		}
 	}
-	return fmt.Sprintf("%s-%s-w%d", prefix, b.String(), window)
+	id, suffix := prefix+"-"+b.String(), fmt.Sprintf("-w%d", window)
+	if len(id)+len(suffix) > compaction.MaxSessionIDLength { // ASCII only: any cut is safe
+		id = id[:compaction.MaxSessionIDLength-len(suffix)]
+	}
+	return id + suffix
 }
 
 // viewScore is which probes one view holds, and which the history held at that turn.

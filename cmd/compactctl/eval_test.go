@@ -638,6 +638,26 @@ func TestViewScorer(t *testing.T) {
 	}
 }
 
+func TestEvalSessionID(t *testing.T) {
+	for _, tc := range []struct {
+		prefix, transcript string
+		window             int
+	}{
+		{"local", "sweagent-0x-gpt4-pydicom-1458.jsonl", 16000},
+		{"local", "naïve name (1).jsonl", 5},
+		{strings.Repeat("p", 120), "t.jsonl", 16000},
+		{"x", strings.Repeat("long", 60) + ".jsonl", 123456},
+	} {
+		id := evalSessionID(tc.prefix, tc.transcript, tc.window)
+		if err := compaction.ValidateSessionID(id); err != nil || !strings.HasSuffix(id, fmt.Sprintf("-w%d", tc.window)) {
+			t.Errorf("evalSessionID(%q, %q, %d) = %q: %v", tc.prefix, tc.transcript, tc.window, id, err)
+		}
+	}
+	if got := evalSessionID("local", "a b.jsonl", 7); got != "local-a_b-w7" {
+		t.Errorf("got %q", got)
+	}
+}
+
 func TestEvalWindows(t *testing.T) {
 	got := evalWindows(200000, []float64{0.2, 0.1, 0.05}, 16000)
 	want := []evalWindow{{tokens: 40000, fractions: []float64{0.2}}, {tokens: 20000, fractions: []float64{0.1}}, {tokens: 16000, fractions: []float64{0.05}}}
