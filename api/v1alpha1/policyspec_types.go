@@ -68,6 +68,17 @@ type CompactionPolicySpec struct {
 	// +kubebuilder:default={mode:Extractive}
 	Summarizer SummarizerSpec `json:"summarizer,omitempty"`
 
+	// pins chooses the messages that compaction keeps verbatim (the task and the user's
+	// instructions by default) and bounds their size. Once a compaction has covered a pinned
+	// message, it is kept byte-for-byte, right after the system messages, in every compacted
+	// view of every tier, so it survives any number of compactions. An agent marks a user or
+	// assistant message (one without tool_calls) to pin by sending it with "pinned": true in
+	// a compact request; the views the compaction API returns never carry the mark. Every
+	// compaction record carries the pinned messages' count, tokens and hash.
+	// +optional
+	// +kubebuilder:default={}
+	Pins PinsSpec `json:"pins,omitempty"`
+
 	// storage is where offloaded tool results, compaction records and session state are kept.
 	// +required
 	Storage StorageSpec `json:"storage"`
@@ -133,6 +144,51 @@ type OffloadSpec struct {
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=1000
 	PreviewLines *int32 `json:"previewLines,omitempty"`
+}
+
+// PinRule says which messages of a session are pinned.
+// +kubebuilder:validation:Enum=TaskAndInstructions;Task;Marked;None
+type PinRule string
+
+const (
+	// PinTaskAndInstructions pins the task (the user message the agent first answered), the
+	// other user messages (each distinct text once) and the messages the agent marks.
+	PinTaskAndInstructions PinRule = "TaskAndInstructions"
+	// PinTask pins the task and the messages the agent marks.
+	PinTask PinRule = "Task"
+	// PinMarked pins only the messages the agent marks.
+	PinMarked PinRule = "Marked"
+	// PinNone pins nothing, marked messages included.
+	PinNone PinRule = "None"
+)
+
+// PinsSpec chooses the messages that compaction keeps verbatim, byte-for-byte, right after
+// the system messages in every compacted view, and bounds their size.
+type PinsSpec struct {
+	// rule says which messages are pinned.
+	// TaskAndInstructions (the default) pins the task (the user message the agent first
+	// answered), every later user message (each distinct text once, so a repeated reminder
+	// is pinned once), the user messages before the task (a demonstration, pasted context)
+	// if they fit whole, and the messages the agent marks with "pinned": true.
+	// Task pins the task and the marked messages.
+	// Marked pins only the messages marked with "pinned": true.
+	// None pins nothing, marked messages included.
+	// When the budget runs short, the task comes first, then the marked messages, the later
+	// user messages (newest first) and the messages before the task.
+	// +optional
+	// +kubebuilder:default=TaskAndInstructions
+	Rule PinRule `json:"rule,omitempty"`
+
+	// budgetPercent bounds the pinned messages together to this percentage of the context
+	// window. A pin that does not fit is kept as its head and tail, and its full text is
+	// offloaded to storage and readable back with
+	// GET /v1/namespaces/{namespace}/sessions/{name}/toolresults/{id}, where id (for example
+	// pinned-message-3) is named in the kept text.
+	// +optional
+	// +kubebuilder:default=15
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=50
+	BudgetPercent int32 `json:"budgetPercent,omitempty"`
 }
 
 // SummarizerMode selects how summaries are written.

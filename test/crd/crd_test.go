@@ -169,13 +169,29 @@ func testDefaults(t *testing.T, c client.Client) {
 	if s.Summarizer.Mode != v1alpha1.SummarizerExtractive {
 		t.Errorf("summarizer.mode defaulted to %q, want Extractive", s.Summarizer.Mode)
 	}
+	if s.Pins.Rule != v1alpha1.PinTaskAndInstructions || s.Pins.BudgetPercent != 15 {
+		t.Errorf("pins defaulted to {rule: %q, budgetPercent: %d}, want {rule: TaskAndInstructions, budgetPercent: 15}", s.Pins.Rule, s.Pins.BudgetPercent)
+	}
+
+	// pins given in part: the rest is defaulted, what was given is kept.
+	spec := rawMinimalSpec()
+	spec["pins"] = map[string]any{"rule": "Marked"}
+	if err := createPolicy(c, "pins-marked", spec); err != nil {
+		t.Fatalf("create policy with pins.rule Marked: %v", err)
+	}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "pins-marked"}, got); err != nil {
+		t.Fatal(err)
+	}
+	if p := got.Spec.Pins; p.Rule != v1alpha1.PinMarked || p.BudgetPercent != 15 {
+		t.Errorf("pins {rule: Marked} read back as %+v, want budgetPercent defaulted to 15", p)
+	}
 	ref := s.Storage.S3.CredentialsSecretRef
 	if ref == nil || ref.AccessKeyIDKey != "accessKeyID" || ref.SecretAccessKeyKey != "secretAccessKey" {
 		t.Errorf("credentialsSecretRef defaults: %+v", ref)
 	}
 
 	// previewLines 0 is a legal value and stays 0.
-	spec := rawMinimalSpec()
+	spec = rawMinimalSpec()
 	spec["offload"] = map[string]any{"previewLines": int64(0)}
 	if err := createPolicy(c, "no-preview", spec); err != nil {
 		t.Fatalf("create policy with previewLines 0: %v", err)
@@ -243,6 +259,27 @@ func testRejections(t *testing.T, c client.Client) {
 				s["thresholds"] = map[string]any{"emergencyPercent": int64(101)}
 			},
 			want: "spec.thresholds.emergencyPercent: Invalid value: 101: spec.thresholds.emergencyPercent in body should be less than or equal to 100",
+		},
+		{
+			name: "unknown-pin-rule",
+			mutate: func(s map[string]any) {
+				s["pins"] = map[string]any{"rule": "Everything"}
+			},
+			want: `spec.pins.rule: Unsupported value: "Everything": supported values: "TaskAndInstructions", "Task", "Marked", "None"`,
+		},
+		{
+			name: "pin-budget-0",
+			mutate: func(s map[string]any) {
+				s["pins"] = map[string]any{"budgetPercent": int64(0)}
+			},
+			want: "spec.pins.budgetPercent: Invalid value: 0: spec.pins.budgetPercent in body should be greater than or equal to 1",
+		},
+		{
+			name: "pin-budget-51",
+			mutate: func(s map[string]any) {
+				s["pins"] = map[string]any{"rule": "Task", "budgetPercent": int64(51)}
+			},
+			want: "spec.pins.budgetPercent: Invalid value: 51: spec.pins.budgetPercent in body should be less than or equal to 50",
 		},
 		{
 			name: "openai-mode-without-openai",
@@ -338,6 +375,10 @@ func testRejections(t *testing.T, c client.Client) {
 	}
 	if err := c.Create(context.Background(), cp); err != nil {
 		t.Fatalf("ClusterCompactionPolicy with a secret namespace: %v", err)
+	}
+	// The cluster-scoped kind shares the spec, pins defaults included.
+	if p := cp.Spec.Pins; p.Rule != v1alpha1.PinTaskAndInstructions || p.BudgetPercent != 15 {
+		t.Errorf("ClusterCompactionPolicy pins defaulted to %+v, want TaskAndInstructions and 15", p)
 	}
 }
 
