@@ -103,6 +103,10 @@ func engineConfig(spec *compactionv1alpha1.CompactionPolicySpec, window *int32) 
 	if v := spec.MaxSummaryChars; v > 0 {
 		cfg.MaxSummaryChars = int(v)
 	}
+	if v := spec.Pins.Rule; v != "" {
+		cfg.PinRule = compaction.PinRule(v)
+	}
+	set(&cfg.PinBudget, spec.Pins.BudgetPercent)
 	return cfg
 }
 
