@@ -18,6 +18,7 @@ func FuzzDecodeCompactRequest(f *testing.F) {
 		`{"messages": [{"role": "user", "content": "hi"}]}`,
 		`{"messages": [{"role": "assistant", "content": null, "tool_calls": [{"id": "call_1", "type": "function", "function": {"name": "bash", "arguments": "{\"cmd\": \"ls\"}"}}]}, {"role": "tool", "tool_call_id": "call_1", "content": "a\nb"}], "force": true, "usage": {"promptTokens": 12}, "watermark": 3, "prefixHash": "abc"}`,
 		`{"messages": [{"role": "user", "content": [{"type": "text", "text": "hi"}]}]}`,
+		`{"messages": [{"role": "user", "content": "the task", "pinned": true}, {"role": "user", "content": "x", "pinned": "yes"}]}`,
 		`{"messages": [`, `{}`, ``, `[]`, `{"messages": null}`, `{"messages": [{}]} {}`,
 		"{\"messages\": [{\"role\": \"user\", \"content\": \"\xff\"}]}",
 		`{"mesages": []}`, `{"messages": [{"role": "user", "content": "\ud800"}]}`,
