@@ -4,7 +4,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"regexp"
+	"sort"
+	"strconv"
 	"strings"
+	"unicode"
 )
 
 // AnchorType is one of the five kinds of information a summary must keep.
@@ -40,7 +43,19 @@ func (a Anchor) Available() bool {
 	return c != "" && !strings.EqualFold(c, NotAvailable)
 }
 
-var anchorAliases = map[string]AnchorType{
+// anchorType returns the anchor type a canonical name (any case) stands for.
+func anchorType(name string) (AnchorType, bool) {
+	for _, t := range AnchorTypes {
+		if strings.EqualFold(name, string(t)) {
+			return t, true
+		}
+	}
+	return "", false
+}
+
+// jsonAliases are the keys read from a JSON reply. A JSON key cannot be confused with
+// prose, so the usual spellings are accepted there, unlike in the line format.
+var jsonAliases = map[string]AnchorType{
 	"userintent": AnchorUserIntent, "intent": AnchorUserIntent, "goal": AnchorUserIntent,
 	"executionprogress": AnchorExecutionProgress, "progress": AnchorExecutionProgress,
 	"keydecision": AnchorKeyDecision, "keydecisions": AnchorKeyDecision, "decisions": AnchorKeyDecision,
@@ -59,40 +74,54 @@ func normalizeKey(s string) string {
 	return b.String()
 }
 
-// headerLine matches a line that opens an anchor or the summary, in the forms models write:
-// "user_intent: x", "- **User Intent**: x", "## Next steps", "<next_step>x".
-var headerLine = regexp.MustCompile(`^\s*(?:[-*>#]+\s*|\d+[.)]\s*)?(?:\*\*|__|<)?\s*([A-Za-z][A-Za-z _-]{1,30}?)\s*(?:\*\*|__)?\s*(?::|：|-\s|>|$)\s*(?:\*\*)?\s*(.*)$`)
-
-var closingTag = regexp.MustCompile(`</\s*[A-Za-z_ -]+\s*>\s*$`)
-
 // ParseAnchorsAndSummary extracts the five anchors and the prose summary from a summarizer's
-// output. It accepts the documented "type: content" lines, markdown headings and bold
-// labels, XML-style tags and a JSON object. Missing anchors are filled with N/A and named in
-// the returned error, which is informational: the anchors and summary are always usable.
+// output, in the format SummaryInstructions asks for, or a JSON object.
+//
+// The line format is read strictly, so prose is never misfiled: a section opens only on a
+// line that starts (no indentation, outside a ``` fence) with "## Anchors", "## Summary" or
+// "Summary:", or with an anchor's canonical name followed by a colon: "- user_intent: ...",
+// "user_intent: ...", "- **user_intent**: ...", "## user_intent". An anchor's content runs
+// to the next header; after a blank line only indented lines, list items or a fence
+// continue it. The summary runs to the end, or to a "## Anchors" heading. Lines that belong
+// to no section are kept in the summary and counted in the error.
+//
+// Missing anchors are filled with N/A and named in the returned error, which is
+// informational: the anchors and summary are always usable.
 func ParseAnchorsAndSummary(output string) ([]Anchor, string, error) {
 	text := strings.TrimSpace(stripCodeFence(output))
 	if text == "" {
 		return fillAnchors(nil), "", fmt.Errorf("anchor parse: empty summarizer output")
 	}
-	found := map[AnchorType]string{}
-	summary, ok := parseJSONAnchors(text, found)
-	if !ok {
-		summary = parseLineAnchors(text, found)
+	p := anchorParser{found: map[AnchorType]string{}}
+	if !p.parseJSON(text) {
+		p.parseLines(text)
 	}
-	anchors := fillAnchors(found)
+	anchors := fillAnchors(p.found)
+	var problems []string
 	var missing []string
 	for _, a := range anchors {
-		if _, ok := found[a.Type]; !ok {
+		if _, ok := p.found[a.Type]; !ok {
 			missing = append(missing, string(a.Type))
 		}
 	}
-	summary = strings.TrimSpace(summary)
 	if len(missing) > 0 {
-		return anchors, summary, fmt.Errorf("anchor parse: missing %s (filled with N/A)", strings.Join(missing, ", "))
+		problems = append(problems, fmt.Sprintf("missing %s (filled with N/A)", strings.Join(missing, ", ")))
+	}
+	if p.stray > 0 {
+		unit := "lines"
+		if p.json {
+			unit = "fields"
+		}
+		problems = append(problems, fmt.Sprintf("%d %s outside any section kept in the summary", p.stray, unit))
+	}
+	summary := strings.TrimSpace(p.summary.String())
+	if len(problems) > 0 {
+		return anchors, summary, fmt.Errorf("anchor parse: %s", strings.Join(problems, "; "))
 	}
 	return anchors, summary, nil
 }
 
+// stripCodeFence unwraps a reply that is one fenced block (```markdown ... ```).
 func stripCodeFence(s string) string {
 	t := strings.TrimSpace(s)
 	if !strings.HasPrefix(t, "```") {
@@ -105,24 +134,34 @@ func stripCodeFence(s string) string {
 	return strings.TrimSuffix(strings.TrimSpace(t), "```")
 }
 
+type anchorParser struct {
+	found   map[AnchorType]string
+	summary strings.Builder
+	stray   int  // lines (or JSON fields) kept in the summary because no section holds them
+	json    bool // the output was a JSON object
+}
+
 // maxAnchorNesting is how deep "anchors" objects inside the summarizer's JSON are read.
 const maxAnchorNesting = 4
 
-func parseJSONAnchors(text string, found map[AnchorType]string) (string, bool) {
+func (p *anchorParser) parseJSON(text string) bool {
 	if !strings.HasPrefix(text, "{") {
-		return "", false
+		return false
 	}
 	var obj map[string]json.RawMessage
 	if err := json.Unmarshal([]byte(text), &obj); err != nil {
-		return "", false
+		return false
 	}
-	var summary string
+	p.json = true
 	var visit func(map[string]json.RawMessage, int)
 	visit = func(o map[string]json.RawMessage, depth int) {
 		for k, v := range o {
 			key := normalizeKey(k)
 			if key == "summary" || key == "prose" {
-				_ = json.Unmarshal(v, &summary)
+				var s string
+				if json.Unmarshal(v, &s) == nil {
+					p.summary.WriteString(s + "\n")
+				}
 				continue
 			}
 			if key == "anchors" {
@@ -134,77 +173,231 @@ func parseJSONAnchors(text string, found map[AnchorType]string) (string, bool) {
 				}
 				continue
 			}
-			t, ok := anchorAliases[key]
-			if !ok {
-				continue
+			s, ok := jsonText(v)
+			t, known := jsonAliases[key]
+			switch {
+			case !ok:
+			case known:
+				setAnchor(p.found, t, s)
+			case strings.TrimSpace(s) != "":
+				p.summary.WriteString(k + ": " + s + "\n") // unknown field: keep it
+				p.stray++
 			}
-			var s string
-			if json.Unmarshal(v, &s) != nil {
-				var list []string
-				if json.Unmarshal(v, &list) != nil {
-					continue
-				}
-				s = strings.Join(list, "; ")
-			}
-			setAnchor(found, t, s)
 		}
 	}
 	visit(obj, 0)
-	return summary, true
+	return true
 }
 
-func parseLineAnchors(text string, found map[AnchorType]string) string {
-	var summary strings.Builder
-	var cur AnchorType
-	inSummary := false
-	seenSection := false
-	var curText strings.Builder
-	flush := func() {
-		if cur != "" {
-			setAnchor(found, cur, curText.String())
-		}
-		cur = ""
-		curText.Reset()
+// jsonText reads a JSON string, or a list of strings as "- " items.
+func jsonText(v json.RawMessage) (string, bool) {
+	var s string
+	if json.Unmarshal(v, &s) == nil {
+		return s, true
 	}
-	for _, line := range strings.Split(text, "\n") {
-		if m := headerLine.FindStringSubmatch(line); m != nil {
-			key := normalizeKey(m[1])
-			rest := strings.TrimSpace(closingTag.ReplaceAllString(m[2], ""))
-			if t, ok := anchorAliases[key]; ok {
-				flush()
-				cur, inSummary, seenSection = t, false, true
-				curText.WriteString(rest)
-				continue
+	var list []string
+	if json.Unmarshal(v, &list) != nil {
+		return "", false
+	}
+	if len(list) == 1 {
+		return list[0], true
+	}
+	var b strings.Builder
+	for _, it := range list {
+		if it = oneLine(it); it != "" {
+			b.WriteString("- " + it + "\n")
+		}
+	}
+	return b.String(), true
+}
+
+// header kinds a line can open.
+const (
+	headerNone = iota
+	headerAnchors
+	headerSummary
+	headerAnchor
+)
+
+// parseHeader recognizes the header forms ParseAnchorsAndSummary documents. rest is the text
+// after the header on the same line.
+func parseHeader(line string) (kind int, t AnchorType, rest string) {
+	if line == "" || line[0] == ' ' || line[0] == '\t' {
+		return headerNone, "", ""
+	}
+	if line[0] == '#' {
+		level := len(line) - len(strings.TrimLeft(line, "#"))
+		if level > 4 || len(line) == level || line[level] != ' ' {
+			return headerNone, "", ""
+		}
+		title := strings.TrimSpace(line[level:])
+		title = strings.TrimSuffix(strings.TrimPrefix(title, "**"), "**")
+		title = strings.TrimSpace(strings.TrimSuffix(title, ":"))
+		return labelKind(title, true)
+	}
+	s, bullet := line, false
+	if strings.HasPrefix(s, "- ") || strings.HasPrefix(s, "* ") {
+		s, bullet = s[2:], true
+	}
+	var label string
+	if inner, ok := strings.CutPrefix(s, "**"); ok {
+		i := strings.Index(inner, "**")
+		if i <= 0 {
+			return headerNone, "", ""
+		}
+		label, rest = inner[:i], inner[i+2:]
+		switch {
+		case strings.HasSuffix(label, ":"): // **label:**
+			label = label[:len(label)-1]
+		case strings.HasPrefix(rest, ":"): // **label**:
+			rest = rest[1:]
+		case strings.TrimSpace(rest) == "" && !bullet: // **Summary** alone on its line
+			if k, _, _ := labelKind(label, true); k == headerSummary || k == headerAnchors {
+				return k, "", ""
 			}
-			if key == "summary" || key == "prosesummary" {
+			return headerNone, "", ""
+		default:
+			return headerNone, "", ""
+		}
+	} else {
+		i := strings.IndexByte(s, ':')
+		if i <= 0 {
+			return headerNone, "", ""
+		}
+		label, rest = s[:i], s[i+1:]
+	}
+	if rest != "" && rest[0] != ' ' && rest[0] != '\t' {
+		return headerNone, "", "" // "user_intent:x" or a URL-like token is text
+	}
+	kind, t, _ = labelKind(label, false)
+	if bullet && kind != headerAnchor {
+		return headerNone, "", "" // "- Summary: ..." is a list item, not the summary
+	}
+	return kind, t, strings.TrimSpace(rest)
+}
+
+// labelKind is the header a label names: an anchor's canonical name, "Summary" or, for a
+// heading, "Anchors".
+func labelKind(label string, heading bool) (int, AnchorType, string) {
+	if t, ok := anchorType(label); ok {
+		return headerAnchor, t, ""
+	}
+	switch {
+	case strings.EqualFold(label, "summary"):
+		return headerSummary, "", ""
+	case strings.EqualFold(label, "anchors") && heading:
+		return headerAnchors, "", ""
+	}
+	return headerNone, "", ""
+}
+
+// isFence reports whether a line opens or closes a code fence. Only unindented fences count:
+// the indented content FormatAnchors writes can hold any text, an unbalanced fence too.
+func isFence(line string) bool {
+	return strings.HasPrefix(line, "```") || strings.HasPrefix(line, "~~~")
+}
+
+// Line-parser states.
+const (
+	sectionNone    = iota // before any header, or a stretch no section holds
+	sectionAnchors        // after "## Anchors", before the first anchor
+	sectionAnchor
+	sectionSummary
+)
+
+func (p *anchorParser) parseLines(text string) {
+	state := sectionNone
+	var cur AnchorType
+	var curLines []string
+	blanks := 0 // blank lines seen inside the current anchor
+	inFence, sawHeader := false, false
+	flush := func() {
+		if state == sectionAnchor {
+			setAnchor(p.found, cur, strings.Join(curLines, "\n"))
+		}
+		cur, curLines, blanks = "", curLines[:0], 0
+	}
+	for raw := range strings.SplitSeq(text, "\n") {
+		line := strings.TrimRightFunc(raw, unicode.IsSpace)
+		if !inFence {
+			kind, t, rest := parseHeader(line)
+			if state == sectionSummary && kind != headerAnchors {
+				// Inside the summary only "## Anchors" opens a section: the prose can say
+				// "Summary:" or "next_step: ..." without being misfiled.
+				kind = headerNone
+			}
+			if kind != headerNone {
 				flush()
-				inSummary, seenSection = true, true
-				if rest != "" {
-					summary.WriteString(rest + "\n")
+				sawHeader = true
+				switch kind {
+				case headerAnchors:
+					state = sectionAnchors
+				case headerSummary:
+					state = sectionSummary
+					if rest != "" {
+						p.summary.WriteString(rest + "\n")
+					}
+				case headerAnchor:
+					state, cur = sectionAnchor, t
+					if rest != "" {
+						curLines = append(curLines, rest)
+					}
 				}
-				continue
-			}
-			if key == "anchors" {
-				flush()
-				inSummary, seenSection = false, true
 				continue
 			}
 		}
-		clean := strings.TrimSpace(closingTag.ReplaceAllString(line, ""))
-		switch {
-		case cur != "":
-			if clean != "" {
-				if curText.Len() > 0 {
-					curText.WriteByte('\n')
+		fence := isFence(line)
+		if state == sectionAnchor {
+			switch {
+			case line == "":
+				blanks++
+				continue
+			case blanks > 0 && !inFence && !fence && line[0] != ' ' && line[0] != '\t' && !bulletPrefix.MatchString(line):
+				// A blank line then unindented text that is not a list item: the anchor
+				// has ended, and this text belongs to no section.
+				flush()
+				state = sectionNone
+			default:
+				for ; blanks > 0; blanks-- {
+					curLines = append(curLines, "")
 				}
-				curText.WriteString(clean)
+				curLines = append(curLines, stripIndent(line))
+				if fence {
+					inFence = !inFence
+				}
+				continue
 			}
-		case inSummary || !seenSection:
-			summary.WriteString(line + "\n")
+		}
+		if fence {
+			inFence = !inFence
+		}
+		switch state {
+		case sectionSummary:
+			p.summary.WriteString(line + "\n")
+		default:
+			if line != "" {
+				p.stray++
+			}
+			// Lines outside any section keep their place relative to the summary.
+			p.summary.WriteString(line + "\n")
 		}
 	}
 	flush()
-	return summary.String()
+	if !sawHeader {
+		p.stray = 0 // no structure at all: the whole reply is the summary
+	}
+}
+
+// stripIndent removes the indentation FormatAnchors adds to continuation lines (two
+// spaces, or a tab), and no more, so indented code inside an anchor keeps its shape.
+func stripIndent(line string) string {
+	switch {
+	case strings.HasPrefix(line, "  "):
+		return line[2:]
+	case strings.HasPrefix(line, " "), strings.HasPrefix(line, "\t"):
+		return line[1:]
+	}
+	return line
 }
 
 func setAnchor(found map[AnchorType]string, t AnchorType, content string) {
@@ -217,7 +410,7 @@ func setAnchor(found map[AnchorType]string, t AnchorType, content string) {
 	} else if ok && content == NotAvailable {
 		return
 	}
-	found[t] = truncateUTF8(content, MaxAnchorChars)
+	found[t] = strings.TrimSpace(truncateUTF8(content, MaxAnchorChars))
 }
 
 // fillAnchors returns the five anchors in canonical order, N/A where found has none.
@@ -233,31 +426,32 @@ func fillAnchors(found map[AnchorType]string) []Anchor {
 	return out
 }
 
-// MergeAnchors is the spec's union merge: for each type the new anchor wins when it carries
-// information, otherwise the old one is kept. The result always holds all five types.
-func MergeAnchors(old, new []Anchor) []Anchor {
-	found := map[AnchorType]string{}
-	for _, a := range old {
-		if a.Available() {
-			found[a.Type] = a.Content
-		}
-	}
-	for _, a := range new {
-		if a.Available() {
-			found[a.Type] = a.Content
-		}
-	}
-	return fillAnchors(found)
-}
-
-// FormatAnchors renders anchors in the documented "type: content" form the parser reads.
+// FormatAnchors renders anchors in the "- type: content" form the parser reads back
+// exactly: a content that is a list of "- " items goes on the lines below its header, and
+// every continuation line is indented by two spaces, so no line of content can be taken
+// for a header.
 func FormatAnchors(anchors []Anchor) string {
 	var b strings.Builder
 	for _, a := range anchors {
+		c := strings.TrimSpace(a.Content)
 		b.WriteString("- ")
 		b.WriteString(string(a.Type))
-		b.WriteString(": ")
-		b.WriteString(strings.ReplaceAll(strings.TrimSpace(a.Content), "\n", "\n  "))
+		b.WriteByte(':')
+		if !strings.HasPrefix(c, "- ") {
+			var line string
+			line, c, _ = strings.Cut(c, "\n")
+			if line = strings.TrimRightFunc(line, unicode.IsSpace); line != "" {
+				b.WriteString(" " + line)
+			}
+		}
+		if c != "" {
+			for line := range strings.SplitSeq(c, "\n") {
+				b.WriteByte('\n')
+				if line = strings.TrimRightFunc(line, unicode.IsSpace); line != "" {
+					b.WriteString("  " + line)
+				}
+			}
+		}
 		b.WriteByte('\n')
 	}
 	return b.String()
@@ -272,4 +466,574 @@ func CountAvailable(anchors []Anchor) int {
 		}
 	}
 	return n
+}
+
+// MergeAnchors merges new anchors into old ones. Each anchor's content is a list of items
+// (its "- " bullets, or its lines); the result holds all five types, each the de-duplicated
+// union of old and new items, oldest first, bounded to its oldest and newest items with an
+// elision marker in between, within MaxAnchorChars. It never nests: merging a merge result
+// again gives a flat list. Where they apply:
+//   - user_intent keeps more of its oldest items, the task, than the other anchors do;
+//   - an item a newer one restates with more detail (the older is a prefix of the newer)
+//     is replaced by it;
+//   - execution_progress's trail of files ("files edited: ...; created: ...; read: ...")
+//     and its tool-call counts ("tool calls: bash x4, ...") merge into one item each;
+//   - next_step is the newest plan when the new anchors have one: a plan supersedes the
+//     one before it.
+func MergeAnchors(old, new []Anchor) []Anchor {
+	found := make(map[AnchorType]string, len(AnchorTypes))
+	for _, t := range AnchorTypes {
+		oldList := listsOf(old, t)
+		newList := listsOf(new, t)
+		if t == AnchorNextStep && len(newList.items) > 0 {
+			oldList = itemList{marker: -1}
+		}
+		if len(oldList.items)+len(newList.items) == 0 {
+			continue
+		}
+		found[t] = mergeItems(t, oldList, newList)
+	}
+	return fillAnchors(found)
+}
+
+// itemList is an anchor's items, with the number of items an earlier merge elided and where.
+type itemList struct {
+	items  []string
+	elided int
+	marker int // the index of the first item after the elision marker; -1 for none
+}
+
+// listsOf is the items of the available anchors of type t in anchors.
+func listsOf(anchors []Anchor, t AnchorType) itemList {
+	l := itemList{marker: -1}
+	for _, a := range anchors {
+		if a.Type == t && a.Available() {
+			its := splitItems(a.Content)
+			if its.marker >= 0 && l.marker < 0 {
+				l.marker = len(l.items) + its.marker
+			}
+			l.items, l.elided = append(l.items, its.items...), l.elided+its.elided
+		}
+	}
+	return l
+}
+
+// Bounds of a merged anchor: how many of its oldest and newest items are kept.
+func anchorBounds(t AnchorType) (head, tail int) {
+	switch t {
+	case AnchorUserIntent:
+		return 12, 8 // the task's items first, then the latest instructions
+	case AnchorNextStep:
+		return 6, 2
+	default:
+		return 3, 10
+	}
+}
+
+// maxMergeItems bounds the items one side of a merge contributes before de-duplication
+// (which compares every pair): the middle ones are elided anyway.
+const maxMergeItems = 200
+
+// mergeItems de-duplicates old then new items and renders the bounded list.
+func mergeItems(t AnchorType, old, new itemList) string {
+	old = capItems(old)
+	new = capItems(new)
+	var trail *fileTrail
+	var counts *callCounts
+	kept := make([]string, 0, len(old.items)+len(new.items))
+	keys := make([]string, 0, cap(kept))
+	add := func(it string) {
+		if t == AnchorExecutionProgress {
+			if ft, ok := parseTrail(it); ok {
+				if trail == nil {
+					trail = &fileTrail{}
+				}
+				trail.merge(ft)
+				return
+			}
+			if cc, ok := parseCounts(it); ok {
+				if counts == nil {
+					counts = &callCounts{}
+				}
+				counts.merge(cc)
+				return
+			}
+		}
+		k := itemKey(t, it)
+		if k == "" {
+			return
+		}
+		for i, prev := range keys {
+			switch {
+			case prev == k:
+				return
+			case extends(k, prev): // the new item restates the kept one with more detail
+				kept[i], keys[i] = it, k
+				return
+			case extends(prev, k):
+				return
+			}
+		}
+		kept, keys = append(kept, it), append(keys, k)
+	}
+	headLimit := -1 // items after an earlier elision are newer than the elided ones
+	for i, it := range old.items {
+		if i == old.marker {
+			headLimit = len(kept)
+		}
+		add(it)
+	}
+	for _, it := range new.items {
+		add(it)
+	}
+	var fixed []string // items shown first and never elided
+	if trail != nil {
+		fixed = append(fixed, trail.String())
+	}
+	if counts != nil {
+		fixed = append(fixed, counts.String())
+	}
+	head, tail := anchorBounds(t)
+	if headLimit >= 0 {
+		head = min(head, headLimit)
+	}
+	// A marker in the new anchors is most likely the old one copied (a model restating the
+	// previous anchors): the larger count, not the sum.
+	return boundItems(fixed, kept, max(old.elided, new.elided), head, tail, MaxAnchorChars)
+}
+
+// capItems keeps the first and last maxMergeItems/2 items, counting the others as elided.
+func capItems(l itemList) itemList {
+	if len(l.items) <= maxMergeItems {
+		return l
+	}
+	half := maxMergeItems / 2
+	out := append(append([]string(nil), l.items[:half]...), l.items[len(l.items)-half:]...)
+	marker := half
+	if l.marker >= 0 && l.marker < half {
+		marker = l.marker
+	}
+	return itemList{items: out, elided: l.elided + len(l.items) - maxMergeItems, marker: marker}
+}
+
+// extends reports whether item key k restates shorter key prev with more words after it.
+func extends(k, prev string) bool {
+	if len(k) <= len(prev) || !strings.HasPrefix(k, prev) {
+		return false
+	}
+	c := k[len(prev)]
+	return c == ' ' || c == ',' || c == ';' || c == ':' || c == '(' || c == '-'
+}
+
+// itemKey is what two items are compared by: case and white space do not matter, nor
+// trailing punctuation or a "..." left by clipping; in user_intent neither do numbers, so a
+// harness reminder that differs only in a count ("found 2 actions") is kept once, nor
+// the "later: " that marks an instruction given after the task.
+func itemKey(t AnchorType, it string) string {
+	k := strings.ToLower(strings.Join(strings.Fields(it), " "))
+	k = strings.TrimRight(k, ".,;: ")
+	if t == AnchorUserIntent {
+		k = strings.TrimPrefix(k, "later: ") // an instruction repeated later is the same one
+		var b strings.Builder
+		digits := false
+		for _, r := range k {
+			if r >= '0' && r <= '9' {
+				if !digits {
+					b.WriteByte('#')
+				}
+				digits = true
+				continue
+			}
+			digits = false
+			b.WriteRune(r)
+		}
+		k = b.String()
+	}
+	return k
+}
+
+// elisionMarker is the item that stands for the items a merge left out.
+func elisionMarker(n int) string {
+	if n == 1 {
+		return "[... 1 item elided ...]"
+	}
+	return fmt.Sprintf("[... %d items elided ...]", n)
+}
+
+var elisionItem = regexp.MustCompile(`^\[\.\.\. (\d{1,9}) items? elided \.\.\.\]$`)
+
+// bulletPrefix matches a list item's marker: "- ", "* ", "• " or "1. ".
+var bulletPrefix = regexp.MustCompile(`^(?:[-*•]|\d{1,3}[.)])(?:\s+|$)`)
+
+// splitItems reads an anchor's content as a list: each "- " bullet with the lines under it
+// is one item, or, in a content with no bullets, each line. Elision markers are counted,
+// not returned.
+func splitItems(content string) itemList {
+	l := itemList{marker: -1}
+	lines := strings.Split(strings.TrimSpace(content), "\n")
+	bulleted := false
+	for _, line := range lines {
+		if bulletPrefix.MatchString(line) || (strings.HasPrefix(line, " ") && !strings.HasPrefix(line, "  ") && bulletPrefix.MatchString(line[1:])) {
+			bulleted = true
+			break
+		}
+	}
+	cur := -1
+	for _, line := range lines {
+		t := strings.TrimSpace(line)
+		if t == "" {
+			continue
+		}
+		indent := len(line) - len(strings.TrimLeft(line, " \t"))
+		if loc := bulletPrefix.FindStringIndex(t); bulleted && loc != nil && indent <= 1 {
+			t = strings.TrimSpace(t[loc[1]:])
+			if t == "" {
+				continue
+			}
+		} else if bulleted && cur >= 0 {
+			l.items[cur] += "\n" + t // a line under a bullet continues it
+			continue
+		}
+		for {
+			// The old extractive format nested "Earlier: " once per compaction.
+			rest, ok := strings.CutPrefix(t, "Earlier: ")
+			if !ok {
+				break
+			}
+			t = rest
+		}
+		if m := elisionItem.FindStringSubmatch(t); m != nil {
+			n, _ := strconv.Atoi(m[1])
+			l.elided += n
+			if l.marker < 0 {
+				l.marker = len(l.items)
+			}
+			cur = -1
+			continue
+		}
+		l.items = append(l.items, t)
+		cur = len(l.items) - 1
+	}
+	return l
+}
+
+// renderItems writes items as the anchor content the parser and splitItems read back: a
+// single one-line item as it is, otherwise "- " bullets with continuation lines indented.
+func renderItems(items []string) string {
+	if len(items) == 1 && !strings.Contains(items[0], "\n") {
+		return items[0]
+	}
+	var b strings.Builder
+	for i, it := range items {
+		if i > 0 {
+			b.WriteByte('\n')
+		}
+		b.WriteString("- " + strings.ReplaceAll(it, "\n", "\n  "))
+	}
+	return b.String()
+}
+
+// boundItems renders fixed items, then the first head and the last tail items with an
+// elision marker for the rest, within max bytes: newest items give way first (down to two),
+// then oldest ones (down to one), then every item is clipped.
+func boundItems(fixed, items []string, elided, head, tail, max int) string {
+	h := min(head, len(items))
+	t := min(tail, len(items)-h)
+	build := func(clipTo int) string {
+		list := make([]string, 0, len(fixed)+h+t+1)
+		list = append(list, fixed...)
+		list = append(list, items[:h]...)
+		if n := elided + len(items) - h - t; n > 0 {
+			list = append(list, elisionMarker(n))
+		}
+		list = append(list, items[len(items)-t:]...)
+		if clipTo > 0 {
+			for i := range list {
+				list[i] = clip(list[i], clipTo)
+			}
+		}
+		return renderItems(list)
+	}
+	out := build(0)
+	for len(out) > max {
+		switch {
+		case t > 2:
+			t--
+		case h > 1:
+			h--
+		case t > 1:
+			t--
+		default:
+			n := len(fixed) + h + t + 1
+			out = build(max/n - 16)
+			if len(out) > max {
+				out = strings.TrimSpace(truncateUTF8(out, max))
+			}
+			return out
+		}
+		out = build(0)
+	}
+	return out
+}
+
+// fileTrail is execution_progress's list of the files an agent touched, by kind:
+// "files edited: a.py, b/c.py; created: reproduce.py; read: x.py; deleted: reproduce.py".
+type fileTrail struct {
+	files [len(trailKinds)][]string
+	more  [len(trailKinds)]int // files elided from each list
+	// bases counts each kind's files by base name: two paths can name the same file only
+	// with the same base name, so most lookups end here.
+	bases [len(trailKinds)]map[string]int
+}
+
+func baseName(p string) string { return p[strings.LastIndexByte(p, '/')+1:] }
+
+var trailKinds = [...]string{"edited", "created", "read", "deleted"}
+
+const (
+	trailEdited = iota
+	trailCreated
+	trailRead
+	trailDeleted
+)
+
+// trailCaps is how many files of each kind the trail lists before eliding the middle ones.
+var trailCaps = [len(trailKinds)]int{20, 10, 12, 8}
+
+const maxTrailChars = 800
+
+var moreFiles = regexp.MustCompile(`^\+(\d{1,9}) more$`)
+
+// parseTrail reads a trail item.
+func parseTrail(it string) (fileTrail, bool) {
+	var ft fileTrail
+	rest, ok := strings.CutPrefix(it, "files ")
+	if !ok || strings.Contains(it, "\n") {
+		return ft, false
+	}
+	for seg := range strings.SplitSeq(rest, "; ") {
+		kind, list, ok := strings.Cut(seg, ": ")
+		k := -1
+		for i, name := range trailKinds {
+			if kind == name {
+				k = i
+			}
+		}
+		if !ok || k < 0 {
+			return ft, false
+		}
+		for f := range strings.SplitSeq(list, ", ") {
+			if m := moreFiles.FindStringSubmatch(f); m != nil {
+				n, _ := strconv.Atoi(m[1])
+				ft.more[k] += n
+			} else if f = strings.TrimSpace(f); f != "" {
+				ft.add(k, f)
+			}
+		}
+	}
+	return ft, true
+}
+
+// sameFile reports whether two paths name the same file as far as a trail can tell: the
+// agent writes "/testbed/a/b.py" in one tool and "a/b.py" in another.
+func sameFile(a, b string) bool {
+	return a == b || pathSuffix(a, b) || pathSuffix(b, a)
+}
+
+// pathSuffix reports whether path p ends with "/"+s.
+func pathSuffix(p, s string) bool {
+	return len(p) > len(s) && p[len(p)-len(s)-1] == '/' && strings.HasSuffix(p, s)
+}
+
+// maxTrailFiles bounds the files a trail holds per kind: each add compares with every one,
+// and a rendered trail shows a few dozen; past it, files are only counted.
+const maxTrailFiles = 400
+
+func (ft *fileTrail) has(k int, f string) bool {
+	if ft.bases[k][baseName(f)] == 0 {
+		return false
+	}
+	for _, g := range ft.files[k] {
+		if sameFile(g, f) {
+			return true
+		}
+	}
+	return false
+}
+
+func (ft *fileTrail) remove(k int, f string) {
+	if !ft.has(k, f) {
+		return
+	}
+	out := ft.files[k][:0]
+	for _, g := range ft.files[k] {
+		if sameFile(g, f) {
+			ft.bases[k][baseName(g)]--
+		} else {
+			out = append(out, g)
+		}
+	}
+	ft.files[k] = out
+}
+
+// add records a file: a file created is not listed as edited or read too, one edited is not
+// listed as read.
+func (ft *fileTrail) add(k int, f string) {
+	switch k {
+	case trailCreated:
+		ft.remove(trailEdited, f)
+		ft.remove(trailRead, f)
+	case trailEdited:
+		if ft.has(trailCreated, f) {
+			return
+		}
+		ft.remove(trailRead, f)
+	case trailRead:
+		if ft.has(trailCreated, f) || ft.has(trailEdited, f) {
+			return
+		}
+	}
+	switch {
+	case ft.has(k, f):
+	case len(ft.files[k]) >= maxTrailFiles:
+		ft.more[k]++
+	default:
+		ft.files[k] = append(ft.files[k], f)
+		if ft.bases[k] == nil {
+			ft.bases[k] = map[string]int{}
+		}
+		ft.bases[k][baseName(f)]++
+	}
+}
+
+func (ft *fileTrail) merge(o fileTrail) {
+	for k := range trailKinds {
+		ft.more[k] += o.more[k]
+		for _, f := range o.files[k] {
+			ft.add(k, f)
+		}
+	}
+}
+
+func (ft *fileTrail) empty() bool {
+	for k := range trailKinds {
+		if len(ft.files[k])+ft.more[k] > 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// String renders the trail within maxTrailChars, eliding the middle of long lists (read
+// files first).
+func (ft *fileTrail) String() string {
+	caps := trailCaps
+	for {
+		s := ft.render(caps)
+		if len(s) <= maxTrailChars {
+			return s
+		}
+		shrunk := false
+		for _, k := range [...]int{trailRead, trailDeleted, trailCreated, trailEdited} {
+			if caps[k] > 2 {
+				caps[k] /= 2
+				shrunk = true
+				break
+			}
+		}
+		if !shrunk {
+			return clip(s, maxTrailChars-3)
+		}
+	}
+}
+
+func (ft *fileTrail) render(caps [len(trailKinds)]int) string {
+	var b strings.Builder
+	for k, kind := range trailKinds {
+		files, hidden := ft.files[k], ft.more[k]
+		if len(files)+hidden == 0 {
+			continue
+		}
+		if b.Len() == 0 {
+			b.WriteString("files ")
+		} else {
+			b.WriteString("; ")
+		}
+		b.WriteString(kind + ": ")
+		// The first files, "+N more" for the elided ones, the last files.
+		first, from := min(3, len(files)), min(3, len(files))
+		if len(files) > caps[k] {
+			first = min(3, caps[k]/2)
+			from = len(files) - (caps[k] - first)
+			hidden += from - first
+		}
+		list := append([]string(nil), files[:first]...)
+		if hidden > 0 {
+			list = append(list, fmt.Sprintf("+%d more", hidden))
+		}
+		list = append(list, files[from:]...)
+		b.WriteString(strings.Join(list, ", "))
+	}
+	return b.String()
+}
+
+// callCounts is execution_progress's count of tool calls by tool: "tool calls: bash x4,
+// str_replace_editor x2". Each summary counts only its own span, so merged counts add up.
+type callCounts struct {
+	names []string
+	n     map[string]int
+}
+
+var countsItem = regexp.MustCompile(`^tool calls: ((?:[\w.:/-]+ x\d{1,9})(?:, [\w.:/-]+ x\d{1,9})*)$`)
+
+func parseCounts(it string) (callCounts, bool) {
+	m := countsItem.FindStringSubmatch(it)
+	if m == nil {
+		return callCounts{}, false
+	}
+	cc := callCounts{n: map[string]int{}}
+	for part := range strings.SplitSeq(m[1], ", ") {
+		i := strings.LastIndex(part, " x")
+		n, err := strconv.Atoi(part[i+2:])
+		if err != nil {
+			return callCounts{}, false
+		}
+		cc.add(part[:i], n)
+	}
+	return cc, true
+}
+
+func (cc *callCounts) add(name string, n int) {
+	if cc.n == nil {
+		cc.n = map[string]int{}
+	}
+	if _, ok := cc.n[name]; !ok {
+		cc.names = append(cc.names, name)
+	}
+	cc.n[name] += n
+}
+
+func (cc *callCounts) merge(o callCounts) {
+	for _, name := range o.names {
+		cc.add(name, o.n[name])
+	}
+}
+
+// String lists the tools most used first, at most eight.
+func (cc *callCounts) String() string {
+	names := append([]string(nil), cc.names...)
+	sort.SliceStable(names, func(i, j int) bool { return cc.n[names[i]] > cc.n[names[j]] })
+	parts := make([]string, 0, len(names))
+	other := 0
+	for i, n := range names {
+		if i >= 8 {
+			other += cc.n[n]
+			continue
+		}
+		parts = append(parts, fmt.Sprintf("%s x%d", n, cc.n[n]))
+	}
+	if other > 0 {
+		parts = append(parts, fmt.Sprintf("other x%d", other))
+	}
+	return "tool calls: " + strings.Join(parts, ", ")
 }

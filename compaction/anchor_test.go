@@ -1,6 +1,7 @@
 package compaction
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -13,13 +14,20 @@ func anchorMap(as []Anchor) map[AnchorType]string {
 	return m
 }
 
+// The forms SummaryInstructions asks for, and the variants of them models write.
 func TestParseAnchorsFormats(t *testing.T) {
 	cases := map[string]string{
-		"documented":  "## Anchors\n- user_intent: fix the parser\n- execution_progress: reproduced\n- key_decision: use a stack\n- tried_solution: regex failed\n- next_step: run tests\n\n## Summary\nWe looked at parser.go.",
-		"bold labels": "**User Intent**: fix the parser\n**Execution Progress**: reproduced\n**Key Decisions**: use a stack\n**Tried Solutions**: regex failed\n**Next Steps**: run tests\n\n**Summary**: We looked at parser.go.",
-		"headings":    "### User intent\nfix the parser\n### Execution progress\nreproduced\n### Key decision\nuse a stack\n### Tried solution\nregex failed\n### Next step\nrun tests\n### Summary\nWe looked at parser.go.",
-		"json":        "```json\n{\"user_intent\":\"fix the parser\",\"execution_progress\":\"reproduced\",\"key_decision\":\"use a stack\",\"tried_solution\":[\"regex failed\"],\"next_step\":\"run tests\",\"summary\":\"We looked at parser.go.\"}\n```",
-		"tags":        "<user_intent>fix the parser</user_intent>\n<execution_progress>reproduced</execution_progress>\n<key_decision>use a stack</key_decision>\n<tried_solution>regex failed</tried_solution>\n<next_step>run tests</next_step>\n<summary>We looked at parser.go.</summary>",
+		"documented":     "## Anchors\n- user_intent: fix the parser\n- execution_progress: reproduced\n- key_decision: use a stack\n- tried_solution: regex failed\n- next_step: run tests\n\n## Summary\nWe looked at parser.go.",
+		"bullet lists":   "## Anchors\n- user_intent:\n  - fix the parser\n- execution_progress:\n  - reproduced\n- key_decision:\n  - use a stack\n- tried_solution:\n  - regex failed\n- next_step:\n  - run tests\n\n## Summary\nWe looked at parser.go.",
+		"bold names":     "## Anchors\n- **user_intent**: fix the parser\n- **execution_progress**: reproduced\n**key_decision:** use a stack\n* **tried_solution**: regex failed\n**next_step**: run tests\n\n**Summary**\nWe looked at parser.go.",
+		"no bullets":     "USER_INTENT: fix the parser\nEXECUTION_PROGRESS: reproduced\nKEY_DECISION: use a stack\nTRIED_SOLUTION: regex failed\nNEXT_STEP: run tests\n\nSummary: We looked at parser.go.",
+		"name headings":  "## user_intent\nfix the parser\n## execution_progress\nreproduced\n## key_decision\nuse a stack\n## tried_solution\nregex failed\n## next_step\nrun tests\n# Summary\nWe looked at parser.go.",
+		"fenced reply":   "```markdown\n## Anchors\n- user_intent: fix the parser\n- execution_progress: reproduced\n- key_decision: use a stack\n- tried_solution: regex failed\n- next_step: run tests\n## Summary\nWe looked at parser.go.\n```",
+		"json":           "```json\n{\"user_intent\":\"fix the parser\",\"execution_progress\":\"reproduced\",\"key_decision\":\"use a stack\",\"tried_solution\":[\"regex failed\"],\"next_step\":\"run tests\",\"summary\":\"We looked at parser.go.\"}\n```",
+		"json aliases":   `{"anchors": {"goal": "fix the parser", "progress": "reproduced", "decisions": "use a stack", "attempts": "regex failed", "next steps": "run tests"}, "summary": "We looked at parser.go."}`,
+		"summary first":  "## Summary\nWe looked at parser.go.\n\n## Anchors\n- user_intent: fix the parser\n- execution_progress: reproduced\n- key_decision: use a stack\n- tried_solution: regex failed\n- next_step: run tests",
+		"crlf endings":   "## Anchors\r\n- user_intent: fix the parser\r\n- execution_progress: reproduced\r\n- key_decision: use a stack\r\n- tried_solution: regex failed\r\n- next_step: run tests\r\n\r\n## Summary\r\nWe looked at parser.go.\r\n",
+		"blank in lists": "## Anchors\n- user_intent: fix the parser\n\n- execution_progress: reproduced\n\n- key_decision: use a stack\n\n- tried_solution: regex failed\n\n- next_step: run tests\n\n## Summary\nWe looked at parser.go.",
 	}
 	for name, in := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -28,18 +36,153 @@ func TestParseAnchorsFormats(t *testing.T) {
 				t.Fatalf("unexpected error: %v", err)
 			}
 			m := anchorMap(anchors)
-			if m[AnchorUserIntent] != "fix the parser" || m[AnchorNextStep] != "run tests" || m[AnchorTriedSolution] != "regex failed" {
-				t.Fatalf("anchors %q", m)
+			want := map[AnchorType]string{AnchorUserIntent: "fix the parser", AnchorExecutionProgress: "reproduced", AnchorKeyDecision: "use a stack", AnchorTriedSolution: "regex failed", AnchorNextStep: "run tests"}
+			for typ, w := range want {
+				if got := strings.TrimPrefix(m[typ], "- "); got != w {
+					t.Errorf("%s = %q, want %q", typ, m[typ], w)
+				}
 			}
-			if !strings.Contains(summary, "We looked at parser.go.") {
+			if strings.TrimSpace(summary) != "We looked at parser.go." {
 				t.Fatalf("summary %q", summary)
 			}
 		})
 	}
 }
 
+// Lines that look like headers but are not in a form the prompt asks for open no section:
+// they stay where they are, and text no section holds is kept in the summary and named in
+// the error.
+func TestParseAnchorsStrict(t *testing.T) {
+	const rest = "- execution_progress: reproduced\n- key_decision: use a stack\n- tried_solution: regex failed\n"
+	cases := []struct {
+		name, in string
+		want     map[AnchorType]string // anchors that must have exactly this content
+		summary  []string              // the summary must contain these
+		err      string                // the error must contain this ("" for no error)
+	}{
+		{
+			name: "progress word inside an anchor",
+			in:   "- user_intent: fix the parser\n" + rest + "- next_step: run tests\nProgress: 3 of 5 tests pass\n\n## Summary\nS.",
+			want: map[AnchorType]string{AnchorNextStep: "run tests\nProgress: 3 of 5 tests pass"},
+		},
+		{
+			name: "next steps with a dash",
+			in:   "- user_intent: fix the parser\nNext steps - run tests\n" + rest + "- next_step: ship\n## Summary\nS.",
+			want: map[AnchorType]string{AnchorUserIntent: "fix the parser\nNext steps - run tests", AnchorNextStep: "ship"},
+		},
+		{
+			name: "summary heading in a code block",
+			in:   "- user_intent: fix the report generator:\n```\n## Summary\n- next_step: not a header\n```\n" + rest + "- next_step: run tests\n## Summary\nS.",
+			want: map[AnchorType]string{AnchorUserIntent: "fix the report generator:\n```\n## Summary\n- next_step: not a header\n```", AnchorNextStep: "run tests"},
+		},
+		{
+			name: "summary heading in a quoted task",
+			in:   "- user_intent: the user asked:\n  > ## Summary\n  > make the report shorter\n" + rest + "- next_step: run tests\n## Summary\nS.",
+			want: map[AnchorType]string{AnchorUserIntent: "the user asked:\n> ## Summary\n> make the report shorter"},
+		},
+		{
+			name: "indented summary heading",
+			in:   "- user_intent: write the release notes with\n  ## Summary\n  ## Changes\n" + rest + "- next_step: run tests\n## Summary\nS.",
+			want: map[AnchorType]string{AnchorUserIntent: "write the release notes with\n## Summary\n## Changes", AnchorNextStep: "run tests"},
+		},
+		{
+			name:    "summary of changes is a heading of the text",
+			in:      "- user_intent: fix it\n" + rest + "- next_step: run tests\n## Summary\nS.\n## Summary of changes\nmore",
+			summary: []string{"S.\n## Summary of changes\nmore"},
+		},
+		{
+			name:    "aliases are not headers",
+			in:      "**User Intent**: fix the parser\nIntent: fix it\n<next_step>run</next_step>\n## Anchors\n- user_intent: the real intent\n" + rest + "- next_step: run tests\n## Summary\nS.",
+			want:    map[AnchorType]string{AnchorUserIntent: "the real intent", AnchorNextStep: "run tests"},
+			summary: []string{"**User Intent**: fix the parser", "Intent: fix it", "<next_step>run</next_step>", "S."},
+			err:     "3 lines outside any section kept in the summary",
+		},
+		{
+			name:    "prose after the anchors without a heading",
+			in:      "- user_intent: fix it\n" + rest + "- next_step: run tests\n\nThe agent read parser.go\nand found the bug.",
+			want:    map[AnchorType]string{AnchorNextStep: "run tests"},
+			summary: []string{"The agent read parser.go\nand found the bug."},
+			err:     "2 lines outside any section kept in the summary",
+		},
+		{
+			name:    "preamble before the anchors",
+			in:      "Here is the summary you asked for.\n## Anchors\n- user_intent: fix it\n" + rest + "- next_step: run tests\n## Summary\nS.",
+			summary: []string{"Here is the summary you asked for.", "S."},
+			err:     "1 lines outside any section kept in the summary",
+		},
+		{
+			name: "a list item named summary",
+			in:   "- user_intent: fix it\n- Summary: not the summary\n" + rest + "- next_step: run tests\n## Summary\nS.",
+			want: map[AnchorType]string{AnchorUserIntent: "fix it\n- Summary: not the summary"},
+		},
+		{
+			name: "no space after the colon",
+			in:   "- user_intent: fix it\nnext_step:run\n" + rest + "- next_step: run tests\n## Summary\nS.",
+			want: map[AnchorType]string{AnchorUserIntent: "fix it\nnext_step:run"},
+		},
+		{
+			name: "indented items after blank lines",
+			in:   "- user_intent:\n  - fix it\n\n  - keep the API\n" + rest + "- next_step: run tests\n## Summary\nS.",
+			want: map[AnchorType]string{AnchorUserIntent: "- fix it\n\n- keep the API"},
+		},
+		{
+			name: "the same anchor twice",
+			in:   "- user_intent: fix it\n" + rest + "- next_step: run tests\n- user_intent: keep the API\n## Summary\nS.",
+			want: map[AnchorType]string{AnchorUserIntent: "fix it\nkeep the API"},
+		},
+		{
+			name: "missing anchors",
+			in:   "- user_intent: fix it\n## Summary\nS.",
+			err:  "missing execution_progress, key_decision, tried_solution, next_step (filled with N/A)",
+		},
+		{
+			name:    "json with an unknown field",
+			in:      `{"user_intent": "fix it", "execution_progress": "x", "key_decision": "y", "tried_solution": "z", "next_step": "w", "notes": "keep me", "summary": "S."}`,
+			summary: []string{"notes: keep me", "S."},
+			err:     "1 fields outside any section kept in the summary",
+		},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			anchors, summary, err := ParseAnchorsAndSummary(c.in)
+			if c.err == "" && err != nil {
+				t.Fatalf("unexpected error: %v", err)
+			}
+			if c.err != "" && (err == nil || !strings.Contains(err.Error(), c.err)) {
+				t.Fatalf("error %v, want %q", err, c.err)
+			}
+			m := anchorMap(anchors)
+			for typ, w := range c.want {
+				if m[typ] != w {
+					t.Errorf("%s = %q, want %q", typ, m[typ], w)
+				}
+			}
+			for _, s := range c.summary {
+				if !strings.Contains(summary, s) {
+					t.Errorf("summary %q lacks %q", summary, s)
+				}
+			}
+			// Nothing is lost: every non-blank input line is in an anchor or the summary.
+			if !strings.HasPrefix(c.in, "{") {
+				all := summary + "\n" + FormatAnchors(anchors)
+				for l := range strings.SplitSeq(c.in, "\n") {
+					if l = strings.TrimSpace(l); l != "" && !strings.Contains(all, strings.TrimPrefix(strings.TrimPrefix(l, "- "), "> ")) && !isHeaderLine(l) {
+						t.Errorf("line %q lost", l)
+					}
+				}
+			}
+		})
+	}
+}
+
+// isHeaderLine is a line the parser consumes as a header.
+func isHeaderLine(l string) bool {
+	k, _, _ := parseHeader(l)
+	return k != headerNone
+}
+
 func TestParseAnchorsFillsMissingWithNA(t *testing.T) {
-	anchors, summary, err := ParseAnchorsAndSummary("user_intent: ship it\nThe rest is prose.")
+	anchors, _, err := ParseAnchorsAndSummary("user_intent: ship it\nThe rest is prose.")
 	if err == nil || !strings.Contains(err.Error(), "missing execution_progress, key_decision, tried_solution, next_step") {
 		t.Fatalf("error %v", err)
 	}
@@ -47,7 +190,7 @@ func TestParseAnchorsFillsMissingWithNA(t *testing.T) {
 		t.Fatalf("%d anchors, want always 5", len(anchors))
 	}
 	m := anchorMap(anchors)
-	if m[AnchorUserIntent] != "ship it\nThe rest is prose." && m[AnchorUserIntent] != "ship it" {
+	if m[AnchorUserIntent] != "ship it\nThe rest is prose." {
 		t.Fatalf("intent %q", m[AnchorUserIntent])
 	}
 	for _, ty := range AnchorTypes[1:] {
@@ -55,22 +198,65 @@ func TestParseAnchorsFillsMissingWithNA(t *testing.T) {
 			t.Fatalf("%s = %q, want N/A", ty, m[ty])
 		}
 	}
-	_ = summary
-	// No anchors at all: everything is summary.
-	anchors, summary, err = ParseAnchorsAndSummary("Just prose about the work.")
-	if err == nil || summary != "Just prose about the work." || CountAvailable(anchors) != 0 {
+	// No anchors at all: everything is summary, no line counted as misplaced.
+	anchors, summary, err := ParseAnchorsAndSummary("Just prose about the work.\nProgress: good.")
+	if err == nil || strings.Contains(err.Error(), "outside") || summary != "Just prose about the work.\nProgress: good." || CountAvailable(anchors) != 0 {
 		t.Fatalf("prose only: %v %q %v", anchors, summary, err)
 	}
 	if _, _, err := ParseAnchorsAndSummary("   "); err == nil {
 		t.Fatal("empty output accepted silently")
 	}
+	// An anchor given as N/A is not missing.
+	if _, _, err := ParseAnchorsAndSummary("- user_intent: N/A\n- execution_progress: N/A\n- key_decision: N/A\n- tried_solution: N/A\n- next_step: N/A\n## Summary\nS"); err != nil {
+		t.Fatalf("explicit N/A: %v", err)
+	}
+}
+
+// What FormatAnchors writes parses back to the same anchors, whatever their content holds.
+func TestFormatAnchorsParsesBack(t *testing.T) {
+	contents := []string{
+		"a\nmultiline",
+		"- one item",
+		"- first\n- second\n  continued\n- third",
+		"fix it:\n- keep the API\n- add a test",
+		"with\n\nblank lines\n\n\nin it",
+		"```\n## Summary\n- next_step: not a header\n```",
+		"## Summary\nuser_intent: also not a header",
+		"  indented code\n\tand a tab",
+		"Progress: 3 of 5 tests pass",
+		"ends with a fence\n```",
+		"**bold**: text",
+		NotAvailable,
+	}
+	for i, c := range contents {
+		in := []Anchor{{AnchorUserIntent, c}, {AnchorExecutionProgress, "b"}, {AnchorKeyDecision, c}, {AnchorTriedSolution, "d"}, {AnchorNextStep, c}}
+		want := []Anchor{{AnchorUserIntent, strings.TrimSpace(c)}, {AnchorExecutionProgress, "b"}, {AnchorKeyDecision, strings.TrimSpace(c)}, {AnchorTriedSolution, "d"}, {AnchorNextStep, strings.TrimSpace(c)}}
+		out, summary, err := ParseAnchorsAndSummary("## Anchors\n" + FormatAnchors(in) + "\n## Summary\nS")
+		if err != nil {
+			t.Fatalf("content %d: %v", i, err)
+		}
+		for j := range want {
+			if out[j] != want[j] {
+				t.Errorf("content %d, anchor %d: %q, want %q", i, j, out[j].Content, want[j].Content)
+			}
+		}
+		if summary != "S" {
+			t.Errorf("content %d: summary %q", i, summary)
+		}
+	}
 }
 
 func TestMergeAnchorsUnion(t *testing.T) {
-	old := []Anchor{{AnchorUserIntent, "fix parser"}, {AnchorKeyDecision, "use stack"}, {AnchorNextStep, "old next"}}
-	new := []Anchor{{AnchorUserIntent, NotAvailable}, {AnchorNextStep, "run tests"}, {AnchorTriedSolution, "regex"}}
+	old := []Anchor{{AnchorUserIntent, "fix parser"}, {AnchorKeyDecision, "use stack"}, {AnchorNextStep, "old next"}, {AnchorTriedSolution, "regex"}}
+	new := []Anchor{{AnchorUserIntent, NotAvailable}, {AnchorNextStep, "run tests"}, {AnchorTriedSolution, "- Regex \n- recursion: stack overflow"}, {AnchorKeyDecision, "keep the API"}}
 	m := anchorMap(MergeAnchors(old, new))
-	want := map[AnchorType]string{AnchorUserIntent: "fix parser", AnchorKeyDecision: "use stack", AnchorNextStep: "run tests", AnchorTriedSolution: "regex", AnchorExecutionProgress: NotAvailable}
+	want := map[AnchorType]string{
+		AnchorUserIntent:        "fix parser",
+		AnchorKeyDecision:       "- use stack\n- keep the API",          // union, oldest first
+		AnchorNextStep:          "run tests",                            // the newest plan supersedes
+		AnchorTriedSolution:     "- regex\n- recursion: stack overflow", // "Regex " is "regex" again
+		AnchorExecutionProgress: NotAvailable,
+	}
 	for k, v := range want {
 		if m[k] != v {
 			t.Errorf("%s = %q, want %q", k, m[k], v)
@@ -79,41 +265,96 @@ func TestMergeAnchorsUnion(t *testing.T) {
 	if len(MergeAnchors(nil, nil)) != 5 {
 		t.Error("merge must always give five anchors")
 	}
-}
-
-func TestFormatAnchorsParsesBack(t *testing.T) {
-	in := []Anchor{{AnchorUserIntent, "a\nmultiline"}, {AnchorExecutionProgress, "b"}, {AnchorKeyDecision, "c"}, {AnchorTriedSolution, "d"}, {AnchorNextStep, "e"}}
-	out, _, err := ParseAnchorsAndSummary("## Anchors\n" + FormatAnchors(in) + "\n## Summary\nS")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := range in {
-		if out[i] != in[i] {
-			t.Errorf("anchor %d: %q, want %q", i, out[i], in[i])
-		}
+	// No new plan: the old one stays.
+	if got := anchorMap(MergeAnchors(old, nil))[AnchorNextStep]; got != "old next" {
+		t.Errorf("next_step without a new plan = %q", got)
 	}
 }
 
-func FuzzParseAnchors(f *testing.F) {
-	f.Add("## Anchors\n- user_intent: x\n## Summary\ny")
-	f.Add("{\"user_intent\": [\"a\", 1]}")
-	f.Add("<next_step>do</next_step>\n**Summary**")
-	f.Add("\xff\xfe")
-	f.Fuzz(func(t *testing.T, s string) {
-		anchors, _, _ := ParseAnchorsAndSummary(s)
-		if len(anchors) != 5 {
-			t.Fatalf("%d anchors", len(anchors))
+func TestMergeAnchorsItems(t *testing.T) {
+	cases := []struct {
+		name     string
+		typ      AnchorType
+		old, new string
+		want     string
+	}{
+		{"an item restated with more detail replaces the older", AnchorExecutionProgress, "- calls c1 c2\n- edited a.py", "calls c1 c2 c3", "- calls c1 c2 c3\n- edited a.py"},
+		{"a shorter restatement is dropped", AnchorKeyDecision, "use a stack because nesting is unbounded", "use a stack", "use a stack because nesting is unbounded"},
+		{"clipped items match their full text", AnchorKeyDecision, "- use a stack because...", "use a stack because nesting is unbounded", "use a stack because nesting is unbounded"},
+		{"a harness reminder differing in a count is kept once", AnchorUserIntent, "- fix it\n- later: Please always provide EXACTLY ONE action, found 2 actions.", "- later: Please always provide EXACTLY ONE action, found 5 actions.", "- fix it\n- later: Please always provide EXACTLY ONE action, found 2 actions."},
+		{"counts differ outside user_intent", AnchorTriedSolution, "pytest -> 2 failed", "pytest -> 5 failed", "- pytest -> 2 failed\n- pytest -> 5 failed"},
+		{"numbered items", AnchorNextStep, "x", "1. run tests\n2. open a PR", "- run tests\n- open a PR"},
+		{"nested bullets stay under their item", AnchorKeyDecision, "- use a stack\n  - because nesting is unbounded", "- keep the API", "- use a stack\n  - because nesting is unbounded\n- keep the API"},
+		{"the old format's nesting is flattened", AnchorExecutionProgress, "Earlier: Earlier: Earlier: This span: 3 tool calls\nThis span: 2 tool calls", "", "- This span: 3 tool calls\n- This span: 2 tool calls"},
+		{"file trails merge into one item, first", AnchorExecutionProgress, "- ran pytest\n- files edited: a.py; read: b.py, c.py", "- files edited: /repo/b.py; created: r.py; deleted: r.py\n- ran it again",
+			"- files edited: a.py, /repo/b.py; created: r.py; read: c.py; deleted: r.py\n- ran pytest\n- ran it again"},
+		{"tool-call counts add up", AnchorExecutionProgress, "tool calls: bash x4, str_replace_editor x1", "tool calls: str_replace_editor x3, bash x1", "tool calls: bash x5, str_replace_editor x4"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got := anchorMap(MergeAnchors([]Anchor{{c.typ, c.old}}, []Anchor{{c.typ, c.new}}))[c.typ]
+			if got != c.want {
+				t.Errorf("merged %q", got)
+			}
+		})
+	}
+}
+
+// Merged lists are bounded: the oldest and the newest items survive with one elision
+// marker between them, whatever the number of merges, within MaxAnchorChars.
+func TestMergeAnchorsBoundedNeverNests(t *testing.T) {
+	var anchors []Anchor
+	for i := range 300 {
+		new := []Anchor{
+			{AnchorUserIntent, fmt.Sprintf("later: instruction %c%c from the user", 'a'+i%26, 'a'+i/26)},
+			{AnchorExecutionProgress, fmt.Sprintf("- files edited: src/f%d.py; read: docs/r%d.md\n- tool calls: bash x2\n- pytest tests/t%d.py -> exit 1: %d failed, %d passed", i, i, i, i%7, i)},
+			{AnchorKeyDecision, fmt.Sprintf("decision %d: use approach %d instead of %d because of reason %d", i, i, i+1, i)},
+			{AnchorTriedSolution, strings.Repeat(fmt.Sprintf("attempt %d failed with ValueError: bad input ", i), 1+i%20)},
+			{AnchorNextStep, fmt.Sprintf("step %d", i)},
 		}
-		for i, a := range anchors {
-			if a.Type != AnchorTypes[i] || a.Content == "" || len(a.Content) > MaxAnchorChars {
-				t.Fatalf("anchor %d malformed: %+v", i, a)
+		if i == 0 {
+			new[0].Content = "- Fix the failing parser test.\n- Expected: nested brackets parse"
+		}
+		anchors = MergeAnchors(anchors, new)
+		for _, a := range anchors {
+			if len(a.Content) > MaxAnchorChars {
+				t.Fatalf("merge %d: %s is %d bytes", i, a.Type, len(a.Content))
+			}
+			if n := strings.Count(a.Content, "elided ...]"); n > 1 {
+				t.Fatalf("merge %d: %s has %d elision markers: %q", i, a.Type, n, a.Content)
+			}
+			if strings.Contains(a.Content, "Earlier:") {
+				t.Fatalf("nested: %q", a.Content)
 			}
 		}
-		merged := MergeAnchors(anchors, anchors)
-		if len(merged) != 5 {
-			t.Fatal("merge lost anchors")
+	}
+	m := anchorMap(anchors)
+	intent := m[AnchorUserIntent]
+	if !strings.HasPrefix(intent, "- Fix the failing parser test.\n- Expected: nested brackets parse\n") || !strings.Contains(intent, "instruction nl from the user") {
+		t.Errorf("user_intent lost the task or the newest instruction: %q", intent)
+	}
+	progress := m[AnchorExecutionProgress]
+	first, _, _ := strings.Cut(progress, "\n")
+	if !strings.HasPrefix(first, "- files edited: src/f0.py, src/f1.py, src/f2.py, +") || !strings.Contains(first, "src/f299.py") {
+		t.Errorf("file trail: %q", first)
+	}
+	if !strings.Contains(progress, "tool calls: bash x600") || !strings.Contains(progress, "tests/t0.py") || !strings.Contains(progress, "tests/t299.py") {
+		t.Errorf("progress lost its counts, oldest or newest entries: %q", progress)
+	}
+	decisions := m[AnchorKeyDecision]
+	if !strings.Contains(decisions, "decision 0:") || !strings.Contains(decisions, "decision 299:") || !strings.Contains(decisions, "items elided ...]") {
+		t.Errorf("key_decision: %q", decisions)
+	}
+	if m[AnchorNextStep] != "step 299" {
+		t.Errorf("next_step %q", m[AnchorNextStep])
+	}
+	// Merging a merge result with itself changes nothing.
+	again := MergeAnchors(anchors, anchors)
+	for i := range anchors {
+		if anchors[i].Type != AnchorExecutionProgress && again[i] != anchors[i] {
+			t.Errorf("%s changed by merging it with itself:\n%q\n%q", anchors[i].Type, anchors[i].Content, again[i].Content)
 		}
-	})
+	}
 }
 
 func TestParseAnchorsNestingIsBounded(t *testing.T) {
@@ -137,4 +378,38 @@ func anchorContent(anchors []Anchor, typ AnchorType) string {
 		}
 	}
 	return ""
+}
+
+func FuzzParseAnchors(f *testing.F) {
+	f.Add("## Anchors\n- user_intent: x\n## Summary\ny")
+	f.Add("{\"user_intent\": [\"a\", 1]}")
+	f.Add("<next_step>do</next_step>\n**Summary**")
+	f.Add("\xff\xfe")
+	f.Fuzz(func(t *testing.T, s string) {
+		anchors, _, _ := ParseAnchorsAndSummary(s)
+		if len(anchors) != 5 {
+			t.Fatalf("%d anchors", len(anchors))
+		}
+		for i, a := range anchors {
+			if a.Type != AnchorTypes[i] || a.Content == "" || len(a.Content) > MaxAnchorChars {
+				t.Fatalf("anchor %d malformed: %+v", i, a)
+			}
+		}
+		// What FormatAnchors writes parses back exactly.
+		back, _, err := ParseAnchorsAndSummary("## Anchors\n" + FormatAnchors(anchors) + "\n## Summary\nS")
+		for i := range anchors {
+			if back[i] != anchors[i] {
+				t.Fatalf("anchor %d does not parse back (%v):\n%q\n%q", i, err, anchors[i].Content, back[i].Content)
+			}
+		}
+		merged := MergeAnchors(anchors, anchors)
+		if len(merged) != 5 {
+			t.Fatal("merge lost anchors")
+		}
+		for _, a := range MergeAnchors(merged, anchors) {
+			if a.Content == "" || len(a.Content) > MaxAnchorChars || strings.Count(a.Content, "elided ...]") > 1 {
+				t.Fatalf("merged %s malformed: %q", a.Type, a.Content)
+			}
+		}
+	})
 }
