@@ -413,3 +413,43 @@ func FuzzParseAnchors(f *testing.F) {
 		}
 	})
 }
+
+// The reply format SummaryInstructions shows is one the parser reads without complaint, and
+// asks for what the extractive summarizer writes: a file trail, outcomes, error lines.
+func TestSummaryInstructionsFormatParses(t *testing.T) {
+	start := strings.Index(SummaryInstructions, "## Anchors")
+	end := strings.Index(SummaryInstructions, "\nRules:")
+	if start < 0 || end < start {
+		t.Fatal("SummaryInstructions shows no reply format")
+	}
+	anchors, summary, err := ParseAnchorsAndSummary(SummaryInstructions[start:end])
+	if err != nil || CountAvailable(anchors) != 5 || summary == "" {
+		t.Fatalf("the documented format does not parse: %v, %d anchors, summary %q", err, CountAvailable(anchors), summary)
+	}
+	progress := splitItems(anchorContent(anchors, AnchorExecutionProgress)).items
+	if len(progress) != 2 || !strings.HasPrefix(progress[0], "files edited: ") {
+		t.Errorf("execution_progress items %q", progress)
+	}
+	for _, want := range []string{"exact error line", "with its reason", "exit codes", "later instruction or constraint"} {
+		if !strings.Contains(SummaryInstructions, want) {
+			t.Errorf("SummaryInstructions does not ask for %q", want)
+		}
+	}
+}
+
+func TestBuildSummaryPromptBounded(t *testing.T) {
+	var msgs []Message
+	for i := range 200 {
+		msgs = append(msgs, user(fmt.Sprintf("message %d %s", i, strings.Repeat("x", 500))))
+	}
+	req := SummaryRequest{Messages: msgs, PreviousAnchors: []Anchor{{AnchorUserIntent, "fix it"}}, MaxSummaryChars: 1000}
+	p := BuildSummaryPrompt(req, 20000)
+	if len(p) > 20000 {
+		t.Errorf("prompt %d bytes, over 20000", len(p))
+	}
+	for _, want := range []string{"Previous anchors:\n- user_intent: fix it\n", "message 0 ", "message 199 ", "messages elided", "list only what this excerpt adds", "Keep the summary under 1000 characters."} {
+		if !strings.Contains(p, want) {
+			t.Errorf("prompt lacks %q", want)
+		}
+	}
+}

@@ -26,23 +26,39 @@ type Summarizer interface {
 	Summarize(ctx context.Context, req SummaryRequest) (string, error)
 }
 
-// SummaryInstructions is the system prompt for LLM summarizers. It asks for the exact
-// format ParseAnchorsAndSummary reads best.
+// SummaryInstructions is the system prompt for LLM summarizers. It asks for the format
+// ParseAnchorsAndSummary reads (strictly: headers only at the start of a line, in these
+// forms) and for the same content as the extractive summarizer, so MergeAnchors can merge
+// either: each anchor a list of "- " items, the files as one "files edited: ...; created:
+// ...; read: ..." item.
 const SummaryInstructions = `You compact the context of a long-running AI agent. Summarize the conversation excerpt you are given so the agent can continue its task without it.
 
-Reply in exactly this format, with nothing before or after:
+Reply in exactly this format, with nothing before or after it:
 
 ## Anchors
-- user_intent: the user's original goal and constraints, in their words where possible
-- execution_progress: what has been completed so far (files changed, tests run, results)
-- key_decision: technical choices made and why
-- tried_solution: approaches that failed and why, so they are not repeated
-- next_step: the concrete next actions
+- user_intent:
+  - <the task: its title and the requirements it states, in the user's words: expected behaviour, names of functions or APIs to implement, what must not change, output formats the agent must follow>
+  - <each later instruction or constraint from the user, one per item>
+- execution_progress:
+  - files edited: <paths>; created: <paths>; read: <paths>
+  - <each step done with its outcome: exit codes, test counts, results, e.g. "pytest tests/test_x.py -> 1 failed, 22 passed">
+- key_decision:
+  - <each technical choice with its reason, e.g. "use X instead of Y because ...">
+- tried_solution:
+  - <each approach that failed, with the exact error line it produced, e.g. "python repro.py -> ValueError: unbalanced bracket">
+- next_step:
+  - <the concrete next actions>
 
 ## Summary
-A concise prose summary of everything else the agent needs: names, paths, commands, error messages, numbers.
+<concise prose with everything else the agent needs: names, paths, commands, numbers>
 
-Rules: write N/A for an anchor with nothing to say. If a previous summary and anchors are given, merge them with the new excerpt: keep every fact that is still true, drop what is superseded. Offloaded tool results appear as placeholders with a tool_call_id: mention that ID where the result matters, the agent can read it back.`
+Rules:
+- Write the headers exactly as above, each at the start of its line; put every item on its own line, indented by two spaces and starting with "- ". Write "- key_decision: N/A" (for example) for an anchor with nothing to add.
+- Quote error lines, file paths, commands, function and API names exactly. Keep each item to one line.
+- Never start a line of your own text with "## " or an anchor name; indent quoted text and code by two spaces.
+- If previous anchors are given, they are kept and merged with yours automatically: list only the items this excerpt adds or changes, and N/A where it adds nothing. Exception: next_step is always the complete current plan.
+- The summary replaces the previous summary: merge the previous summary with the new excerpt, keep every fact that is still true, drop what is superseded.
+- Offloaded tool results appear as placeholders with a tool_call_id: mention that ID where the result matters; the agent can read it back.`
 
 // maxRenderedMessageChars bounds one message in a summarizer prompt, so a single huge
 // message cannot blow the summarizer's own context.
@@ -60,8 +76,9 @@ func BuildSummaryPrompt(req SummaryRequest, maxChars int) string {
 		b.WriteString("\n\n")
 	}
 	fmt.Fprintf(&b, "Conversation excerpt to merge (%d messages):\n\n", len(req.Messages))
+	reminder := promptReminder(req)
 	rendered := make([]string, len(req.Messages))
-	total := b.Len()
+	total := b.Len() + len(reminder)
 	for i := range req.Messages {
 		rendered[i] = RenderMessage(&req.Messages[i], maxRenderedMessageChars)
 		total += len(rendered[i])
@@ -70,13 +87,11 @@ func BuildSummaryPrompt(req SummaryRequest, maxChars int) string {
 		for _, r := range rendered {
 			b.WriteString(r)
 		}
-		if req.MaxSummaryChars > 0 {
-			fmt.Fprintf(&b, "\nKeep the summary under %d characters.\n", req.MaxSummaryChars)
-		}
+		b.WriteString(reminder)
 		return b.String()
 	}
 	// Keep messages from both ends until the budget is used, eliding the middle.
-	budget := maxChars - b.Len()
+	budget := maxChars - b.Len() - len(reminder)
 	lo, hi := 0, len(rendered)-1
 	var front, back []string
 	for lo <= hi && budget > 0 {
@@ -102,10 +117,22 @@ func BuildSummaryPrompt(req SummaryRequest, maxChars int) string {
 	for i := len(back) - 1; i >= 0; i-- {
 		b.WriteString(back[i])
 	}
-	if req.MaxSummaryChars > 0 {
-		fmt.Fprintf(&b, "\nKeep the summary under %d characters.\n", req.MaxSummaryChars)
-	}
+	b.WriteString(reminder)
 	return b.String()
+}
+
+// promptReminder ends the prompt with the reply format: after a long excerpt, models follow
+// the system prompt's format less reliably.
+func promptReminder(req SummaryRequest) string {
+	s := "\nReply in the format of your instructions: \"## Anchors\" with the five \"- name:\" headers and their \"- \" items, then \"## Summary\"."
+	if CountAvailable(req.PreviousAnchors) > 0 {
+		s += " The previous anchors are kept: list only what this excerpt adds or changes, and the complete current next_step."
+	}
+	s += "\n"
+	if req.MaxSummaryChars > 0 {
+		s += fmt.Sprintf("Keep the summary under %d characters.\n", req.MaxSummaryChars)
+	}
+	return s
 }
 
 // RenderMessage renders one message as plain text for a summarizer, cut to maxChars.
