@@ -2,27 +2,48 @@ package compaction
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"regexp"
 	"slices"
-	"sort"
+	"strconv"
 	"strings"
 )
 
 // ExtractiveSummarizer is the default summarizer: deterministic, no network, no model. It
-// builds the five anchors and a prose timeline from the messages themselves (the first user
-// request, the tool calls made, failures seen, the decisions the assistant stated, its last
-// plan), so everything works, and is testable, with no LLM.
+// builds the five anchors and a prose timeline from the messages themselves, so everything
+// works, and is testable, with no LLM:
+//   - user_intent: the task (the last user message before the first assistant message, so
+//     a demonstration shown before it is skipped) as its title and key requirement lines,
+//     then each later user instruction, a repeated one once;
+//   - execution_progress: the files read, edited, created and deleted (from the tool calls'
+//     arguments and the diffs the tools printed), the tool calls made and the outcome of
+//     the commands that ran something (exit code, test counts, error line);
+//   - key_decision: sentences that state a choice or a reason, not "Let's run the test:";
+//   - tried_solution: what failed, with the error line the tool printed;
+//   - next_step: the assistant's latest stated plan.
+//
+// It describes only the span it is given: the engine merges the result into the session's
+// anchors with MergeAnchors. The previous summary's timeline is carried over, bounded.
 type ExtractiveSummarizer struct{}
 
 // Name is "extractive".
 func (ExtractiveSummarizer) Name() string { return "extractive" }
 
-// Lengths the extractive summary keeps of each piece it quotes.
+// Lengths and counts the extractive summary keeps.
 const (
-	extractIntentChars   = 800
-	extractLineChars     = 160
-	extractDecisionChars = 240
-	extractMaxItems      = 5
+	extractLineChars   = 160      // a line of the timeline
+	extractItemChars   = 240      // an anchor item
+	extractShortTask   = 300      // a task this short is kept whole
+	extractTaskChars   = 650      // the task's title and requirement lines
+	extractInstrChars  = 350      // the harness's instructions after the problem statement
+	extractFollowChars = 200      // a later user instruction
+	extractMaxItems    = 6        // outcomes, failures and decisions per span
+	extractScanBytes   = 8 << 10  // the head and the tail of a tool result that are read
+	extractArgBytes    = 4 << 10  // the head of a tool call's arguments that is read
+	extractTextBytes   = 16 << 10 // the head of a message's text that is read
+	extractDiffBytes   = 64 << 10 // the head of a diff that is read for file names
+	extractMaxResults  = 150      // tool results read backwards for outcomes and failures
 )
 
 // Summarize renders the anchors and summary in the documented format.
@@ -30,244 +51,1170 @@ func (ExtractiveSummarizer) Summarize(ctx context.Context, req SummaryRequest) (
 	if err := ctx.Err(); err != nil {
 		return "", err
 	}
-	prev := map[AnchorType]string{}
-	for _, a := range req.PreviousAnchors {
-		if a.Available() {
-			prev[a.Type] = a.Content
-		}
-	}
-	calls := map[string]ToolCall{}
-	var (
-		intent    string
-		nextStep  string
-		toolCount = map[string]int{}
-		nUser     int
-		nAsst     int
-		nTool     int
-		nOffload  int
-	)
-	// Forward: counts, the first request, the last plan.
-	for i := range req.Messages {
-		m := &req.Messages[i]
-		switch m.Role {
-		case RoleUser:
-			nUser++
-			if intent == "" && !strings.HasPrefix(m.Content, CompactionHeader) && strings.TrimSpace(m.Content) != "" {
-				intent = clip(m.Content, extractIntentChars)
-			}
-		case RoleAssistant:
-			nAsst++
-			for _, tc := range m.ToolCalls {
-				calls[tc.ID] = tc
-				toolCount[tc.Function.Name]++
-			}
-			if t := strings.TrimSpace(m.Content); t != "" {
-				nextStep = clip(t, extractDecisionChars*2)
-			}
-		case RoleTool:
-			nTool++
-			if strings.HasPrefix(m.Content, PlaceholderPrefix) {
-				nOffload++
-			}
-		}
-	}
-	// Backward: only the latest few calls, decisions and failures are kept, so stop looking
-	// once they are found; a long span costs no more than a short one.
-	var lastCalls, decisions, failures []string
-	for i := len(req.Messages) - 1; i >= 0; i-- {
-		m := &req.Messages[i]
-		if len(lastCalls) >= extractMaxItems && len(decisions) >= extractMaxItems && len(failures) >= extractMaxItems {
-			break
-		}
-		switch m.Role {
-		case RoleAssistant:
-			for j := len(m.ToolCalls) - 1; j >= 0 && len(lastCalls) < extractMaxItems; j-- {
-				lastCalls = append(lastCalls, describeCall(m.ToolCalls[j]))
-			}
-			if len(decisions) < extractMaxItems {
-				ds := decisionSentences(m.Content)
-				for j := len(ds) - 1; j >= 0 && len(decisions) < extractMaxItems; j-- {
-					decisions = append(decisions, ds[j])
-				}
-			}
-		case RoleTool:
-			if len(failures) >= extractMaxItems {
-				continue
-			}
-			if line, ok := failureLine(m.Content); ok {
-				what := "a tool call"
-				if tc, ok := calls[m.ToolCallID]; ok {
-					what = describeCall(tc)
-				}
-				failures = append(failures, what+" -> "+line)
-			}
-		}
-	}
-	slices.Reverse(lastCalls)
-	slices.Reverse(decisions)
-	slices.Reverse(failures)
-
-	anchors := map[AnchorType]string{}
-	switch {
-	case prev[AnchorUserIntent] != "":
-		anchors[AnchorUserIntent] = prev[AnchorUserIntent] // the original goal outlives every merge
-	case intent != "":
-		anchors[AnchorUserIntent] = intent
-	}
-	if len(toolCount) > 0 || prev[AnchorExecutionProgress] != "" {
-		var b strings.Builder
-		if p := prev[AnchorExecutionProgress]; p != "" {
-			b.WriteString("Earlier: " + clip(oneLine(p), 400) + "\n")
-		}
-		if len(toolCount) > 0 {
-			fmt.Fprintf(&b, "This span: %d tool calls (%s)", sumCounts(toolCount), formatCounts(toolCount))
-			if len(lastCalls) > 0 {
-				b.WriteString("; latest: " + strings.Join(lastCalls, "; "))
-			}
-		}
-		anchors[AnchorExecutionProgress] = b.String()
-	}
-	if len(decisions) > 0 {
-		anchors[AnchorKeyDecision] = "- " + strings.Join(decisions, "\n- ")
-	}
-	if len(failures) > 0 {
-		anchors[AnchorTriedSolution] = "- " + strings.Join(failures, "\n- ")
-	}
-	if nextStep != "" {
-		anchors[AnchorNextStep] = nextStep
-	}
-
+	x := newExtraction(&req)
+	x.forward()
+	x.backward()
 	var out strings.Builder
 	out.WriteString("## Anchors\n")
-	for _, t := range AnchorTypes {
-		c := anchors[t]
-		if c == "" {
-			c = NotAvailable
-		}
-		fmt.Fprintf(&out, "- %s: %s\n", t, strings.ReplaceAll(c, "\n", "\n  "))
-	}
+	// The merge with nothing bounds and de-duplicates the items exactly as the engine's
+	// merge will, so what is written here parses back unchanged.
+	out.WriteString(FormatAnchors(MergeAnchors(nil, x.anchors())))
 	out.WriteString("\n## Summary\n")
-	out.WriteString(extractiveProse(req, nUser, nAsst, nTool, nOffload))
+	out.WriteString(extractiveProse(&req, x.nUser, x.nAsst, x.nTool, x.nOffload))
 	return out.String(), nil
 }
 
-// extractiveProse is the timeline: one short line per message, the previous summary first,
-// bounded to req.MaxSummaryChars by keeping the earliest and latest lines.
-func extractiveProse(req SummaryRequest, nUser, nAsst, nTool, nOffload int) string {
-	max := req.MaxSummaryChars
-	if max <= 0 {
-		max = 6000
+// extraction is the state of one Summarize call.
+type extraction struct {
+	req       *SummaryRequest
+	calls     map[string]*ToolCall
+	editFile  map[string]string // SWE-agent "edit N:M" calls: the file they edited
+	pending   map[string][]trailEntry
+	scripts   map[string]bool // calls that ran several commands: a failing exit code is the last one's
+	counts    callCounts
+	trail     fileTrail
+	openFile  string // the file a SWE-agent-style editor has open
+	task      string
+	preamble  []string // short user messages before the task: context, or the task itself
+	followUps []string
+	nUser     int
+	nAsst     int
+	nTool     int
+	nOffload  int
+	outcomes  []string
+	failures  []string
+	decisions []string
+	nextStep  string
+}
+
+type trailEntry struct {
+	kind int
+	path string
+}
+
+func newExtraction(req *SummaryRequest) *extraction {
+	return &extraction{req: req, calls: map[string]*ToolCall{}, editFile: map[string]string{}, pending: map[string][]trailEntry{}, scripts: map[string]bool{}}
+}
+
+// forward reads every message once: counts, the task and later instructions, the tool
+// calls and the files they touched. Per message it reads at most a bounded head of the text,
+// arguments and results (a diff's file names excepted), so a span costs what its number of
+// messages does, not its bytes.
+func (x *extraction) forward() {
+	msgs := x.req.Messages
+	taskKnown := false
+	for _, a := range x.req.PreviousAnchors {
+		if a.Type == AnchorUserIntent && a.Available() {
+			taskKnown = true // the task is in an earlier span: every user message here is later
+		}
 	}
-	head := fmt.Sprintf("Compacted %d messages (%d user, %d assistant, %d tool results, %d offloaded).\n", len(req.Messages), nUser, nAsst, nTool, nOffload)
-	if req.PreviousSummary != "" {
-		head += "Before that: " + clip(oneLine(req.PreviousSummary), max/3) + "\n"
+	firstAsst := len(msgs)
+	for i := range msgs {
+		if msgs[i].Role == RoleAssistant {
+			firstAsst = i
+			break
+		}
 	}
-	budget := max - len(head)
+	for i := range msgs {
+		m := &msgs[i]
+		switch m.Role {
+		case RoleUser:
+			x.nUser++
+			text := messageText(m)
+			if strings.TrimSpace(text) == "" || strings.HasPrefix(text, CompactionHeader) {
+				continue
+			}
+			if !taskKnown && i < firstAsst {
+				// The last one before the first answer: a demonstration comes first. A short
+				// message before the task is kept too.
+				if x.task != "" && len(x.task) <= extractShortTask {
+					x.preamble = append(x.preamble, oneLine(x.task))
+				}
+				x.task = text
+				continue
+			}
+			if it, ok := followUpItem(text); ok {
+				x.followUps = append(x.followUps, it)
+			}
+		case RoleAssistant:
+			x.nAsst++
+			for j := range m.ToolCalls {
+				tc := &m.ToolCalls[j]
+				x.calls[tc.ID] = tc
+				x.counts.add(countName(tc.Function.Name), 1)
+				x.noteCall(tc)
+			}
+		case RoleTool:
+			x.nTool++
+			if strings.HasPrefix(m.Content, PlaceholderPrefix) {
+				x.nOffload++
+			}
+			x.noteResult(m)
+		}
+	}
+	for _, id := range sortedKeys(x.pending) { // calls whose result is not in the span
+		for _, e := range x.pending[id] {
+			x.addTrail(e)
+		}
+	}
+}
+
+// messageText is a message's text: its content, or the text parts of a multimodal one.
+func messageText(m *Message) string {
+	if m.Content != "" || len(m.ContentParts) == 0 {
+		return m.Content
+	}
+	var parts []struct {
+		Type string `json:"type"`
+		Text string `json:"text"`
+	}
+	if json.Unmarshal(m.ContentParts, &parts) != nil {
+		return ""
+	}
 	var b strings.Builder
-	b.WriteString(head)
-	// Lines are rendered only while they can be shown: from the front while everything might
-	// fit, then from the back; a long span costs no more than the summary it yields.
-	var front []string
-	used := 0
-	for i := range req.Messages {
-		l := proseLine(&req.Messages[i])
-		if used+len(l)+1 > budget {
-			break
+	for _, p := range parts {
+		if p.Text != "" {
+			b.WriteString(p.Text + "\n")
 		}
-		used += len(l) + 1
-		front = append(front, l)
-	}
-	if len(front) == len(req.Messages) {
-		for _, l := range front {
-			b.WriteString(l + "\n")
-		}
-		return b.String()
-	}
-	// Keep the first lines up to half the budget and the last ones that fit, mark the elision.
-	lo, used := 0, 0
-	for lo < len(front) && used+len(front[lo])+1 <= budget/2 {
-		used += len(front[lo]) + 1
-		lo++
-	}
-	var back []string
-	hi := len(req.Messages)
-	for hi > lo {
-		l := proseLine(&req.Messages[hi-1])
-		if used+len(l)+1 > budget-60 {
-			break
-		}
-		used += len(l) + 1
-		back = append(back, l)
-		hi--
-	}
-	for _, l := range front[:lo] {
-		b.WriteString(l + "\n")
-	}
-	fmt.Fprintf(&b, "- [... %d lines elided ...]\n", hi-lo)
-	for i := len(back) - 1; i >= 0; i-- {
-		b.WriteString(back[i] + "\n")
 	}
 	return b.String()
 }
 
-// proseLine is one message's line in the timeline.
-func proseLine(m *Message) string {
-	switch m.Role {
-	case RoleUser:
-		return "- user: " + clip(firstLine(m.Content), extractLineChars)
-	case RoleAssistant:
-		l := "- assistant: " + clip(firstLine(m.Content), extractLineChars)
-		if len(m.ToolCalls) > 0 {
-			names := make([]string, 0, len(m.ToolCalls))
-			for _, tc := range m.ToolCalls {
-				names = append(names, describeCall(tc))
+// followUpItem is a later user message as a user_intent item. A short question ("Any
+// progress?") states no instruction and is skipped.
+func followUpItem(text string) (string, bool) {
+	t := oneLine(truncateUTF8(text, 4*extractFollowChars))
+	if len(t) < 40 && strings.HasSuffix(t, "?") {
+		return "", false
+	}
+	return "later: " + clip(t, extractFollowChars), t != ""
+}
+
+func countName(name string) string {
+	name = strings.Map(func(r rune) rune {
+		if r == '_' || r == '.' || r == ':' || r == '/' || r == '-' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' {
+			return r
+		}
+		return '_'
+	}, name)
+	if name == "" {
+		return "unnamed"
+	}
+	return name
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+func (x *extraction) addTrail(e trailEntry) {
+	if e.path == "" || len(e.path) > 200 || strings.ContainsAny(e.path, "\n;,") {
+		return // the trail's item could not be read back
+	}
+	if e.kind == trailCreated && (x.trail.has(trailRead, e.path) || x.trail.has(trailEdited, e.path)) {
+		e.kind = trailEdited // written over a file the agent had seen: an edit
+	}
+	x.trail.add(e.kind, e.path)
+}
+
+// noteCall records the files a tool call reads or writes, applied when its result shows
+// that it did not fail.
+func (x *extraction) noteCall(tc *ToolCall) {
+	args := truncateUTF8(tc.Function.Arguments, extractArgBytes)
+	name := strings.ToLower(tc.Function.Name)
+	cmd, _ := jsonStringField(args, "command", "cmd")
+	if path, ok := jsonStringField(args, "path", "file_path", "filename", "file"); ok && path != "" {
+		if kind, ok := editorKind(name, cmd, path); ok {
+			x.pending[tc.ID] = append(x.pending[tc.ID], trailEntry{kind, path})
+		}
+		return
+	}
+	if cmd == "" {
+		return
+	}
+	x.noteShell(tc.ID, cmd)
+}
+
+// editorKind classifies a file tool's call (str_replace_editor and the like) by its name
+// and sub-command.
+func editorKind(name, sub, path string) (int, bool) {
+	op := strings.ToLower(sub) + " " + name
+	switch {
+	case strings.Contains(op, "create"), strings.Contains(op, "write"):
+		return trailCreated, true
+	case strings.Contains(op, "view"), strings.Contains(op, "read"), strings.Contains(op, "open"), strings.Contains(op, "cat"), strings.Contains(op, "show"):
+		base := path[strings.LastIndexByte(path, '/')+1:]
+		return trailRead, strings.Contains(base, ".") // a directory listing is no file read
+	case strings.Contains(op, "replace"), strings.Contains(op, "insert"), strings.Contains(op, "edit"), strings.Contains(op, "patch"), strings.Contains(op, "append"), strings.Contains(op, "update"), strings.Contains(op, "modify"):
+		return trailEdited, true
+	}
+	return 0, false
+}
+
+// readVerbs print files named as arguments.
+var readVerbs = map[string]bool{"cat": true, "nl": true, "head": true, "tail": true, "less": true, "more": true, "bat": true}
+
+// noteShell reads a shell command for the files it reads and writes: cat/nl/head/tail and
+// sed -n read, sed -i edits, redirections write, rm deletes, a Python script given inline
+// edits what it open()s for writing; and the SWE-agent commands open, create and edit.
+func (x *extraction) noteShell(id, cmd string) {
+	lines := strings.Split(cmd, "\n")
+	if w := strings.Fields(lines[0]); len(w) > 0 {
+		switch w[0] {
+		case "open":
+			if len(w) > 1 {
+				x.pending[id] = append(x.pending[id], trailEntry{trailRead, unquote(w[1])})
+				x.openFile = unquote(w[1])
 			}
-			l += " [" + strings.Join(names, "; ") + "]"
+			return
+		case "create":
+			if len(w) > 1 {
+				x.pending[id] = append(x.pending[id], trailEntry{trailCreated, unquote(w[1])})
+				x.openFile = unquote(w[1])
+			}
+			return
+		case "edit":
+			x.editFile[id] = x.openFile // the result may name the file: see noteResult
+			return
 		}
-		return l
-	case RoleTool:
-		if strings.HasPrefix(m.Content, PlaceholderPrefix) {
-			return "  -> offloaded result " + m.ToolCallID + ", readable by its tool_call_id"
+	}
+	commands := 0
+	for _, l := range shellLines(cmd, 200) {
+		for _, sc := range splitSimple(l.text) {
+			if w := shellWords(sc); len(w) > 0 {
+				x.noteSimple(id, w, l.body)
+				commands++
+			}
 		}
-		return fmt.Sprintf("  -> %s (%d bytes)", clip(firstLine(m.Content), extractLineChars), len(m.Content))
-	default:
-		return "- " + string(m.Role) + ": " + clip(firstLine(m.Content), extractLineChars)
+	}
+	x.scripts[id] = commands > 1
+}
+
+// shellLine is one command line of a shell script and the heredoc body it reads.
+type shellLine struct{ text, body string }
+
+// shellLines are the first max command lines of a shell script: comments and blank lines
+// skipped, lines continued by a backslash or an open quote joined, heredoc bodies (data,
+// not commands) attached to the line that reads them.
+func shellLines(cmd string, max int) []shellLine {
+	lines := strings.Split(truncateUTF8(cmd, extractArgBytes), "\n")
+	var out []shellLine
+	for i := 0; i < len(lines) && len(out) < max; i++ {
+		text := strings.TrimSpace(lines[i])
+		if text == "" || strings.HasPrefix(text, "#") {
+			continue
+		}
+		for (strings.HasSuffix(text, "\\") || openQuote(text)) && i+1 < len(lines) {
+			i++
+			if cont, ok := strings.CutSuffix(text, "\\"); ok {
+				text = cont + " " + strings.TrimSpace(lines[i])
+			} else {
+				text += "\n" + lines[i] // inside quotes: an inline script keeps its lines
+			}
+		}
+		l := shellLine{text: text}
+		if tag, ok := heredocTag(text); ok {
+			j := i + 1
+			for j < len(lines) && strings.TrimSpace(lines[j]) != tag {
+				j++
+			}
+			l.body = strings.Join(lines[i+1:min(j, len(lines))], "\n")
+			i = j
+		}
+		out = append(out, l)
+	}
+	return out
+}
+
+var heredocRE = regexp.MustCompile(`<<-?\s*['"]?([A-Za-z_][A-Za-z0-9_]*)['"]?`)
+
+func heredocTag(line string) (string, bool) {
+	m := heredocRE.FindStringSubmatch(line)
+	if m == nil || strings.Contains(line, "<<<") {
+		return "", false
+	}
+	return m[1], true
+}
+
+// pyWrites finds files an inline Python script opens for writing.
+var pyWrites = regexp.MustCompile(`(?:open\(\s*[rbf]?['"]([^'"\n]{1,200})['"]\s*,\s*['"](?:w|a|r\+|wb|ab|w\+)['"]|Path\(\s*['"]([^'"\n]{1,200})['"]\s*\)\.write_(?:text|bytes))`)
+
+func (x *extraction) noteSimple(id string, words []string, body string) {
+	// Skip assignments and wrappers in front of the command.
+	for len(words) > 0 && (strings.Contains(words[0], "=") && !strings.HasPrefix(words[0], "-") || words[0] == "sudo" || words[0] == "time" || words[0] == "env") {
+		words = words[1:]
+	}
+	if len(words) == 0 {
+		return
+	}
+	verb := words[0][strings.LastIndexByte(words[0], '/')+1:]
+	var args []string
+	script := false // a Python script written from a heredoc: what it writes is edited when it runs
+	for i := 1; i < len(words); i++ {
+		w := words[i]
+		switch {
+		case w == ">" || w == ">>" || w == "1>" || w == "1>>":
+			if i+1 < len(words) {
+				x.noteWrite(id, words[i+1])
+				script = script || strings.HasSuffix(words[i+1], ".py")
+				i++
+			}
+		case strings.HasPrefix(w, ">") || strings.HasPrefix(w, "1>"):
+			x.noteWrite(id, strings.TrimLeft(w, "1>"))
+			script = script || strings.HasSuffix(w, ".py")
+		case w == "<" || w == "<<" || w == "<<-" || w == "2>" || w == "2>>" || w == "&>":
+			i++
+		case strings.HasPrefix(w, "<") || strings.HasPrefix(w, "2>") || strings.HasPrefix(w, "&>"):
+		default:
+			args = append(args, w)
+		}
+	}
+	add := func(kind int, files []string) {
+		for _, f := range files {
+			if looksLikePath(f) {
+				x.pending[id] = append(x.pending[id], trailEntry{kind, f})
+			}
+		}
+	}
+	switch {
+	case readVerbs[verb]:
+		add(trailRead, nonOptions(args))
+	case verb == "sed":
+		inPlace, sawScript := false, false
+		var files []string
+		for i := 0; i < len(args); i++ {
+			a := args[i]
+			switch {
+			case a == "-i" || a == "--in-place" || strings.HasPrefix(a, "-i") && !strings.HasPrefix(a, "-i-"):
+				inPlace = true
+			case a == "-e" || a == "-f" || a == "--expression" || a == "--file":
+				sawScript = true // the script is this option's value: every operand is a file
+				i++
+			case strings.HasPrefix(a, "-"):
+			case !sawScript:
+				sawScript = true
+			default:
+				files = append(files, a)
+			}
+		}
+		if inPlace {
+			add(trailEdited, files)
+		} else {
+			add(trailRead, files)
+		}
+	case verb == "rm":
+		add(trailDeleted, nonOptions(args))
+	case verb == "touch":
+		add(trailCreated, nonOptions(args))
+	case strings.HasPrefix(verb, "python"):
+		code := body
+		for i, a := range args {
+			if a == "-c" && i+1 < len(args) {
+				code = args[i+1]
+			}
+		}
+		for _, m := range pyWrites.FindAllStringSubmatch(truncateUTF8(code, extractArgBytes), 20) {
+			add(trailEdited, []string{m[1] + m[2]})
+		}
+	}
+	if script && body != "" && !strings.HasPrefix(verb, "python") {
+		for _, m := range pyWrites.FindAllStringSubmatch(truncateUTF8(body, extractArgBytes), 20) {
+			add(trailEdited, []string{m[1] + m[2]})
+		}
 	}
 }
 
-func describeCall(tc ToolCall) string {
-	// Cut before folding white space: arguments can be whole files.
-	args := oneLine(truncateUTF8(tc.Function.Arguments, 400))
-	return clip(tc.Function.Name+"("+clip(args, 100)+")", 130)
+func (x *extraction) noteWrite(id, target string) {
+	if target == "" || target == "/dev/null" || strings.HasPrefix(target, "&") || !looksLikePath(target) {
+		return
+	}
+	x.pending[id] = append(x.pending[id], trailEntry{trailCreated, target})
 }
 
-var decisionMarkers = [...]string{"i will ", "i'll ", "decided", "instead", "let's ", "the fix ", "approach", "the issue is", "the problem is", "root cause"}
+func nonOptions(args []string) []string {
+	var out []string
+	for _, a := range args {
+		if !strings.HasPrefix(a, "-") && !strings.HasPrefix(a, "+") {
+			out = append(out, a)
+		}
+	}
+	return out
+}
 
-// decisionSentences picks sentences in which the assistant states a choice or a plan.
-func decisionSentences(content string) []string {
-	markers := decisionMarkers[:]
-	lower := strings.ToLower(content)
-	any := false
-	for _, mk := range markers {
-		if strings.Contains(lower, mk) {
-			any = true
+// looksLikePath accepts a word that names a file: a dot or slash in it, no glob, no
+// variable, no URL.
+func looksLikePath(w string) bool {
+	if len(w) < 2 || len(w) > 200 || strings.ContainsAny(w, "*?$`(){}[]<>|;&'\" \t\n,") || strings.Contains(w, "://") {
+		return false
+	}
+	if _, err := strconv.ParseFloat(w, 64); err == nil {
+		return false
+	}
+	return strings.ContainsAny(w, "./") && w != ".." && strings.Trim(w, "./") != ""
+}
+
+func unquote(w string) string {
+	return strings.Trim(w, `"'`)
+}
+
+// splitSimple splits a command line into its simple commands at &&, ||, ;, | and &,
+// outside quotes.
+func splitSimple(line string) []string {
+	var out []string
+	var quote byte
+	start := 0
+	for i := 0; i < len(line); i++ {
+		c := line[i]
+		switch {
+		case quote != 0:
+			if c == quote {
+				quote = 0
+			} else if c == '\\' && quote == '"' {
+				i++
+			}
+		case c == '\'' || c == '"':
+			quote = c
+		case c == '\\':
+			i++
+		case c == ';' || c == '|' || c == '&':
+			if c == '&' && (i > 0 && line[i-1] == '>' || i+1 < len(line) && line[i+1] == '>') {
+				continue // a redirection: 2>&1, &>
+			}
+			out = append(out, line[start:i])
+			if i+1 < len(line) && (line[i+1] == c) {
+				i++
+			}
+			start = i + 1
+		}
+	}
+	return append(out, line[start:])
+}
+
+// shellWords splits a simple command into words, removing quotes (no expansion).
+func shellWords(s string) []string {
+	var out []string
+	var b strings.Builder
+	var quote byte
+	word := false
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case quote != 0:
+			if c == quote {
+				quote = 0
+			} else {
+				b.WriteByte(c)
+			}
+		case c == '\'' || c == '"':
+			quote, word = c, true
+		case c == ' ' || c == '\t':
+			if word {
+				out = append(out, b.String())
+				b.Reset()
+				word = false
+			}
+		case c == '\\' && i+1 < len(s):
+			i++
+			b.WriteByte(s[i])
+			word = true
+		default:
+			b.WriteByte(c)
+			word = true
+		}
+	}
+	if word {
+		out = append(out, b.String())
+	}
+	return out
+}
+
+var (
+	sweFileHeader = regexp.MustCompile(`^\[File: ([^\n]+?) \(\d+ lines total\)\]`)
+	sweOpenFile   = regexp.MustCompile(`\(Open file: ([^\n)]+)\)`)
+	patchedFile   = regexp.MustCompile(`(?m)^patching file '?([^'\r\n]+?)'?\r?$`)
+)
+
+// noteResult applies the pending trail entries of the call a result answers, unless the
+// result says the call failed, and reads the files a diff or patch in it names.
+func (x *extraction) noteResult(m *Message) {
+	content := m.Content
+	status := statusFailed(content)
+	failed := status || exitFailed(content) && !x.scripts[m.ToolCallID]
+	footer := ""
+	if tail := tailUTF8(content, 512); strings.Contains(tail, "(Open file: ") {
+		if o := sweOpenFile.FindStringSubmatch(tail); o != nil && o[1] != "n/a" {
+			footer = o[1]
+		}
+	}
+	if file, ok := x.editFile[m.ToolCallID]; ok {
+		// The file an edit changed: the result's header names it, else its footer (the
+		// file open when it ran), else the file opened last in this span.
+		if h := sweFileHeader.FindStringSubmatch(truncateUTF8(content, 1024)); h != nil {
+			file = h[1]
+		} else if footer != "" {
+			file = footer
+		}
+		x.editFile[m.ToolCallID] = file
+		if file != "" && !failed {
+			x.addTrail(trailEntry{trailEdited, file})
+		}
+	}
+	listing := strings.Contains(statusLine(content), "files and directories")
+	for _, e := range x.pending[m.ToolCallID] {
+		if e.kind == trailRead && !status && !listing || e.kind != trailRead && !failed {
+			x.addTrail(e)
+		}
+	}
+	delete(x.pending, m.ToolCallID)
+	if footer != "" {
+		x.openFile = footer
+	}
+	head := truncateUTF8(content, 1024)
+	if !failed && strings.Contains(head, "patching file ") {
+		head = truncateUTF8(content, 4096)
+		for _, p := range patchedFile.FindAllStringSubmatch(head, 20) {
+			x.addTrail(trailEntry{trailEdited, p[1]})
+		}
+	}
+	if strings.Contains(head, "diff --git a/") {
+		for _, f := range diffFiles(truncateUTF8(content, extractDiffBytes), 200) {
+			x.addTrail(trailEntry{trailEdited, f})
+		}
+	}
+}
+
+// diffFiles are the files a diff changes, from its "diff --git a/X b/X" lines (scanned, not
+// matched with a regular expression: a diff can be 800 KB).
+func diffFiles(diff string, max int) []string {
+	const marker = "diff --git a/"
+	var out []string
+	for start := 0; len(out) < max; {
+		i := strings.Index(diff[start:], marker)
+		if i < 0 {
 			break
 		}
+		i += start
+		start = i + len(marker)
+		if i > 0 && diff[i-1] != '\n' {
+			continue
+		}
+		rest := diff[start:]
+		end := strings.IndexAny(rest, " \n")
+		if end > 0 && strings.HasPrefix(rest[end:], " b/") {
+			out = append(out, rest[:end])
+		}
 	}
-	if !any { // most messages state no decision: skip splitting them into sentences
-		return nil
+	return out
+}
+
+// statusLine is a result's first line, where file tools write their status.
+func statusLine(content string) string {
+	return firstLine(strings.TrimPrefix(strings.TrimSpace(truncateUTF8(content, 400)), "OBSERVATION:"))
+}
+
+// exitFailed reports whether a result shows a non-zero exit code.
+func exitFailed(content string) bool {
+	if head := truncateUTF8(content, 1024); strings.Contains(head, "<returncode>") {
+		if m := returnCode.FindStringSubmatch(head); m != nil {
+			return m[1] != "0"
+		}
 	}
+	if code, ok := exitCode(tailUTF8(content, 256)); ok {
+		return code != 0
+	}
+	return false
+}
+
+// exitCode finds the last "exit code N" (or exit status, returncode) in text.
+func exitCode(text string) (int, bool) {
+	if !strings.Contains(text, "xit code") && !strings.Contains(text, "xit status") && !strings.Contains(text, "eturncode") && !strings.Contains(text, "eturn code") {
+		return 0, false // the cheap test first; upper-case spellings are missed
+	}
+	ms := exitCodeRE.FindAllStringSubmatch(text, -1)
+	if ms == nil {
+		return 0, false
+	}
+	n, err := strconv.Atoi(ms[len(ms)-1][1])
+	return n, err == nil
+}
+
+// statusFailed reports whether a result's first line is a tool's failure status ("ERROR:",
+// "No replacement was performed", "Your proposed edit has introduced new syntax
+// error(s)"). Output further down is not read: a file shown after an edit can hold any text.
+func statusFailed(content string) bool {
+	l := strings.ToLower(statusLine(content))
+	return strings.HasPrefix(l, "error") || strings.Contains(l, "error:") || strings.Contains(l, "error(s)") ||
+		strings.Contains(l, "no replacement was performed") || strings.Contains(l, "did not appear verbatim") ||
+		strings.Contains(l, "no such file") || strings.Contains(l, "permission denied") || strings.HasPrefix(l, "usage:") ||
+		strings.Contains(l, "is not allowed")
+}
+
+// backward reads the span from its end for the latest outcomes, failures, decisions and
+// plan, and stops once it has them (or has read extractMaxResults results): a long span
+// costs no more than a short one.
+func (x *extraction) backward() {
+	msgs := x.req.Messages
+	seenFail := map[string]bool{}
+	lastAction := ""
+	planSearch := 10 // assistant messages searched for the latest stated plan
+	results, answers := 0, 0
+	for i := len(msgs) - 1; i >= 0; i-- {
+		resultsDone := results >= extractMaxResults || len(x.outcomes) >= extractMaxItems && len(x.failures) >= extractMaxItems
+		answersDone := answers >= extractMaxResults || len(x.decisions) >= extractMaxItems && planSearch == 0
+		if resultsDone && answersDone {
+			break
+		}
+		m := &msgs[i]
+		switch m.Role {
+		case RoleAssistant:
+			if lastAction == "" && len(m.ToolCalls) > 0 {
+				lastAction = x.shortCall(&m.ToolCalls[len(m.ToolCalls)-1])
+			}
+			if answersDone {
+				continue
+			}
+			answers++
+			text := cleanAssistant(m.Content)
+			if planSearch > 0 {
+				planSearch--
+				if p := statedPlan(text); p != "" {
+					x.nextStep, planSearch = p, 0
+				}
+			}
+			if len(x.decisions) < extractMaxItems {
+				ds := decisionSentences(text)
+				for j := len(ds) - 1; j >= 0 && len(x.decisions) < extractMaxItems; j-- {
+					x.decisions = append(x.decisions, ds[j])
+				}
+			}
+		case RoleTool:
+			if resultsDone {
+				continue
+			}
+			results++
+			tc := x.calls[m.ToolCallID]
+			if tc == nil {
+				continue
+			}
+			runs := x.runs(tc)
+			content, offloaded := m.Content, ""
+			if strings.HasPrefix(content, PlaceholderPrefix) {
+				// Only the preview's first lines are here: an exit code or an error line
+				// in them still tells how the command went; the rest is read back by ID.
+				content, offloaded = placeholderPreview(content), " (full result: "+m.ToolCallID+")"
+			}
+			r := readResult(content, runs)
+			if offloaded != "" {
+				r.tests, r.last = "", ""
+			}
+			what := x.shortCall(tc)
+			if len(x.outcomes) < extractMaxItems && runs {
+				if o := r.outcome(); o != "" {
+					x.outcomes = append(x.outcomes, clip(what, 120)+" -> "+o+offloaded)
+				}
+			}
+			if len(x.failures) < extractMaxItems {
+				if f := r.failure(runs); f != "" && !seenFail[strings.ToLower(f)] {
+					seenFail[strings.ToLower(f)] = true
+					x.failures = append(x.failures, clip(what, 120)+" -> "+f+offloaded)
+				}
+			}
+		}
+	}
+	slices.Reverse(x.outcomes)
+	slices.Reverse(x.failures)
+	slices.Reverse(x.decisions)
+	switch {
+	case x.nextStep != "" && lastAction != "":
+		x.nextStep = clip(x.nextStep, 320) + " (last action: " + clip(lastAction, 100) + ")"
+	case lastAction != "":
+		x.nextStep = "last action: " + clip(lastAction, 120)
+	}
+}
+
+// placeholderPreview is the preview an offloaded result's placeholder shows.
+func placeholderPreview(ph string) string {
+	_, preview, ok := strings.Cut(ph, " lines):\n")
+	if !ok {
+		return ""
+	}
+	preview, _, _ = strings.Cut(preview, "[the full result is stored")
+	return preview
+}
+
+// anchors are the span's items per anchor type, as anchor contents.
+func (x *extraction) anchors() []Anchor {
+	var intent []string
+	intent = append(intent, x.preamble...)
+	if x.task != "" {
+		intent = append(intent, taskItems(x.task)...)
+	}
+	intent = append(intent, x.followUps...)
+	var progress []string
+	if !x.trail.empty() {
+		progress = append(progress, x.trail.String())
+	}
+	if len(x.counts.names) > 0 {
+		progress = append(progress, x.counts.String())
+	}
+	progress = append(progress, x.outcomes...)
+	var next []string
+	if x.nextStep != "" {
+		next = []string{x.nextStep}
+	}
+	return []Anchor{
+		{AnchorUserIntent, itemsContent(intent)},
+		{AnchorExecutionProgress, itemsContent(progress)},
+		{AnchorKeyDecision, itemsContent(x.decisions)},
+		{AnchorTriedSolution, itemsContent(x.failures)},
+		{AnchorNextStep, itemsContent(next)},
+	}
+}
+
+func itemsContent(items []string) string {
+	if len(items) == 0 {
+		return NotAvailable
+	}
+	return renderItems(items)
+}
+
+// shortCall names a call for an anchor item: a shell script's first commands without their
+// "cd DIR &&" and heredoc bodies, an editor's sub-command and path, otherwise
+// name(arguments).
+func (x *extraction) shortCall(tc *ToolCall) string {
+	args := truncateUTF8(tc.Function.Arguments, extractArgBytes)
+	cmd, _ := jsonStringField(args, "command", "cmd")
+	if path, ok := jsonStringField(args, "path", "file_path", "filename", "file"); ok {
+		return clip(strings.TrimSpace(tc.Function.Name+" "+firstWord(cmd)+" "+path), 140)
+	}
+	if cmd == "" {
+		return describeCall(*tc)
+	}
+	if f := x.editFile[tc.ID]; f != "" || firstWord(cmd) == "edit" {
+		return clip(firstLine(cmd)+" ("+f+")", 120) // SWE-agent's edit: the rest is the new text
+	}
+	return clip(strings.Join(commandLines(cmd, 3), "; "), 120)
+}
+
+// commandLines are the first max command lines of a shell script, each on one line and
+// without its "cd DIR &&".
+func commandLines(cmd string, max int) []string {
 	var out []string
-	for _, s := range splitSentences(content) {
-		ls := strings.ToLower(s)
-		for _, mk := range markers {
-			if strings.Contains(ls, mk) {
-				out = append(out, clip(s, extractDecisionChars))
+	for _, l := range shellLines(cmd, max) {
+		text := oneLine(l.text)
+		for {
+			rest, ok := strings.CutPrefix(text, "cd ")
+			if !ok {
+				break
+			}
+			_, after, found := strings.Cut(rest, "&&")
+			if !found {
+				break
+			}
+			text = strings.TrimSpace(after)
+		}
+		out = append(out, text)
+	}
+	return out
+}
+
+// openQuote reports whether a shell line ends inside a quoted string.
+func openQuote(line string) bool {
+	var quote byte
+	for i := 0; i < len(line); i++ {
+		c := line[i]
+		switch {
+		case quote != 0:
+			if c == quote {
+				quote = 0
+			} else if c == '\\' && quote == '"' {
+				i++
+			}
+		case c == '\'' || c == '"':
+			quote = c
+		case c == '\\':
+			i++
+		}
+	}
+	return quote != 0
+}
+
+func firstWord(s string) string {
+	if w := strings.Fields(truncateUTF8(s, 64)); len(w) > 0 && len(w[0]) <= 20 {
+		return w[0]
+	}
+	return ""
+}
+
+// Verbs that only look: their outcome is no progress worth listing.
+var lookVerbs = map[string]bool{
+	"cat": true, "nl": true, "head": true, "tail": true, "less": true, "more": true, "bat": true, "ls": true, "find": true,
+	"grep": true, "rg": true, "ag": true, "wc": true, "pwd": true, "echo": true, "printf": true, "tree": true, "file": true,
+	"stat": true, "du": true, "which": true, "type": true, "cd": true, "git": true, "diff": true, "awk": true, "sort": true,
+	"uniq": true, "xargs": true, "sed": true, "open": true, "goto": true, "scroll_down": true, "scroll_up": true,
+	"search_file": true, "search_dir": true, "find_file": true, "submit": true, "create": true, "edit": true,
+	"rm": true, "mv": true, "cp": true, "mkdir": true, "touch": true, "chmod": true,
+}
+
+// sweCommands are SWE-agent's own file commands, typed into its bash tool.
+var sweCommands = map[string]bool{"open": true, "create": true, "edit": true, "goto": true, "scroll_down": true, "scroll_up": true,
+	"search_file": true, "search_dir": true, "find_file": true, "submit": true}
+
+// runs reports whether a call ran something (a script, tests, a build), not only looked at
+// or wrote files.
+func (x *extraction) runs(tc *ToolCall) bool {
+	args := truncateUTF8(tc.Function.Arguments, extractArgBytes)
+	if _, ok := jsonStringField(args, "path", "file_path", "filename", "file"); ok {
+		return false
+	}
+	cmd, ok := jsonStringField(args, "command", "cmd", "code")
+	if !ok || sweCommands[firstWord(cmd)] {
+		return false // SWE-agent's "edit N:M" is followed by the new text, not commands
+	}
+	for _, line := range commandLines(cmd, 10) {
+		for _, sc := range splitSimple(line) {
+			w := shellWords(sc)
+			for len(w) > 0 && strings.Contains(w[0], "=") && !strings.HasPrefix(w[0], "-") {
+				w = w[1:]
+			}
+			if len(w) > 0 && !lookVerbs[w[0][strings.LastIndexByte(w[0], '/')+1:]] {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// resultInfo is what a tool result says about how its command went.
+type resultInfo struct {
+	exit  int    // -1 when the result shows no exit code
+	tests string // "1 failed, 22 passed"
+	err   string // the line that says what went wrong
+	last  string // the last line of output
+}
+
+var (
+	returnCode   = regexp.MustCompile(`<returncode>(-?\d+)</returncode>`)
+	exitCodeRE   = regexp.MustCompile(`(?i)(?:exit code|exit status|returncode|return code)[:= ]+(-?\d+)`)
+	pytestCounts = regexp.MustCompile(`^[= ]*((?:\d+ (?:passed|failed|errors?|skipped|deselected|xfailed|xpassed|warnings?|rerun)(?:, )?)+)(?: in [\d.]+s)?(?: \([^)]*\))?[ =]*$`)
+	unittestRan  = regexp.MustCompile(`(?m)^Ran (\d+) tests? in [\d.]+s\s*\n\s*\n?(OK.*|FAILED \(.*\))\s*$`)
+	exceptionRE  = regexp.MustCompile(`^[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|Warning|Failure|Fault)\b(?::.*)?$|^[A-Za-z_][\w.]*: .+`)
+	errorLineRE  = regexp.MustCompile(`(?i)(?:^|\s|:)(?:error|fatal|panic)(?:\[[^\]]*\])?:\s*\S|no such file or directory|command not found|permission denied|no module named|cannot import name|syntaxerror|is not defined|no replacement was performed|did not appear verbatim`)
+	// errorWords are what errorLineRE matches, for a cheap test first.
+	errorWords  = [...]string{"error", "fatal", "panic", "no such file", "not found", "permission denied", "no module named", "cannot import", "is not defined", "no replacement", "verbatim"}
+	pytestELine = regexp.MustCompile(`(?m)^E {2,}(\S.*)$`)
+)
+
+// readResult examines the head and the tail of a result (results can be 800 KB). Of a call
+// that only looks at or writes files, only the first lines are read for an error: they
+// hold the tool's status, the rest is file content that can say anything.
+func readResult(content string, runs bool) resultInfo {
+	r := resultInfo{exit: -1}
+	window := extractScanBytes
+	if !runs {
+		window = 512
+	}
+	head := strings.ReplaceAll(truncateUTF8(content, window), "\r", "")
+	tail := head
+	if len(content) > window {
+		tail = strings.ReplaceAll(tailUTF8(content, window), "\r", "")
+	}
+	if m := returnCode.FindStringSubmatch(head); m != nil {
+		r.exit, _ = strconv.Atoi(m[1])
+	} else if code, ok := exitCode(tailUTF8(tail, 256)); ok {
+		r.exit = code
+	}
+	if runs {
+		// Test summaries are at the end: cheap checks before the regular expressions.
+		end := tailUTF8(tail, 2048)
+		lines := strings.Split(end, "\n")
+		for i := len(lines) - 1; i >= 0 && r.tests == ""; i-- {
+			l := lines[i]
+			if strings.Contains(l, " passed") || strings.Contains(l, " failed") || strings.Contains(l, " error") {
+				if m := pytestCounts.FindStringSubmatch(l); m != nil {
+					r.tests = strings.TrimSpace(m[1])
+				}
+			}
+		}
+		if r.tests == "" && strings.Contains(end, "Ran ") {
+			if m := unittestRan.FindStringSubmatch(end); m != nil {
+				r.tests = "ran " + m[1] + " tests: " + m[2]
+			}
+		}
+	}
+	r.err = errorLine(head, tail)
+	r.last = lastOutputLine(tail)
+	return r
+}
+
+// errorLine is the line that says what went wrong: pytest's "FAILED test - Error" summary,
+// the last line of a Python traceback, pytest's "E   AssertionError ...", the first entry
+// under a linter's "ERRORS:", else the first line that reads as an error. Headings such as
+// "Traceback (most recent call last):" or "ERRORS:" are never the answer.
+func errorLine(head, tail string) string {
+	if l := pytestFailedLine(tail); l != "" {
+		return cleanLine(l)
+	}
+	for _, text := range []string{tail, head} {
+		if i := strings.LastIndex(text, "Traceback (most recent call last):"); i >= 0 {
+			for _, l := range strings.Split(text[i:], "\n")[1:] {
+				l = cleanLine(l)
+				if l == "" || strings.HasPrefix(l, "File ") || strings.HasPrefix(l, "During handling") || strings.HasPrefix(l, "The above exception") {
+					continue
+				}
+				if exceptionRE.MatchString(l) {
+					return l
+				}
+			}
+		}
+	}
+	if strings.Contains(tail, "\nE  ") {
+		if m := pytestELine.FindStringSubmatch(tail); m != nil {
+			return cleanLine(m[1])
+		}
+	}
+	for _, text := range []string{head, tail} {
+		lower := strings.ToLower(text)
+		if !containsAny(lower, errorWords[:]) {
+			continue // most output says nothing of errors: skip splitting it into lines
+		}
+		afterHeading := false // the line after "ERRORS:" or "ERROR:" says what the error is
+		for l := range strings.SplitSeq(text, "\n") {
+			if !afterHeading && !containsAny(strings.ToLower(l), errorWords[:]) {
+				continue
+			}
+			l = cleanLine(l)
+			switch {
+			case l == "" || len(l) > 400:
+			case isErrorHeading(l):
+				t := strings.TrimRight(strings.TrimLeft(l, "-> "), ":")
+				afterHeading = strings.EqualFold(t, "errors") || strings.EqualFold(t, "error")
+			case afterHeading || errorLineRE.MatchString(l):
+				return strings.TrimPrefix(l, "- ")
+			}
+		}
+	}
+	return ""
+}
+
+// pytestFailedLine is the first of pytest's "FAILED test - error" (or "ERROR test")
+// summary lines in text.
+func pytestFailedLine(text string) string {
+	best := -1
+	for _, p := range [...]string{"FAILED ", "ERROR "} {
+		for from := 0; ; {
+			i := strings.Index(text[from:], p)
+			if i < 0 {
+				break
+			}
+			i += from
+			from = i + len(p)
+			if (i == 0 || text[i-1] == '\n') && from < len(text) && text[from] != ' ' && text[from] != '\n' {
+				if best < 0 || i < best {
+					best = i
+				}
 				break
 			}
 		}
 	}
+	if best < 0 {
+		return ""
+	}
+	return firstLine(text[best:])
+}
+
+// isErrorHeading is a line that announces errors without saying what they are.
+func isErrorHeading(l string) bool {
+	t := strings.Trim(l, "=-_*#>: ")
+	u := strings.ToUpper(t)
+	return t == "" || u == "ERRORS" || u == "ERROR" || u == "FAILURES" || strings.HasPrefix(l, "Traceback (most recent call last)") ||
+		strings.HasPrefix(u, "SHORT TEST SUMMARY") || strings.Contains(l, "===")
+}
+
+// cleanLine trims a result line and the markup agent harnesses append to it.
+func cleanLine(l string) string {
+	if i := strings.Index(l, "[Python Interpreter:"); i >= 0 {
+		l = l[:i]
+	}
+	l = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(l), "OBSERVATION:"))
+	return clip(l, extractItemChars-60)
+}
+
+// lastOutputLine is the last line of a result that is output, not harness markup.
+func lastOutputLine(tail string) string {
+	lines := strings.Split(tail, "\n")
+	for i := len(lines) - 1; i >= 0; i-- {
+		l := cleanLine(lines[i])
+		switch {
+		case l == "", strings.HasPrefix(l, "<") && strings.HasSuffix(l, ">"), strings.HasPrefix(l, "(Open file:"),
+			strings.HasPrefix(l, "(Current directory:"), strings.HasPrefix(l, "bash-"), strings.HasPrefix(l, "[Command finished"),
+			strings.HasPrefix(l, "root@"), strings.HasSuffix(l, "$"), strings.HasSuffix(l, "#"):
+			continue
+		}
+		return clip(l, 100)
+	}
+	return ""
+}
+
+func (r resultInfo) failed() bool {
+	return r.exit > 0 || strings.Contains(r.tests, "failed") || strings.Contains(r.tests, "error") || strings.Contains(r.tests, "FAILED")
+}
+
+// outcome is how a command went, for execution_progress.
+func (r resultInfo) outcome() string {
+	var parts []string
+	if r.exit >= 0 {
+		parts = append(parts, "exit "+strconv.Itoa(r.exit))
+	}
+	if r.tests != "" {
+		parts = append(parts, r.tests)
+	}
+	switch {
+	case r.err != "" && (r.failed() || r.exit < 0):
+		parts = append(parts, r.err)
+	case r.tests == "" && r.last != "" && !r.failed():
+		parts = append(parts, r.last)
+	}
+	return strings.Join(parts, ": ")
+}
+
+// failure is what went wrong, for tried_solution, or "" when nothing did. A call that does
+// not run anything fails only with an error line and no zero exit code (grep without a
+// match exits 1; a file read can show the word "error"); a script that ran fails with an
+// error line whatever its exit code (reproduction scripts print the errors they catch).
+func (r resultInfo) failure(runs bool) string {
+	switch {
+	case r.err != "" && (runs || r.exit != 0):
+		if r.tests != "" {
+			return r.err + " (" + r.tests + ")"
+		}
+		return r.err
+	case r.failed() && runs:
+		what := "exit " + strconv.Itoa(r.exit)
+		if r.tests != "" {
+			what = r.tests
+		}
+		if r.last != "" {
+			what += ": " + r.last
+		}
+		return what
+	}
+	return ""
+}
+
+// cleanAssistant is an assistant message's prose: no code blocks, no tool-call markup, no
+// "THOUGHT:" label.
+func cleanAssistant(content string) string {
+	s := truncateUTF8(content, extractTextBytes)
+	if i := strings.Index(s, "<function="); i >= 0 {
+		s = s[:i]
+	}
+	var b strings.Builder
+	inFence := false
+	for l := range strings.SplitSeq(s, "\n") {
+		if t := strings.TrimSpace(l); strings.HasPrefix(t, "```") {
+			inFence = !inFence
+			continue
+		}
+		if !inFence {
+			b.WriteString(l + "\n")
+		}
+	}
+	out := strings.TrimSpace(b.String())
+	for _, label := range []string{"THOUGHT:", "DISCUSSION"} {
+		out = strings.TrimSpace(strings.TrimPrefix(out, label))
+	}
 	return out
+}
+
+// Markers of a decision: a choice between options, or a finding that decides the fix.
+var choiceMarkers = [...]string{"instead of", " instead.", " instead:", " instead,", "rather than", "decided", "decide to", "i chose", "choose to", "opt for", "go with",
+	"the fix is", "the fix should", "the fix will", "the solution is", "the best approach", "a better approach", "the right approach",
+	"the root cause", "root cause is", "the issue is that", "the problem is that", "the bug is", "the cause is",
+	"i'll use", "i will use", "we'll use", "we will use", "i'll keep", "we should use", "is better", "prefer",
+	"we need to modify", "we need to change", "i need to modify", "i need to change", "so we need", "so i need", "better to",
+	"the right way", "the correct way", "should be changed"}
+
+// Markers of a reason, a decision when the sentence also states an action.
+var reasonMarkers = [...]string{"because", "since ", "so that", "in order to", "to avoid", "to keep", "to ensure", "to preserve", "otherwise"}
+var actionMarkers = [...]string{"i'll", "i will", "we'll", "we will", "let's", "we need", "i need", "should", "must", "we can", "i can"}
+
+// decisionSentences picks sentences that state a choice (and its reason), not boilerplate
+// such as "Let's run the test:" or "Now let's look at the file".
+func decisionSentences(text string) []string {
+	lower := strings.ToLower(text)
+	if !containsAny(lower, choiceMarkers[:]) && !containsAny(lower, reasonMarkers[:]) {
+		return nil // most messages state no decision: skip splitting them into sentences
+	}
+	var out []string
+	for _, s := range splitSentences(text) {
+		ls := strings.ToLower(s)
+		if strings.HasSuffix(ls, "?") {
+			continue
+		}
+		if containsAny(ls, choiceMarkers[:]) || containsAny(ls, reasonMarkers[:]) && containsAny(ls, actionMarkers[:]) {
+			out = append(out, clip(oneLine(trimListMarker(s)), extractItemChars))
+		}
+	}
+	return out
+}
+
+var planMarkers = [...]string{"let's", "let me", "i'll", "i will", "we'll", "we will", "next", "now i", "now we", "need to", "going to", "plan", "then ", "try ", "should "}
+
+// statedPlan is the last one or two sentences of text that say what comes next.
+func statedPlan(text string) string {
+	if text == "" {
+		return ""
+	}
+	ss := splitSentences(text)
+	var plan []string
+	for i := len(ss) - 1; i >= 0 && len(plan) < 2; i-- {
+		if l := strings.ToLower(ss[i]); containsAny(l, planMarkers[:]) && !strings.Contains(l, "let me know") {
+			plan = append(plan, strings.TrimSuffix(oneLine(trimListMarker(ss[i])), ":"))
+		}
+	}
+	if len(plan) == 0 {
+		return ""
+	}
+	slices.Reverse(plan)
+	for i, p := range plan[:len(plan)-1] {
+		if !strings.HasSuffix(p, ".") && !strings.HasSuffix(p, "!") {
+			plan[i] = p + "."
+		}
+	}
+	return clip(strings.Join(plan, " "), 320)
+}
+
+// countAny is how many of subs occur in s.
+func countAny(s string, subs []string) int {
+	n := 0
+	for _, m := range subs {
+		if strings.Contains(s, m) {
+			n++
+		}
+	}
+	return n
+}
+
+func containsAny(s string, subs []string) bool {
+	for _, m := range subs {
+		if strings.Contains(s, m) {
+			return true
+		}
+	}
+	return false
+}
+
+func trimListMarker(s string) string {
+	if loc := bulletPrefix.FindStringIndex(s); loc != nil {
+		return strings.TrimSpace(s[loc[1]:])
+	}
+	return s
 }
 
 func splitSentences(s string) []string {
@@ -287,64 +1234,373 @@ func splitSentences(s string) []string {
 	return out
 }
 
-var failureMarkers = [...]string{"Traceback", "Error:", "ERROR", "FAILED", "error:", "Exception", "command not found", "No such file", "exit code 1", "returncode: 1", "failed"}
+// Task extraction.
 
-// failureLine finds the first line of a tool result that says it failed. It searches the
-// whole text for each marker rather than splitting it into lines: results can be large.
-func failureLine(content string) (string, bool) {
-	first := -1
-	for _, mk := range failureMarkers {
-		limit := content
-		if first >= 0 {
-			limit = content[:first] // only an earlier hit can win
+var (
+	instructionsStart = regexp.MustCompile(`(?i)^(?:</?instructions>|</pr_description>|</issue_description>|</issue>|INSTRUCTIONS:?|#+ *(?:task )?instructions)$`)
+	tagLine           = regexp.MustCompile(`^</?[A-Za-z_][\w-]*>$`)
+	identRE           = regexp.MustCompile("`|\\b[a-z][a-z0-9]*_[a-z0-9_]+\\b|\\b\\w+\\(\\)|\\b[a-z]+[A-Z]\\w*|\\b[A-Z][a-z]+[A-Z]\\w*")
+)
+
+// Words that make a line of the task a requirement.
+var requirementMarkers = [...]string{"must", "should", "shall", "never", "do not", "don't", "required", "requirement", "expected", "expect ",
+	"ensure", "make sure", "need to", "needs to", "have to", "has to", "only ", "keep ", "avoid", "without ", "your task", "goal",
+	"missing", "wrong", "instead of", "not allowed", "submit", "behavio"}
+var upperMarkers = [...]string{"MUST", "NEVER", "DO NOT", "DON'T", "IMPORTANT", "CRITICAL", "EXACTLY", "ONLY", "NOT"}
+
+// Headings under which every line is a requirement.
+var requirementSections = [...]string{"expect", "requirement", "acceptance", "goal", "must", "critical", "important", "constraint",
+	"boundar", "task", "definition of done", "to do", "todo", "submission"}
+
+// taskItems is the task as user_intent items: a short task whole; a long one as its title
+// and its key requirement lines (those under an "Expected behavior"-like heading, those that
+// say must/should/do not, API names), within extractTaskChars, and the key lines of the
+// harness's instructions after the problem statement, within extractInstrChars.
+func taskItems(text string) []string {
+	text = truncateUTF8(text, 4*extractTextBytes)
+	if one := oneLine(text); len(one) <= extractShortTask {
+		return []string{one}
+	}
+	type cand struct {
+		idx, score int
+		instr      bool
+		text       string
+	}
+	var cands []cand
+	title := ""
+	inFence, instr, inExample := false, false, false
+	section := ""
+	for i, raw := range strings.Split(text, "\n") {
+		l := strings.TrimSpace(raw)
+		if strings.HasPrefix(l, "```") || strings.HasPrefix(l, "~~~") {
+			inFence = !inFence
+			continue
 		}
-		if i := strings.Index(limit, mk); i >= 0 {
-			first = i
+		if inFence || l == "" {
+			continue
+		}
+		if instructionsStart.MatchString(l) {
+			instr, section = true, ""
+			continue
+		}
+		if tagLine.MatchString(l) {
+			// A harness's example responses are not requirements.
+			if strings.Contains(strings.ToLower(l), "example") {
+				inExample = !strings.HasPrefix(l, "</")
+			}
+			continue
+		}
+		if inExample {
+			continue
+		}
+		if h, ok := strings.CutPrefix(l, "#"); ok {
+			h = strings.Trim(strings.TrimLeft(h, "#"), " *")
+			if title == "" && !instr && len(strings.Fields(h)) >= 3 {
+				title = h
+			} else {
+				section = strings.ToLower(h)
+			}
+			continue
+		}
+		if bold := strings.Trim(l, "*_:"); strings.HasPrefix(l, "**") && strings.HasSuffix(strings.TrimRight(l, ":"), "**") || strings.HasSuffix(l, ":") && len(strings.Fields(l)) <= 6 {
+			section = strings.ToLower(bold)
+			continue
+		}
+		body := trimListMarker(l)
+		if body == "" {
+			continue
+		}
+		if title == "" && !instr && len(strings.Fields(body)) >= 3 && !strings.HasSuffix(body, ":") {
+			title = body
+			continue
+		}
+		if !startsLikeProse(body) || len(strings.Fields(body)) < 4 || strings.HasSuffix(body, "?") {
+			continue // example output, tables, prompts, questions
+		}
+		score := 0
+		if containsAny(section, requirementSections[:]) {
+			score += 3
+		}
+		score += 2 * min(2, countAny(strings.ToLower(body), requirementMarkers[:]))
+		if containsAny(body, upperMarkers[:]) {
+			score++
+		}
+		if identRE.MatchString(body) {
+			score++
+		}
+		if score >= 2 {
+			cands = append(cands, cand{i, score, instr, clip(oneLine(body), extractItemChars-20)})
 		}
 	}
-	if first < 0 {
-		return "", false
+	items := []string{}
+	used := 0
+	if title != "" {
+		title = clip(oneLine(title), 200)
+		items = append(items, title)
+		used += len(title)
 	}
-	start := strings.LastIndexByte(content[:first], '\n') + 1
-	end := strings.IndexByte(content[first:], '\n')
-	if end < 0 {
-		end = len(content)
-	} else {
-		end += first
+	// The best-scored lines that fit, shown in their order in the task.
+	order := slices.Clone(cands)
+	slices.SortStableFunc(order, func(a, b cand) int { return b.score - a.score })
+	var picked []cand
+	instrUsed := 0
+	seen := map[string]bool{itemKey(AnchorUserIntent, title): true}
+	for _, c := range order {
+		k := itemKey(AnchorUserIntent, c.text)
+		if seen[k] || !c.instr && used+len(c.text) > extractTaskChars || c.instr && instrUsed+len(c.text) > extractInstrChars {
+			continue
+		}
+		seen[k] = true
+		if c.instr {
+			instrUsed += len(c.text)
+		} else {
+			used += len(c.text)
+		}
+		picked = append(picked, c)
 	}
-	return clip(strings.TrimSpace(content[start:end]), extractLineChars), true
+	slices.SortFunc(picked, func(a, b cand) int { return a.idx - b.idx })
+	for _, c := range picked {
+		items = append(items, c.text)
+	}
+	if len(items) == 0 {
+		items = append(items, clip(oneLine(text), extractShortTask))
+	}
+	return items
 }
 
-func sumCounts(m map[string]int) int {
-	n := 0
-	for _, v := range m {
-		n += v
+// startsLikeProse rejects example output: interpreter prompts, tables, diffs, stack frames.
+func startsLikeProse(s string) bool {
+	for _, p := range []string{">>>", "$ ", "mysql>", "In [", "...", "File \"", "at "} {
+		if strings.HasPrefix(s, p) {
+			return false
+		}
 	}
-	return n
+	r := s[0]
+	return r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '`' || r == '"' || r == '\'' || r == '(' || r == '*'
 }
 
-func formatCounts(m map[string]int) string {
-	names := make([]string, 0, len(m))
-	for k := range m {
-		names = append(names, k)
-	}
-	sort.Slice(names, func(i, j int) bool {
-		if m[names[i]] != m[names[j]] {
-			return m[names[i]] > m[names[j]]
+// jsonKeyWindow is how far into a tool call's arguments a key is looked for: models write
+// "command" and "path" before "file_text".
+const jsonKeyWindow = 1024
+
+// jsonStringField returns the string value of the first of keys present in the JSON object
+// text js (which may be cut short: a value cut off is returned as far as it goes). It scans
+// instead of decoding because arguments can be whole files.
+func jsonStringField(js string, keys ...string) (string, bool) {
+	for _, key := range keys {
+		pat := `"` + key + `"`
+		off := 0
+		keys := js[:min(len(js), jsonKeyWindow)]
+		for off < len(keys) {
+			i := strings.Index(keys[off:], pat)
+			if i < 0 {
+				break
+			}
+			j := off + i + len(pat)
+			off = j
+			for j < len(js) && (js[j] == ' ' || js[j] == '\n' || js[j] == '\t' || js[j] == '\r') {
+				j++
+			}
+			if j >= len(js) || js[j] != ':' {
+				continue
+			}
+			j++
+			for j < len(js) && (js[j] == ' ' || js[j] == '\n' || js[j] == '\t' || js[j] == '\r') {
+				j++
+			}
+			if j >= len(js) || js[j] != '"' {
+				break
+			}
+			end := j + 1
+			for end < len(js) && js[end] != '"' {
+				if js[end] == '\\' {
+					end++
+				}
+				end++
+			}
+			raw := js[j:min(end, len(js))]
+			for k := 0; k < 8 && len(raw) > 1; k++ { // cut short: drop a partial escape
+				var s string
+				if json.Unmarshal([]byte(raw+`"`), &s) == nil {
+					return s, true
+				}
+				raw = raw[:len(raw)-1]
+			}
+			return "", true
 		}
-		return names[i] < names[j]
-	})
-	parts := make([]string, 0, len(names))
-	for _, n := range names {
-		parts = append(parts, fmt.Sprintf("%s x%d", n, m[n]))
 	}
-	return strings.Join(parts, ", ")
+	return "", false
+}
+
+// extractiveProse is the timeline: one short line per message, after the lines of the
+// previous summary's timeline, bounded to req.MaxSummaryChars by keeping the earliest and the
+// latest lines. The previous summary's lines are carried over as lines, never nested.
+func extractiveProse(req *SummaryRequest, nUser, nAsst, nTool, nOffload int) string {
+	max := req.MaxSummaryChars
+	if max <= 0 {
+		max = 6000
+	}
+	prevLines, earlier, elided := previousTimeline(req.PreviousSummary)
+	head := fmt.Sprintf("Compacted %d messages (%d user, %d assistant, %d tool results, %d offloaded)", len(req.Messages), nUser, nAsst, nTool, nOffload)
+	if earlier > 0 {
+		head += fmt.Sprintf("; %d before that", earlier)
+	}
+	head += ".\n"
+	n := len(prevLines) + len(req.Messages)
+	line := func(i int) string {
+		if i < len(prevLines) {
+			return prevLines[i]
+		}
+		return proseLine(&req.Messages[i-len(prevLines)])
+	}
+	budget := max - len(head)
+	var b strings.Builder
+	b.WriteString(head)
+	// Lines are rendered only while they can be shown: from the front while everything might
+	// fit, then from the back; a long span costs no more than the summary it yields.
+	var front []string
+	used := 0
+	for i := range n {
+		l := line(i)
+		if used+len(l)+1 > budget {
+			break
+		}
+		used += len(l) + 1
+		front = append(front, l)
+	}
+	if len(front) == n && elided == 0 {
+		for _, l := range front {
+			b.WriteString(l + "\n")
+		}
+		return b.String()
+	}
+	// Keep the first lines up to half the budget and the last ones that fit, mark the elision.
+	lo, used := 0, 0
+	for lo < len(front) && used+len(front[lo])+1 <= budget/2 {
+		used += len(front[lo]) + 1
+		lo++
+	}
+	var back []string
+	hi := n
+	for hi > lo {
+		l := line(hi - 1)
+		if used+len(l)+1 > budget-60 {
+			break
+		}
+		used += len(l) + 1
+		back = append(back, l)
+		hi--
+	}
+	for _, l := range front[:lo] {
+		b.WriteString(l + "\n")
+	}
+	if gone := elided + hi - lo; gone > 0 {
+		fmt.Fprintf(&b, "- [... %d lines elided ...]\n", gone)
+	}
+	for i := len(back) - 1; i >= 0; i-- {
+		b.WriteString(back[i] + "\n")
+	}
+	return b.String()
+}
+
+var (
+	proseHead    = regexp.MustCompile(`^Compacted (\d+) messages \([^)]*\)(?:; (\d+) before that)?\.$`)
+	proseElision = regexp.MustCompile(`^- \[\.\.\. (\d+) lines elided \.\.\.\]$`)
+)
+
+// previousTimeline splits a previous summary into its timeline lines, the messages it said
+// it covered and the lines it had elided. The summary may be an LLM's prose: its lines are
+// kept as they are, clipped.
+func previousTimeline(prev string) (lines []string, covered, elided int) {
+	for l := range strings.SplitSeq(strings.TrimSpace(prev), "\n") {
+		l = strings.TrimRight(l, " \t\r")
+		if strings.TrimSpace(l) == "" {
+			continue
+		}
+		if m := proseHead.FindStringSubmatch(l); m != nil {
+			a, _ := strconv.Atoi(m[1])
+			b, _ := strconv.Atoi(m[2])
+			covered += a + b
+			continue
+		}
+		if m := proseElision.FindStringSubmatch(l); m != nil {
+			n, _ := strconv.Atoi(m[1])
+			elided += n
+			continue
+		}
+		if rest, ok := strings.CutPrefix(l, "Before that: "); ok { // the old format's nesting
+			l = "- earlier: " + rest
+		}
+		if len(l) > 2*extractLineChars { // clipped, not trimmed: "  -> result" lines stay indented
+			l = truncateUTF8(l, 2*extractLineChars) + "..."
+		}
+		lines = append(lines, l)
+	}
+	return lines, covered, elided
+}
+
+// proseLine is one message's line in the timeline.
+func proseLine(m *Message) string {
+	switch m.Role {
+	case RoleUser:
+		return "- user: " + clip(firstTextLine(messageText(m)), extractLineChars)
+	case RoleAssistant:
+		l := "- assistant: " + clip(firstTextLine(cleanAssistant(truncateUTF8(m.Content, 2048))), extractLineChars)
+		if len(m.ToolCalls) > 0 {
+			names := make([]string, 0, len(m.ToolCalls))
+			for _, tc := range m.ToolCalls {
+				names = append(names, describeCall(tc))
+			}
+			l += " [" + strings.Join(names, "; ") + "]"
+		}
+		return l
+	case RoleTool:
+		if strings.HasPrefix(m.Content, PlaceholderPrefix) {
+			return "  -> offloaded result " + m.ToolCallID + ", readable by its tool_call_id"
+		}
+		c := truncateUTF8(m.Content, 2048)
+		exit := ""
+		if rc := returnCode.FindStringSubmatchIndex(c); rc != nil && strings.HasPrefix(strings.TrimSpace(c), "<returncode>") {
+			exit, c = "exit "+c[rc[2]:rc[3]]+": ", c[rc[1]:]
+		}
+		return fmt.Sprintf("  -> %s%s (%d bytes)", exit, clip(firstOutputLine(c), extractLineChars), len(m.Content))
+	default:
+		return "- " + string(m.Role) + ": " + clip(firstLine(m.Content), extractLineChars)
+	}
+}
+
+func describeCall(tc ToolCall) string {
+	// Cut before folding white space: arguments can be whole files.
+	args := oneLine(truncateUTF8(tc.Function.Arguments, 400))
+	return clip(tc.Function.Name+"("+clip(args, 100)+")", 130)
+}
+
+// firstTextLine is the first line of s that is not markup such as "<uploaded_files>" or a
+// path alone.
+func firstTextLine(s string) string {
+	s = truncateUTF8(s, 2048)
+	for l := range strings.SplitSeq(s, "\n") {
+		if l = strings.TrimSpace(l); l != "" && !tagLine.MatchString(l) && strings.Contains(l, " ") {
+			return l
+		}
+	}
+	return firstLine(s)
+}
+
+// firstOutputLine is the first line of a tool result that is not harness markup.
+func firstOutputLine(s string) string {
+	for l := range strings.SplitSeq(s, "\n") {
+		if l = strings.TrimSpace(l); l != "" && l != "OBSERVATION:" && !tagLine.MatchString(l) {
+			return strings.TrimSpace(strings.TrimPrefix(l, "OBSERVATION:"))
+		}
+	}
+	return ""
 }
 
 func firstLine(s string) string {
 	s = strings.TrimSpace(s)
 	if i := strings.IndexByte(s, '\n'); i >= 0 {
-		return s[:i]
+		return strings.TrimSpace(s[:i])
 	}
 	return s
 }
@@ -358,5 +1614,5 @@ func clip(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}
-	return truncateUTF8(s, n) + "..."
+	return strings.TrimSpace(truncateUTF8(s, n)) + "..."
 }
