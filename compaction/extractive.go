@@ -660,8 +660,8 @@ func statusFailed(content string) bool {
 func (x *extraction) backward() {
 	msgs := x.req.Messages
 	seenFail := map[string]bool{}
-	lastAction := ""
-	planSearch := 10 // assistant messages searched for the latest stated plan
+	lastAction, latest := "", "" // the last call made, the last thing said
+	planSearch := 10             // assistant messages searched for the latest stated plan
 	results, answers := 0, 0
 	for i := len(msgs) - 1; i >= 0; i-- {
 		resultsDone := results >= extractMaxResults || len(x.outcomes) >= extractMaxItems && len(x.failures) >= extractMaxItems
@@ -680,6 +680,9 @@ func (x *extraction) backward() {
 			}
 			answers++
 			text := cleanAssistant(m.Content)
+			if latest == "" {
+				latest = text
+			}
 			if planSearch > 0 {
 				planSearch--
 				if p := statedPlan(text); p != "" {
@@ -729,6 +732,9 @@ func (x *extraction) backward() {
 	slices.Reverse(x.outcomes)
 	slices.Reverse(x.failures)
 	slices.Reverse(x.decisions)
+	if ss := splitSentences(latest); x.nextStep == "" && len(ss) > 0 {
+		x.nextStep = clip(oneLine(ss[len(ss)-1]), 320) // no plan stated: what was said last
+	}
 	switch {
 	case x.nextStep != "" && lastAction != "":
 		x.nextStep = clip(x.nextStep, 320) + " (last action: " + clip(lastAction, 100) + ")"

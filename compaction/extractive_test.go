@@ -360,6 +360,9 @@ func TestExtractiveDescribesOnlyItsSpan(t *testing.T) {
 	}
 	mustNotContain(t, "execution_progress", m[AnchorExecutionProgress], "earlier progress", "Earlier:", "parser.py")
 	mustContain(t, "execution_progress", m[AnchorExecutionProgress], "pytest -q -> 3 passed")
+	if m[AnchorNextStep] != "Running the tests. (last action: pytest -q)" { // no plan stated: what was said last
+		t.Errorf("next_step %q", m[AnchorNextStep])
+	}
 	mustContain(t, "summary", summary, "Compacted 3 messages (1 user, 1 assistant, 1 tool results, 0 offloaded); 40 before that.\n- user: Fix the failing parser test.\n- user: Also keep")
 	// Short status questions are no instructions.
 	m, _ = summarize(t, SummaryRequest{Messages: []Message{user("Any progress?")}, PreviousAnchors: prev})
