@@ -910,7 +910,7 @@ var (
 	pytestCounts = regexp.MustCompile(`^[= ]*((?:\d+ (?:passed|failed|errors?|skipped|deselected|xfailed|xpassed|warnings?|rerun)(?:, )?)+)(?: in [\d.]+s)?(?: \([^)]*\))?[ =]*$`)
 	unittestRan  = regexp.MustCompile(`(?m)^Ran (\d+) tests? in [\d.]+s\s*\n\s*\n?(OK.*|FAILED \(.*\))\s*$`)
 	exceptionRE  = regexp.MustCompile(`^[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|Warning|Failure|Fault)\b(?::.*)?$|^[A-Za-z_][\w.]*: .+`)
-	errorLineRE  = regexp.MustCompile(`(?i)(?:^|\s|:)(?:error|fatal|panic)(?:\[[^\]]*\])?:\s*\S|no such file or directory|command not found|permission denied|no module named|cannot import name|syntaxerror|is not defined|no replacement was performed|did not appear verbatim`)
+	errorLineRE  = regexp.MustCompile(`(?i)(?:^|\s|:)(?:error|fatal|panic)(?:\[[^\]]*\])?:\s*\S|^error\b[^:]{0,60}:\s*\S|no such file or directory|command not found|permission denied|no module named|cannot import name|syntaxerror|is not defined|no replacement was performed|did not appear verbatim`)
 	// errorWords are what errorLineRE matches, for a cheap test first.
 	errorWords  = [...]string{"error", "fatal", "panic", "no such file", "not found", "permission denied", "no module named", "cannot import", "is not defined", "no replacement", "verbatim"}
 	pytestELine = regexp.MustCompile(`(?m)^E {2,}(\S.*)$`)
@@ -984,13 +984,18 @@ func errorLine(head, tail string) string {
 			return cleanLine(m[1])
 		}
 	}
+	// Else the lines that read as errors, up to three (a script can report several).
+	var found []string
 	for _, text := range []string{head, tail} {
 		lower := strings.ToLower(text)
-		if !containsAny(lower, errorWords[:]) {
+		if !containsAny(lower, errorWords[:]) || len(found) > 0 {
 			continue // most output says nothing of errors: skip splitting it into lines
 		}
 		afterHeading := false // the line after "ERRORS:" or "ERROR:" says what the error is
 		for l := range strings.SplitSeq(text, "\n") {
+			if len(found) == 3 {
+				break
+			}
 			if !afterHeading && !containsAny(strings.ToLower(l), errorWords[:]) {
 				continue
 			}
@@ -1001,11 +1006,15 @@ func errorLine(head, tail string) string {
 				t := strings.TrimRight(strings.TrimLeft(l, "-> "), ":")
 				afterHeading = strings.EqualFold(t, "errors") || strings.EqualFold(t, "error")
 			case afterHeading || errorLineRE.MatchString(l):
-				return strings.TrimPrefix(l, "- ")
+				l = strings.TrimPrefix(l, "- ")
+				if !slices.Contains(found, l) {
+					found = append(found, l)
+				}
+				afterHeading = false
 			}
 		}
 	}
-	return ""
+	return strings.Join(found, " | ")
 }
 
 // pytestFailedLine is the first of pytest's "FAILED test - error" (or "ERROR test")
@@ -1144,26 +1153,33 @@ var choiceMarkers = [...]string{"instead of", " instead.", " instead:", " instea
 	"the root cause", "root cause is", "the issue is that", "the problem is that", "the bug is", "the cause is",
 	"i'll use", "i will use", "we'll use", "we will use", "i'll keep", "we should use", "is better", "prefer",
 	"we need to modify", "we need to change", "i need to modify", "i need to change", "so we need", "so i need", "better to",
-	"the right way", "the correct way", "should be changed"}
+	"the right way", "the correct way", "should be changed",
+	"real issue", "issue is in", "problem is in", "not specific to", "happens with any", "the culprit",
+	"i am using", "i'm using", "we're using", "switch to", "switched to"}
 
 // Markers of a reason, a decision when the sentence also states an action.
 var reasonMarkers = [...]string{"because", "since ", "so that", "in order to", "to avoid", "to keep", "to ensure", "to preserve", "otherwise"}
 var actionMarkers = [...]string{"i'll", "i will", "we'll", "we will", "let's", "we need", "i need", "should", "must", "we can", "i can"}
 
+// Markers of an action the assistant commits to: a decision when it names the code it
+// changes ("I will add `from x import y` after `import z`").
+var commitMarkers = [...]string{"i'll ", "i will ", "we'll ", "we will ", "i am going to", "i'm going to"}
+
 // decisionSentences picks sentences that state a choice (and its reason), not boilerplate
 // such as "Let's run the test:" or "Now let's look at the file".
 func decisionSentences(text string) []string {
 	lower := strings.ToLower(text)
-	if !containsAny(lower, choiceMarkers[:]) && !containsAny(lower, reasonMarkers[:]) {
+	if !containsAny(lower, choiceMarkers[:]) && !containsAny(lower, reasonMarkers[:]) && !(containsAny(lower, commitMarkers[:]) && strings.Contains(text, "`")) {
 		return nil // most messages state no decision: skip splitting them into sentences
 	}
 	var out []string
 	for _, s := range splitSentences(text) {
 		ls := strings.ToLower(s)
-		if strings.HasSuffix(ls, "?") {
-			continue
+		if strings.HasSuffix(ls, "?") || strings.HasSuffix(ls, ":") && !containsAny(ls, choiceMarkers[:]) {
+			continue // a question, or narration of the next call ("Let's run the test:")
 		}
-		if containsAny(ls, choiceMarkers[:]) || containsAny(ls, reasonMarkers[:]) && containsAny(ls, actionMarkers[:]) {
+		if containsAny(ls, choiceMarkers[:]) || containsAny(ls, reasonMarkers[:]) && containsAny(ls, actionMarkers[:]) ||
+			containsAny(ls, commitMarkers[:]) && strings.Count(s, "`") >= 2 {
 			out = append(out, clip(oneLine(trimListMarker(s)), extractItemChars))
 		}
 	}

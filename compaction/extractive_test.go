@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -449,6 +450,8 @@ func TestErrorLine(t *testing.T) {
 		{"git error", "error: pathspec 'nope.py' did not match any file(s) known to git", "error: pathspec 'nope.py' did not match any file(s) known to git"},
 		{"no module", "/usr/bin/python: No module named sqlfluff", "/usr/bin/python: No module named sqlfluff"},
 		{"headings only", "==== ERRORS ====\n-> ERRORS:\nTraceback (most recent call last):\n", ""},
+		{"several reported errors", "Created test workgroup\nError creating prepared statement: The create_prepared_statement action has not been implemented\nError listing named queries: The list_named_queries action has not been implemented\n",
+			"Error creating prepared statement: The create_prepared_statement action has not been implemented | Error listing named queries: The list_named_queries action has not been implemented"},
 		{"success", "All good\n3 passed", ""},
 	}
 	for _, c := range cases {
@@ -538,4 +541,24 @@ func TestExtractiveOffloadedResult(t *testing.T) {
 	m, _ := summarize(t, SummaryRequest{Messages: msgs, MaxSummaryChars: 2000})
 	mustContain(t, "execution_progress", m[AnchorExecutionProgress], "python -m pytest tests -q -> exit 1 (full result: m9)")
 	mustContain(t, "tried_solution", m[AnchorTriedSolution], "python -m pytest tests -q -> exit 1 (full result: m9)")
+}
+
+func TestDecisionSentences(t *testing.T) {
+	cases := []struct {
+		text string
+		want []string
+	}{
+		{"Let's run the test:", nil},
+		{"Now let's look at the file. First, I'll create a script to reproduce the bug.", nil},
+		{"I'll use a stack instead of a regex.", []string{"I'll use a stack instead of a regex."}},
+		{"I will add `from django.conf import settings` after `import pytz`.", []string{"I will add `from django.conf import settings` after `import pytz`."}},
+		{"We need to keep the old signature because other services import it.", []string{"We need to keep the old signature because other services import it."}},
+		{"I think the real issue is in L003. Let me check.", []string{"I think the real issue is in L003."}},
+		{"Why does it fail instead of passing?", nil},
+	}
+	for _, c := range cases {
+		if got := decisionSentences(c.text); !slices.Equal(got, c.want) {
+			t.Errorf("%q: %q, want %q", c.text, got, c.want)
+		}
+	}
 }
