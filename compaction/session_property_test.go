@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -173,7 +174,7 @@ func runChainedSession(t *testing.T, seed uint64, stats map[Tier]int) {
 		if r.IntN(25) == 0 {
 			c = newCompactor() // the manager restarted, or another replica answers
 		}
-		store.failing = r.IntN(8) == 0
+		store.setFailing(r.IntN(8) == 0)
 		sum.failing = r.IntN(5) == 0
 		force := r.IntN(20) == 0
 		var view []Message
@@ -185,7 +186,7 @@ func runChainedSession(t *testing.T, seed uint64, stats map[Tier]int) {
 			view, rec, err = c.CompactDeltaWithRecord(ctx, d, body, force)
 			if err != nil {
 				// The documented answer to a delta the session cannot use: send it all.
-				store.failing = false
+				store.setFailing(false)
 				view, rec, err = c.CompactDeltaWithRecord(ctx, Delta{}, history, force)
 			}
 		} else {
@@ -290,28 +291,41 @@ func genSession(r *rand.Rand, turns int) []Message {
 // flakyStore fails state loads and saves and offload writes while failing is set.
 type flakyStore struct {
 	*memStore
+	mu      sync.Mutex // the offloader writes from several goroutines
 	r       *rand.Rand
 	failing bool
+}
+
+func (s *flakyStore) fail() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.failing && s.r.IntN(2) == 0
+}
+
+func (s *flakyStore) setFailing(v bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.failing = v
 }
 
 var errInjected = errors.New("injected storage failure")
 
 func (s *flakyStore) PutToolResult(ctx context.Context, sid, id string, content []byte) (string, error) {
-	if s.failing && s.r.IntN(2) == 0 {
+	if s.fail() {
 		return "", errInjected
 	}
 	return s.memStore.PutToolResult(ctx, sid, id, content)
 }
 
 func (s *flakyStore) LoadState(ctx context.Context, sid string) (*State, error) {
-	if s.failing && s.r.IntN(2) == 0 {
+	if s.fail() {
 		return nil, errInjected
 	}
 	return s.memStore.LoadState(ctx, sid)
 }
 
 func (s *flakyStore) SaveState(ctx context.Context, sid string, st *State) error {
-	if s.failing && s.r.IntN(2) == 0 {
+	if s.fail() {
 		return errInjected
 	}
 	return s.memStore.SaveState(ctx, sid, st)
