@@ -437,6 +437,10 @@ func parseSummaryPrompt(prompt string) (compaction.SummaryRequest, error) {
 		req.MaxSummaryChars, _ = strconv.Atoi(body[m[2]:m[3]])
 		body = body[:m[0]]
 	}
+	// The reply-format reminder BuildSummaryPrompt ends with.
+	if k := strings.LastIndex(body, "\nReply in the format of your instructions:"); k >= 0 {
+		body = body[:k]
+	}
 	var cur *compaction.Message
 	var content []string
 	flush := func() {

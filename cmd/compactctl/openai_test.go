@@ -124,7 +124,7 @@ func TestCompactWithOpenAISummarizer(t *testing.T) {
 	if !strings.Contains(rec.SummaryText, "data race in Evict") {
 		t.Errorf("summary text %q is not the LLM's", rec.SummaryText)
 	}
-	if msg := out.Messages[1].Content; !strings.Contains(msg, "guard the eviction list with the cache mutex") {
+	if msg := out.Messages[2].Content; !strings.Contains(msg, "guard the eviction list with the cache mutex") {
 		t.Errorf("compaction message lacks the LLM's anchors:\n%s", msg)
 	}
 }
