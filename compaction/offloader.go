@@ -110,8 +110,9 @@ func (o *Offloader) shouldOffload(m *Message, threshold int) bool {
 	if m.ToolCallID == "" || len(m.Content) <= threshold || strings.HasPrefix(m.Content, PlaceholderPrefix) {
 		return false
 	}
-	preview, _ := previewOf(m.Content, o.previewLines)
-	return placeholderOverhead+len(m.ToolCallID)+maxRefBytes+len(preview) < len(m.Content)
+	preview, shown := previewOf(m.Content, o.previewLines)
+	last, _ := lastLinesOf(m.Content, min(previewTailLines, strings.Count(m.Content, "\n")+1-shown))
+	return placeholderOverhead+len(m.ToolCallID)+maxRefBytes+len(preview)+len(last) < len(m.Content)
 }
 
 // placeholderOverhead bounds the fixed text of a placeholder: labels, numbers, notes.
@@ -234,9 +235,45 @@ func Placeholder(toolCallID, content, ref string, previewLines int) string {
 	if previewLines > 0 {
 		preview, shown := previewOf(content, previewLines)
 		fmt.Fprintf(&b, "preview (first %d of %d lines):\n%s", shown, total, preview)
+		if last, n := lastLinesOf(content, min(previewTailLines, total-shown)); n > 0 {
+			// Test summaries and the error that ends a traceback are at the end.
+			fmt.Fprintf(&b, "[...]\nlast %d lines:\n%s", n, last)
+		}
 	}
 	b.WriteString("[the full result is stored: read it back by its tool_call_id]")
 	return b.String()
+}
+
+// previewTailLines is how many closing lines of an offloaded result its placeholder shows
+// after the leading preview.
+const previewTailLines = 3
+
+// lastLinesOf returns the last n lines of content (a trailing newline ends the last line),
+// each cut to maxPreviewLineBytes, and how many it holds. It reads only those lines.
+func lastLinesOf(content string, n int) (string, int) {
+	if n <= 0 {
+		return "", 0
+	}
+	rest := strings.TrimRight(content, "\n")
+	lines := make([]string, 0, n)
+	for len(lines) < n && rest != "" {
+		line := rest
+		if i := strings.LastIndexByte(rest, '\n'); i >= 0 {
+			line, rest = rest[i+1:], rest[:i]
+		} else {
+			rest = ""
+		}
+		if len(line) > maxPreviewLineBytes {
+			line = truncateUTF8(line, maxPreviewLineBytes) + fmt.Sprintf(" [... %d more bytes on this line]", len(line)-maxPreviewLineBytes)
+		}
+		lines = append(lines, line)
+	}
+	var b strings.Builder
+	for i := len(lines) - 1; i >= 0; i-- {
+		b.WriteString(lines[i])
+		b.WriteByte('\n')
+	}
+	return b.String(), len(lines)
 }
 
 // previewOf returns the first n lines of content, each cut to maxPreviewLineBytes and all
