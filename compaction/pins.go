@@ -195,7 +195,8 @@ func (c *ProgressiveCompactor) selectPins(ctx context.Context, pins, candidates 
 		size := p.Message.Chars()
 		switch {
 		case size <= left:
-		case left >= minPinBytes && !p.Shortened() && p.Message.ContentParts == nil && p.Kind != PinKindPreamble:
+		case (left >= minPinBytes || p.Kind == PinKindTask && left > 0) && !p.Shortened() && p.Message.ContentParts == nil && p.Kind != PinKindPreamble:
+			// The task is kept, shortened, whatever is left of the budget.
 			// A preamble (a demonstration, pasted context) is pinned whole or not at all:
 			// its head and tail alone would spend the budget on little.
 			p = c.shortenPin(ctx, p, left, rec)

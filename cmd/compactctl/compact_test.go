@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -10,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/harness9/compaction-operator/compaction"
+	fsstore "github.com/harness9/compaction-operator/compaction/storage/fs"
 )
 
 // compactAt runs compact on msgs with a window that puts them at the given usage ratio.
@@ -341,6 +343,8 @@ func TestBadFlagsAreUsageErrors(t *testing.T) {
 		{[]string{"--min-tail", "0", path}, "--min-tail"},
 		{[]string{"--max-summary-chars", "10", path}, "--max-summary-chars"},
 		{[]string{"--session-id", "../x", path}, "--session-id"},
+		{[]string{"--pin-rule", "Everything", path}, `--pin-rule "Everything"`},
+		{[]string{"--pin-percent", "51", path}, "--pin-percent 51 must be between 1 and 50"},
 		{[]string{"--summarizer", "magic", path}, `--summarizer "magic"`},
 		{[]string{"--summarizer", "openai", path}, "--openai-model is required"},
 		{[]string{"--summarizer", "openai", "--openai-model", "m", "--openai-base-url", "ftp://x", path}, "scheme must be http or https"},
@@ -408,5 +412,45 @@ func TestCompactAppliesOffloadHook(t *testing.T) {
 	}
 	if out := decodeCompact(t, r.stdout); out.Messages[last].Content != msgs[last].Content {
 		t.Errorf("--hook-threshold 0 still offloaded the result")
+	}
+}
+
+// TestCompactPinFlags: --pin-rule chooses what a compaction pins, --pin-percent bounds it.
+func TestCompactPinFlags(t *testing.T) {
+	t.Parallel()
+	msgs := genTranscript(genOptions{rounds: 10, bigResult: 6000})
+	later := compaction.Message{Role: compaction.RoleUser, Content: "Also keep the metrics name cache_evictions_total unchanged."}
+	msgs = append(msgs[:6:6], append([]compaction.Message{later}, msgs[6:]...)...)
+	for _, c := range []struct {
+		args []string
+		want int
+	}{
+		{nil, 2}, // the task and the later instruction
+		{[]string{"--pin-rule", "Task"}, 1},
+		{[]string{"--pin-rule", "None"}, 0},
+		{[]string{"--pin-rule", "Marked"}, 0},
+	} {
+		out, _ := compactAt(t, msgs, 0.87, c.args...)
+		if out.Record.PinnedMessages != c.want {
+			t.Errorf("%v: %d pins, want %d", c.args, out.Record.PinnedMessages, c.want)
+		}
+		if c.want > 0 && out.Messages[1].Content != msgs[1].Content {
+			t.Errorf("%v: the view does not open with the task: %q", c.args, clip(out.Messages[1].Content, 80))
+		}
+	}
+	// A budget too small for the task keeps its head and tail and names the full text's ID.
+	msgs[1].Content = "Fix the flaky TestEviction.\n" + strings.Repeat("Details of the report. ", 150) + "\nKeep the public API unchanged."
+	out, store := compactAt(t, msgs, 0.87, "--pin-rule", "Task", "--pin-percent", "10")
+	pin := out.Messages[1].Content
+	if out.Record.PinnedMessages != 1 || !strings.HasPrefix(pin, "Fix the flaky TestEviction.") ||
+		!strings.HasSuffix(pin, "Keep the public API unchanged.") || !strings.Contains(pin, "tool_call_id pinned-message-1") {
+		t.Fatalf("a 10%% budget: %d pins, first message %q", out.Record.PinnedMessages, clip(pin, 300))
+	}
+	fs, err := fsstore.New(store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if full, err := fs.GetToolResult(context.Background(), defaultSessionID, "pinned-message-1"); err != nil || string(full) != msgs[1].Content {
+		t.Fatalf("the pinned task's full text is not readable back: %v (%d bytes)", err, len(full))
 	}
 }

@@ -50,6 +50,8 @@ type engineFlags struct {
 	previewLines     int
 	minTail          int
 	maxSummaryChars  int
+	pinRule          string
+	pinPercent       int
 	sessionID        string
 	storeDir         string
 	summarizer       string
@@ -81,6 +83,8 @@ func addEngineFlags(fs *flag.FlagSet) *engineFlags {
 	fs.IntVar(&f.previewLines, "preview-lines", d.PreviewLines, "leading `lines` of an offloaded tool result kept in its placeholder (1..1000)")
 	fs.IntVar(&f.minTail, "min-tail", d.MinTailMessages, "most recent `messages` always kept verbatim")
 	fs.IntVar(&f.maxSummaryChars, "max-summary-chars", d.MaxSummaryChars, "upper bound of the prose summary in `bytes` (at least 200)")
+	fs.StringVar(&f.pinRule, "pin-rule", string(d.PinRule), "messages kept verbatim after the system messages once compacted: `rule` TaskAndInstructions (the task\nand each distinct later user message), Task, Marked (only messages with \"pinned\": true) or None;\nmarked messages are pinned under every rule but None")
+	fs.IntVar(&f.pinPercent, "pin-percent", percent(d.PinBudget), "pin budget, `percent` of the window (1..50); a pin over it keeps its head and tail, its full text\nis offloaded and readable back by the tool_call_id its note names")
 	fs.BoolVar(&f.rawHistory, "raw-history", false, "compact the full raw history every turn, as the seed spec does, instead of the derived view\nafter the watermark (a session past the window then stays in Emergency); for comparison")
 	fs.StringVar(&f.sessionID, "session-id", defaultSessionID, "session `ID` the store files offloaded results, records and state under (letters, digits, '-', '_', '.')")
 	fs.StringVar(&f.storeDir, "store", defaultStoreDir, "store root `DIR`: results go to DIR/.harness9/{tool_results,compaction_records,state}/;\nan empty value keeps everything in memory and writes nothing (dry run)")
@@ -129,6 +133,14 @@ func (f *engineFlags) config() (compaction.Config, error) {
 	if f.minTail < 1 {
 		errs = append(errs, fmt.Errorf("--min-tail %d must be at least 1 message", f.minTail))
 	}
+	switch compaction.PinRule(f.pinRule) {
+	case compaction.PinTaskAndInstructions, compaction.PinTask, compaction.PinMarked, compaction.PinNone:
+	default:
+		errs = append(errs, fmt.Errorf("--pin-rule %q must be TaskAndInstructions, Task, Marked or None", f.pinRule))
+	}
+	if f.pinPercent < 1 || f.pinPercent > 50 {
+		errs = append(errs, fmt.Errorf("--pin-percent %d must be between 1 and 50", f.pinPercent))
+	}
 	if f.maxSummaryChars < 200 {
 		errs = append(errs, fmt.Errorf("--max-summary-chars %d must be at least 200", f.maxSummaryChars))
 	}
@@ -152,6 +164,8 @@ func (f *engineFlags) config() (compaction.Config, error) {
 	cfg.MinTailMessages = f.minTail
 	cfg.MaxSummaryChars = f.maxSummaryChars
 	cfg.RawHistory = f.rawHistory
+	cfg.PinRule = compaction.PinRule(f.pinRule)
+	cfg.PinBudget = float64(f.pinPercent) / 100
 	if cfg.HookThreshold == 0 { // disabled: the hook is the CLI's, the engine wants a value
 		cfg.HookThreshold = compaction.DefaultConfig(0).HookThreshold
 	}
