@@ -31,6 +31,18 @@ const NotAvailable = "N/A"
 // MaxAnchorChars bounds one anchor's content so anchors stay small in context and status.
 const MaxAnchorChars = 2000
 
+// MaxDecisionChars bounds key_decision, which keeps more, shorter items than the others:
+// the decisions of a long session are spread over it, and each is one sentence.
+const MaxDecisionChars = 3000
+
+// AnchorMaxChars is the bound of an anchor of type t.
+func AnchorMaxChars(t AnchorType) int {
+	if t == AnchorKeyDecision {
+		return MaxDecisionChars
+	}
+	return MaxAnchorChars
+}
+
 // Anchor is one piece of structured, programmatically checkable summary.
 type Anchor struct {
 	Type    AnchorType `json:"type"`
@@ -410,7 +422,7 @@ func setAnchor(found map[AnchorType]string, t AnchorType, content string) {
 	} else if ok && content == NotAvailable {
 		return
 	}
-	found[t] = strings.TrimSpace(truncateUTF8(content, MaxAnchorChars))
+	found[t] = strings.TrimSpace(truncateUTF8(content, AnchorMaxChars(t)))
 }
 
 // fillAnchors returns the five anchors in canonical order, N/A where found has none.
@@ -525,6 +537,8 @@ func anchorBounds(t AnchorType) (head, tail int) {
 		return 12, 8 // the task's items first, then the latest instructions
 	case AnchorNextStep:
 		return 6, 2
+	case AnchorKeyDecision:
+		return 3, 12
 	default:
 		return 3, 10
 	}
@@ -597,9 +611,66 @@ func mergeItems(t AnchorType, old, new itemList) string {
 	if headLimit >= 0 {
 		head = min(head, headLimit)
 	}
+	elided := max(old.elided, new.elided)
+	if t == AnchorKeyDecision {
+		kept, elided, tail = thinDecisions(kept, elided, head, tail)
+	}
 	// A marker in the new anchors is most likely the old one copied (a model restating the
 	// previous anchors): the larger count, not the sum.
-	return boundItems(fixed, kept, max(old.elided, new.elided), head, tail, MaxAnchorChars)
+	return boundItems(fixed, kept, elided, head, tail, AnchorMaxChars(t))
+}
+
+// maxStrongDecisions is how many decisions from the middle of a long session key_decision
+// keeps besides its oldest and newest items.
+const maxStrongDecisions = 14
+
+// thinDecisions keeps, of the decisions between the oldest head and the newest tail ones,
+// the newest maxStrongDecisions that commit to an approach or locate the problem (see
+// strongDecision) instead of eliding them all: a decision taken in the middle of a long
+// session still holds at its end, a passing observation does not. The kept ones are shown
+// after the elision marker, in order, as part of the tail.
+func thinDecisions(items []string, elided, head, tail int) ([]string, int, int) {
+	if len(items) <= head+tail {
+		return items, elided, tail
+	}
+	middle := items[head : len(items)-tail]
+	keep := make([]bool, len(middle))
+	n := 0
+	for i := len(middle) - 1; i >= 0 && n < maxStrongDecisions; i-- {
+		if strongDecision(middle[i]) {
+			keep[i] = true
+			n++
+		}
+	}
+	out := make([]string, 0, head+n+tail)
+	out = append(out, items[:head]...)
+	for i, it := range middle {
+		if keep[i] {
+			out = append(out, it)
+		} else {
+			elided++
+		}
+	}
+	out = append(out, items[len(items)-tail:]...)
+	return out, elided, tail + n
+}
+
+// strongDecisionMarkers mark a decision that holds beyond the step it was taken in: a
+// change of approach, the located cause, the fix chosen, a change committed to.
+var strongDecisionMarkers = [...]string{"instead", "rather than", "decided", "decide to", "i chose", "go with", "opt for", "switch to",
+	"the fix is", "the fix should", "the fix will", "the solution is", "the best approach", "a better approach", "the right approach",
+	"root cause", "real issue", "real problem", "issue is in", "problem is in", "bug is in", "not specific to", "happens with",
+	"the culprit", "the right way", "the correct way", "i will add", "i'll add", "let's add", "we need to add", "i need to add"}
+
+// strongDecision reports whether a key_decision item is a strong one.
+func strongDecision(it string) bool {
+	l := strings.ToLower(it)
+	for _, m := range strongDecisionMarkers {
+		if strings.Contains(l, m) {
+			return true
+		}
+	}
+	return false
 }
 
 // capItems keeps the first and last maxMergeItems/2 items, counting the others as elided.

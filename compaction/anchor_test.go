@@ -317,7 +317,7 @@ func TestMergeAnchorsBoundedNeverNests(t *testing.T) {
 		}
 		anchors = MergeAnchors(anchors, new)
 		for _, a := range anchors {
-			if len(a.Content) > MaxAnchorChars {
+			if len(a.Content) > AnchorMaxChars(a.Type) {
 				t.Fatalf("merge %d: %s is %d bytes", i, a.Type, len(a.Content))
 			}
 			if n := strings.Count(a.Content, "elided ...]"); n > 1 {
@@ -391,7 +391,7 @@ func FuzzParseAnchors(f *testing.F) {
 			t.Fatalf("%d anchors", len(anchors))
 		}
 		for i, a := range anchors {
-			if a.Type != AnchorTypes[i] || a.Content == "" || len(a.Content) > MaxAnchorChars {
+			if a.Type != AnchorTypes[i] || a.Content == "" || len(a.Content) > AnchorMaxChars(a.Type) {
 				t.Fatalf("anchor %d malformed: %+v", i, a)
 			}
 		}
@@ -407,7 +407,7 @@ func FuzzParseAnchors(f *testing.F) {
 			t.Fatal("merge lost anchors")
 		}
 		for _, a := range MergeAnchors(merged, anchors) {
-			if a.Content == "" || len(a.Content) > MaxAnchorChars || strings.Count(a.Content, "elided ...]") > 1 {
+			if a.Content == "" || len(a.Content) > AnchorMaxChars(a.Type) || strings.Count(a.Content, "elided ...]") > 1 {
 				t.Fatalf("merged %s malformed: %q", a.Type, a.Content)
 			}
 		}

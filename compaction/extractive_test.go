@@ -97,7 +97,7 @@ func summarize(t *testing.T, req SummaryRequest) (map[AnchorType]string, string)
 		t.Fatalf("the extractive anchors do not parse back exactly:\n%s\nreformatted:\n%s", out, want)
 	}
 	for _, a := range anchors {
-		if len(a.Content) > MaxAnchorChars {
+		if len(a.Content) > AnchorMaxChars(a.Type) {
 			t.Fatalf("%s is %d bytes", a.Type, len(a.Content))
 		}
 	}
@@ -420,7 +420,7 @@ func TestExtractiveChainStaysBoundedAndFlat(t *testing.T) {
 		t.Errorf("the repeated interjection is in user_intent %d times: %q", n, m[AnchorUserIntent])
 	}
 	for _, a := range anchors {
-		if len(a.Content) > MaxAnchorChars || strings.Count(a.Content, "elided ...]") > 1 || strings.Contains(a.Content, "Earlier:") {
+		if len(a.Content) > AnchorMaxChars(a.Type) || strings.Count(a.Content, "elided ...]") > 1 || strings.Contains(a.Content, "Earlier:") {
 			t.Errorf("%s: %d bytes: %q", a.Type, len(a.Content), a.Content)
 		}
 	}
