@@ -657,9 +657,9 @@ func thinDecisions(items []string, elided, head, tail int) ([]string, int, int) 
 
 // strongDecisionMarkers mark a decision that holds beyond the step it was taken in: a
 // change of approach, the located cause, the fix chosen, a change committed to.
-var strongDecisionMarkers = [...]string{"instead", "rather than", "decided", "decide to", "i chose", "go with", "opt for", "switch to",
+var strongDecisionMarkers = [...]string{" instead.", " instead,", " instead:", " instead;", "instead of using", "rather than", "decided", "decide to", "i chose", "go with", "opt for", "switch to",
 	"the fix is", "the fix should", "the fix will", "the solution is", "the best approach", "a better approach", "the right approach",
-	"root cause", "real issue", "real problem", "issue is in", "problem is in", "bug is in", "not specific to", "happens with",
+	"root cause", "real issue", "real problem", "not specific to", "happens with",
 	"the culprit", "the right way", "the correct way", "i will add", "i'll add", "let's add", "we need to add", "i need to add"}
 
 // strongDecision reports whether a key_decision item is a strong one.

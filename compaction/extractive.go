@@ -32,18 +32,19 @@ func (ExtractiveSummarizer) Name() string { return "extractive" }
 
 // Lengths and counts the extractive summary keeps.
 const (
-	extractLineChars   = 160      // a line of the timeline
-	extractItemChars   = 240      // an anchor item
-	extractShortTask   = 300      // a task this short is kept whole
-	extractTaskChars   = 650      // the task's title and requirement lines
-	extractInstrChars  = 350      // the harness's instructions after the problem statement
-	extractFollowChars = 200      // a later user instruction
-	extractMaxItems    = 6        // outcomes, failures and decisions per span
-	extractScanBytes   = 8 << 10  // the head and the tail of a tool result that are read
-	extractArgBytes    = 4 << 10  // the head of a tool call's arguments that is read
-	extractTextBytes   = 16 << 10 // the head of a message's text that is read
-	extractDiffBytes   = 64 << 10 // the head of a diff that is read for file names
-	extractMaxResults  = 150      // tool results read backwards for outcomes and failures
+	extractLineChars     = 160      // a line of the timeline
+	extractItemChars     = 240      // an anchor item
+	extractDecisionChars = 200      // a key_decision item: one or two sentences
+	extractShortTask     = 300      // a task this short is kept whole
+	extractTaskChars     = 650      // the task's title and requirement lines
+	extractInstrChars    = 350      // the harness's instructions after the problem statement
+	extractFollowChars   = 200      // a later user instruction
+	extractMaxItems      = 6        // outcomes, failures and decisions per span
+	extractScanBytes     = 8 << 10  // the head and the tail of a tool result that are read
+	extractArgBytes      = 4 << 10  // the head of a tool call's arguments that is read
+	extractTextBytes     = 16 << 10 // the head of a message's text that is read
+	extractDiffBytes     = 64 << 10 // the head of a diff that is read for file names
+	extractMaxResults    = 150      // tool results read backwards for outcomes and failures
 )
 
 // Summarize renders the anchors and summary in the documented format.
@@ -1163,7 +1164,16 @@ var actionMarkers = [...]string{"i'll", "i will", "we'll", "we will", "let's", "
 
 // Markers of an action the assistant commits to: a decision when it names the code it
 // changes ("I will add `from x import y` after `import z`").
-var commitMarkers = [...]string{"i'll ", "i will ", "we'll ", "we will ", "i am going to", "i'm going to"}
+var commitMarkers = [...]string{"i'll ", "i will ", "we'll ", "we will ", "i am going to", "i'm going to",
+	"let's add ", "let's change ", "let's modify ", "let's update ", "let's implement ", "let's replace ", "let's remove ", "let's move "}
+
+// Words that say where a change goes.
+var placeMarkers = [...]string{" to ", " in ", " into ", " after ", " before ", " from "}
+
+// Markers of a change the assistant is about to make: with the code it names, a decision
+// even when the sentence introduces the edit ("Let's add the `X` class to models.py:").
+var changeMarkers = [...]string{"let's add ", "let's change ", "let's modify ", "let's implement ", "let's replace ", "let's move ",
+	"i'll add ", "i will add ", "i'll change ", "i will change ", "i'll replace ", "i will replace "}
 
 // decisionSentences picks sentences that state a choice (and its reason), not boilerplate
 // such as "Let's run the test:" or "Now let's look at the file".
@@ -1173,14 +1183,26 @@ func decisionSentences(text string) []string {
 		return nil // most messages state no decision: skip splitting them into sentences
 	}
 	var out []string
-	for _, s := range splitSentences(text) {
+	last := -2 // the index of the sentence the last item ends with
+	for i, s := range splitSentences(text) {
 		ls := strings.ToLower(s)
-		if strings.HasSuffix(ls, "?") || strings.HasSuffix(ls, ":") && !containsAny(ls, choiceMarkers[:]) {
+		// A change named with its code and where it goes: "let's add the `X` class to
+		// models.py:" commits to it; "let's add the `X` class:" narrates the next call.
+		change := containsAny(ls, changeMarkers[:]) && strings.Count(s, "`") >= 2 && containsAny(ls, placeMarkers[:])
+		if strings.HasSuffix(ls, "?") || strings.HasSuffix(ls, ":") && !containsAny(ls, choiceMarkers[:]) && !change {
 			continue // a question, or narration of the next call ("Let's run the test:")
 		}
 		if containsAny(ls, choiceMarkers[:]) || containsAny(ls, reasonMarkers[:]) && containsAny(ls, actionMarkers[:]) ||
 			containsAny(ls, commitMarkers[:]) && strings.Count(s, "`") >= 2 {
-			out = append(out, clip(oneLine(trimListMarker(s)), extractItemChars))
+			it := oneLine(trimListMarker(s))
+			// Two decision sentences in a row state one finding ("So it's not specific to
+			// X. It happens with any Y."): one item, when it stays short.
+			if last == i-1 && len(out) > 0 && len(out[len(out)-1])+1+len(it) <= extractDecisionChars {
+				out[len(out)-1] += " " + it
+			} else {
+				out = append(out, clip(it, extractDecisionChars))
+			}
+			last = i
 		}
 	}
 	return out
