@@ -31,13 +31,14 @@ const NotAvailable = "N/A"
 // MaxAnchorChars bounds one anchor's content so anchors stay small in context and status.
 const MaxAnchorChars = 2000
 
-// MaxDecisionChars bounds key_decision, which keeps more, shorter items than the others:
-// the decisions of a long session are spread over it, and each is one sentence.
+// MaxDecisionChars bounds key_decision and tried_solution, which keep more, shorter items
+// than the others: the decisions and failed attempts of a long session are spread over it,
+// each is a sentence or an error line, and an agent that forgets them repeats them.
 const MaxDecisionChars = 3000
 
 // AnchorMaxChars is the bound of an anchor of type t.
 func AnchorMaxChars(t AnchorType) int {
-	if t == AnchorKeyDecision {
+	if t == AnchorKeyDecision || t == AnchorTriedSolution {
 		return MaxDecisionChars
 	}
 	return MaxAnchorChars
@@ -539,6 +540,8 @@ func anchorBounds(t AnchorType) (head, tail int) {
 		return 6, 2
 	case AnchorKeyDecision:
 		return 3, 12
+	case AnchorTriedSolution:
+		return 3, 12
 	default:
 		return 3, 10
 	}
@@ -703,6 +706,16 @@ func extends(k, prev string) bool {
 func itemKey(t AnchorType, it string) string {
 	k := strings.ToLower(strings.Join(strings.Fields(it), " "))
 	k = strings.TrimRight(k, ".,;: ")
+	if t == AnchorTriedSolution {
+		// The same error reached by another command, or with other counts or a "(full
+		// result: ID)" note, is the same failed attempt.
+		if i := strings.LastIndex(k, " -> "); i >= 0 {
+			k = k[i+len(" -> "):]
+		}
+		if i := strings.LastIndex(k, " ("); i > 0 && strings.HasSuffix(k, ")") {
+			k = k[:i]
+		}
+	}
 	if t == AnchorUserIntent {
 		k = strings.TrimPrefix(k, "later: ") // an instruction repeated later is the same one
 		var b strings.Builder

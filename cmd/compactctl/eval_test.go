@@ -784,7 +784,10 @@ func TestEvalUnavailableProbe(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	msgs := genTranscript(genOptions{rounds: 12, bigResult: 9000})
-	msgs[3].Content += "\nSECRET-TOKEN-42" // in the big first result only, past the placeholder's preview
+	// In the big first result only, in its middle: neither in the placeholder's leading
+	// preview nor in its last lines.
+	half := len(msgs[3].Content) / 2
+	msgs[3].Content = msgs[3].Content[:half] + "\nSECRET-TOKEN-42\n" + msgs[3].Content[half:]
 	path := writeTranscript(t, dir, "hooked.jsonl", msgs)
 	data, err := os.ReadFile(path)
 	if err != nil {
