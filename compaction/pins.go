@@ -190,7 +190,7 @@ func (c *ProgressiveCompactor) selectPins(ctx context.Context, pins, candidates 
 		return all[i].Index > all[j].Index
 	})
 	left := budget
-	var kept []Pin
+	kept := make([]Pin, 0, len(all))
 	for _, p := range all {
 		size := p.Message.Chars()
 		switch {

@@ -393,7 +393,7 @@ func (c *ProgressiveCompactor) emergency(ctx context.Context, t *turn, rec *Comp
 	carried := t.carried
 	if len(head) > 0 {
 		offloaded := c.offload(ctx, head, rec)
-		msg, merged, summary, err := c.summarize(ctx, ExtractiveSummarizer{}, t, offloaded, rec)
+		msg, merged, summary, err := c.summarize(ctx, ExtractiveSummarizer{}, offloaded, rec)
 		if err != nil {
 			// Only a cancelled context stops the extractive summarizer: keep the history
 			// as it is and cut the view alone.
@@ -429,7 +429,7 @@ func (c *ProgressiveCompactor) summarizeSpan(ctx context.Context, t *turn, span,
 		}
 	}
 	offloaded := c.offload(ctx, span, rec)
-	msg, merged, summary, err := c.summarize(ctx, c.summarizer, t, offloaded, rec)
+	msg, merged, summary, err := c.summarize(ctx, c.summarizer, offloaded, rec)
 	if err != nil {
 		rec.addError("summarizer %s failed: %v; fell back to budget truncation", c.summarizer.Name(), err)
 		// Closed first, so the fallback's repair has no unanswered call to drop.
@@ -454,7 +454,7 @@ func (c *ProgressiveCompactor) summarizeSpan(ctx context.Context, t *turn, span,
 
 // summarize runs s on the span and builds the compaction message from its output merged
 // with the session's anchors. An error means there is no usable summary.
-func (c *ProgressiveCompactor) summarize(ctx context.Context, s Summarizer, t *turn, span []Message, rec *CompactionRecord) (Message, []Anchor, string, error) {
+func (c *ProgressiveCompactor) summarize(ctx context.Context, s Summarizer, span []Message, rec *CompactionRecord) (Message, []Anchor, string, error) {
 	raw, err := s.Summarize(ctx, SummaryRequest{
 		SessionID: c.sessionID, Tier: rec.Tier, Messages: span,
 		PreviousSummary: c.state.LastSummary, PreviousAnchors: c.state.LastAnchors,

@@ -788,19 +788,20 @@ func evalTable(runs []*evalRun, summarizer string, vf *evalFlags, fractions []fl
 	}
 	fmt.Fprintf(&b, "Probes kept in the final view (kept/total), summarizer %s, windows %s of each transcript's estimate (at least %d tokens)\n\n",
 		summarizer, strings.Join(fr, ","), vf.minWindow)
+	// tw writes into a strings.Builder: its writes cannot fail.
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
-	fmt.Fprint(tw, "transcript\twindow\tturns")
+	_, _ = fmt.Fprint(tw, "transcript\twindow\tturns")
 	for _, c := range probeCategories() {
-		fmt.Fprintf(tw, "\t%s", c)
+		_, _ = fmt.Fprintf(tw, "\t%s", c)
 	}
-	fmt.Fprint(tw, "\tworst view\tinvalid\tover\tcompactions W/S/F/E\tsummarizer calls\n")
+	_, _ = fmt.Fprint(tw, "\tworst view\tinvalid\tover\tcompactions W/S/F/E\tsummarizer calls\n")
 	totals := map[string]categoryScore{}
 	var invalid, over int
 	for _, r := range runs {
-		fmt.Fprintf(tw, "%s\t%d\t%d", r.Transcript, r.ContextWindow, r.Turns)
+		_, _ = fmt.Fprintf(tw, "%s\t%d\t%d", r.Transcript, r.ContextWindow, r.Turns)
 		for _, c := range probeCategories() {
 			s := r.Probes[c]
-			fmt.Fprintf(tw, "\t%s", ratio(s))
+			_, _ = fmt.Fprintf(tw, "\t%s", ratio(s))
 			t := totals[c]
 			t.Kept += s.Kept
 			t.Total += s.Total
@@ -810,20 +811,20 @@ func evalTable(runs []*evalRun, summarizer string, vf *evalFlags, fractions []fl
 		if r.Worst != nil {
 			worst = fmt.Sprintf("%d/%d @%d", r.Worst.Kept, r.Worst.Total, r.Worst.Turn)
 		}
-		fmt.Fprintf(tw, "\t%s\t%d\t%d\t%d (%d/%d/%d/%d)\t%d", worst, r.InvalidViews, r.OverWindow, r.Compactions,
+		_, _ = fmt.Fprintf(tw, "\t%s\t%d\t%d\t%d (%d/%d/%d/%d)\t%d", worst, r.InvalidViews, r.OverWindow, r.Compactions,
 			r.PerTier["Warn"], r.PerTier["Soft"], r.PerTier["Full"], r.PerTier["Emergency"], r.SummarizerCalls)
 		if r.SummarizerErrors > 0 {
-			fmt.Fprintf(tw, " (%d failed)", r.SummarizerErrors)
+			_, _ = fmt.Fprintf(tw, " (%d failed)", r.SummarizerErrors)
 		}
-		fmt.Fprintln(tw)
+		_, _ = fmt.Fprintln(tw)
 		invalid += r.InvalidViews
 		over += r.OverWindow
 	}
-	fmt.Fprint(tw, "total\t\t")
+	_, _ = fmt.Fprint(tw, "total\t\t")
 	for _, c := range probeCategories() {
-		fmt.Fprintf(tw, "\t%s", ratio(totals[c]))
+		_, _ = fmt.Fprintf(tw, "\t%s", ratio(totals[c]))
 	}
-	fmt.Fprintf(tw, "\t\t%d\t%d\t\t\n", invalid, over)
+	_, _ = fmt.Fprintf(tw, "\t\t%d\t%d\t\t\n", invalid, over)
 	_ = tw.Flush() // writes to a strings.Builder, which cannot fail
 
 	var missing, unavailable, bad []string

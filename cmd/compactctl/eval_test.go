@@ -614,7 +614,8 @@ func TestViewScorer(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	h := []compaction.Message{sys, task}
+	h := make([]compaction.Message, 0, 3)
+	h = append(h, sys, task)
 	turn(1, compaction.TierNone, h, h)
 	if s.worst != nil {
 		t.Fatal("a worst view before any compaction")
@@ -636,7 +637,9 @@ func TestViewScorer(t *testing.T) {
 	}
 	// A probe the history does not show yet is not scored in that view.
 	s2 := newViewScorer(probes, 500)
-	s2.turn(replayTurn{result: turnResult{Turn: 1}, record: &compaction.CompactionRecord{Tier: compaction.TierWarn}, view: []compaction.Message{sys, task}, history: []compaction.Message{sys, task}})
+	if err := s2.turn(replayTurn{result: turnResult{Turn: 1}, record: &compaction.CompactionRecord{Tier: compaction.TierWarn}, view: []compaction.Message{sys, task}, history: []compaction.Message{sys, task}}); err != nil {
+		t.Fatal(err)
+	}
 	if s2.final.applicable[1] || s2.worst.missing() != 0 {
 		t.Fatalf("a probe not yet in the history was scored: %+v", s2.final)
 	}

@@ -46,11 +46,12 @@ func pinTestServer(t *testing.T, spec *compactionv1alpha1.CompactionPolicySpec) 
 
 // pinHistory: system, the task, a marked user message of markedBytes, then tool turns.
 func pinHistory(markedBytes int) []map[string]any {
-	msgs := []map[string]any{
-		{"role": "system", "content": "You are a coding agent."},
-		{"role": "user", "content": "Fix the failing test in pkg/parse."},
-		{"role": "user", "content": "Constraint: keep the metrics names unchanged.\n" + strings.Repeat("keep this line verbatim\n", markedBytes/24), "pinned": true},
-	}
+	msgs := make([]map[string]any, 0, 23)
+	msgs = append(msgs,
+		map[string]any{"role": "system", "content": "You are a coding agent."},
+		map[string]any{"role": "user", "content": "Fix the failing test in pkg/parse."},
+		map[string]any{"role": "user", "content": "Constraint: keep the metrics names unchanged.\n" + strings.Repeat("keep this line verbatim\n", markedBytes/24), "pinned": true},
+	)
 	for i := range 10 {
 		id := fmt.Sprintf("call_%d", i)
 		msgs = append(msgs,
