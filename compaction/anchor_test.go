@@ -438,7 +438,7 @@ func TestSummaryInstructionsFormatParses(t *testing.T) {
 }
 
 func TestBuildSummaryPromptBounded(t *testing.T) {
-	var msgs []Message
+	msgs := make([]Message, 0, 200)
 	for i := range 200 {
 		msgs = append(msgs, user(fmt.Sprintf("message %d %s", i, strings.Repeat("x", 500))))
 	}

@@ -279,7 +279,7 @@ func (x *extraction) noteShell(id, cmd string) {
 				x.openFile = unquote(w[1])
 			}
 			return
-		case "edit":
+		case sweEdit:
 			x.editFile[id] = x.openFile // the result may name the file: see noteResult
 			return
 		}
@@ -295,6 +295,9 @@ func (x *extraction) noteShell(id, cmd string) {
 	}
 	x.scripts[id] = commands > 1
 }
+
+// sweEdit is SWE-agent's edit command.
+const sweEdit = "edit"
 
 // shellLine is one command line of a shell script and the heredoc body it reads.
 type shellLine struct{ text, body string }
@@ -346,16 +349,52 @@ func heredocTag(line string) (string, bool) {
 var pyWrites = regexp.MustCompile(`(?:open\(\s*[rbf]?['"]([^'"\n]{1,200})['"]\s*,\s*['"](?:w|a|r\+|wb|ab|w\+)['"]|Path\(\s*['"]([^'"\n]{1,200})['"]\s*\)\.write_(?:text|bytes))`)
 
 func (x *extraction) noteSimple(id string, words []string, body string) {
-	// Skip assignments and wrappers in front of the command.
-	for len(words) > 0 && (strings.Contains(words[0], "=") && !strings.HasPrefix(words[0], "-") || words[0] == "sudo" || words[0] == "time" || words[0] == "env") {
-		words = words[1:]
-	}
+	words = stripCommandPrefix(words)
 	if len(words) == 0 {
 		return
 	}
 	verb := words[0][strings.LastIndexByte(words[0], '/')+1:]
-	var args []string
-	script := false // a Python script written from a heredoc: what it writes is edited when it runs
+	args, script := x.noteRedirects(id, words)
+	switch {
+	case readVerbs[verb]:
+		x.addFiles(id, trailRead, nonOptions(args))
+	case verb == "sed":
+		inPlace, files := sedFiles(args)
+		if inPlace {
+			x.addFiles(id, trailEdited, files)
+		} else {
+			x.addFiles(id, trailRead, files)
+		}
+	case verb == "rm":
+		x.addFiles(id, trailDeleted, nonOptions(args))
+	case verb == "touch":
+		x.addFiles(id, trailCreated, nonOptions(args))
+	case strings.HasPrefix(verb, "python"):
+		code := body
+		for i, a := range args {
+			if a == "-c" && i+1 < len(args) {
+				code = args[i+1]
+			}
+		}
+		x.notePyWrites(id, code)
+	}
+	if script && body != "" && !strings.HasPrefix(verb, "python") {
+		x.notePyWrites(id, body)
+	}
+}
+
+// stripCommandPrefix skips assignments and wrappers in front of the command.
+func stripCommandPrefix(words []string) []string {
+	for len(words) > 0 && (strings.Contains(words[0], "=") && !strings.HasPrefix(words[0], "-") || words[0] == "sudo" || words[0] == "time" || words[0] == "env") {
+		words = words[1:]
+	}
+	return words
+}
+
+// noteRedirects notes the files a simple command's output redirections write, and returns
+// its other arguments and whether it writes a Python script (from a heredoc: what that
+// script writes is edited when it runs).
+func (x *extraction) noteRedirects(id string, words []string) (args []string, script bool) {
 	for i := 1; i < len(words); i++ {
 		w := words[i]
 		switch {
@@ -375,58 +414,43 @@ func (x *extraction) noteSimple(id string, words []string, body string) {
 			args = append(args, w)
 		}
 	}
-	add := func(kind int, files []string) {
-		for _, f := range files {
-			if looksLikePath(f) {
-				x.pending[id] = append(x.pending[id], trailEntry{kind, f})
-			}
+	return args, script
+}
+
+// sedFiles reports whether a sed command edits in place, and the files it names.
+func sedFiles(args []string) (inPlace bool, files []string) {
+	sawScript := false
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		switch {
+		case a == "-i" || a == "--in-place" || strings.HasPrefix(a, "-i") && !strings.HasPrefix(a, "-i-"):
+			inPlace = true
+		case a == "-e" || a == "-f" || a == "--expression" || a == "--file":
+			sawScript = true // the script is this option's value: every operand is a file
+			i++
+		case strings.HasPrefix(a, "-"):
+		case !sawScript:
+			sawScript = true
+		default:
+			files = append(files, a)
 		}
 	}
-	switch {
-	case readVerbs[verb]:
-		add(trailRead, nonOptions(args))
-	case verb == "sed":
-		inPlace, sawScript := false, false
-		var files []string
-		for i := 0; i < len(args); i++ {
-			a := args[i]
-			switch {
-			case a == "-i" || a == "--in-place" || strings.HasPrefix(a, "-i") && !strings.HasPrefix(a, "-i-"):
-				inPlace = true
-			case a == "-e" || a == "-f" || a == "--expression" || a == "--file":
-				sawScript = true // the script is this option's value: every operand is a file
-				i++
-			case strings.HasPrefix(a, "-"):
-			case !sawScript:
-				sawScript = true
-			default:
-				files = append(files, a)
-			}
-		}
-		if inPlace {
-			add(trailEdited, files)
-		} else {
-			add(trailRead, files)
-		}
-	case verb == "rm":
-		add(trailDeleted, nonOptions(args))
-	case verb == "touch":
-		add(trailCreated, nonOptions(args))
-	case strings.HasPrefix(verb, "python"):
-		code := body
-		for i, a := range args {
-			if a == "-c" && i+1 < len(args) {
-				code = args[i+1]
-			}
-		}
-		for _, m := range pyWrites.FindAllStringSubmatch(truncateUTF8(code, extractArgBytes), 20) {
-			add(trailEdited, []string{m[1] + m[2]})
+	return inPlace, files
+}
+
+// addFiles queues the files that look like paths as kind, pending call id's result.
+func (x *extraction) addFiles(id string, kind int, files []string) {
+	for _, f := range files {
+		if looksLikePath(f) {
+			x.pending[id] = append(x.pending[id], trailEntry{kind, f})
 		}
 	}
-	if script && body != "" && !strings.HasPrefix(verb, "python") {
-		for _, m := range pyWrites.FindAllStringSubmatch(truncateUTF8(body, extractArgBytes), 20) {
-			add(trailEdited, []string{m[1] + m[2]})
-		}
+}
+
+// notePyWrites notes the files Python code opens for writing as edited.
+func (x *extraction) notePyWrites(id, code string) {
+	for _, m := range pyWrites.FindAllStringSubmatch(truncateUTF8(code, extractArgBytes), 20) {
+		x.addFiles(id, trailEdited, []string{m[1] + m[2]})
 	}
 }
 
@@ -802,7 +826,7 @@ func (x *extraction) shortCall(tc *ToolCall) string {
 	if cmd == "" {
 		return describeCall(*tc)
 	}
-	if f := x.editFile[tc.ID]; f != "" || firstWord(cmd) == "edit" {
+	if f := x.editFile[tc.ID]; f != "" || firstWord(cmd) == sweEdit {
 		return clip(firstLine(cmd)+" ("+f+")", 120) // SWE-agent's edit: the rest is the new text
 	}
 	return clip(strings.Join(commandLines(cmd, 3), "; "), 120)
@@ -811,8 +835,9 @@ func (x *extraction) shortCall(tc *ToolCall) string {
 // commandLines are the first max command lines of a shell script, each on one line and
 // without its "cd DIR &&".
 func commandLines(cmd string, max int) []string {
-	var out []string
-	for _, l := range shellLines(cmd, max) {
+	lines := shellLines(cmd, max)
+	out := make([]string, 0, len(lines))
+	for _, l := range lines {
 		text := oneLine(l.text)
 		for {
 			rest, ok := strings.CutPrefix(text, "cd ")
@@ -864,12 +889,12 @@ var lookVerbs = map[string]bool{
 	"grep": true, "rg": true, "ag": true, "wc": true, "pwd": true, "echo": true, "printf": true, "tree": true, "file": true,
 	"stat": true, "du": true, "which": true, "type": true, "cd": true, "git": true, "diff": true, "awk": true, "sort": true,
 	"uniq": true, "xargs": true, "sed": true, "open": true, "goto": true, "scroll_down": true, "scroll_up": true,
-	"search_file": true, "search_dir": true, "find_file": true, "submit": true, "create": true, "edit": true,
+	"search_file": true, "search_dir": true, "find_file": true, "submit": true, "create": true, sweEdit: true,
 	"rm": true, "mv": true, "cp": true, "mkdir": true, "touch": true, "chmod": true,
 }
 
 // sweCommands are SWE-agent's own file commands, typed into its bash tool.
-var sweCommands = map[string]bool{"open": true, "create": true, "edit": true, "goto": true, "scroll_down": true, "scroll_up": true,
+var sweCommands = map[string]bool{"open": true, "create": true, sweEdit: true, "goto": true, "scroll_down": true, "scroll_up": true,
 	"search_file": true, "search_dir": true, "find_file": true, "submit": true}
 
 // runs reports whether a call ran something (a script, tests, a build), not only looked at
@@ -1179,7 +1204,7 @@ var changeMarkers = [...]string{"let's add ", "let's change ", "let's modify ", 
 // such as "Let's run the test:" or "Now let's look at the file".
 func decisionSentences(text string) []string {
 	lower := strings.ToLower(text)
-	if !containsAny(lower, choiceMarkers[:]) && !containsAny(lower, reasonMarkers[:]) && !(containsAny(lower, commitMarkers[:]) && strings.Contains(text, "`")) {
+	if !containsAny(lower, choiceMarkers[:]) && !containsAny(lower, reasonMarkers[:]) && (!containsAny(lower, commitMarkers[:]) || !strings.Contains(text, "`")) {
 		return nil // most messages state no decision: skip splitting them into sentences
 	}
 	var out []string
@@ -1361,18 +1386,7 @@ func taskItems(text string) []string {
 		if !startsLikeProse(body) || len(strings.Fields(body)) < 4 || strings.HasSuffix(body, "?") {
 			continue // example output, tables, prompts, questions
 		}
-		score := 0
-		if containsAny(section, requirementSections[:]) {
-			score += 3
-		}
-		score += 2 * min(2, countAny(strings.ToLower(body), requirementMarkers[:]))
-		if containsAny(body, upperMarkers[:]) {
-			score++
-		}
-		if identRE.MatchString(body) {
-			score++
-		}
-		if score >= 2 {
+		if score := taskLineScore(section, body); score >= 2 {
 			cands = append(cands, cand{i, score, instr, clip(oneLine(body), extractItemChars-20)})
 		}
 	}
@@ -1410,6 +1424,23 @@ func taskItems(text string) []string {
 		items = append(items, clip(oneLine(text), extractShortTask))
 	}
 	return items
+}
+
+// taskLineScore scores a line of the task under section as a requirement: its heading,
+// its requirement words, its emphasis and the API names it mentions.
+func taskLineScore(section, body string) int {
+	score := 0
+	if containsAny(section, requirementSections[:]) {
+		score += 3
+	}
+	score += 2 * min(2, countAny(strings.ToLower(body), requirementMarkers[:]))
+	if containsAny(body, upperMarkers[:]) {
+		score++
+	}
+	if identRE.MatchString(body) {
+		score++
+	}
+	return score
 }
 
 // startsLikeProse rejects example output: interpreter prompts, tables, diffs, stack frames.
