@@ -333,7 +333,7 @@ func cappedHistory(history []compaction.Message, maxBytes int) ([]compaction.Mes
 }
 
 // viewOf is the view the engine builds for history on state st: the system messages, the
-// compaction message and the messages after the watermark (the whole history without one).
+// pins, the compaction message and the messages after the watermark (the whole history without one).
 func viewOf(history []compaction.Message, st *compaction.State) []compaction.Message {
 	if st.Watermark == 0 {
 		return history
@@ -343,6 +343,9 @@ func viewOf(history []compaction.Message, st *compaction.State) []compaction.Mes
 		p++
 	}
 	view := append([]compaction.Message(nil), history[:p]...)
+	for _, pin := range st.Pins {
+		view = append(view, pin.Message)
+	}
 	view = append(view, compaction.Message{Role: compaction.RoleUser, Content: st.CompactionMessage})
 	return append(view, history[st.Watermark:]...)
 }
