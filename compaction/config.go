@@ -3,6 +3,7 @@ package compaction
 import (
 	"errors"
 	"fmt"
+	"math"
 )
 
 // Config holds the knobs of the progressive compactor. Thresholds are fractions of the
@@ -15,6 +16,15 @@ type Config struct {
 	SoftThreshold      float64 // default 0.70: summarize the oldest half of the head
 	FullThreshold      float64 // default 0.80: summarize the whole head
 	EmergencyThreshold float64 // default 0.95: forced truncation, no LLM
+	// TargetThreshold is the usage a Soft or Full compaction brings the view down to, so one
+	// compaction buys many turns instead of one: a Soft result that would stay above it is
+	// done as Full in the same turn. Default 0.50; must be below WarnThreshold.
+	TargetThreshold float64
+	// MinSaving is the least share of the view a compaction must save to be done at all: a
+	// summarizer call or a rewrite of the cached prefix that saves less costs more than it
+	// buys. Warn offloads wait until together they save this much; a Soft span that saves
+	// less escalates to Full; a Full one that saves less waits. Default 0.15; (0, 0.5].
+	MinSaving float64
 
 	// OffloadThreshold: tool results in the head longer than this (bytes) are offloaded
 	// during compaction. Default 4000.
@@ -74,6 +84,8 @@ func DefaultConfig(contextWindow int) Config {
 		SoftThreshold:      0.70,
 		FullThreshold:      0.80,
 		EmergencyThreshold: 0.95,
+		TargetThreshold:    0.50,
+		MinSaving:          0.15,
 		OffloadThreshold:   4000,
 		HookThreshold:      10000,
 		PreviewLines:       10,
@@ -98,6 +110,12 @@ func (c Config) withDefaults() Config {
 	}
 	if c.EmergencyThreshold == 0 {
 		c.EmergencyThreshold = d.EmergencyThreshold
+	}
+	if c.TargetThreshold == 0 {
+		c.TargetThreshold = d.TargetThreshold
+	}
+	if c.MinSaving == 0 {
+		c.MinSaving = d.MinSaving
 	}
 	if c.OffloadThreshold == 0 {
 		c.OffloadThreshold = d.OffloadThreshold
@@ -141,6 +159,12 @@ func (c Config) Validate() error {
 			errs = append(errs, fmt.Errorf("%s threshold %.2f must be above %s threshold %.2f", t.name, t.v, th[i-1].name, th[i-1].v))
 		}
 	}
+	if c.TargetThreshold <= 0 || c.TargetThreshold >= c.WarnThreshold {
+		errs = append(errs, fmt.Errorf("target threshold %.2f must be in (0, warn threshold %.2f)", c.TargetThreshold, c.WarnThreshold))
+	}
+	if c.MinSaving <= 0 || c.MinSaving > 0.5 {
+		errs = append(errs, fmt.Errorf("min saving %.2f must be in (0, 0.5]", c.MinSaving))
+	}
 	if c.OffloadThreshold < 1 {
 		errs = append(errs, fmt.Errorf("offload threshold %d must be positive", c.OffloadThreshold))
 	}
@@ -171,6 +195,26 @@ func (c Config) Usage(tokens int) float64 {
 		return 0
 	}
 	return float64(tokens) / float64(c.ContextWindow)
+}
+
+// NextTier is the tier above the one tokens is in and how many more tokens the view can
+// take before reaching it (TierNone and 0 when tokens is already in Emergency or the window
+// is unset).
+func (c Config) NextTier(tokens int) (Tier, int) {
+	if c.ContextWindow <= 0 {
+		return TierNone, 0
+	}
+	for _, t := range []struct {
+		tier Tier
+		at   float64
+	}{{TierWarn, c.WarnThreshold}, {TierSoft, c.SoftThreshold}, {TierFull, c.FullThreshold}, {TierEmergency, c.EmergencyThreshold}} {
+		// The first token count at or above the threshold.
+		at := int(math.Ceil(t.at * float64(c.ContextWindow)))
+		if tokens < at {
+			return t.tier, at - tokens
+		}
+	}
+	return TierNone, 0
 }
 
 // DetermineTier maps an estimated token count to a tier, as the spec's determineTier.

@@ -43,6 +43,24 @@ type CompactionRecord struct {
 	// PromptTokens is the prompt size the caller's LLM reported for its previous call, when
 	// the caller sent it: the real count beside the estimate. 0 when not sent.
 	PromptTokens int `json:"promptTokens,omitempty"`
+	// Calibration is the session's factor real/estimated tokens, learnt from the prompt
+	// sizes callers report (1 until one is reported). The tier is chosen on TokensBefore
+	// times Calibration; UsageBefore and UsageAfter are those calibrated ratios of the window.
+	Calibration float64 `json:"calibration,omitempty"`
+	UsageBefore float64 `json:"usageBefore"`
+	UsageAfter  float64 `json:"usageAfter"`
+	// NextTier and TokensToNextTier say how many more (calibrated) tokens the returned view
+	// can take before the next tier starts; empty and 0 in Emergency.
+	NextTier         Tier `json:"nextTier,omitempty"`
+	TokensToNextTier int  `json:"tokensToNextTier"`
+	// SummarizerCalls, SummarizerInputTokens and SummarizerOutputTokens count the
+	// summarizer's work in this compaction: the tokens its server reported (OpenAI-compatible
+	// usage), estimated from the prompt and the answer when it reported none. The extractive
+	// summarizer's are what an LLM would have been sent and returned; Emergency's extractive
+	// summary is not counted (it makes no call).
+	SummarizerCalls        int `json:"summarizerCalls,omitempty"`
+	SummarizerInputTokens  int `json:"summarizerInputTokens,omitempty"`
+	SummarizerOutputTokens int `json:"summarizerOutputTokens,omitempty"`
 	// WatermarkBefore and WatermarkAfter are how many leading raw messages the compaction
 	// message stood for before and after this compaction; PrefixHash fingerprints the
 	// history up to WatermarkAfter. A caller sends both back for a delta request.

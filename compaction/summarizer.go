@@ -26,6 +26,20 @@ type Summarizer interface {
 	Summarize(ctx context.Context, req SummaryRequest) (string, error)
 }
 
+// SummaryUsage is the tokens one summarizer call used, as its server reported them.
+type SummaryUsage struct {
+	InputTokens  int
+	OutputTokens int
+}
+
+// UsageSummarizer is a Summarizer that reports the tokens of each call. The engine counts
+// them in the record; for other summarizers it estimates them from the prompt and answer.
+type UsageSummarizer interface {
+	Summarizer
+	// SummarizeWithUsage is Summarize with the call's usage (zero when the server sent none).
+	SummarizeWithUsage(ctx context.Context, req SummaryRequest) (string, SummaryUsage, error)
+}
+
 // SummaryInstructions is the system prompt for LLM summarizers. It asks for the format
 // ParseAnchorsAndSummary reads (strictly: headers only at the start of a line, in these
 // forms) and for the same content as the extractive summarizer, so MergeAnchors can merge
