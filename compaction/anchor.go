@@ -470,6 +470,33 @@ func FormatAnchors(anchors []Anchor) string {
 	return b.String()
 }
 
+// FormatAnchorsWithin is FormatAnchors in at most about max bytes: when the anchors do not
+// fit, every anchor gives up bytes in proportion to its size, the middle of its list first
+// (its oldest and newest items are kept, as the merge keeps them). A small window cannot
+// afford the anchors a long session gathers; the stored anchors keep them all.
+func FormatAnchorsWithin(anchors []Anchor, max int) string {
+	full := FormatAnchors(anchors)
+	if len(full) <= max {
+		return full
+	}
+	scale := float64(max) / float64(len(full))
+	out := make([]Anchor, len(anchors))
+	for i, a := range anchors {
+		out[i] = a
+		if !a.Available() {
+			continue
+		}
+		limit := int(float64(len(a.Content)) * scale)
+		if len(a.Content) <= limit {
+			continue
+		}
+		l := splitItems(a.Content)
+		head, tail := anchorBounds(a.Type)
+		out[i].Content = boundItems(nil, l.items, l.elided, head, tail, limit)
+	}
+	return FormatAnchors(out)
+}
+
 // CountAvailable is the number of anchors that carry information.
 func CountAvailable(anchors []Anchor) int {
 	n := 0
@@ -589,6 +616,13 @@ func mergeItems(t AnchorType, old, new itemList) string {
 				return
 			case extends(prev, k):
 				return
+			case t == AnchorKeyDecision && restates(k, prev):
+				// "Currently working on X; the root cause is R" and "The root cause is R" are
+				// one decision: the shorter statement stays, where it was first seen.
+				if len(k) < len(prev) {
+					kept[i], keys[i] = it, k
+				}
+				return
 			}
 		}
 		kept, keys = append(kept, it), append(keys, k)
@@ -617,6 +651,7 @@ func mergeItems(t AnchorType, old, new itemList) string {
 	elided := max(old.elided, new.elided)
 	if t == AnchorKeyDecision {
 		kept, elided, tail = thinDecisions(kept, elided, head, tail)
+		kept, elided, tail = shedWeakDecisions(fixed, kept, elided, head, tail, AnchorMaxChars(t))
 	}
 	// A marker in the new anchors is most likely the old one copied (a model restating the
 	// previous anchors): the larger count, not the sum.
@@ -658,6 +693,41 @@ func thinDecisions(items []string, elided, head, tail int) ([]string, int, int) 
 	return out, elided, tail + n
 }
 
+// shedWeakDecisions makes room within max bytes by eliding, oldest first, the decisions
+// after the head that are not strong (an observation, a style note), except the newest
+// keepNewestDecisions: otherwise the byte bound would cut the strong ones thinDecisions kept.
+func shedWeakDecisions(fixed, items []string, elided, head, tail, max int) ([]string, int, int) {
+	size := func(list []string) int {
+		n := len(renderItems(fixed)) + 40 // the elision marker
+		for _, it := range list {
+			n += len(it) + 4
+		}
+		return n
+	}
+	h := min(head, len(items))
+	for size(items) > max {
+		cut := -1
+		for i := h; i < len(items)-keepNewestDecisions; i++ {
+			if !strongDecision(items[i]) {
+				cut = i
+				break
+			}
+		}
+		if cut < 0 {
+			break
+		}
+		items = append(items[:cut:cut], items[cut+1:]...)
+		elided++
+		if tail > 0 && len(items)-h < tail {
+			tail--
+		}
+	}
+	return items, elided, tail
+}
+
+// keepNewestDecisions is how many of the newest decisions are kept whatever they say.
+const keepNewestDecisions = 3
+
 // strongDecisionMarkers mark a decision that holds beyond the step it was taken in: a
 // change of approach, the located cause, the fix chosen, a change committed to.
 var strongDecisionMarkers = [...]string{" instead.", " instead,", " instead:", " instead;", "instead of using", "rather than", "decided", "decide to", "i chose", "go with", "opt for", "switch to",
@@ -697,6 +767,18 @@ func extends(k, prev string) bool {
 	}
 	c := k[len(prev)]
 	return c == ' ' || c == ',' || c == ';' || c == ':' || c == '(' || c == '-'
+}
+
+// minRestatedKey is the shortest decision whose appearance inside another makes them one.
+const minRestatedKey = 40
+
+// restates reports whether one decision key holds the other whole (both long enough to mean
+// something on their own).
+func restates(a, b string) bool {
+	if len(a) < minRestatedKey || len(b) < minRestatedKey {
+		return false
+	}
+	return strings.Contains(a, b) || strings.Contains(b, a)
 }
 
 // itemKey is what two items are compared by: case and white space do not matter, nor

@@ -39,7 +39,9 @@ const (
 	extractTaskChars     = 650      // the task's title and requirement lines
 	extractInstrChars    = 350      // the harness's instructions after the problem statement
 	extractFollowChars   = 200      // a later user instruction
-	extractMaxItems      = 6        // outcomes, failures and decisions per span
+	extractMaxItems      = 6        // outcomes, failures and decisions per span of up to extractItemsPer*6 messages
+	extractItemsPer      = 8        // a longer span keeps one more of each per this many messages
+	extractMaxItemsCap   = 15       // and at most this many
 	extractScanBytes     = 8 << 10  // the head and the tail of a tool result that are read
 	extractArgBytes      = 4 << 10  // the head of a tool call's arguments that is read
 	extractTextBytes     = 16 << 10 // the head of a message's text that is read
@@ -86,6 +88,7 @@ type extraction struct {
 	failures  []string
 	decisions []string
 	nextStep  string
+	maxItems  int // outcomes, failures and decisions kept
 }
 
 type trailEntry struct {
@@ -94,7 +97,9 @@ type trailEntry struct {
 }
 
 func newExtraction(req *SummaryRequest) *extraction {
-	return &extraction{req: req, calls: map[string]*ToolCall{}, editFile: map[string]string{}, pending: map[string][]trailEntry{}, scripts: map[string]bool{}}
+	// One summary of a long span (a Full compaction) keeps as much as several short ones would.
+	maxItems := min(max(extractMaxItems, len(req.Messages)/extractItemsPer), extractMaxItemsCap)
+	return &extraction{req: req, maxItems: maxItems, calls: map[string]*ToolCall{}, editFile: map[string]string{}, pending: map[string][]trailEntry{}, scripts: map[string]bool{}}
 }
 
 // forward reads every message once: counts, the task and later instructions, the tool
@@ -689,8 +694,8 @@ func (x *extraction) backward() {
 	planSearch := 10             // assistant messages searched for the latest stated plan
 	results, answers := 0, 0
 	for i := len(msgs) - 1; i >= 0; i-- {
-		resultsDone := results >= extractMaxResults || len(x.outcomes) >= extractMaxItems && len(x.failures) >= extractMaxItems
-		answersDone := answers >= extractMaxResults || len(x.decisions) >= extractMaxItems && planSearch == 0
+		resultsDone := results >= extractMaxResults || len(x.outcomes) >= x.maxItems && len(x.failures) >= x.maxItems
+		answersDone := answers >= extractMaxResults || len(x.decisions) >= decisionPool*x.maxItems && planSearch == 0
 		if resultsDone && answersDone {
 			break
 		}
@@ -714,9 +719,9 @@ func (x *extraction) backward() {
 					x.nextStep, planSearch = p, 0
 				}
 			}
-			if len(x.decisions) < extractMaxItems {
+			if len(x.decisions) < decisionPool*x.maxItems {
 				ds := decisionSentences(text)
-				for j := len(ds) - 1; j >= 0 && len(x.decisions) < extractMaxItems; j-- {
+				for j := len(ds) - 1; j >= 0 && len(x.decisions) < decisionPool*x.maxItems; j-- {
 					x.decisions = append(x.decisions, ds[j])
 				}
 			}
@@ -741,12 +746,12 @@ func (x *extraction) backward() {
 				r.tests, r.last = "", ""
 			}
 			what := x.shortCall(tc)
-			if len(x.outcomes) < extractMaxItems && runs {
+			if len(x.outcomes) < x.maxItems && runs {
 				if o := r.outcome(); o != "" {
 					x.outcomes = append(x.outcomes, clip(what, 120)+" -> "+o+offloaded)
 				}
 			}
-			if len(x.failures) < extractMaxItems {
+			if len(x.failures) < x.maxItems {
 				if f := r.failure(runs); f != "" && !seenFail[strings.ToLower(f)] {
 					seenFail[strings.ToLower(f)] = true
 					x.failures = append(x.failures, clip(what, 120)+" -> "+f+offloaded)
@@ -756,6 +761,7 @@ func (x *extraction) backward() {
 	}
 	slices.Reverse(x.outcomes)
 	slices.Reverse(x.failures)
+	x.decisions = pickDecisions(x.decisions, x.maxItems)
 	slices.Reverse(x.decisions)
 	if ss := splitSentences(latest); x.nextStep == "" && len(ss) > 0 {
 		x.nextStep = clip(oneLine(ss[len(ss)-1]), 320) // no plan stated: what was said last
@@ -1690,4 +1696,37 @@ func clip(s string, n int) string {
 		return s
 	}
 	return strings.TrimSpace(truncateUTF8(s, n)) + "..."
+}
+
+// decisionPool is how many times the kept decisions are read from a span's newest answers:
+// the strong ones among them (a change of approach, the located cause) are kept first.
+const decisionPool = 4
+
+// pickDecisions keeps n of the decisions (newest first, as read), the strong ones first,
+// then the newest others, in their order.
+func pickDecisions(ds []string, n int) []string {
+	if len(ds) <= n {
+		return ds
+	}
+	keep := make([]bool, len(ds))
+	k := 0
+	for i := range ds {
+		if k < n && strongDecision(ds[i]) {
+			keep[i] = true
+			k++
+		}
+	}
+	for i := range ds {
+		if k < n && !keep[i] {
+			keep[i] = true
+			k++
+		}
+	}
+	out := ds[:0:0]
+	for i := range ds {
+		if keep[i] {
+			out = append(out, ds[i])
+		}
+	}
+	return out
 }

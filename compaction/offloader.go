@@ -148,6 +148,60 @@ func (o *Offloader) offload(ctx context.Context, m *Message) (placeholder string
 	return ph, entry, true, nil
 }
 
+// ApplyKnown returns msgs with every result offloaded before replaced by its placeholder,
+// without writing anything: a result offloaded once is shown the same way in every later
+// view, whatever the tier, so the view (and a provider's prompt cache of it) does not change
+// back and forth. msgs itself is returned when nothing is replaced.
+func (o *Offloader) ApplyKnown(msgs []Message) []Message {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if len(o.cache) == 0 {
+		return msgs
+	}
+	var out []Message
+	for i := range msgs {
+		m := &msgs[i]
+		if m.Role != RoleTool || m.ToolCallID == "" {
+			continue
+		}
+		entry, ok := o.cache[m.ToolCallID]
+		if !ok || entry.Bytes != len(m.Content) {
+			continue
+		}
+		ph, rendered := o.rendered[m.ToolCallID]
+		if !rendered { // seeded from persisted state
+			ph = Placeholder(m.ToolCallID, m.Content, entry.Ref, o.previewLines)
+			o.rendered[m.ToolCallID] = ph
+		}
+		if out == nil {
+			out = make([]Message, len(msgs))
+			copy(out, msgs)
+		}
+		out[i] = m.Clone()
+		out[i].Content = ph
+	}
+	if out == nil {
+		return msgs
+	}
+	return out
+}
+
+// offloadSaving estimates, without writing, how many bytes offloading m now would take out
+// of the view: 0 when it would not be offloaded (known already, small, or a placeholder).
+func (o *Offloader) offloadSaving(m *Message) int {
+	if m.Role != RoleTool {
+		return 0
+	}
+	o.mu.Lock()
+	_, known := o.cache[m.ToolCallID]
+	o.mu.Unlock()
+	if known || !o.shouldOffload(m, o.threshold) {
+		return 0
+	}
+	// The reference is not known before the write; stores return short ones.
+	return len(m.Content) - len(Placeholder(m.ToolCallID, m.Content, strings.Repeat("r", 96), o.previewLines))
+}
+
 // offloadConcurrency bounds the store writes one compaction runs at once: an object store
 // answers each write after a network round trip, so writing a head's results one by one
 // would add those round trips up.

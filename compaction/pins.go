@@ -235,3 +235,53 @@ func (c *ProgressiveCompactor) shortenPin(ctx context.Context, p Pin, size int, 
 	p.Message.Content = head + marker + tail
 	return p
 }
+
+// withoutPinned returns anchors without the user_intent items that a pin already shows
+// word for word (the task's lines, a later instruction): the view carries them once. The
+// stored anchors keep them, for a session whose pins change.
+func withoutPinned(anchors []Anchor, pins []Pin) []Anchor {
+	if len(pins) == 0 {
+		return anchors
+	}
+	out := make([]Anchor, len(anchors))
+	copy(out, anchors)
+	for i := range out {
+		if out[i].Type != AnchorUserIntent || !out[i].Available() {
+			continue
+		}
+		l := splitItems(out[i].Content)
+		kept := l.items[:0:0]
+		for _, it := range l.items {
+			if !pinnedText(it, pins) {
+				kept = append(kept, it)
+			}
+		}
+		switch {
+		case len(kept) == len(l.items):
+		case len(kept) == 0 && l.elided == 0:
+			out[i].Content = "(the task and the user's instructions are pinned above)"
+		default:
+			if l.elided > 0 {
+				kept = append(kept, elisionMarker(l.elided))
+			}
+			out[i].Content = renderItems(kept)
+		}
+	}
+	return out
+}
+
+// pinnedText reports whether an anchor item is a pin's text, or the start of it when the
+// item was clipped ("..." at the end).
+func pinnedText(item string, pins []Pin) bool {
+	t := strings.TrimPrefix(item, "later: ")
+	t = strings.TrimSpace(strings.TrimSuffix(t, "..."))
+	if len(t) < 16 {
+		return false
+	}
+	for i := range pins {
+		if !pins[i].Shortened() && strings.Contains(pins[i].Message.Content, t) {
+			return true
+		}
+	}
+	return false
+}

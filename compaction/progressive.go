@@ -50,6 +50,11 @@ type ProgressiveCompactor struct {
 	mu          sync.Mutex
 	state       *State
 	stateLoaded bool
+	// lastViewTokens is the estimate of the view returned last: the prompt the caller's next
+	// reported promptTokens measured (0 when unknown, such as after a restart).
+	lastViewTokens int
+	// savedCalibration is the calibration factor of the stored state.
+	savedCalibration float64
 }
 
 // Option configures a ProgressiveCompactor.
@@ -301,11 +306,14 @@ func (c *ProgressiveCompactor) compact(ctx context.Context, msgs []Message, d *D
 	if reset {
 		rec.Notes = append(rec.Notes, fmt.Sprintf("history prefix changed (watermark %d no longer matches): started over from the raw history", c.state.Watermark))
 		// Keep the loaded version: this state replaces the stored one, it is not a new one.
-		c.state = &State{Offloaded: c.state.Offloaded, Version: c.state.Version}
+		c.state = &State{Offloaded: c.state.Offloaded, Version: c.state.Version, Calibration: c.state.Calibration}
 	}
-	view := closeView(t.view())
+	view := closeView(c.shown(t.view()))
+	factor := c.calibrate(promptTokens, rec)
 	rec.TokensBefore, rec.MsgsBefore = EstimateTokens(view), len(view)
-	rec.Tier = c.cfg.DetermineTier(rec.TokensBefore)
+	rec.Calibration = factor
+	rec.UsageBefore = c.cfg.Usage(calibrated(rec.TokensBefore, factor))
+	rec.Tier = c.cfg.DetermineTier(calibrated(rec.TokensBefore, factor))
 	if force {
 		rec.Tier = TierEmergency
 	}
@@ -314,8 +322,9 @@ func (c *ProgressiveCompactor) compact(ctx context.Context, msgs []Message, d *D
 		rec.TokensAfter, rec.MsgsAfter, rec.PreservedTail = rec.TokensBefore, len(view), len(t.rest)
 		rec.WatermarkAfter, rec.PrefixHash = c.state.Watermark, c.state.PrefixHash
 		rec.PinnedMessages, rec.PinnedTokens, rec.PinnedHash = pinStats(c.state.Pins)
+		c.finishUsage(rec, factor)
 		rec.DurationMs = msSince(startWall)
-		if reset && stateOK && c.states != nil {
+		if (reset || c.calibrationMoved()) && stateOK && c.states != nil {
 			if err := c.saveState(ctx, rec); err != nil {
 				return nil, nil, err
 			}
@@ -332,21 +341,14 @@ func (c *ProgressiveCompactor) compact(ctx context.Context, msgs []Message, d *D
 	case TierEmergency:
 		out = c.emergency(ctx, &t, rec)
 	case TierWarn:
-		head, tail := splitRest(t.rest, c.cfg.MinTailMessages)
-		out = concat(t.system, t.carried, c.offload(ctx, head, rec), tail)
-		rec.PreservedTail = len(tail)
+		out = c.warn(ctx, &t, view, rec, factor)
 	case TierSoft, TierFull:
-		head, tail := splitRest(t.rest, c.cfg.MinTailMessages)
-		span, kept := head, []Message(nil)
-		if rec.Tier == TierSoft {
-			span, kept = splitHalf(head)
-		}
-		out = c.summarizeSpan(ctx, &t, span, kept, tail, rec)
+		out = c.summarizeToTarget(ctx, &t, view, rec, factor)
 	}
-	out = closeView(out)
+	out = closeView(c.shown(out))
 
 	rec.WatermarkAfter, rec.PrefixHash = c.state.Watermark, c.state.PrefixHash
-	changed := reset || c.state.Watermark != wmBefore || (c.offloader != nil && c.offloader.Writes() != offloadsBefore)
+	changed := reset || c.state.Watermark != wmBefore || (c.offloader != nil && c.offloader.Writes() != offloadsBefore) || c.calibrationMoved()
 	if changed && c.offloader != nil && !c.cfg.RawHistory {
 		// Future views hold only messages after the watermark: forget the rest.
 		c.offloader.Retain(toolIDs(t.rest[min(max(c.state.Watermark-t.base, 0), len(t.rest)):]))
@@ -358,6 +360,7 @@ func (c *ProgressiveCompactor) compact(ctx context.Context, msgs []Message, d *D
 	}
 	rec.TokensAfter, rec.MsgsAfter = EstimateTokens(out), len(out)
 	rec.PinnedMessages, rec.PinnedTokens, rec.PinnedHash = pinStats(c.state.Pins)
+	c.finishUsage(rec, factor)
 	if rec.TokensBefore > 0 {
 		rec.CompressionRatio = 1 - float64(rec.TokensAfter)/float64(rec.TokensBefore)
 	}
@@ -393,13 +396,13 @@ func (c *ProgressiveCompactor) emergency(ctx context.Context, t *turn, rec *Comp
 	carried := t.carried
 	if len(head) > 0 {
 		offloaded := c.offload(ctx, head, rec)
-		msg, merged, summary, err := c.summarize(ctx, ExtractiveSummarizer{}, offloaded, rec)
+		pins := c.pinsAfter(ctx, t, len(head), rec)
+		msg, merged, summary, err := c.summarize(ctx, ExtractiveSummarizer{}, offloaded, pins, rec, false)
 		if err != nil {
 			// Only a cancelled context stops the extractive summarizer: keep the history
 			// as it is and cut the view alone.
 			rec.addError("extractive summary of the dropped messages failed: %v", err)
 		} else {
-			pins := c.pinsAfter(ctx, t, len(head), rec)
 			rec.Anchors, rec.SummaryText, rec.Summarized = merged, summary, len(head)
 			c.state.LastAnchors, c.state.LastSummary = merged, summary
 			c.advance(t, len(head), msg.Content, pins)
@@ -429,7 +432,8 @@ func (c *ProgressiveCompactor) summarizeSpan(ctx context.Context, t *turn, span,
 		}
 	}
 	offloaded := c.offload(ctx, span, rec)
-	msg, merged, summary, err := c.summarize(ctx, c.summarizer, offloaded, rec)
+	pins := c.pinsAfter(ctx, t, len(span), rec)
+	msg, merged, summary, err := c.summarize(ctx, c.summarizer, offloaded, pins, rec, true)
 	if err != nil {
 		rec.addError("summarizer %s failed: %v; fell back to budget truncation", c.summarizer.Name(), err)
 		// Closed first, so the fallback's repair has no unanswered call to drop.
@@ -437,7 +441,6 @@ func (c *ProgressiveCompactor) summarizeSpan(ctx context.Context, t *turn, span,
 		rec.PreservedTail = preservedCount(forced)
 		return concat(t.system, t.carried, forced[len(t.system):])
 	}
-	pins := c.pinsAfter(ctx, t, len(span), rec)
 	// Pins stay in the view either way; what the summary replaces is the old compaction
 	// message and the span.
 	replaced := c.compactionChars(t) + charsOf(offloaded)
@@ -454,12 +457,26 @@ func (c *ProgressiveCompactor) summarizeSpan(ctx context.Context, t *turn, span,
 
 // summarize runs s on the span and builds the compaction message from its output merged
 // with the session's anchors. An error means there is no usable summary.
-func (c *ProgressiveCompactor) summarize(ctx context.Context, s Summarizer, span []Message, rec *CompactionRecord) (Message, []Anchor, string, error) {
-	raw, err := s.Summarize(ctx, SummaryRequest{
+//
+// A call of the session's summarizer (count) is counted in the record with its tokens: as
+// its server reported them, or estimated from the request and the answer.
+func (c *ProgressiveCompactor) summarize(ctx context.Context, s Summarizer, span []Message, pins []Pin, rec *CompactionRecord, count bool) (Message, []Anchor, string, error) {
+	req := SummaryRequest{
 		SessionID: c.sessionID, Tier: rec.Tier, Messages: span,
 		PreviousSummary: c.state.LastSummary, PreviousAnchors: c.state.LastAnchors,
 		MaxSummaryChars: c.cfg.MaxSummaryChars,
-	})
+	}
+	var raw string
+	var usage SummaryUsage
+	var err error
+	if us, ok := s.(UsageSummarizer); ok {
+		raw, usage, err = us.SummarizeWithUsage(ctx, req)
+	} else {
+		raw, err = s.Summarize(ctx, req)
+	}
+	if count {
+		rec.countSummarizer(req, raw, usage)
+	}
 	if err != nil {
 		return Message{}, nil, "", err
 	}
@@ -473,12 +490,17 @@ func (c *ProgressiveCompactor) summarize(ctx context.Context, s Summarizer, span
 	merged := MergeAnchors(c.state.LastAnchors, anchors)
 	// The prose is the supplement: it gives way first when anchors and prose together would
 	// take more than a fifth of the window.
+	// The anchors give way too, down to that fifth less the least prose, in a small window.
 	limit := c.cfg.MaxSummaryChars
+	// What the pins show verbatim is not repeated in the anchors the view shows.
+	shown := withoutPinned(merged, pins)
+	rendered := FormatAnchors(shown)
 	if capBytes := c.cfg.ContextWindow * 4 / 5; capBytes > 0 {
-		limit = min(limit, max(capBytes-len(FormatAnchors(merged)), 500))
+		rendered = FormatAnchorsWithin(shown, max(capBytes-minProseChars, minProseChars))
+		limit = min(limit, max(capBytes-len(rendered), minProseChars))
 	}
 	summary = truncateUTF8(summary, limit)
-	msg := c.compactionMessage(ctx, merged, summary, span)
+	msg := c.compactionMessage(ctx, rendered, summary, span)
 	return msg, merged, summary, nil
 }
 
@@ -496,6 +518,11 @@ func (c *ProgressiveCompactor) pinsAfter(ctx context.Context, t *turn, n int, re
 	if c.cfg.RawHistory {
 		return nil
 	}
+	return c.selectPins(ctx, c.state.Pins, c.newPinCandidates(t, n), c.pinBudgetChars(), rec)
+}
+
+// newPinCandidates are the messages among the first n of t.rest that the pin rule keeps.
+func (c *ProgressiveCompactor) newPinCandidates(t *turn, n int) []Pin {
 	if !c.state.TaskKnown {
 		if ti := taskIndex(t.rest, t.base); ti >= 0 {
 			c.state.TaskIndex, c.state.TaskKnown = ti, true
@@ -505,8 +532,11 @@ func (c *ProgressiveCompactor) pinsAfter(ctx context.Context, t *turn, n int, re
 	if c.state.TaskKnown {
 		task = c.state.TaskIndex
 	}
-	budget := int(float64(c.cfg.ContextWindow)*c.cfg.PinBudget) * 4
-	return c.selectPins(ctx, c.state.Pins, pinCandidates(c.cfg, t.rest[:n], t.base, task), budget, rec)
+	return pinCandidates(c.cfg, t.rest[:n], t.base, task)
+}
+
+func (c *ProgressiveCompactor) pinBudgetChars() int {
+	return int(float64(c.cfg.ContextWindow)*c.cfg.PinBudget) * 4
 }
 
 // advance moves the watermark past the first n messages of t.rest, which msgContent and
@@ -557,12 +587,16 @@ func hashMessage(h hash.Hash, m *Message) {
 	}
 }
 
-// compactionMessage builds the single message that stands for the summarized span.
-func (c *ProgressiveCompactor) compactionMessage(ctx context.Context, anchors []Anchor, summary string, span []Message) Message {
+// minProseChars is the least prose a compaction message keeps beside its anchors.
+const minProseChars = 500
+
+// compactionMessage builds the single message that stands for the summarized span, from the
+// rendered anchors and the prose.
+func (c *ProgressiveCompactor) compactionMessage(ctx context.Context, anchors, summary string, span []Message) Message {
 	var b strings.Builder
 	b.WriteString(CompactionHeader)
 	b.WriteString("\nEarlier messages of this conversation were summarized to fit the context window.\n\n## Anchors\n")
-	b.WriteString(FormatAnchors(anchors))
+	b.WriteString(anchors)
 	b.WriteString("\n## Summary\n")
 	b.WriteString(strings.TrimSpace(summary))
 	b.WriteString("\n")
@@ -623,6 +657,8 @@ func (c *ProgressiveCompactor) loadState(ctx context.Context) error {
 		return err
 	default:
 		c.state = st
+		c.state.Calibration = clampCalibration(st.Calibration)
+		c.savedCalibration = c.state.Calibration
 		if c.offloader != nil {
 			c.offloader.Seed(st.Offloaded)
 		}
@@ -641,6 +677,9 @@ func (c *ProgressiveCompactor) saveState(ctx context.Context, rec *CompactionRec
 		c.state.Offloaded = c.offloader.Entries()
 	}
 	err := c.states.SaveState(ctx, c.sessionID, c.state)
+	if err == nil {
+		c.savedCalibration = c.state.Calibration
+	}
 	switch {
 	case errors.Is(err, ErrConflict):
 		c.state, c.stateLoaded = &State{}, false

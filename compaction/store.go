@@ -77,7 +77,10 @@ type State struct {
 	// late results are accepted and shown as user messages.
 	OpenCalls []string                `json:"openCalls,omitempty"`
 	Offloaded map[string]OffloadEntry `json:"offloaded,omitempty"`
-	UpdatedAt time.Time               `json:"updatedAt"`
+	// Calibration is the session's factor real/estimated prompt tokens, learnt from the
+	// prompt sizes its caller reports (0: none reported yet, which counts as 1).
+	Calibration float64   `json:"calibration,omitempty"`
+	UpdatedAt   time.Time `json:"updatedAt"`
 	// Version identifies the stored copy this state was loaded from (an ETag), so SaveState
 	// can refuse to overwrite a newer one; empty for a state that was never stored. Stores
 	// set it on LoadState and SaveState.
@@ -90,6 +93,7 @@ func (s *State) clone() *State {
 	out.LastAnchors = append([]Anchor(nil), s.LastAnchors...)
 	out.Pins = append([]Pin(nil), s.Pins...)
 	out.TaskIndex, out.TaskKnown = s.TaskIndex, s.TaskKnown
+	out.Calibration = s.Calibration
 	out.OpenCalls = append([]string(nil), s.OpenCalls...)
 	if s.Offloaded != nil {
 		out.Offloaded = make(map[string]OffloadEntry, len(s.Offloaded))

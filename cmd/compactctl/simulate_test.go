@@ -222,7 +222,8 @@ func TestSimulateJSONSeries(t *testing.T) {
 		if want := compaction.EstimateTokens(msgs[:tr.Index]); tr.TokensBefore != want {
 			t.Errorf("turn %d: tokensBefore %d, want the estimate of the history %d", tr.Turn, tr.TokensBefore, want)
 		}
-		if want := cfg.DetermineTier(tr.TokensBefore); tr.Tier != want {
+		// A Soft compaction that cannot reach the target is done as Full in the same turn.
+		if want := cfg.DetermineTier(tr.TokensBefore); tr.Tier != want && (want != compaction.TierSoft || tr.Tier != compaction.TierFull) {
 			t.Errorf("turn %d: tier %s, want %s", tr.Turn, tr.Tier, want)
 		}
 		if tr.Tier == compaction.TierNone && tr.TokensAfter != tr.TokensBefore {
