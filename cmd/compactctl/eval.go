@@ -621,10 +621,10 @@ func evalOne(ctx context.Context, ef *engineFlags, base compaction.Config, summa
 	if err != nil {
 		return nil, err
 	}
-	counting := &countingSummarizer{Summarizer: summarizer}
+	counting := newCountingSummarizer(summarizer)
 	c, err := compaction.NewProgressiveCompactor(cfg,
 		compaction.WithStore(freshState{store}),
-		compaction.WithSummarizer(counting),
+		compaction.WithSummarizer(counting.wrapped()),
 		compaction.WithSessionID(evalSessionID(ef.sessionID, in.name, w.tokens)),
 		compaction.WithLogger(ef.logger(logTo)),
 	)

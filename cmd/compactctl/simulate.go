@@ -120,10 +120,10 @@ func runSimulate(ctx context.Context, std *stdio, ef *engineFlags, sf *simulateF
 	if err != nil {
 		return err
 	}
-	summarizer := &countingSummarizer{Summarizer: base}
+	summarizer := newCountingSummarizer(base)
 	c, err := compaction.NewProgressiveCompactor(cfg,
 		compaction.WithStore(freshState{store}),
-		compaction.WithSummarizer(summarizer),
+		compaction.WithSummarizer(summarizer.wrapped()),
 		compaction.WithSessionID(ef.sessionID),
 		compaction.WithLogger(ef.logger(std.err)),
 	)
