@@ -633,7 +633,7 @@ func evalOne(ctx context.Context, ef *engineFlags, base compaction.Config, summa
 	}
 	sc := newViewScorer(in.set.Probes, w.tokens)
 	hook := &hookOffloader{off: c.Offloader(), threshold: ef.hookThreshold}
-	_, stats, err := replay(ctx, c, hook, in.msgs, sc.turn)
+	_, stats, err := replay(ctx, c, hook, in.msgs, prices{}, sc.turn) // eval reports no cost yet
 	if err != nil {
 		return nil, fmt.Errorf("%s at %d tokens: %w", in.name, w.tokens, err)
 	}
