@@ -79,6 +79,8 @@ type evalFlags struct {
 	json      bool
 	fractions string
 	minWindow int
+	windows   string
+	prices    *prices
 }
 
 func evalCommand() *command {
@@ -88,8 +90,9 @@ func evalCommand() *command {
 		usage:    "compactctl eval [flags] --probes PROBES TRANSCRIPT...",
 		help: `Replays each TRANSCRIPT turn by turn as simulate does (a fresh session, one compactor per
 transcript and window), at every window of --window-fraction (fractions of the transcript's
-estimated size in tokens, never below --min-window), and scores the views the agent would
-send against the transcript's probes: facts an agent continuing the task needs to see.
+estimated size in tokens, never below --min-window) or, with --windows, at fixed windows in
+tokens, and scores the views the agent would send against the transcript's probes: facts an
+agent continuing the task needs to see.
 
 A probe is {"id", "category", "text"}, with category task, constraint, artifact (a file
 edited or created), decision, error or next (where the work stands). It is present in a view
@@ -103,7 +106,15 @@ as unavailable and not scored.
 
 Also reported: invalid views (compaction.Validate fails, an assistant tool call has no result
 in the view, or a result answers no call), views whose estimate exceeds the window,
-compactions per tier and summarizer calls.
+compactions per tier (and those that changed the view: the others are Warn records with
+nothing to offload), summarizer calls, and the prompt-cache cost as simulate computes it:
+the summarizer's calls and tokens from the compaction records, the cache-hit ratio of the
+views (cached / input tokens; the cached part of a view is its longest common prefix, in
+whole messages, with the previous view followed by its reply) beside the raw history's (the
+agent's history after the OffloadHook, sent whole every turn: no compaction, an unbounded
+window), cost vs raw (read*cached + write*(input-cached) over all turns, plus the
+summarizer's tokens at the fresh price, divided by the raw history's cost; prices from
+--price-*) and the raw history's peak in tokens (its estimate at the last turn).
 
 PROBES is a JSON file or a directory of *.json files. A file holds one probe set or an array
 of them:
@@ -118,15 +129,22 @@ turn, malformed JSON, an unknown field or category, an empty text or a repeated 
 
 Without --json a table is printed, one row per transcript and window: kept/total per
 category in the final view, the worst view (kept/total at turn N), invalid views, views over
-the window, compactions (Warn/Soft/Full/Emergency) and summarizer calls; the probes missing
-from the final views follow. --json prints one JSON object per transcript and window:
-{"transcript", "contextWindow", "windowFractions", "turns", "compactions", "perTier",
-"summarizerCalls", "summarizerErrors", "invalidViews", "overWindow", "probes": {"<category>":
-{"kept", "total", "missing"}}, "missing", "unavailable", "worst", "firstInvalid"}.
+the window, compactions (Warn/Soft/Full/Emergency), summarizer calls, compactions that
+changed the view, the summarizer's input+output tokens, cache hit, raw cache hit, cost vs raw
+and raw peak; the probes missing from the final views follow. --json prints one JSON object
+per transcript and window: {"transcript", "contextWindow", "windowFractions" (absent with
+--windows), "turns", "compactions", "perTier", "viewChanges", "viewChangesPerTier",
+"summarizerCalls", "summarizerErrors", "invalidViews", "overWindow", "probes":
+{"<category>": {"kept", "total", "missing"}}, "missing", "unavailable", "worst",
+"firstInvalid", "cost": {"prices": {"fresh", "cacheRead", "cacheWrite"}, "inputTokens",
+"cachedTokens", "cacheHit", "peakTokens", "rawInputTokens", "rawCachedTokens", "rawCacheHit",
+"rawPeakTokens", "summarizerCalls", "summarizerInputTokens", "summarizerOutputTokens", "cost",
+"rawCost", "costVsRaw"}} (ratios as fractions: 0.83 is 83%).
 
 Nothing is written by default (--store ''); the exit status is 0 whatever the scores.`,
 		example: `  compactctl eval --probes testdata/probes ../shared/testdata/real/*.jsonl
-  compactctl eval --json --window-fraction 0.3 --probes testdata/probes testdata/long-session.jsonl`,
+  compactctl eval --json --window-fraction 0.3 --probes testdata/probes testdata/long-session.jsonl
+  compactctl eval --windows 8000,16000,32000 --probes testdata/probes testdata/long-session.jsonl`,
 		flags: func(fs *flag.FlagSet) func(context.Context, *stdio, []string) error {
 			ef := addEngineFlags(fs)
 			// A replay must not leave files behind unless asked to: memory by default.
@@ -135,7 +153,7 @@ Nothing is written by default (--store ''); the exit status is 0 whatever the sc
 				_ = f.Value.Set("") // a string flag accepts any value
 			}
 			if f := fs.Lookup("context-window"); f != nil {
-				f.Usage = "not used by eval (setting it is an error): the windows come from --window-fraction and --min-window"
+				f.Usage = "not used by eval (setting it is an error): the windows come from --windows, or --window-fraction and --min-window"
 				f.DefValue = "0" // its value never reaches a replay; do not advertise one
 			}
 			vf := &evalFlags{}
@@ -143,6 +161,8 @@ Nothing is written by default (--store ''); the exit status is 0 whatever the sc
 			fs.BoolVar(&vf.json, "json", false, "print one JSON object per transcript and window instead of the table")
 			fs.StringVar(&vf.fractions, "window-fraction", defaultWindowFractions, "context windows to replay at, as comma-separated `fractions` (0 < f <= 1) of each transcript's\nestimated tokens (compaction.EstimateTokens of the whole transcript)")
 			fs.IntVar(&vf.minWindow, "min-window", defaultMinWindow, "smallest context window in `tokens`: a fraction giving less is raised to it")
+			fs.StringVar(&vf.windows, "windows", "", "fixed context windows to replay every transcript at, as comma-separated `tokens` (for example\n8000,16000,32000), instead of --window-fraction and --min-window")
+			vf.prices = addPriceFlags(fs)
 			return func(ctx context.Context, std *stdio, args []string) error {
 				return runEval(ctx, std, ef, vf, args)
 			}
@@ -156,10 +176,16 @@ func runEval(ctx context.Context, std *stdio, ef *engineFlags, vf *evalFlags, ar
 	}
 	var errs []error
 	ef.fs.Visit(func(f *flag.Flag) {
-		if f.Name == "context-window" {
-			errs = append(errs, errors.New("--context-window does not apply: the windows come from --window-fraction and --min-window"))
+		switch f.Name {
+		case "context-window":
+			errs = append(errs, errors.New("--context-window does not apply: the windows come from --windows, or --window-fraction and --min-window"))
+		case "window-fraction", "min-window":
+			if vf.windows != "" {
+				errs = append(errs, fmt.Errorf("--%s does not apply with --windows", f.Name))
+			}
 		}
 	})
+	errs = append(errs, vf.prices.check()...)
 	if vf.probes == "" {
 		errs = append(errs, errors.New("--probes is required"))
 	}
@@ -169,6 +195,12 @@ func runEval(ctx context.Context, std *stdio, ef *engineFlags, vf *evalFlags, ar
 	fractions, err := parseFractions(vf.fractions)
 	if err != nil {
 		errs = append(errs, err)
+	}
+	var fixed []int
+	if vf.windows != "" {
+		if fixed, err = parseWindows(vf.windows); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	seen := map[string]string{}
 	for _, a := range args {
@@ -211,8 +243,12 @@ func runEval(ctx context.Context, std *stdio, ef *engineFlags, vf *evalFlags, ar
 	out := bufio.NewWriter(std.out)
 	defer func() { _ = out.Flush() }() // on errors, show the rows written so far
 	for _, in := range inputs {
-		for _, w := range evalWindows(compaction.EstimateTokens(in.msgs), fractions, vf.minWindow) {
-			run, err := evalOne(ctx, ef, base, summarizer, std.err, in, w)
+		windows := evalWindows(compaction.EstimateTokens(in.msgs), fractions, vf.minWindow)
+		if fixed != nil {
+			windows = fixedWindows(fixed)
+		}
+		for _, w := range windows {
+			run, err := evalOne(ctx, ef, base, summarizer, *vf.prices, std.err, in, w)
 			if err != nil {
 				return err
 			}
@@ -253,8 +289,37 @@ func parseFractions(s string) ([]float64, error) {
 	return out, nil
 }
 
+// parseWindows reads --windows: distinct positive token counts.
+func parseWindows(s string) ([]int, error) {
+	var out []int
+	seen := map[int]bool{}
+	for _, part := range strings.Split(s, ",") {
+		part = strings.TrimSpace(part)
+		n, err := strconv.Atoi(part)
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("--windows %q: %q is not a number of tokens, at least 1", s, part)
+		}
+		if seen[n] {
+			return nil, fmt.Errorf("--windows %q: %d appears twice", s, n)
+		}
+		seen[n] = true
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+// fixedWindows are the windows of --windows, which no fraction gave.
+func fixedWindows(tokens []int) []evalWindow {
+	out := make([]evalWindow, len(tokens))
+	for i, t := range tokens {
+		out[i] = evalWindow{tokens: t}
+	}
+	return out
+}
+
 // evalWindow is one context window a transcript is replayed at, with the fractions that
-// gave it (two fractions raised to --min-window give one window, replayed once).
+// gave it (two fractions raised to --min-window give one window, replayed once; none for a
+// window of --windows).
 type evalWindow struct {
 	tokens    int
 	fractions []float64
@@ -596,10 +661,12 @@ type worstView struct {
 type evalRun struct {
 	Transcript       string                   `json:"transcript"`
 	ContextWindow    int                      `json:"contextWindow"`
-	WindowFractions  []float64                `json:"windowFractions"`
+	WindowFractions  []float64                `json:"windowFractions,omitempty"`
 	Turns            int                      `json:"turns"`
 	Compactions      int                      `json:"compactions"`
 	PerTier          map[string]int           `json:"perTier"`
+	ViewChanges      int                      `json:"viewChanges"` // compactions that changed the view
+	ViewChangesTier  map[string]int           `json:"viewChangesPerTier"`
 	SummarizerCalls  int64                    `json:"summarizerCalls"`
 	SummarizerErrors int64                    `json:"summarizerErrors"`
 	InvalidViews     int                      `json:"invalidViews"`
@@ -609,22 +676,23 @@ type evalRun struct {
 	Unavailable      []string                 `json:"unavailable,omitempty"`
 	Worst            *worstView               `json:"worst,omitempty"`
 	FirstInvalid     string                   `json:"firstInvalid,omitempty"`
+	Cost             costTotals               `json:"cost"`
 
 	probes []probe // for the table's category of a missing id
 }
 
 // evalOne replays one transcript at one window and scores its views.
-func evalOne(ctx context.Context, ef *engineFlags, base compaction.Config, summarizer compaction.Summarizer, logTo io.Writer, in evalInput, w evalWindow) (*evalRun, error) {
+func evalOne(ctx context.Context, ef *engineFlags, base compaction.Config, summarizer compaction.Summarizer, p prices, logTo io.Writer, in evalInput, w evalWindow) (*evalRun, error) {
 	cfg := base
 	cfg.ContextWindow = w.tokens
 	store, _, err := ef.openStore() // memory: a new store per replay
 	if err != nil {
 		return nil, err
 	}
-	counting := &countingSummarizer{Summarizer: summarizer}
+	counting := newCountingSummarizer(summarizer)
 	c, err := compaction.NewProgressiveCompactor(cfg,
 		compaction.WithStore(freshState{store}),
-		compaction.WithSummarizer(counting),
+		compaction.WithSummarizer(counting.wrapped()),
 		compaction.WithSessionID(evalSessionID(ef.sessionID, in.name, w.tokens)),
 		compaction.WithLogger(ef.logger(logTo)),
 	)
@@ -633,7 +701,7 @@ func evalOne(ctx context.Context, ef *engineFlags, base compaction.Config, summa
 	}
 	sc := newViewScorer(in.set.Probes, w.tokens)
 	hook := &hookOffloader{off: c.Offloader(), threshold: ef.hookThreshold}
-	_, stats, err := replay(ctx, c, hook, in.msgs, sc.turn)
+	_, stats, err := replay(ctx, c, hook, in.msgs, p, sc.turn)
 	if err != nil {
 		return nil, fmt.Errorf("%s at %d tokens: %w", in.name, w.tokens, err)
 	}
@@ -643,9 +711,11 @@ func evalOne(ctx context.Context, ef *engineFlags, base compaction.Config, summa
 		SummarizerCalls: counting.calls.Load(), SummarizerErrors: counting.failures.Load(),
 		InvalidViews: sc.invalid, OverWindow: sc.over, FirstInvalid: sc.firstInvalid,
 		Probes: map[string]categoryScore{}, Missing: []string{}, probes: in.set.Probes,
+		ViewChanges: stats.changedViews(), ViewChangesTier: map[string]int{}, Cost: stats.cost,
 	}
 	for t := compaction.TierWarn; t <= compaction.TierEmergency; t++ {
 		run.PerTier[t.String()] = stats.perTier[t]
+		run.ViewChangesTier[t.String()] = stats.changedPerTier[t]
 	}
 	for _, cat := range probeCategories() {
 		run.Probes[cat] = categoryScore{}
@@ -782,19 +852,24 @@ func (s *viewScorer) turn(t replayTurn) error {
 // evalTable renders the runs as the human-readable report.
 func evalTable(runs []*evalRun, summarizer string, vf *evalFlags, fractions []float64) string {
 	var b strings.Builder
-	fr := make([]string, len(fractions))
-	for i, f := range fractions {
-		fr[i] = strconv.FormatFloat(f, 'f', -1, 64)
+	if vf.windows != "" {
+		fmt.Fprintf(&b, "Probes kept in the final view (kept/total), summarizer %s, windows of %s tokens\n\n", summarizer, vf.windows)
+	} else {
+		fr := make([]string, len(fractions))
+		for i, f := range fractions {
+			fr[i] = strconv.FormatFloat(f, 'f', -1, 64)
+		}
+		fmt.Fprintf(&b, "Probes kept in the final view (kept/total), summarizer %s, windows %s of each transcript's estimate (at least %d tokens)\n\n",
+			summarizer, strings.Join(fr, ","), vf.minWindow)
 	}
-	fmt.Fprintf(&b, "Probes kept in the final view (kept/total), summarizer %s, windows %s of each transcript's estimate (at least %d tokens)\n\n",
-		summarizer, strings.Join(fr, ","), vf.minWindow)
 	// tw writes into a strings.Builder: its writes cannot fail.
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
 	_, _ = fmt.Fprint(tw, "transcript\twindow\tturns")
 	for _, c := range probeCategories() {
 		_, _ = fmt.Fprintf(tw, "\t%s", c)
 	}
-	_, _ = fmt.Fprint(tw, "\tworst view\tinvalid\tover\tcompactions W/S/F/E\tsummarizer calls\n")
+	_, _ = fmt.Fprint(tw, "\tworst view\tinvalid\tover\tcompactions W/S/F/E\tsummarizer calls")
+	_, _ = fmt.Fprint(tw, "\tchanged W/S/F/E\tsummarizer tokens in+out\tcache hit\traw hit\tcost vs raw\traw peak\n")
 	totals := map[string]categoryScore{}
 	var invalid, over int
 	for _, r := range runs {
@@ -816,7 +891,18 @@ func evalTable(runs []*evalRun, summarizer string, vf *evalFlags, fractions []fl
 		if r.SummarizerErrors > 0 {
 			_, _ = fmt.Fprintf(tw, " (%d failed)", r.SummarizerErrors)
 		}
-		_, _ = fmt.Fprintln(tw)
+		vc, c := r.ViewChangesTier, &r.Cost
+		_, _ = fmt.Fprintf(tw, "\t%d (%d/%d/%d/%d)\t%s+%s", r.ViewChanges, vc["Warn"], vc["Soft"], vc["Full"], vc["Emergency"],
+			humanCount(c.SummarizerInputTokens), humanCount(c.SummarizerOutputTokens))
+		if c.SummarizerCalls != int(r.SummarizerCalls) {
+			_, _ = fmt.Fprintf(tw, " (%d calls recorded)", c.SummarizerCalls)
+		}
+		if c.InputTokens > 0 {
+			_, _ = fmt.Fprintf(tw, "\t%.1f%%\t%.1f%%\t%.2f", 100*c.CacheHit, 100*c.RawCacheHit, c.CostVsRaw)
+		} else {
+			_, _ = fmt.Fprint(tw, "\t-\t-\t-")
+		}
+		_, _ = fmt.Fprintf(tw, "\t%d\n", c.RawPeakTokens)
 		invalid += r.InvalidViews
 		over += r.OverWindow
 	}
@@ -824,8 +910,13 @@ func evalTable(runs []*evalRun, summarizer string, vf *evalFlags, fractions []fl
 	for _, c := range probeCategories() {
 		_, _ = fmt.Fprintf(tw, "\t%s", ratio(totals[c]))
 	}
-	_, _ = fmt.Fprintf(tw, "\t\t%d\t%d\t\t\n", invalid, over)
+	_, _ = fmt.Fprintf(tw, "\t\t%d\t%d\t\t\t\t\t\t\t\t\n", invalid, over)
 	_ = tw.Flush() // writes to a strings.Builder, which cannot fail
+	if p := vf.prices; p != nil {
+		fmt.Fprintf(&b, "\nCost per token: cache read %g, cache write %g, summarizer input and output %g; cost vs raw is the cost of the views\n"+
+			"and the summarizer over that of sending the whole raw history (after the OffloadHook) every turn; raw peak is its tokens at the last turn.\n",
+			p.CacheRead, p.CacheWrite, p.Fresh)
+	}
 
 	var missing, unavailable, bad []string
 	for _, r := range runs {

@@ -116,6 +116,9 @@ func checkQuality(t *testing.T, runs []evalRun, transcripts int) {
 			s.Total += r.Probes[c].Total
 			sum[c] = s
 		}
+		if err := r.checkCost(); err != nil {
+			problems = append(problems, at+": "+err.Error())
+		}
 	}
 	if len(seen) != transcripts {
 		problems = append(problems, fmt.Sprintf("eval reported %d transcripts, %d were given", len(seen), transcripts))
@@ -140,6 +143,39 @@ func checkQuality(t *testing.T, runs []evalRun, transcripts int) {
 	if len(problems) > 0 {
 		t.Errorf("quality targets missed:\n  %s", strings.Join(problems, "\n  "))
 	}
+}
+
+// checkCost reports cost figures that cannot be right.
+func (r *evalRun) checkCost() error {
+	c := &r.Cost
+	var errs []string
+	if r.Turns > 0 && (c.InputTokens <= 0 || c.RawInputTokens < c.RawPeakTokens || c.RawPeakTokens <= 0 || c.PeakTokens <= 0) {
+		errs = append(errs, fmt.Sprintf("tokens: input %d, raw %d, peaks %d and raw %d", c.InputTokens, c.RawInputTokens, c.PeakTokens, c.RawPeakTokens))
+	}
+	if c.CachedTokens < 0 || c.CachedTokens > c.InputTokens || c.RawCachedTokens < 0 || c.RawCachedTokens > c.RawInputTokens {
+		errs = append(errs, fmt.Sprintf("cached %d of %d, raw %d of %d", c.CachedTokens, c.InputTokens, c.RawCachedTokens, c.RawInputTokens))
+	}
+	if r.Turns > 0 && (c.CostVsRaw <= 0 || c.CacheHit < 0 || c.CacheHit > 1 || c.RawCacheHit <= 0 || c.RawCacheHit > 1) {
+		errs = append(errs, fmt.Sprintf("cost vs raw %v, cache hit %v, raw %v", c.CostVsRaw, c.CacheHit, c.RawCacheHit))
+	}
+	// The records count at most the calls the summarizer saw, with tokens when they count any.
+	if int64(c.SummarizerCalls) > r.SummarizerCalls || (c.SummarizerCalls == 0) != (c.SummarizerInputTokens+c.SummarizerOutputTokens == 0) {
+		errs = append(errs, fmt.Sprintf("recorded %d summarizer calls (%d+%d tokens), the summarizer saw %d", c.SummarizerCalls, c.SummarizerInputTokens, c.SummarizerOutputTokens, r.SummarizerCalls))
+	}
+	n := 0
+	for _, v := range r.ViewChangesTier {
+		n += v
+	}
+	if n != r.ViewChanges || r.ViewChanges > r.Compactions || len(r.ViewChangesTier) != 4 {
+		errs = append(errs, fmt.Sprintf("%d views changed (%v) by %d compactions", r.ViewChanges, r.ViewChangesTier, r.Compactions))
+	}
+	if c.Prices != (prices{Fresh: 1, CacheRead: 0.1, CacheWrite: 1.25}) {
+		errs = append(errs, fmt.Sprintf("prices %+v, want the defaults", c.Prices))
+	}
+	if len(errs) > 0 {
+		return errors.New("cost: " + strings.Join(errs, "; "))
+	}
+	return nil
 }
 
 func evalJSON(t *testing.T, args ...string) []evalRun {
@@ -762,15 +798,32 @@ func TestEvalOutput(t *testing.T) {
 		if r.Probes[catArtifact].Kept < 1 || slicesContain(r.Missing, "file-28") {
 			t.Errorf("run %d: the file read last is missing: %v", i, r.Missing)
 		}
+		if err := r.checkCost(); err != nil {
+			t.Errorf("run %d: %v", i, err)
+		}
+		// No result is long enough for the OffloadHook: the raw history is the transcript.
+		if want := compaction.EstimateTokens(mustDecode(t, f.data)[:lastTurnIndex(mustDecode(t, f.data))]); r.Cost.RawPeakTokens != want {
+			t.Errorf("run %d: raw peak %d, want %d", i, r.Cost.RawPeakTokens, want)
+		}
+		if r.ViewChanges == 0 || r.Cost.CacheHit >= r.Cost.RawCacheHit || len(r.WindowFractions) != 1 || r.WindowFractions[0] != frac {
+			t.Errorf("run %d: %d views changed, cache hit %v (raw %v), fractions %v", i, r.ViewChanges, r.Cost.CacheHit, r.Cost.RawCacheHit, r.WindowFractions)
+		}
 	}
 	// The table: a header, a row per run, a total, the missing probes by name.
 	r := runCLI(t, "", "eval", "--probes", f.probes, "--window-fraction", "0.5,0.25", "--min-window", "1000", f.transcript)
 	if r.code != exitOK {
 		t.Fatalf("eval: %v", r)
 	}
-	for _, want := range []string{"summarizer extractive", "transcript", "constraint", "worst view", "compactions W/S/F/E", "session.jsonl", "\ntotal "} {
+	for _, want := range []string{"summarizer extractive", "transcript", "constraint", "worst view", "compactions W/S/F/E", "session.jsonl", "\ntotal ",
+		"changed W/S/F/E", "summarizer tokens in+out", "cache hit", "raw hit", "cost vs raw", "raw peak",
+		"\nCost per token: cache read 0.1, cache write 1.25, summarizer input and output 1;"} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("table lacks %q:\n%s", want, r.stdout)
+		}
+	}
+	for _, run := range runs {
+		if !costCellsRE(run.Cost).MatchString(r.stdout) {
+			t.Errorf("table lacks the cost cells of the run at %d tokens (%s):\n%s", run.ContextWindow, costCellsRE(run.Cost), r.stdout)
 		}
 	}
 	if strings.Count(r.stdout, "session.jsonl  ") != 2 {
@@ -779,6 +832,50 @@ func TestEvalOutput(t *testing.T) {
 	if len(runs[1].Missing) > 0 && !strings.Contains(r.stdout, "Missing from the final view:\n  session.jsonl @"+strconv.Itoa(runs[1].ContextWindow)+": "+runs[1].Missing[0]) {
 		t.Errorf("table does not list the missing probes %v:\n%s", runs[1].Missing, r.stdout)
 	}
+}
+
+// --windows replays at fixed windows: at one far above the transcript nothing is compacted,
+// and the views cost exactly what the raw history costs.
+func TestEvalFixedWindows(t *testing.T) {
+	t.Parallel()
+	f := newEvalFixture(t)
+	msgs := mustDecode(t, f.data)
+	tokens := compaction.EstimateTokens(msgs)
+	small, huge := tokens/5, 100*tokens
+	windows := fmt.Sprintf("%d,%d", small, huge)
+	runs := evalJSON(t, "--probes", f.probes, "--windows", windows, f.transcript)
+	if len(runs) != 2 || runs[0].ContextWindow != small || runs[1].ContextWindow != huge || runs[0].WindowFractions != nil || runs[1].WindowFractions != nil {
+		t.Fatalf("want runs at %d and %d tokens without fractions: %+v", small, huge, runs)
+	}
+	for i, r := range runs {
+		if err := r.checkCost(); err != nil {
+			t.Errorf("run %d: %v", i, err)
+		}
+	}
+	if r := runs[1]; r.Compactions != 0 || r.ViewChanges != 0 || r.Cost.CostVsRaw != 1 || r.Cost.CacheHit != r.Cost.RawCacheHit ||
+		r.Cost.CachedTokens != r.Cost.RawCachedTokens || r.Cost.PeakTokens != r.Cost.RawPeakTokens {
+		t.Errorf("at %d tokens: %d compactions, cost %+v; want the raw history's figures", huge, r.Compactions, r.Cost)
+	}
+	if r := runs[0]; r.ViewChanges == 0 || r.Cost.CostVsRaw == 1 || r.Cost.CacheHit >= r.Cost.RawCacheHit || r.Cost.PeakTokens > small || r.Cost.RawPeakTokens <= small {
+		t.Errorf("at %d tokens: %d views changed, cost %+v", small, r.ViewChanges, r.Cost)
+	}
+	r := runCLI(t, "", "eval", "--probes", f.probes, "--windows", windows, f.transcript)
+	if r.code != exitOK || !strings.Contains(r.stdout, "summarizer extractive, windows of "+windows+" tokens\n") ||
+		!costCellsRE(runs[1].Cost).MatchString(r.stdout) || !strings.Contains(costCellsRE(runs[1].Cost).String(), ` +1\.00 +`) {
+		t.Errorf("table at fixed windows: %v", r)
+	}
+	// The JSON leaves out the fractions no window came from.
+	r = runCLI(t, "", "eval", "--json", "--probes", f.probes, "--windows", windows, f.transcript)
+	if r.code != exitOK || strings.Contains(r.stdout, "windowFractions") || !strings.Contains(r.stdout, `"costVsRaw":1}}`) {
+		t.Errorf("JSON at fixed windows: %v", r)
+	}
+}
+
+// costCellsRE matches the last four cells of a table row: cache hit, raw hit, cost vs raw and
+// raw peak.
+func costCellsRE(c costTotals) *regexp.Regexp {
+	return regexp.MustCompile(fmt.Sprintf(` %s%% +%s%% +%s +%d\n`, regexp.QuoteMeta(fmt.Sprintf("%.1f", 100*c.CacheHit)),
+		regexp.QuoteMeta(fmt.Sprintf("%.1f", 100*c.RawCacheHit)), regexp.QuoteMeta(fmt.Sprintf("%.2f", c.CostVsRaw)), c.RawPeakTokens))
 }
 
 // A probe the agent's history holds only in a tool result the OffloadHook moved out at
@@ -851,6 +948,14 @@ func TestEvalBadInput(t *testing.T) {
 		{name: "context window", flags: []string{"--context-window", "5000"}, code: exitUsage, want: "--context-window does not apply"},
 		{name: "bad fraction", flags: []string{"--window-fraction", "0.2,2"}, code: exitUsage, want: `"2" is not a fraction in (0, 1]`},
 		{name: "bad min window", flags: []string{"--min-window", "0"}, code: exitUsage, want: "--min-window 0 must be at least 1"},
+		{name: "bad windows", flags: []string{"--windows", "8000,x"}, code: exitUsage, want: `"x" is not a number of tokens`},
+		{name: "zero window", flags: []string{"--windows", "0"}, code: exitUsage, want: `"0" is not a number of tokens, at least 1`},
+		{name: "empty windows", flags: []string{"--windows", "8000,"}, code: exitUsage, want: `"" is not a number of tokens`},
+		{name: "repeated window", flags: []string{"--windows", "8000, 8000"}, code: exitUsage, want: "8000 appears twice"},
+		{name: "windows and fractions", flags: []string{"--windows", "8000", "--window-fraction", "0.2"}, code: exitUsage, want: "--window-fraction does not apply with --windows"},
+		{name: "windows and min window", flags: []string{"--windows", "8000", "--min-window", "100"}, code: exitUsage, want: "--min-window does not apply with --windows"},
+		{name: "free cache writes", flags: []string{"--price-cache-write", "0"}, code: exitUsage, want: "--price-cache-write must be above 0"},
+		{name: "negative price", flags: []string{"--price-fresh", "-1"}, code: exitUsage, want: "--price-fresh -1 must be a finite price"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			content := good
@@ -926,7 +1031,8 @@ func TestEvalHelp(t *testing.T) {
 	if n < 20 {
 		t.Fatalf("only %d flags", n)
 	}
-	for _, want := range []string{"--probes PROBES TRANSCRIPT...", "task, constraint, artifact", "sha256", "worst view", "-window-fraction", "-min-window", "(default 16000)", `(default "0.2,0.1")`} {
+	for _, want := range []string{"--probes PROBES TRANSCRIPT...", "task, constraint, artifact", "sha256", "worst view", "-window-fraction", "-min-window", "(default 16000)", `(default "0.2,0.1")`,
+		"-windows tokens", "--windows 8000,16000,32000", "cost vs raw", "-price-fresh", "-price-cache-read", "-price-cache-write", "(default 1.25)", "(default 0.1)", `"costVsRaw"`} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("--help lacks %q", want)
 		}

@@ -323,24 +323,57 @@ func (h *hookOffloader) apply(ctx context.Context, m compaction.Message) (compac
 }
 
 // countingSummarizer counts the calls of a summarizer and its failures, including output
-// the engine cannot use (no anchors and no summary), which also makes it fall back.
+// the engine cannot use (no anchors and no summary), which also makes it fall back. Give the
+// engine wrapped(), not the counter itself: it keeps the base's usage reporting.
 type countingSummarizer struct {
 	compaction.Summarizer
 	calls    atomic.Int64
 	failures atomic.Int64
 }
 
+func newCountingSummarizer(base compaction.Summarizer) *countingSummarizer {
+	return &countingSummarizer{Summarizer: base}
+}
+
+// wrapped is the counter as the engine should see it: a compaction.UsageSummarizer when the
+// base is one, so the records still carry the tokens its server reports; a plain Summarizer
+// otherwise, so the engine estimates them as it does for the base.
+func (c *countingSummarizer) wrapped() compaction.Summarizer {
+	if u, ok := c.Summarizer.(compaction.UsageSummarizer); ok {
+		return &countingUsageSummarizer{countingSummarizer: c, usage: u}
+	}
+	return c
+}
+
 func (c *countingSummarizer) Summarize(ctx context.Context, req compaction.SummaryRequest) (string, error) {
 	c.calls.Add(1)
 	out, err := c.Summarizer.Summarize(ctx, req)
+	c.check(out, err)
+	return out, err
+}
+
+// check counts a failed call.
+func (c *countingSummarizer) check(out string, err error) {
 	if err != nil {
 		c.failures.Add(1)
-		return out, err
+		return
 	}
 	if anchors, summary, _ := compaction.ParseAnchorsAndSummary(out); summary == "" && compaction.CountAvailable(anchors) == 0 {
 		c.failures.Add(1)
 	}
-	return out, nil
+}
+
+// countingUsageSummarizer is a countingSummarizer over a compaction.UsageSummarizer.
+type countingUsageSummarizer struct {
+	*countingSummarizer
+	usage compaction.UsageSummarizer
+}
+
+func (c *countingUsageSummarizer) SummarizeWithUsage(ctx context.Context, req compaction.SummaryRequest) (string, compaction.SummaryUsage, error) {
+	c.calls.Add(1)
+	out, u, err := c.usage.SummarizeWithUsage(ctx, req)
+	c.check(out, err)
+	return out, u, err
 }
 
 // humanCount renders n like the engine's notifications do: 812, 45.2K, 1.3M.

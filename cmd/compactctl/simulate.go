@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -27,6 +28,9 @@ type turnResult struct {
 	UsageAfter   float64         `json:"usageAfter"`
 	MsgsBefore   int             `json:"msgsBefore"`
 	MsgsAfter    int             `json:"msgsAfter"`
+	// The prompt-cache accounting of the turn: inputTokens, cachedTokens, rawTokens,
+	// rawCachedTokens, the summarizer's calls and tokens, changedView, cost and rawCost.
+	turnCost
 }
 
 // simStats is the closing summary of a simulation.
@@ -42,6 +46,21 @@ type simStats struct {
 	hookBytes      int
 	summarizerCall int64
 	summarizerErrs int64
+	// Compactions that changed the view, per tier, and the smallest share of the view one
+	// of them saved (at minSavingTurn; 0 when none did).
+	changedPerTier  [compaction.TierEmergency + 1]int
+	minSavingTurn   int
+	minSavingShare  float64
+	minSavingTokens int
+	cost            costTotals
+}
+
+func (s *simStats) changedViews() int {
+	n := 0
+	for t := compaction.TierWarn; t <= compaction.TierEmergency; t++ {
+		n += s.changedPerTier[t]
+	}
+	return n
 }
 
 func (s *simStats) compactions() int {
@@ -53,9 +72,10 @@ func (s *simStats) compactions() int {
 }
 
 type simulateFlags struct {
-	plot  string
-	quiet bool
-	json  bool
+	plot   string
+	quiet  bool
+	json   bool
+	prices *prices
 }
 
 func simulateCommand() *command {
@@ -71,10 +91,21 @@ call. Tool results longer than --hook-threshold are offloaded at source as they 
 history, as the agent's OffloadHook does.
 
 Every compaction above the None tier prints its two-line notification, prefixed with the turn;
-a summary follows: turns, compactions per tier, peak usage, tokens saved, offloads and
-summarizer failures. --plot writes an SVG chart of the usage per turn, --json prints the
-per-turn series as JSON lines instead of the notifications (the summary then goes to standard
-error).
+a summary follows: turns, compactions per tier (and those that changed the view), peak
+usage, tokens saved (and the smallest share of the view one compaction saved), offloads,
+summarizer calls and tokens, and the prompt-cache cost. --plot writes an SVG chart of the
+usage per turn, --json prints the per-turn series as JSON lines instead of the notifications
+(the summary then goes to standard error).
+
+Cost: every turn sends its view. The cached part of a view is its longest common prefix, in
+whole messages equal field by field, with the previous view followed by the reply to it
+(the assistant message that follows it in the transcript), counted in estimated tokens. A
+view costs --price-cache-read per cached token and --price-cache-write per other input
+token; a session costs the sum over its turns plus the summarizer's input and output
+tokens (from the compaction records) at --price-fresh. "cost vs raw" divides that by the cost
+of sending the raw history every turn (every message so far, after the OffloadHook: no
+compaction, an unbounded window), counted the same way; the cache-hit ratios are cached /
+input tokens.
 
 The replay always starts the session from an empty state, whatever an earlier run left in the
 store; offloaded results and records are written under --store (./.harness9/ by default;
@@ -86,7 +117,8 @@ store; offloaded results and records are written under --store (./.harness9/ by 
 			sf := &simulateFlags{}
 			fs.StringVar(&sf.plot, "plot", "", "write an SVG chart of the context usage per turn to `FILE`")
 			fs.BoolVar(&sf.quiet, "quiet", false, "do not print the per-turn notifications, only the summary")
-			fs.BoolVar(&sf.json, "json", false, "print the per-turn series as JSON lines (turn, index, tier, tokensBefore, tokensAfter,\nusageBefore, usageAfter, msgsBefore, msgsAfter; usage as a ratio) instead of notifications;\nthe summary goes to standard error")
+			fs.BoolVar(&sf.json, "json", false, "print the per-turn series as JSON lines (turn, index, tier, tokensBefore, tokensAfter,\nusageBefore, usageAfter, msgsBefore, msgsAfter; usage as a ratio; inputTokens, cachedTokens,\nrawTokens, rawCachedTokens, summarizerCalls, summarizerInputTokens, summarizerOutputTokens,\nchangedView, cost, rawCost) instead of notifications; the summary goes to standard error")
+			sf.prices = addPriceFlags(fs)
 			return func(ctx context.Context, std *stdio, args []string) error {
 				return runSimulate(ctx, std, ef, sf, args)
 			}
@@ -98,6 +130,9 @@ func runSimulate(ctx context.Context, std *stdio, ef *engineFlags, sf *simulateF
 	path, err := transcriptArg(args)
 	if err != nil {
 		return err
+	}
+	if errs := sf.prices.check(); len(errs) > 0 {
+		return &usageError{err: errors.Join(errs...)}
 	}
 	cfg, err := ef.config()
 	if err != nil {
@@ -120,10 +155,10 @@ func runSimulate(ctx context.Context, std *stdio, ef *engineFlags, sf *simulateF
 	if err != nil {
 		return err
 	}
-	summarizer := &countingSummarizer{Summarizer: base}
+	summarizer := newCountingSummarizer(base)
 	c, err := compaction.NewProgressiveCompactor(cfg,
 		compaction.WithStore(freshState{store}),
-		compaction.WithSummarizer(summarizer),
+		compaction.WithSummarizer(summarizer.wrapped()),
 		compaction.WithSessionID(ef.sessionID),
 		compaction.WithLogger(ef.logger(std.err)),
 	)
@@ -136,7 +171,7 @@ func runSimulate(ctx context.Context, std *stdio, ef *engineFlags, sf *simulateF
 	// the one worth reporting; the success path checks its own Flush.
 	defer func() { _ = out.Flush() }()
 	hook := &hookOffloader{off: c.Offloader(), threshold: ef.hookThreshold}
-	series, stats, err := replay(ctx, c, hook, msgs, func(t replayTurn) error {
+	series, stats, err := replay(ctx, c, hook, msgs, *sf.prices, func(t replayTurn) error {
 		tr, rec := t.result, t.record
 		switch {
 		case sf.json:
@@ -194,11 +229,13 @@ type replayTurn struct {
 	history []compaction.Message
 }
 
-// replay runs the turns of msgs through c and calls emit after each.
+// replay runs the turns of msgs through c and calls emit after each; the cost of every turn
+// is accounted with prices.
 func replay(ctx context.Context, c *compaction.ProgressiveCompactor, hook *hookOffloader, msgs []compaction.Message,
-	emit func(replayTurn) error) ([]turnResult, *simStats, error) {
+	p prices, emit func(replayTurn) error) ([]turnResult, *simStats, error) {
 	cfg := c.Config()
 	stats := &simStats{}
+	cost := newCostTracker(p)
 	var series []turnResult
 	history := make([]compaction.Message, 0, len(msgs))
 	nonSystem := 0
@@ -218,6 +255,7 @@ func replay(ctx context.Context, c *compaction.ProgressiveCompactor, hook *hookO
 				TokensBefore: rec.TokensBefore, TokensAfter: rec.TokensAfter,
 				UsageBefore: round4(cfg.Usage(rec.TokensBefore)), UsageAfter: round4(cfg.Usage(rec.TokensAfter)),
 				MsgsBefore: rec.MsgsBefore, MsgsAfter: len(view),
+				turnCost: cost.turn(view, history[:len(history):len(history)], rec),
 			}
 			series = append(series, tr)
 			stats.perTier[rec.Tier]++
@@ -228,6 +266,17 @@ func replay(ctx context.Context, c *compaction.ProgressiveCompactor, hook *hookO
 				stats.tokensSaved += rec.TokensBefore - rec.TokensAfter
 				stats.offloaded += len(rec.Offloaded)
 				stats.offloadedBytes += rec.OffloadedBytes()
+			}
+			if tr.ChangedView {
+				stats.changedPerTier[rec.Tier]++
+				saved := rec.TokensBefore - rec.TokensAfter
+				share := 0.0
+				if rec.TokensBefore > 0 {
+					share = float64(saved) / float64(rec.TokensBefore)
+				}
+				if stats.minSavingTurn == 0 || share < stats.minSavingShare {
+					stats.minSavingTurn, stats.minSavingShare, stats.minSavingTokens = tr.Turn, share, saved
+				}
 			}
 			if err := emit(replayTurn{result: tr, record: rec, view: view, history: history[:len(history):len(history)]}); err != nil {
 				return nil, nil, err
@@ -242,6 +291,7 @@ func replay(ctx context.Context, c *compaction.ProgressiveCompactor, hook *hookO
 			nonSystem++
 		}
 	}
+	stats.cost = cost.totals
 	return series, stats, nil
 }
 
@@ -249,8 +299,9 @@ func replay(ctx context.Context, c *compaction.ProgressiveCompactor, hook *hookO
 func summaryText(name string, nmsgs int, cfg compaction.Config, summarizer, store, session string, s *simStats) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "Summary of %s: %d messages, %d turns, window %d tokens, summarizer %s\n", name, nmsgs, s.turns, cfg.ContextWindow, summarizer)
-	fmt.Fprintf(&b, "  compactions:      %d (Warn %d, Soft %d, Full %d, Emergency %d)\n", s.compactions(),
-		s.perTier[compaction.TierWarn], s.perTier[compaction.TierSoft], s.perTier[compaction.TierFull], s.perTier[compaction.TierEmergency])
+	fmt.Fprintf(&b, "  compactions:      %d (Warn %d, Soft %d, Full %d, Emergency %d); %d changed the view (Warn %d, Soft %d, Full %d, Emergency %d)\n", s.compactions(),
+		s.perTier[compaction.TierWarn], s.perTier[compaction.TierSoft], s.perTier[compaction.TierFull], s.perTier[compaction.TierEmergency],
+		s.changedViews(), s.changedPerTier[compaction.TierWarn], s.changedPerTier[compaction.TierSoft], s.changedPerTier[compaction.TierFull], s.changedPerTier[compaction.TierEmergency])
 	if s.turns > 0 {
 		fmt.Fprintf(&b, "  peak usage:       %.1f%% at turn %d (before compaction)\n", s.peakUsage*100, s.peakTurn)
 	} else {
@@ -261,9 +312,15 @@ func summaryText(name string, nmsgs int, cfg compaction.Config, summarizer, stor
 		saved += " (" + humanCount(s.tokensSaved) + ")"
 	}
 	fmt.Fprintf(&b, "  tokens saved:     %s (sum of tokens before - after over all compactions)\n", saved)
+	if s.minSavingTurn > 0 {
+		fmt.Fprintf(&b, "  smallest saving:  %.1f%% of the view (%d tokens) at turn %d, among the compactions that changed the view\n",
+			100*s.minSavingShare, s.minSavingTokens, s.minSavingTurn)
+	}
 	fmt.Fprintf(&b, "  offloads:         %d tool results, %s (during compaction)\n", s.offloaded, humanBytes(s.offloadedBytes))
 	fmt.Fprintf(&b, "  hook offloads:    %d tool results, %s (at source)\n", s.hookOffloads, humanBytes(s.hookBytes))
-	fmt.Fprintf(&b, "  summarizer:       %d calls, %d errors\n", s.summarizerCall, s.summarizerErrs)
+	fmt.Fprintf(&b, "  summarizer:       %d calls, %d errors; recorded: %d calls, %d input + %d output tokens\n", s.summarizerCall, s.summarizerErrs,
+		s.cost.SummarizerCalls, s.cost.SummarizerInputTokens, s.cost.SummarizerOutputTokens)
+	b.WriteString(costText(&s.cost))
 	fmt.Fprintf(&b, "  store:            %s (session %s)\n", store, session)
 	return b.String()
 }

@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"encoding/xml"
 	"errors"
+	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -235,10 +237,169 @@ func TestSimulateJSONSeries(t *testing.T) {
 		if d := tr.UsageBefore - float64(tr.TokensBefore)/float64(window); d > 0.0001 || d < -0.0001 {
 			t.Errorf("turn %d: usageBefore %v for %d tokens", tr.Turn, tr.UsageBefore, tr.TokensBefore)
 		}
+		checkTurnCost(t, msgs, series, i)
 	}
 	if !strings.Contains(r.stderr, "Summary of series.jsonl") {
 		t.Errorf("--json: the summary is not on stderr:\n%s", r.stderr)
 	}
+}
+
+// checkTurnCost checks the cost figures of series[i], a turn of a replay of msgs whose
+// history is the transcript itself (no tool result long enough for the OffloadHook).
+func checkTurnCost(t *testing.T, msgs []compaction.Message, series []turnResult, i int) {
+	t.Helper()
+	tr := series[i]
+	if tr.InputTokens != tr.TokensAfter || tr.CachedTokens < 0 || tr.CachedTokens > tr.InputTokens {
+		t.Errorf("turn %d: input %d (tokens after %d), cached %d", tr.Turn, tr.InputTokens, tr.TokensAfter, tr.CachedTokens)
+	}
+	if want := compaction.EstimateTokens(msgs[:tr.Index]); tr.RawTokens != want {
+		t.Errorf("turn %d: raw tokens %d, want the history's %d", tr.Turn, tr.RawTokens, want)
+	}
+	// The raw history's cache holds the previous turn's history and its reply.
+	want := 0
+	if i > 0 {
+		want = compaction.EstimateTokens(msgs[:series[i-1].Index+1])
+	}
+	if tr.RawCachedTokens != want {
+		t.Errorf("turn %d: raw cached %d, want %d", tr.Turn, tr.RawCachedTokens, want)
+	}
+	// Two turns in a row that send the history as it is are cached like the raw history.
+	if i > 0 && series[i-1].Tier == compaction.TierNone && tr.Tier == compaction.TierNone && series[i-1].TokensAfter == series[i-1].RawTokens &&
+		tr.CachedTokens != tr.RawCachedTokens {
+		t.Errorf("turn %d: uncompacted view cached %d, the raw history %d", tr.Turn, tr.CachedTokens, tr.RawCachedTokens)
+	}
+	if i == 0 && tr.CachedTokens != 0 {
+		t.Errorf("turn 1: %d tokens cached before any request", tr.CachedTokens)
+	}
+	if (tr.SummarizerCalls == 0) != (tr.SummarizerInputTokens == 0 && tr.SummarizerOutputTokens == 0) {
+		t.Errorf("turn %d: %d summarizer calls with %d+%d tokens", tr.Turn, tr.SummarizerCalls, tr.SummarizerInputTokens, tr.SummarizerOutputTokens)
+	}
+	if tr.ChangedView && tr.Tier == compaction.TierNone {
+		t.Errorf("turn %d: None changed the view", tr.Turn)
+	}
+	cost := 0.1*float64(tr.CachedTokens) + 1.25*float64(tr.InputTokens-tr.CachedTokens) + float64(tr.SummarizerInputTokens+tr.SummarizerOutputTokens)
+	raw := 0.1*float64(tr.RawCachedTokens) + 1.25*float64(tr.RawTokens-tr.RawCachedTokens)
+	if math.Abs(tr.Cost-cost) > 0.0001 || math.Abs(tr.RawCost-raw) > 0.0001 {
+		t.Errorf("turn %d: cost %v and raw cost %v, want %v and %v", tr.Turn, tr.Cost, tr.RawCost, cost, raw)
+	}
+}
+
+var (
+	promptCacheRE = regexp.MustCompile(`prompt cache: +([0-9.]+)% of [0-9.]+[KM]? input tokens cached, raw history ([0-9.]+)% of [0-9.]+[KM]? \(peak view [0-9.]+[KM]?, raw peak [0-9.]+[KM]? tokens\)`)
+	costVsRawRE   = regexp.MustCompile(`cost vs raw: +([0-9.]+) \(`)
+	recordedRE    = regexp.MustCompile(`summarizer: +([0-9]+) calls, 0 errors; recorded: ([0-9]+) calls, ([0-9]+) input \+ ([0-9]+) output tokens`)
+)
+
+// simulateSeries runs simulate --json and returns the series and the summary.
+func simulateSeries(t *testing.T, args ...string) ([]turnResult, string) {
+	t.Helper()
+	r := runCLI(t, "", append([]string{"simulate", "--json", "--store", ""}, args...)...)
+	if r.code != exitOK {
+		t.Fatalf("simulate: %v", r)
+	}
+	var series []turnResult
+	dec := json.NewDecoder(strings.NewReader(r.stdout))
+	dec.DisallowUnknownFields()
+	for dec.More() {
+		var tr turnResult
+		if err := dec.Decode(&tr); err != nil {
+			t.Fatalf("turn %d: %v", len(series)+1, err)
+		}
+		series = append(series, tr)
+	}
+	return series, r.stderr
+}
+
+// costFigures reads the cache hits and cost vs raw from a summary.
+func costFigures(t *testing.T, summary string) (hit, rawHit, vsRaw float64) {
+	t.Helper()
+	m, c := promptCacheRE.FindStringSubmatch(summary), costVsRawRE.FindStringSubmatch(summary)
+	if m == nil || c == nil || !recordedRE.MatchString(summary) {
+		t.Fatalf("summary lacks the cost figures:\n%s", summary)
+	}
+	hit, _ = strconv.ParseFloat(m[1], 64)
+	rawHit, _ = strconv.ParseFloat(m[2], 64)
+	vsRaw, _ = strconv.ParseFloat(c[1], 64)
+	return hit, rawHit, vsRaw
+}
+
+// Without compaction (a window far above the transcript), the views are the raw history:
+// the same cache hits, and cost vs raw exactly 1, with the OffloadHook or without it, in
+// both history modes. With compaction, the figures the summary prints are the sums of the
+// series, and the views cost less than the raw history.
+func TestSimulateCost(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	msgs := genTranscript(genOptions{rounds: 200, bigResult: 12000, resultLen: 1500})
+	path := writeTranscript(t, dir, "cost.jsonl", msgs)
+	huge := strconv.Itoa(100 * compaction.EstimateTokens(msgs))
+	for _, extra := range [][]string{nil, {"--raw-history"}, {"--hook-threshold", "0"}} {
+		series, summary := simulateSeries(t, append(extra, "--context-window", huge, path)...)
+		if len(series) != countTurns(msgs) {
+			t.Fatalf("%v: %d turns", extra, len(series))
+		}
+		for _, tr := range series {
+			if tr.Tier != compaction.TierNone || tr.InputTokens != tr.RawTokens || tr.CachedTokens != tr.RawCachedTokens || tr.Cost != tr.RawCost {
+				t.Fatalf("%v: turn %d without compaction differs from the raw history: %+v", extra, tr.Turn, tr)
+			}
+		}
+		hit, rawHit, vsRaw := costFigures(t, summary)
+		if hit != rawHit || vsRaw != 1 || hit < 50 {
+			t.Errorf("%v: cache hit %v%%, raw %v%%, cost vs raw %v; want equal hits and 1.00:\n%s", extra, hit, rawHit, vsRaw, summary)
+		}
+	}
+
+	// A window a tenth of the transcript: compactions in cycles, each turn adding about 5% of
+	// the window.
+	series, summary := simulateSeries(t, "--context-window", strconv.Itoa(compaction.EstimateTokens(msgs)/10), path)
+	var tot costTotals
+	tot.Prices = prices{Fresh: 1, CacheRead: 0.1, CacheWrite: 1.25}
+	changed := 0
+	for _, tr := range series {
+		tot.InputTokens += tr.InputTokens
+		tot.CachedTokens += tr.CachedTokens
+		tot.RawInputTokens += tr.RawTokens
+		tot.RawCachedTokens += tr.RawCachedTokens
+		tot.SummarizerInputTokens += tr.SummarizerInputTokens
+		tot.SummarizerOutputTokens += tr.SummarizerOutputTokens
+		if tr.ChangedView {
+			changed++
+		}
+	}
+	tot.finish()
+	t.Logf("compacted replay:\n%s", summary)
+	hit, rawHit, vsRaw := costFigures(t, summary)
+	if math.Abs(hit-100*tot.CacheHit) > 0.05 || math.Abs(rawHit-100*tot.RawCacheHit) > 0.05 || math.Abs(vsRaw-tot.CostVsRaw) > 0.005 {
+		t.Errorf("summary %v%% %v%% %v, the series sum to %+v", hit, rawHit, vsRaw, tot)
+	}
+	if vsRaw <= 0 || vsRaw >= 1 || hit >= rawHit || changed == 0 {
+		t.Errorf("compacted replay: cache hit %v%% (raw %v%%), cost vs raw %v, %d views changed", hit, rawHit, vsRaw, changed)
+	}
+	if !strings.Contains(summary, fmt.Sprintf("; %d changed the view (", changed)) || !strings.Contains(summary, "smallest saving:") {
+		t.Errorf("summary does not report the %d compactions that changed the view:\n%s", changed, summary)
+	}
+	if m := recordedRE.FindStringSubmatch(summary); m == nil || atoi(m[2]) > atoi(m[1]) || (atoi(m[2]) == 0) != (atoi(m[3])+atoi(m[4]) == 0) {
+		t.Errorf("summarizer figures: %v", m)
+	}
+
+	// Other prices change the cost, not the tokens: at one price for every token, cost vs
+	// raw is the ratio of the tokens sent.
+	_, summary2 := simulateSeries(t, "--context-window", strconv.Itoa(compaction.EstimateTokens(msgs)/10), "--price-cache-read", "2", "--price-cache-write", "2", "--price-fresh", "2", path)
+	hit2, rawHit2, vsRaw2 := costFigures(t, summary2)
+	flat := float64(tot.InputTokens+tot.SummarizerInputTokens+tot.SummarizerOutputTokens) / float64(tot.RawInputTokens)
+	if hit2 != hit || rawHit2 != rawHit || math.Abs(vsRaw2-flat) > 0.005 || !strings.Contains(summary2, "cache read 2, cache write 2, summarizer 2") {
+		t.Errorf("flat prices: %v %v %v, want %v %v %.2f:\n%s", hit2, rawHit2, vsRaw2, hit, rawHit, flat, summary2)
+	}
+	for _, bad := range [][]string{{"--price-cache-write", "0"}, {"--price-cache-read", "-1"}, {"--price-fresh", "NaN"}} {
+		if r := runCLI(t, "", append(append([]string{"simulate", "--store", ""}, bad...), path)...); r.code != exitUsage || !strings.Contains(r.stderr, bad[0]) {
+			t.Errorf("%v: %v", bad, r)
+		}
+	}
+}
+
+func atoi(s string) int {
+	n, _ := strconv.Atoi(s)
+	return n
 }
 
 func TestSimulateQuietAndNoTurns(t *testing.T) {
