@@ -99,6 +99,13 @@ func WithLogger(l logr.Logger) Option { return func(c *ProgressiveCompactor) { c
 // WithClock sets the clock used for record timestamps and IDs.
 func WithClock(now func() time.Time) Option { return func(c *ProgressiveCompactor) { c.now = now } }
 
+// WithLastViewTokens tells a compactor built for one request (as a server does) the estimate
+// of the view the session's previous request returned, so the prompt size the caller reports
+// for it calibrates the session's estimate (see LastViewTokens).
+func WithLastViewTokens(n int) Option {
+	return func(c *ProgressiveCompactor) { c.lastViewTokens = max(n, 0) }
+}
+
 // NewProgressiveCompactor returns a compactor for one session. Zero fields of cfg take the
 // spec's defaults.
 func NewProgressiveCompactor(cfg Config, opts ...Option) (*ProgressiveCompactor, error) {
@@ -124,6 +131,14 @@ func NewProgressiveCompactor(cfg Config, opts ...Option) (*ProgressiveCompactor,
 
 // Config returns the effective configuration.
 func (c *ProgressiveCompactor) Config() Config { return c.cfg }
+
+// LastViewTokens is the estimate of the view returned last (0 before the first), for
+// WithLastViewTokens on the compactor that serves the session's next request.
+func (c *ProgressiveCompactor) LastViewTokens() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.lastViewTokens
+}
 
 // SessionID returns the session this compactor serves.
 func (c *ProgressiveCompactor) SessionID() string { return c.sessionID }
