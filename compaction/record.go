@@ -102,6 +102,14 @@ func (r *CompactionRecord) addError(format string, args ...any) {
 	r.Error += "; " + msg
 }
 
+// ChangedView reports whether the compaction changed the view it was given: it offloaded,
+// summarized or cut something. A record above TierNone that did not only waited (a Warn
+// offload batch or a summarization not worth doing yet, see its notes).
+func (r *CompactionRecord) ChangedView() bool {
+	return r.Tier != TierNone &&
+		(len(r.Offloaded) > 0 || r.Summarized > 0 || r.TokensAfter != r.TokensBefore || r.MsgsAfter != r.MsgsBefore)
+}
+
 // OffloadedBytes is the total size of the results this compaction offloaded.
 func (r *CompactionRecord) OffloadedBytes() int {
 	n := 0

@@ -243,7 +243,7 @@ func (t *costTracker) turn(view, history []compaction.Message, rec *compaction.C
 	if rec != nil {
 		tc.SummarizerCalls = rec.SummarizerCalls
 		tc.SummarizerInputTokens, tc.SummarizerOutputTokens = rec.SummarizerInputTokens, rec.SummarizerOutputTokens
-		tc.ChangedView = changedView(rec)
+		tc.ChangedView = rec.ChangedView()
 	}
 	p := t.totals.Prices
 	tc.Cost = round4(p.viewCost(tc.InputTokens, tc.CachedTokens) + p.summarizerCost(tc.SummarizerInputTokens, tc.SummarizerOutputTokens))
@@ -261,14 +261,6 @@ func (t *costTracker) turn(view, history []compaction.Message, rec *compaction.C
 	s.SummarizerOutputTokens += tc.SummarizerOutputTokens
 	s.finish()
 	return tc
-}
-
-// changedView reports whether a record's compaction changed the view: a tier above None
-// that offloaded, summarized, or changed the view's size. A Warn with nothing to offload
-// leaves the view as it was.
-func changedView(rec *compaction.CompactionRecord) bool {
-	return rec.Tier != compaction.TierNone &&
-		(len(rec.Offloaded) > 0 || rec.Summarized > 0 || rec.TokensAfter != rec.TokensBefore || rec.MsgsAfter != rec.MsgsBefore)
 }
 
 // costText renders the session figures for simulate's summary.

@@ -227,24 +227,6 @@ func TestCostTrackerUncompactedIsRaw(t *testing.T) {
 	}
 }
 
-func TestChangedView(t *testing.T) {
-	for _, tc := range []struct {
-		rec  compaction.CompactionRecord
-		want bool
-	}{
-		{compaction.CompactionRecord{Tier: compaction.TierNone, TokensBefore: 10, TokensAfter: 10, MsgsBefore: 3, MsgsAfter: 3}, false},
-		{compaction.CompactionRecord{Tier: compaction.TierWarn, TokensBefore: 10, TokensAfter: 10, MsgsBefore: 3, MsgsAfter: 3}, false},
-		{compaction.CompactionRecord{Tier: compaction.TierWarn, TokensBefore: 10, TokensAfter: 6, MsgsBefore: 3, MsgsAfter: 3, Offloaded: []compaction.OffloadEntry{{ToolCallID: "c"}}}, true},
-		{compaction.CompactionRecord{Tier: compaction.TierSoft, TokensBefore: 10, TokensAfter: 10, MsgsBefore: 3, MsgsAfter: 3, Summarized: 2}, true},
-		{compaction.CompactionRecord{Tier: compaction.TierEmergency, TokensBefore: 10, TokensAfter: 9, MsgsBefore: 3, MsgsAfter: 3}, true},
-		{compaction.CompactionRecord{Tier: compaction.TierFull, TokensBefore: 10, TokensAfter: 10, MsgsBefore: 3, MsgsAfter: 2}, true},
-	} {
-		if got := changedView(&tc.rec); got != tc.want {
-			t.Errorf("%s %+v: changed %v, want %v", tc.rec.Tier, tc.rec, got, tc.want)
-		}
-	}
-}
-
 func TestPriceFlags(t *testing.T) {
 	fs := flag.NewFlagSet("t", flag.ContinueOnError)
 	p := addPriceFlags(fs)

@@ -105,9 +105,9 @@ func Run(ctx context.Context, o Options) error {
 	if err != nil {
 		return err
 	}
-	say("\n%d turns; compactions: Warn %d, Soft %d, Full %d, Emergency %d; %d tool results offloaded at source",
+	say("\n%d turns; compactions that changed the view: Warn %d, Soft %d, Full %d, Emergency %d (smallest saving %.0f%% of the view); %d summarizer calls (%d input + %d output tokens); %d tool results offloaded at source",
 		stats.turns, stats.tiers[compaction.TierWarn], stats.tiers[compaction.TierSoft], stats.tiers[compaction.TierFull],
-		stats.tiers[compaction.TierEmergency], stats.hookOffloads)
+		stats.tiers[compaction.TierEmergency], 100*stats.minSaving, stats.summarizerCalls, stats.summarizerIn, stats.summarizerOut, stats.hookOffloads)
 	say("%s", kubectl("get", "agentsessions"))
 
 	if stats.firstOffloaded != "" {
@@ -162,7 +162,11 @@ MinIO: http://%s (access key %s, secret key %s)`,
 
 type replayStats struct {
 	turns, hookOffloads int
-	tiers               map[compaction.Tier]int
+	tiers               map[compaction.Tier]int // compactions that changed the view
+	summarizerCalls     int
+	summarizerIn        int
+	summarizerOut       int
+	minSaving           float64 // the smallest share of the view a compaction saved
 	firstOffloaded      string
 	originals           map[string]string
 }
@@ -171,7 +175,7 @@ type replayStats struct {
 // compaction (delta requests) before every assistant turn.
 func replayTranscript(ctx context.Context, api *compactclient.Client, history []compaction.Message, say func(string, ...any), showStatus func()) (*replayStats, error) {
 	agent := &compactclient.Session{Client: api, Namespace: ns, Name: session}
-	st := &replayStats{tiers: map[compaction.Tier]int{}, originals: map[string]string{}}
+	st := &replayStats{tiers: map[compaction.Tier]int{}, originals: map[string]string{}, minSaving: 1}
 	shown := map[compaction.Tier]bool{}
 	var live []compaction.Message
 	seenUser := false
@@ -204,9 +208,14 @@ func replayTranscript(ctx context.Context, api *compactclient.Client, history []
 				}
 				st.turns++
 				rec := resp.Record
-				st.tiers[rec.Tier]++
-				// Warn records every turn above 60%; print it when it offloaded something.
-				if rec.Tier > compaction.TierWarn || (rec.Tier == compaction.TierWarn && len(rec.Offloaded) > 0) {
+				st.summarizerCalls += rec.SummarizerCalls
+				st.summarizerIn += rec.SummarizerInputTokens
+				st.summarizerOut += rec.SummarizerOutputTokens
+				// A tier above None records every turn; print the compactions that changed the
+				// view (the others waited for a saving worth its cost).
+				if rec.ChangedView() {
+					st.tiers[rec.Tier]++
+					st.minSaving = min(st.minSaving, rec.CompressionRatio)
 					say("turn %3d  %s", st.turns, strings.ReplaceAll(rec.Notification(), "\n", "\n          "))
 				}
 				if rec.Tier != compaction.TierNone {

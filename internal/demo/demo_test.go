@@ -48,7 +48,7 @@ func TestDemo(t *testing.T) {
 	text := out.String()
 	for _, want := range []string{
 		"Context compressed [Warn]", "Context compressed [Soft]", "Context compressed [Full]",
-		"Emergency 0;", "identical to the original", "The JSONL audit trail", "left in s3://agent-context/demo: 0",
+		"Emergency 0 (smallest saving", "summarizer calls", "identical to the original", "The JSONL audit trail", "left in s3://agent-context/demo: 0",
 		"StorageDeleted", "== Shutting down",
 	} {
 		if !strings.Contains(text, want) {
