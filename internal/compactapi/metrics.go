@@ -84,8 +84,22 @@ type timedSummarizer struct {
 	m     *Metrics
 }
 
+// timedUsageSummarizer is timedSummarizer for a summarizer that reports its tokens: the
+// wrapper must not hide SummarizeWithUsage from the engine, or every OpenAI call would be
+// counted from estimates instead of the server's usage.
+type timedUsageSummarizer struct {
+	timedSummarizer
+	usage compaction.UsageSummarizer
+}
+
+// timed wraps inner to time its calls, keeping compaction.UsageSummarizer when inner is one
+// (and only then: the engine estimates the tokens of the others).
 func (s *Server) timed(inner compaction.Summarizer) compaction.Summarizer {
-	return timedSummarizer{inner: inner, m: s.metrics}
+	t := timedSummarizer{inner: inner, m: s.metrics}
+	if u, ok := inner.(compaction.UsageSummarizer); ok {
+		return timedUsageSummarizer{timedSummarizer: t, usage: u}
+	}
+	return t
 }
 
 func (t timedSummarizer) Name() string { return t.inner.Name() }
@@ -93,9 +107,20 @@ func (t timedSummarizer) Name() string { return t.inner.Name() }
 func (t timedSummarizer) Summarize(ctx context.Context, req compaction.SummaryRequest) (string, error) {
 	start := time.Now()
 	out, err := t.inner.Summarize(ctx, req)
+	t.observe(start, err)
+	return out, err
+}
+
+func (t timedUsageSummarizer) SummarizeWithUsage(ctx context.Context, req compaction.SummaryRequest) (string, compaction.SummaryUsage, error) {
+	start := time.Now()
+	out, usage, err := t.usage.SummarizeWithUsage(ctx, req)
+	t.observe(start, err)
+	return out, usage, err
+}
+
+func (t timedSummarizer) observe(start time.Time, err error) {
 	t.m.SummarizerLatency.WithLabelValues(t.inner.Name()).Observe(time.Since(start).Seconds())
 	if err != nil {
 		t.m.SummarizerErrors.WithLabelValues(t.inner.Name()).Inc()
 	}
-	return out, err
 }
