@@ -133,7 +133,7 @@ func (s *Server) compact(w http.ResponseWriter, r *http.Request, sess *session) 
 			return &apiError{http.StatusServiceUnavailable, ReasonStorage, err.Error()}
 		}
 	}
-	s.metrics.observeCompaction(rec)
+	s.metrics.observeCompaction(sess.summarizer.Name(), rec)
 	s.emitEvent(sess, rec)
 	s.recordStatus(sess, rec)
 	writeJSON(w, http.StatusOK, compactResponse(sess.cfg, out, rec))

@@ -111,3 +111,52 @@ func TestTimedKeepsUsageSummarizer(t *testing.T) {
 		t.Error("timed(extractive) claims to report usage: the engine would count zero tokens instead of estimating them")
 	}
 }
+
+// TestObserveCompactionSummarizerUsage: the summarizer calls and tokens of the records are
+// counted by the policy's summarizer and direction; a record without summarizer work creates
+// no series.
+func TestObserveCompactionSummarizerUsage(t *testing.T) {
+	s, reg := newTestMetrics(t)
+	m := s.metrics
+	m.observeCompaction("openai", &compaction.CompactionRecord{Tier: compaction.TierFull, TokensBefore: 900, TokensAfter: 400,
+		SummarizerCalls: 1, SummarizerInputTokens: 1200, SummarizerOutputTokens: 150})
+	m.observeCompaction("openai", &compaction.CompactionRecord{Tier: compaction.TierSoft, TokensBefore: 800, TokensAfter: 500,
+		SummarizerCalls: 2, SummarizerInputTokens: 800, SummarizerOutputTokens: 90})
+	// Summarizer work in a turn whose tier is None is counted too.
+	m.observeCompaction("openai", &compaction.CompactionRecord{Tier: compaction.TierNone, TokensBefore: 700, TokensAfter: 700,
+		SummarizerCalls: 1, SummarizerInputTokens: 10, SummarizerOutputTokens: 1})
+	m.observeCompaction("extractive", &compaction.CompactionRecord{Tier: compaction.TierFull, TokensBefore: 900, TokensAfter: 300,
+		SummarizerCalls: 1, SummarizerInputTokens: 600, SummarizerOutputTokens: 60})
+	// No summarizer work (Warn, Emergency, a record of an engine that does not count).
+	m.observeCompaction("extractive", &compaction.CompactionRecord{Tier: compaction.TierEmergency, TokensBefore: 990, TokensAfter: 100})
+	m.observeCompaction("none", &compaction.CompactionRecord{Tier: compaction.TierWarn, TokensBefore: 650, TokensAfter: 500,
+		SummarizerCalls: -1, SummarizerInputTokens: -5})
+
+	for _, tc := range []struct {
+		name   string
+		labels map[string]string
+		want   float64
+	}{
+		{"compaction_summarizer_calls_total", map[string]string{"summarizer": "openai"}, 4},
+		{"compaction_summarizer_tokens_total", map[string]string{"summarizer": "openai", "direction": "input"}, 2010},
+		{"compaction_summarizer_tokens_total", map[string]string{"summarizer": "openai", "direction": "output"}, 241},
+		{"compaction_summarizer_calls_total", map[string]string{"summarizer": "extractive"}, 1},
+		{"compaction_summarizer_tokens_total", map[string]string{"summarizer": "extractive", "direction": "input"}, 600},
+		{"compaction_summarizer_tokens_total", map[string]string{"summarizer": "extractive", "direction": "output"}, 60},
+		{"compaction_summarizer_calls_total", map[string]string{"summarizer": "none"}, 0},
+		{"compaction_compactions_total", map[string]string{"tier": "None"}, 1},
+	} {
+		if got := metricValue(t, reg, tc.name, tc.labels); got != tc.want {
+			t.Errorf("%s%v = %v, want %v", tc.name, tc.labels, got, tc.want)
+		}
+	}
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() == "compaction_summarizer_tokens_total" && len(f.GetMetric()) != 4 {
+			t.Errorf("compaction_summarizer_tokens_total has %d series, want 4 (2 summarizers x input/output)", len(f.GetMetric()))
+		}
+	}
+}
