@@ -113,6 +113,26 @@ type TierCounts struct {
 	Emergency int64 `json:"emergency,omitempty"`
 }
 
+// SummarizerUsage counts the summarizer's work for a session's compactions.
+type SummarizerUsage struct {
+	// calls is the number of summarizer calls the session's compactions made.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	Calls int64 `json:"calls,omitempty"`
+
+	// inputTokens is the total of the prompt tokens of those calls, as the summarizer's
+	// server reported them (OpenAI-compatible usage), estimated when it reported none. For
+	// the Extractive summarizer it is what an LLM would have been sent.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	InputTokens int64 `json:"inputTokens,omitempty"`
+
+	// outputTokens is the total of the completion tokens of those calls, counted the same way.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	OutputTokens int64 `json:"outputTokens,omitempty"`
+}
+
 // Anchor is a fact kept across compactions.
 type Anchor struct {
 	// type of the anchor.
@@ -177,7 +197,8 @@ type AgentSessionStatus struct {
 	Tier Tier `json:"tier,omitempty"`
 
 	// contextUsage is the context usage ratio (tokens / contextWindow) that chose the tier,
-	// for example "0.82".
+	// for example "0.82". The tokens are the estimate calibrated by the real prompt sizes the
+	// agent reports (usage.promptTokens in compact requests).
 	// +optional
 	// +kubebuilder:validation:MaxLength=32
 	// +kubebuilder:validation:Pattern=`^[0-9]+(\.[0-9]+)?$`
@@ -216,6 +237,12 @@ type AgentSessionStatus struct {
 	// compactions counts the compactions per tier.
 	// +optional
 	Compactions TierCounts `json:"compactions,omitempty"`
+
+	// summarizer counts the summarizer calls of the session's compactions and their tokens:
+	// what compaction costs in LLM calls. The extractive summary of an Emergency compaction
+	// makes no call and is not counted.
+	// +optional
+	Summarizer SummarizerUsage `json:"summarizer,omitempty"`
 
 	// offloadedCount is the number of tool results offloaded to storage.
 	// +optional

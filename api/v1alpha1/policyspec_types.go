@@ -39,9 +39,10 @@ type CompactionPolicySpec struct {
 	// +kubebuilder:validation:Maximum=10000000
 	ContextWindow int32 `json:"contextWindow"`
 
-	// thresholds are the context usage percentages at which each compaction tier starts.
+	// thresholds are the context usage percentages at which each compaction tier starts, the
+	// usage a compaction brings the context down to, and the least a compaction must save.
 	// +optional
-	// +kubebuilder:default={warnPercent:60,softPercent:70,fullPercent:80,emergencyPercent:95}
+	// +kubebuilder:default={warnPercent:60,softPercent:70,fullPercent:80,emergencyPercent:95,targetPercent:50,minSavingPercent:15}
 	Thresholds Thresholds `json:"thresholds,omitempty"`
 
 	// offload controls moving large tool results out of the context into storage.
@@ -84,8 +85,10 @@ type CompactionPolicySpec struct {
 	Storage StorageSpec `json:"storage"`
 }
 
-// Thresholds are the context usage percentages (of contextWindow) that select the tier.
+// Thresholds are the context usage percentages (of contextWindow) that select the tier, the
+// usage a compaction aims for and the least share of the context a compaction must save.
 // +kubebuilder:validation:XValidation:rule="self.warnPercent < self.softPercent && self.softPercent < self.fullPercent && self.fullPercent < self.emergencyPercent",message="thresholds must be strictly increasing: warnPercent < softPercent < fullPercent < emergencyPercent"
+// +kubebuilder:validation:XValidation:rule="self.targetPercent < self.warnPercent",message="targetPercent must be below warnPercent: a compaction has to bring the context below the Warn tier (targetPercent defaults to 50: lower it when you set warnPercent to 50 or less)"
 type Thresholds struct {
 	// warnPercent is the usage at which the Warn tier starts: large tool results in the older
 	// messages are offloaded to storage, nothing is summarized.
@@ -118,6 +121,29 @@ type Thresholds struct {
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=100
 	EmergencyPercent int32 `json:"emergencyPercent,omitempty"`
+
+	// targetPercent is the usage a Soft or Full compaction brings the context down to. A
+	// compaction that would leave the context above it summarizes more in the same turn (a
+	// Soft compaction is done as Full), so one compaction buys many turns of headroom instead
+	// of one: fewer summarizer calls, and the prompt prefix the LLM provider caches is
+	// rewritten less often. Must be below warnPercent.
+	// +optional
+	// +kubebuilder:default=50
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=99
+	TargetPercent int32 `json:"targetPercent,omitempty"`
+
+	// minSavingPercent is the least share of the context, in percent, that a compaction must
+	// save to be done at all: a summarizer call or a rewrite of the cached prompt prefix that
+	// saves less costs more than it buys. Warn-tier offloads wait until together they save
+	// this much, a Soft compaction that would save less is done as Full, and a Full one that
+	// would save less waits. Higher values mean fewer, larger compactions: fewer summarizer
+	// calls and fewer prompt-cache rewrites.
+	// +optional
+	// +kubebuilder:default=15
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=50
+	MinSavingPercent int32 `json:"minSavingPercent,omitempty"`
 }
 
 // OffloadSpec controls moving large tool results out of the context into storage.

@@ -31,6 +31,17 @@ type CompactResponse struct {
 	// Watermark and PrefixHash are sent back for a delta request next turn.
 	Watermark  int    `json:"watermark"`
 	PrefixHash string `json:"prefixHash,omitempty"`
+	// Usage is the context usage of Messages, a fraction of the context window (0.42 is
+	// 42%): the view's estimated tokens times the session's calibration, the ratio of the
+	// real prompt sizes the agent reports (CompactRequest.Usage) to the estimates. It is
+	// Record.UsageAfter. (Unlike CompactRequest.Usage, it is a number, not token counts.)
+	Usage float64 `json:"usage"`
+	// NextTier is the tier the view enters next as the conversation grows, and
+	// TokensToNextTier how many more (calibrated) tokens it can take before that tier starts:
+	// the headroom before the next compaction. NextTier is absent (TierNone) and
+	// TokensToNextTier 0 when the view is in Emergency already. Both are from Record.
+	NextTier         compaction.Tier `json:"nextTier,omitempty"`
+	TokensToNextTier int             `json:"tokensToNextTier"`
 }
 
 // OffloadRequest is the body of POST .../toolresults: a tool result before it enters the

@@ -133,11 +133,37 @@ func (s *Server) compact(w http.ResponseWriter, r *http.Request, sess *session) 
 			return &apiError{http.StatusServiceUnavailable, ReasonStorage, err.Error()}
 		}
 	}
-	s.metrics.observeCompaction(rec)
+	s.metrics.observeCompaction(sess.summarizer.Name(), rec)
 	s.emitEvent(sess, rec)
 	s.recordStatus(sess, rec)
-	writeJSON(w, http.StatusOK, wire.CompactResponse{Messages: out, Record: rec, Watermark: rec.WatermarkAfter, PrefixHash: rec.PrefixHash})
+	writeJSON(w, http.StatusOK, compactResponse(sess.cfg, out, rec))
 	return nil
+}
+
+// compactResponse is the answer to a compaction that made the view out.
+func compactResponse(cfg compaction.Config, out []compaction.Message, rec *compaction.CompactionRecord) wire.CompactResponse {
+	u := usageOf(cfg, rec)
+	return wire.CompactResponse{Messages: out, Record: rec, Watermark: rec.WatermarkAfter, PrefixHash: rec.PrefixHash,
+		Usage: u.after, NextTier: u.next, TokensToNextTier: u.toNext}
+}
+
+// recordUsage is the calibrated usage of a compaction's input and output views and the
+// headroom of its output.
+type recordUsage struct {
+	before, after float64
+	next          compaction.Tier
+	toNext        int
+}
+
+// usageOf reads the calibrated usage and next tier from rec. A record without them (an
+// engine that does not fill them yet) gets them computed from its token estimates, with no
+// calibration.
+func usageOf(cfg compaction.Config, rec *compaction.CompactionRecord) recordUsage {
+	if rec.Calibration != 0 || rec.UsageBefore != 0 || rec.UsageAfter != 0 || rec.NextTier != compaction.TierNone || rec.TokensToNextTier != 0 {
+		return recordUsage{before: rec.UsageBefore, after: rec.UsageAfter, next: rec.NextTier, toNext: rec.TokensToNextTier}
+	}
+	next, toNext := cfg.NextTier(rec.TokensAfter)
+	return recordUsage{before: cfg.Usage(rec.TokensBefore), after: cfg.Usage(rec.TokensAfter), next: next, toNext: toNext}
 }
 
 func (s *Server) offload(w http.ResponseWriter, r *http.Request, sess *session) error {

@@ -9,6 +9,9 @@ import (
 	"github.com/harness9/compaction-operator/compaction"
 )
 
+// summarizerLabel names the summarizer ("extractive", "openai") in the summarizer metrics.
+const summarizerLabel = "summarizer"
+
 // Metrics of the compaction API.
 type Metrics struct {
 	Requests          *prometheus.CounterVec
@@ -19,6 +22,8 @@ type Metrics struct {
 	OffloadBytes      prometheus.Counter
 	SummarizerErrors  *prometheus.CounterVec
 	SummarizerLatency *prometheus.HistogramVec
+	SummarizerCalls   *prometheus.CounterVec
+	SummarizerTokens  *prometheus.CounterVec
 	StatusWrites      *prometheus.CounterVec
 }
 
@@ -47,18 +52,27 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		}),
 		SummarizerErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "compaction_summarizer_errors_total", Help: "Failed summarizer calls (the compaction fell back), by summarizer.",
-		}, []string{"summarizer"}),
+		}, []string{summarizerLabel}),
 		SummarizerLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "compaction_summarizer_duration_seconds", Help: "Summarizer call latency, by summarizer.",
 			Buckets: []float64{.001, .005, .01, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60},
-		}, []string{"summarizer"}),
+		}, []string{summarizerLabel}),
+		SummarizerCalls: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "compaction_summarizer_calls_total",
+			Help: "Summarizer calls of compactions, as the compaction records count them, by the policy's summarizer.",
+		}, []string{summarizerLabel}),
+		SummarizerTokens: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "compaction_summarizer_tokens_total",
+			Help: "Tokens of the summarizer calls of compactions, by the policy's summarizer and direction (input: prompt, " +
+				"output: completion): as the summarizer's server reported them, estimated when it reported none.",
+		}, []string{summarizerLabel, "direction"}),
 		StatusWrites: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "compaction_api_status_writes_total",
 			Help: "AgentSession status writes of the compaction API, by result (written, unchanged, failed and kept for a retry).",
 		}, []string{"result"}),
 	}
 	for _, c := range []prometheus.Collector{m.Requests, m.RequestDuration, m.Compactions, m.CompressionRatio,
-		m.TokensSaved, m.OffloadBytes, m.SummarizerErrors, m.SummarizerLatency, m.StatusWrites} {
+		m.TokensSaved, m.OffloadBytes, m.SummarizerErrors, m.SummarizerLatency, m.SummarizerCalls, m.SummarizerTokens, m.StatusWrites} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -66,8 +80,15 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	return m, nil
 }
 
-func (m *Metrics) observeCompaction(rec *compaction.CompactionRecord) {
+// observeCompaction counts a compaction of a session whose policy's summarizer is named
+// summarizer ("extractive" or "openai").
+func (m *Metrics) observeCompaction(summarizer string, rec *compaction.CompactionRecord) {
 	m.Compactions.WithLabelValues(rec.Tier.String()).Inc()
+	if u := summarizerUsage(rec); u.Calls > 0 || u.InputTokens > 0 || u.OutputTokens > 0 {
+		m.SummarizerCalls.WithLabelValues(summarizer).Add(float64(u.Calls))
+		m.SummarizerTokens.WithLabelValues(summarizer, "input").Add(float64(u.InputTokens))
+		m.SummarizerTokens.WithLabelValues(summarizer, "output").Add(float64(u.OutputTokens))
+	}
 	if rec.Tier == compaction.TierNone {
 		return
 	}
@@ -84,8 +105,22 @@ type timedSummarizer struct {
 	m     *Metrics
 }
 
+// timedUsageSummarizer is timedSummarizer for a summarizer that reports its tokens: the
+// wrapper must not hide SummarizeWithUsage from the engine, or every OpenAI call would be
+// counted from estimates instead of the server's usage.
+type timedUsageSummarizer struct {
+	timedSummarizer
+	usage compaction.UsageSummarizer
+}
+
+// timed wraps inner to time its calls, keeping compaction.UsageSummarizer when inner is one
+// (and only then: the engine estimates the tokens of the others).
 func (s *Server) timed(inner compaction.Summarizer) compaction.Summarizer {
-	return timedSummarizer{inner: inner, m: s.metrics}
+	t := timedSummarizer{inner: inner, m: s.metrics}
+	if u, ok := inner.(compaction.UsageSummarizer); ok {
+		return timedUsageSummarizer{timedSummarizer: t, usage: u}
+	}
+	return t
 }
 
 func (t timedSummarizer) Name() string { return t.inner.Name() }
@@ -93,9 +128,20 @@ func (t timedSummarizer) Name() string { return t.inner.Name() }
 func (t timedSummarizer) Summarize(ctx context.Context, req compaction.SummaryRequest) (string, error) {
 	start := time.Now()
 	out, err := t.inner.Summarize(ctx, req)
+	t.observe(start, err)
+	return out, err
+}
+
+func (t timedUsageSummarizer) SummarizeWithUsage(ctx context.Context, req compaction.SummaryRequest) (string, compaction.SummaryUsage, error) {
+	start := time.Now()
+	out, usage, err := t.usage.SummarizeWithUsage(ctx, req)
+	t.observe(start, err)
+	return out, usage, err
+}
+
+func (t timedSummarizer) observe(start time.Time, err error) {
 	t.m.SummarizerLatency.WithLabelValues(t.inner.Name()).Observe(time.Since(start).Seconds())
 	if err != nil {
 		t.m.SummarizerErrors.WithLabelValues(t.inner.Name()).Inc()
 	}
-	return out, err
 }

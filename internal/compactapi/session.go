@@ -88,6 +88,14 @@ func engineConfig(spec *compactionv1alpha1.CompactionPolicySpec, window *int32) 
 	set(&cfg.SoftThreshold, t.SoftPercent)
 	set(&cfg.FullThreshold, t.FullPercent)
 	set(&cfg.EmergencyThreshold, t.EmergencyPercent)
+	set(&cfg.TargetThreshold, t.TargetPercent)
+	set(&cfg.MinSaving, t.MinSavingPercent)
+	if cfg.TargetThreshold >= cfg.WarnThreshold {
+		// Only a policy stored before targetPercent existed gets here (the API server rejects
+		// targetPercent >= warnPercent): its warnPercent is at most the defaulted 50. Keep
+		// the default's proportion to Warn (50 of 60) instead of refusing every compaction.
+		cfg.TargetThreshold = cfg.WarnThreshold * 5 / 6
+	}
 	if v := spec.Offload.ThresholdChars; v > 0 {
 		cfg.OffloadThreshold = int(v)
 	}

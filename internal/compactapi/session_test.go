@@ -1,6 +1,9 @@
 package compactapi
 
 import (
+	"encoding/json"
+	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -19,7 +22,8 @@ import (
 func defaultedSpec() *compactionv1alpha1.CompactionPolicySpec {
 	return &compactionv1alpha1.CompactionPolicySpec{
 		ContextWindow: 128000,
-		Thresholds:    compactionv1alpha1.Thresholds{WarnPercent: 60, SoftPercent: 70, FullPercent: 80, EmergencyPercent: 95},
+		Thresholds: compactionv1alpha1.Thresholds{WarnPercent: 60, SoftPercent: 70, FullPercent: 80, EmergencyPercent: 95,
+			TargetPercent: 50, MinSavingPercent: 15},
 		Offload: compactionv1alpha1.OffloadSpec{ThresholdChars: 4000, HookThresholdChars: 10000,
 			PreviewLines: ptr.To[int32](10)},
 		MinTailMessages: 6,
@@ -40,6 +44,38 @@ func TestEngineConfigDefaultsMatchTheEngine(t *testing.T) {
 	old.Pins = compactionv1alpha1.PinsSpec{}
 	if got := engineConfig(old, nil); got.PinRule != compaction.PinTaskAndInstructions || got.PinBudget != 0.15 {
 		t.Errorf("no pins: rule %q budget %v, want TaskAndInstructions 0.15", got.PinRule, got.PinBudget)
+	}
+}
+
+func TestEngineConfigTargetAndMinSaving(t *testing.T) {
+	cases := []struct {
+		name                   string
+		thresholds             compactionv1alpha1.Thresholds
+		wantTarget, wantSaving float64
+	}{
+		{"defaults", compactionv1alpha1.Thresholds{WarnPercent: 60, SoftPercent: 70, FullPercent: 80, EmergencyPercent: 95, TargetPercent: 50, MinSavingPercent: 15}, 0.50, 0.15},
+		{"set", compactionv1alpha1.Thresholds{WarnPercent: 70, SoftPercent: 80, FullPercent: 90, EmergencyPercent: 97, TargetPercent: 35, MinSavingPercent: 25}, 0.35, 0.25},
+		{"bounds", compactionv1alpha1.Thresholds{WarnPercent: 2, SoftPercent: 3, FullPercent: 4, EmergencyPercent: 5, TargetPercent: 1, MinSavingPercent: 50}, 0.01, 0.50},
+		// Stored before the fields existed and read without defaults: the engine's defaults.
+		{"unset", compactionv1alpha1.Thresholds{WarnPercent: 60, SoftPercent: 70, FullPercent: 80, EmergencyPercent: 95}, 0.50, 0.15},
+		// Stored before targetPercent existed with warnPercent 50 (the cluster sample's): the
+		// API server defaults targetPercent to 50, which the engine would refuse. The target
+		// keeps the default's proportion to Warn instead.
+		{"old policy with low warn", compactionv1alpha1.Thresholds{WarnPercent: 50, SoftPercent: 65, FullPercent: 80, EmergencyPercent: 95, TargetPercent: 50, MinSavingPercent: 15}, 0.50 * 5 / 6, 0.15},
+		{"unset target with low warn", compactionv1alpha1.Thresholds{WarnPercent: 40, SoftPercent: 65, FullPercent: 80, EmergencyPercent: 95}, 0.40 * 5 / 6, 0.15},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			spec := defaultedSpec()
+			spec.Thresholds = tc.thresholds
+			cfg := engineConfig(spec, nil)
+			if math.Abs(cfg.TargetThreshold-tc.wantTarget) > 1e-9 || math.Abs(cfg.MinSaving-tc.wantSaving) > 1e-9 {
+				t.Errorf("target %v min saving %v, want %v %v", cfg.TargetThreshold, cfg.MinSaving, tc.wantTarget, tc.wantSaving)
+			}
+			if err := cfg.Validate(); err != nil {
+				t.Errorf("the engine rejects the mapped config: %v", err)
+			}
+		})
 	}
 }
 
@@ -111,6 +147,46 @@ func TestEveryCRDPinRuleIsAnEngineRule(t *testing.T) {
 		budget := pins.Properties["budgetPercent"]
 		if budget.Minimum == nil || *budget.Minimum != 1 || budget.Maximum == nil || *budget.Maximum != 50 {
 			t.Errorf("%s: spec.pins.budgetPercent bounds %v..%v, want 1..50", file, budget.Minimum, budget.Maximum)
+		}
+	}
+}
+
+// TestCRDThresholdDefaultsAreTheEngines reads the thresholds default the API server applies
+// from the generated CRDs: a policy that leaves thresholds out must configure the engine's
+// defaults, the target and minimum saving included.
+func TestCRDThresholdDefaultsAreTheEngines(t *testing.T) {
+	for _, file := range []string{"compaction.harness9.io_compactionpolicies.yaml", "compaction.harness9.io_clustercompactionpolicies.yaml"} {
+		data, err := os.ReadFile(filepath.Join(testenv.RepoRoot(t), "config", "crd", "bases", file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		crd := &apiextensionsv1.CustomResourceDefinition{}
+		if err := yaml.Unmarshal(data, crd); err != nil {
+			t.Fatalf("%s: %v", file, err)
+		}
+		th := crd.Spec.Versions[0].Schema.OpenAPIV3Schema.Properties["spec"].Properties["thresholds"]
+		if th.Default == nil {
+			t.Fatalf("%s: spec.thresholds has no default", file)
+		}
+		spec := defaultedSpec()
+		spec.Thresholds = compactionv1alpha1.Thresholds{}
+		if err := json.Unmarshal(th.Default.Raw, &spec.Thresholds); err != nil {
+			t.Fatalf("%s: thresholds default %s: %v", file, th.Default.Raw, err)
+		}
+		if spec.Thresholds.TargetPercent == 0 || spec.Thresholds.MinSavingPercent == 0 {
+			t.Errorf("%s: thresholds default %s lacks targetPercent or minSavingPercent", file, th.Default.Raw)
+		}
+		// Each field's own default (applied when thresholds is given in part) is the same.
+		for name, want := range map[string]int32{"warnPercent": spec.Thresholds.WarnPercent, "softPercent": spec.Thresholds.SoftPercent,
+			"fullPercent": spec.Thresholds.FullPercent, "emergencyPercent": spec.Thresholds.EmergencyPercent,
+			"targetPercent": spec.Thresholds.TargetPercent, "minSavingPercent": spec.Thresholds.MinSavingPercent} {
+			d := th.Properties[name].Default
+			if d == nil || string(d.Raw) != fmt.Sprint(want) {
+				t.Errorf("%s: spec.thresholds.%s default %v, the object default says %d", file, name, d, want)
+			}
+		}
+		if got, want := engineConfig(spec, nil), compaction.DefaultConfig(128000); !reflect.DeepEqual(got, want) {
+			t.Errorf("%s: the CRD's thresholds default makes\n%+v\nthe engine's defaults are\n%+v", file, got, want)
 		}
 	}
 }

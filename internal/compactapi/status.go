@@ -32,6 +32,7 @@ type pendingStatus struct {
 	usage string
 	// counters to add.
 	counts                         compactionv1alpha1.TierCounts
+	summarizer                     compactionv1alpha1.SummarizerUsage
 	offloadedCount, offloadedBytes int64
 }
 
@@ -80,6 +81,7 @@ func (b *statusBatcher) requeue(key types.NamespacedName, failed *pendingStatus)
 		cur.last = failed.last
 	}
 	addCounts(&cur.counts, failed.counts)
+	addSummarizerUsage(&cur.summarizer, failed.summarizer)
 	cur.offloadedCount += failed.offloadedCount
 	cur.offloadedBytes += failed.offloadedBytes
 }
@@ -92,6 +94,20 @@ func addCounts(dst *compactionv1alpha1.TierCounts, src compactionv1alpha1.TierCo
 	dst.Emergency += src.Emergency
 }
 
+// summarizerUsage is the summarizer's work recorded in rec; a negative count (never written
+// by the engine, but one would fail every status write of the session) is 0.
+func summarizerUsage(rec *compaction.CompactionRecord) compactionv1alpha1.SummarizerUsage {
+	return compactionv1alpha1.SummarizerUsage{Calls: int64(max(rec.SummarizerCalls, 0)),
+		InputTokens: int64(max(rec.SummarizerInputTokens, 0)), OutputTokens: int64(max(rec.SummarizerOutputTokens, 0))}
+}
+
+// addSummarizerUsage adds the summarizer counters of src to dst.
+func addSummarizerUsage(dst *compactionv1alpha1.SummarizerUsage, src compactionv1alpha1.SummarizerUsage) {
+	dst.Calls += src.Calls
+	dst.InputTokens += src.InputTokens
+	dst.OutputTokens += src.OutputTokens
+}
+
 func (b *statusBatcher) wake() {
 	select {
 	case b.kick <- struct{}{}:
@@ -100,9 +116,13 @@ func (b *statusBatcher) wake() {
 }
 
 // recordStatus notes what a compaction changed: every compaction above TierNone, and
-// TierNone turns at most once per UsageInterval per session.
+// TierNone turns at most once per UsageInterval per session. The summarizer's work is
+// always counted, also in a turn whose tier is None (the engine may call the summarizer and
+// then not apply a summary that saves too little).
 func (s *Server) recordStatus(sess *session, rec *compaction.CompactionRecord) {
 	now := time.Now()
+	spent := summarizerUsage(rec)
+	turn := true
 	if rec.Tier == compaction.TierNone {
 		s.mu.Lock()
 		due := now.Sub(s.usageWritten[sess.obj.UID]) >= s.cfg.UsageInterval
@@ -113,14 +133,18 @@ func (s *Server) recordStatus(sess *session, rec *compaction.CompactionRecord) {
 			s.usageWritten[sess.obj.UID] = now
 		}
 		s.mu.Unlock()
-		if !due {
+		turn = due
+		if !turn && spent == (compactionv1alpha1.SummarizerUsage{}) {
 			return
 		}
 	}
 	b := s.status
 	b.mu.Lock()
 	p := b.entry(sess)
-	p.turn, p.tier, p.usage = true, rec.Tier, fmt.Sprintf("%.2f", sess.cfg.Usage(rec.TokensBefore))
+	if turn {
+		p.turn, p.tier, p.usage = true, rec.Tier, fmt.Sprintf("%.2f", usageOf(sess.cfg, rec).before)
+	}
+	addSummarizerUsage(&p.summarizer, spent)
 	if rec.Tier != compaction.TierNone {
 		p.last = rec
 		p.offloadedCount += int64(len(rec.Offloaded))
@@ -255,6 +279,7 @@ func (s *Server) writeStatus(ctx context.Context, key types.NamespacedName, p *p
 			st.ContextUsage = p.usage
 		}
 		addCounts(&st.Compactions, p.counts)
+		addSummarizerUsage(&st.Summarizer, p.summarizer)
 		st.OffloadedCount += p.offloadedCount
 		st.OffloadedBytes += p.offloadedBytes
 		if rec := p.last; rec != nil {

@@ -76,4 +76,12 @@ func TestWalkthrough(t *testing.T) {
 	if explain := k("explain", "compactionpolicy.spec.thresholds.warnPercent"); !strings.Contains(explain, "Warn") {
 		t.Errorf("kubectl explain lacks the field's documentation:\n%s", explain)
 	}
+	for field, want := range map[string]string{"targetPercent": "fewer summarizer", "minSavingPercent": "prompt-cache rewrites"} {
+		if explain := k("explain", "clustercompactionpolicy.spec.thresholds."+field); !strings.Contains(strings.Join(strings.Fields(explain), " "), want) {
+			t.Errorf("kubectl explain %s lacks %q:\n%s", field, want, explain)
+		}
+	}
+	if resp.Usage <= 0 || resp.NextTier != compaction.TierWarn || resp.TokensToNextTier <= 0 {
+		t.Errorf("compact answer usage %v, next tier %s in %d tokens; want a positive usage and Warn ahead", resp.Usage, resp.NextTier, resp.TokensToNextTier)
+	}
 }

@@ -155,6 +155,8 @@ func testDefaults(t *testing.T, c client.Client) {
 		{"thresholds.softPercent", int64(s.Thresholds.SoftPercent), 70},
 		{"thresholds.fullPercent", int64(s.Thresholds.FullPercent), 80},
 		{"thresholds.emergencyPercent", int64(s.Thresholds.EmergencyPercent), 95},
+		{"thresholds.targetPercent", int64(s.Thresholds.TargetPercent), 50},
+		{"thresholds.minSavingPercent", int64(s.Thresholds.MinSavingPercent), 15},
 		{"offload.thresholdChars", int64(s.Offload.ThresholdChars), 4000},
 		{"offload.hookThresholdChars", int64(s.Offload.HookThresholdChars), 10000},
 		{"offload.previewLines", int64(ptr.Deref(s.Offload.PreviewLines, -1)), 10},
@@ -184,6 +186,19 @@ func testDefaults(t *testing.T, c client.Client) {
 	}
 	if p := got.Spec.Pins; p.Rule != v1alpha1.PinMarked || p.BudgetPercent != 15 {
 		t.Errorf("pins {rule: Marked} read back as %+v, want budgetPercent defaulted to 15", p)
+	}
+	// thresholds given in part: targetPercent and minSavingPercent are defaulted too.
+	spec = rawMinimalSpec()
+	spec["thresholds"] = map[string]any{"warnPercent": int64(65), "minSavingPercent": int64(30)}
+	if err := createPolicy(c, "thresholds-partial", spec); err != nil {
+		t.Fatalf("create policy with thresholds {warnPercent: 65, minSavingPercent: 30}: %v", err)
+	}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "thresholds-partial"}, got); err != nil {
+		t.Fatal(err)
+	}
+	want := v1alpha1.Thresholds{WarnPercent: 65, SoftPercent: 70, FullPercent: 80, EmergencyPercent: 95, TargetPercent: 50, MinSavingPercent: 30}
+	if th := got.Spec.Thresholds; th != want {
+		t.Errorf("thresholds {warnPercent: 65, minSavingPercent: 30} read back as %+v, want %+v", th, want)
 	}
 	ref := s.Storage.S3.CredentialsSecretRef
 	if ref == nil || ref.AccessKeyIDKey != "accessKeyID" || ref.SecretAccessKeyKey != "secretAccessKey" {
@@ -259,6 +274,49 @@ func testRejections(t *testing.T, c client.Client) {
 				s["thresholds"] = map[string]any{"emergencyPercent": int64(101)}
 			},
 			want: "spec.thresholds.emergencyPercent: Invalid value: 101: spec.thresholds.emergencyPercent in body should be less than or equal to 100",
+		},
+		{
+			name: "target-equals-warn",
+			mutate: func(s map[string]any) {
+				s["thresholds"] = map[string]any{"warnPercent": int64(60), "targetPercent": int64(60)}
+			},
+			want: "targetPercent must be below warnPercent: a compaction has to bring the context below the Warn tier",
+		},
+		{
+			name: "target-above-warn",
+			mutate: func(s map[string]any) {
+				s["thresholds"] = map[string]any{"targetPercent": int64(75)}
+			},
+			want: "targetPercent must be below warnPercent",
+		},
+		{
+			// The defaulted targetPercent (50) applies: the message says to lower it.
+			name: "warn-at-default-target",
+			mutate: func(s map[string]any) {
+				s["thresholds"] = map[string]any{"warnPercent": int64(50)}
+			},
+			want: "targetPercent defaults to 50: lower it when you set warnPercent to 50 or less",
+		},
+		{
+			name: "target-0",
+			mutate: func(s map[string]any) {
+				s["thresholds"] = map[string]any{"targetPercent": int64(0)}
+			},
+			want: "spec.thresholds.targetPercent: Invalid value: 0: spec.thresholds.targetPercent in body should be greater than or equal to 1",
+		},
+		{
+			name: "min-saving-0",
+			mutate: func(s map[string]any) {
+				s["thresholds"] = map[string]any{"minSavingPercent": int64(0)}
+			},
+			want: "spec.thresholds.minSavingPercent: Invalid value: 0: spec.thresholds.minSavingPercent in body should be greater than or equal to 1",
+		},
+		{
+			name: "min-saving-51",
+			mutate: func(s map[string]any) {
+				s["thresholds"] = map[string]any{"minSavingPercent": int64(51)}
+			},
+			want: "spec.thresholds.minSavingPercent: Invalid value: 51: spec.thresholds.minSavingPercent in body should be less than or equal to 50",
 		},
 		{
 			name: "unknown-pin-rule",
@@ -379,6 +437,19 @@ func testRejections(t *testing.T, c client.Client) {
 	// The cluster-scoped kind shares the spec, pins defaults included.
 	if p := cp.Spec.Pins; p.Rule != v1alpha1.PinTaskAndInstructions || p.BudgetPercent != 15 {
 		t.Errorf("ClusterCompactionPolicy pins defaulted to %+v, want TaskAndInstructions and 15", p)
+	}
+	if th := cp.Spec.Thresholds; th.TargetPercent != 50 || th.MinSavingPercent != 15 {
+		t.Errorf("ClusterCompactionPolicy thresholds defaulted to %+v, want targetPercent 50 and minSavingPercent 15", th)
+	}
+	// ... and its validation rules.
+	bad := &v1alpha1.ClusterCompactionPolicy{ObjectMeta: metav1.ObjectMeta{Name: "target-above-warn"}, Spec: minimalSpec()}
+	bad.Spec.Thresholds = v1alpha1.Thresholds{WarnPercent: 60, SoftPercent: 70, FullPercent: 80, EmergencyPercent: 95, TargetPercent: 60, MinSavingPercent: 15}
+	if err := c.Create(context.Background(), bad); err == nil || !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "targetPercent must be below warnPercent") {
+		t.Errorf("ClusterCompactionPolicy with targetPercent 60 and warnPercent 60: %v, want Invalid with the targetPercent message", err)
+	}
+	bad.Spec.Thresholds.TargetPercent, bad.Spec.Thresholds.MinSavingPercent = 50, 60
+	if err := c.Create(context.Background(), bad); err == nil || !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "spec.thresholds.minSavingPercent") {
+		t.Errorf("ClusterCompactionPolicy with minSavingPercent 60: %v, want Invalid on spec.thresholds.minSavingPercent", err)
 	}
 }
 

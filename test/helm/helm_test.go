@@ -588,6 +588,7 @@ func matches(sel, labels map[string]string) bool {
 var dashboardMetrics = []string{
 	"compaction_compactions_total", "compaction_compression_ratio", "compaction_tokens_saved_total",
 	"compaction_offload_bytes_total", "compaction_summarizer_errors_total", "compaction_summarizer_duration_seconds",
+	"compaction_summarizer_calls_total", "compaction_summarizer_tokens_total",
 	"compaction_api_requests_total", "compaction_api_request_duration_seconds", "compaction_sessions",
 	"compaction_policy_ready", "compaction_gc_deleted_objects_total", "compaction_gc_failures_total",
 }

@@ -1,5 +1,7 @@
 // Package openai is a compaction.Summarizer backed by any OpenAI-compatible
 // /v1/chat/completions endpoint: OpenAI itself, vLLM, Ollama, LiteLLM and similar servers.
+// It is a compaction.UsageSummarizer: SummarizeWithUsage also returns the prompt and
+// completion tokens the server reported, so compaction records count the summarizer's cost.
 //
 // It uses only the standard library so that embedding the compactor does not pull in a
 // vendor SDK. The summarizer is one step of a fail-open pipeline (spec section 6.1: when the
@@ -124,7 +126,7 @@ type Summarizer struct {
 	client          *http.Client
 }
 
-var _ compaction.Summarizer = (*Summarizer)(nil)
+var _ compaction.UsageSummarizer = (*Summarizer)(nil)
 
 // New validates cfg, applies the defaults and resolves the API key.
 func New(cfg Config) (*Summarizer, error) {
@@ -270,6 +272,16 @@ type chatRequest struct {
 // assistant text. Network errors, per-attempt timeouts, 429 and 5xx are retried; other
 // errors, and the caller's context ending, end the call at once.
 func (s *Summarizer) Summarize(ctx context.Context, req compaction.SummaryRequest) (string, error) {
+	text, _, err := s.SummarizeWithUsage(ctx, req)
+	return text, err
+}
+
+// SummarizeWithUsage is Summarize that also returns the tokens the server reported for the
+// successful attempt: usage.prompt_tokens and usage.completion_tokens of the chat completion.
+// A count the server did not send, or sent as anything but a non-negative integer below
+// 2^31, is 0; it never fails the call. Failed attempts are not counted.
+func (s *Summarizer) SummarizeWithUsage(ctx context.Context, req compaction.SummaryRequest) (string, compaction.SummaryUsage, error) {
+	var none compaction.SummaryUsage
 	body, err := json.Marshal(chatRequest{
 		Model: s.model,
 		Messages: []chatMessage{
@@ -280,51 +292,52 @@ func (s *Summarizer) Summarize(ctx context.Context, req compaction.SummaryReques
 		Temperature: s.temperature,
 	})
 	if err != nil {
-		return "", fmt.Errorf("openai summarizer: encode request: %w", err)
+		return "", none, fmt.Errorf("openai summarizer: encode request: %w", err)
 	}
 	attempts := s.maxRetries + 1
 	for attempt := 1; ; attempt++ {
 		if cerr := ctx.Err(); cerr != nil {
-			return "", fmt.Errorf("openai summarizer: model %q: before attempt %d of %d: %w", s.model, attempt, attempts, cerr)
+			return "", none, fmt.Errorf("openai summarizer: model %q: before attempt %d of %d: %w", s.model, attempt, attempts, cerr)
 		}
-		text, err := s.attempt(ctx, body)
+		text, usage, err := s.attempt(ctx, body)
 		if err == nil {
-			return text, nil
+			return text, usage, nil
 		}
 		err = fmt.Errorf("openai summarizer: model %q: attempt %d of %d: %w", s.model, attempt, attempts, err)
 		if cerr := ctx.Err(); cerr != nil {
 			// The caller gave up; make sure errors.Is(err, ctx.Err()) holds whatever the
 			// transport reported.
-			return "", withCause(cerr, err)
+			return "", none, withCause(cerr, err)
 		}
 		var re *retryableError
 		if !errors.As(err, &re) || attempt >= attempts {
-			return "", err
+			return "", none, err
 		}
 		wait := s.backoff(attempt)
 		if re.hasRetryAfter {
 			if re.retryAfter > maxRetryAfter {
-				return "", fmt.Errorf("%w (not retrying: server asked to wait %s, more than the %s limit)", err, re.retryAfter, maxRetryAfter)
+				return "", none, fmt.Errorf("%w (not retrying: server asked to wait %s, more than the %s limit)", err, re.retryAfter, maxRetryAfter)
 			}
 			wait = re.retryAfter
 		}
 		if deadline, ok := ctx.Deadline(); ok && time.Until(deadline) <= wait {
-			return "", fmt.Errorf("%w (not retrying: waiting %s would pass the context deadline)", err, wait.Round(time.Millisecond))
+			return "", none, fmt.Errorf("%w (not retrying: waiting %s would pass the context deadline)", err, wait.Round(time.Millisecond))
 		}
 		if werr := sleep(ctx, wait); werr != nil {
-			return "", fmt.Errorf("openai summarizer: %w while waiting to retry (last error: %w)", werr, err)
+			return "", none, fmt.Errorf("openai summarizer: %w while waiting to retry (last error: %w)", werr, err)
 		}
 	}
 }
 
 // attempt sends one request, bounded by the per-attempt timeout, and decodes the answer.
 // Errors worth retrying are wrapped in *retryableError.
-func (s *Summarizer) attempt(ctx context.Context, body []byte) (string, error) {
+func (s *Summarizer) attempt(ctx context.Context, body []byte) (string, compaction.SummaryUsage, error) {
+	var none compaction.SummaryUsage
 	attemptCtx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
 	httpReq, err := http.NewRequestWithContext(attemptCtx, http.MethodPost, s.endpoint, bytes.NewReader(body))
 	if err != nil {
-		return "", fmt.Errorf("build request: %w", err)
+		return "", none, fmt.Errorf("build request: %w", err)
 	}
 	httpReq.Header.Set("Content-Type", "application/json")
 	httpReq.Header.Set("Accept", "application/json")
@@ -333,7 +346,7 @@ func (s *Summarizer) attempt(ctx context.Context, body []byte) (string, error) {
 	}
 	resp, err := s.client.Do(httpReq)
 	if err != nil {
-		return "", s.transportError(ctx, attemptCtx, "send request to "+s.endpoint, err)
+		return "", none, s.transportError(ctx, attemptCtx, "send request to "+s.endpoint, err)
 	}
 	// Closing the body only releases the connection: whatever is needed from it has been
 	// read by the time this runs.
@@ -345,22 +358,22 @@ func (s *Summarizer) attempt(ctx context.Context, body []byte) (string, error) {
 		serr := &StatusError{StatusCode: resp.StatusCode, Message: errorMessage(data)}
 		if resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500 {
 			d, ok := parseRetryAfter(resp.Header.Get("Retry-After"), time.Now())
-			return "", &retryableError{err: serr, retryAfter: d, hasRetryAfter: ok}
+			return "", none, &retryableError{err: serr, retryAfter: d, hasRetryAfter: ok}
 		}
-		return "", serr
+		return "", none, serr
 	}
 
 	if resp.ContentLength > maxResponseBytes {
-		return "", fmt.Errorf("response of %d bytes exceeds the %d MiB limit", resp.ContentLength, maxResponseBytes>>20)
+		return "", none, fmt.Errorf("response of %d bytes exceeds the %d MiB limit", resp.ContentLength, maxResponseBytes>>20)
 	}
 	data, err := readAtMost(resp.Body, maxResponseBytes+1)
 	if err != nil {
-		return "", s.transportError(ctx, attemptCtx, "read response", err)
+		return "", none, s.transportError(ctx, attemptCtx, "read response", err)
 	}
 	if len(data) > maxResponseBytes {
-		return "", fmt.Errorf("response exceeds the %d MiB limit", maxResponseBytes>>20)
+		return "", none, fmt.Errorf("response exceeds the %d MiB limit", maxResponseBytes>>20)
 	}
-	return parseResponse(data)
+	return parseCompletion(data)
 }
 
 // transportError classifies a failure to exchange the request: the caller's cancellation is

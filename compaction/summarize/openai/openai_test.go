@@ -811,3 +811,96 @@ func TestCountReplacementChars(t *testing.T) {
 		}
 	}
 }
+
+// TestSummarizeWithUsage: the tokens the server reports come back with the summary; a
+// missing or malformed usage is zero and never an error, and Summarize returns the same text.
+func TestSummarizeWithUsage(t *testing.T) {
+	const choices = `"choices":[{"index":0,"message":{"role":"assistant","content":"the summary"},"finish_reason":"stop"}]`
+	for _, tc := range []struct {
+		name  string
+		usage string // the "usage" member, empty for none
+		want  compaction.SummaryUsage
+	}{
+		{"present", `"usage":{"prompt_tokens":1234,"completion_tokens":56,"total_tokens":1290}`, compaction.SummaryUsage{InputTokens: 1234, OutputTokens: 56}},
+		{"with details", `"usage":{"prompt_tokens":10,"completion_tokens":2,"prompt_tokens_details":{"cached_tokens":8}}`, compaction.SummaryUsage{InputTokens: 10, OutputTokens: 2}},
+		{"absent", ``, compaction.SummaryUsage{}},
+		{"null", `"usage":null`, compaction.SummaryUsage{}},
+		{"empty object", `"usage":{}`, compaction.SummaryUsage{}},
+		{"only prompt tokens", `"usage":{"prompt_tokens":99}`, compaction.SummaryUsage{InputTokens: 99}},
+		{"zero", `"usage":{"prompt_tokens":0,"completion_tokens":0}`, compaction.SummaryUsage{}},
+		{"negative", `"usage":{"prompt_tokens":-5,"completion_tokens":-1}`, compaction.SummaryUsage{}},
+		{"one negative", `"usage":{"prompt_tokens":40,"completion_tokens":-1}`, compaction.SummaryUsage{InputTokens: 40}},
+		{"strings", `"usage":{"prompt_tokens":"12","completion_tokens":"3"}`, compaction.SummaryUsage{}},
+		{"fractions", `"usage":{"prompt_tokens":12.5,"completion_tokens":1e3}`, compaction.SummaryUsage{}},
+		{"too large", `"usage":{"prompt_tokens":2147483648,"completion_tokens":99999999999999999999999}`, compaction.SummaryUsage{}},
+		{"largest", `"usage":{"prompt_tokens":2147483647,"completion_tokens":1}`, compaction.SummaryUsage{InputTokens: 2147483647, OutputTokens: 1}},
+		{"usage is a string", `"usage":"lots"`, compaction.SummaryUsage{}},
+		{"usage is an array", `"usage":[1,2]`, compaction.SummaryUsage{}},
+		{"counts are objects", `"usage":{"prompt_tokens":{"n":1},"completion_tokens":[2]}`, compaction.SummaryUsage{}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			body := `{"id":"chatcmpl-1","object":"chat.completion",` + choices
+			if tc.usage != "" {
+				body += "," + tc.usage
+			}
+			body += "}"
+			srv := newServer(t, func(w http.ResponseWriter, r *http.Request) {
+				readRequest(t, r)
+				w.Header().Set("Content-Type", "application/json")
+				fmt.Fprint(w, body)
+			})
+			s := newSummarizer(t, srv, nil)
+			text, usage, err := s.SummarizeWithUsage(context.Background(), sampleRequest())
+			if err != nil || text != "the summary" {
+				t.Fatalf("SummarizeWithUsage = %q, %v; want the summary and no error", text, err)
+			}
+			if usage != tc.want {
+				t.Errorf("usage = %+v, want %+v", usage, tc.want)
+			}
+			if text, err := s.Summarize(context.Background(), sampleRequest()); err != nil || text != "the summary" {
+				t.Errorf("Summarize = %q, %v; want the summary", text, err)
+			}
+		})
+	}
+}
+
+// TestSummarizeWithUsageCountsTheSuccessfulAttempt: after a retried 503, the usage is the
+// answer's; a failed call reports no usage.
+func TestSummarizeWithUsageCountsTheSuccessfulAttempt(t *testing.T) {
+	var calls atomic.Int32
+	srv := newServer(t, func(w http.ResponseWriter, r *http.Request) {
+		readRequest(t, r)
+		if calls.Add(1) == 1 {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			fmt.Fprint(w, `{"error":{"message":"overloaded"},"usage":{"prompt_tokens":7,"completion_tokens":7}}`)
+			return
+		}
+		fmt.Fprint(w, `{"choices":[{"message":{"content":"ok"}}],"usage":{"prompt_tokens":300,"completion_tokens":20}}`)
+	})
+	text, usage, err := newSummarizer(t, srv, nil).SummarizeWithUsage(context.Background(), sampleRequest())
+	if err != nil || text != "ok" {
+		t.Fatalf("SummarizeWithUsage = %q, %v", text, err)
+	}
+	if want := (compaction.SummaryUsage{InputTokens: 300, OutputTokens: 20}); usage != want {
+		t.Errorf("usage = %+v, want %+v", usage, want)
+	}
+
+	failing := newServer(t, func(w http.ResponseWriter, r *http.Request) {
+		readRequest(t, r)
+		w.WriteHeader(http.StatusBadRequest)
+		fmt.Fprint(w, `{"error":{"message":"bad"},"usage":{"prompt_tokens":7,"completion_tokens":7}}`)
+	})
+	_, usage, err = newSummarizer(t, failing, nil).SummarizeWithUsage(context.Background(), sampleRequest())
+	if err == nil || usage != (compaction.SummaryUsage{}) {
+		t.Errorf("failed call: usage %+v, error %v; want zero usage and an error", usage, err)
+	}
+	// A garbage body with a usage member is still garbage.
+	garbage := newServer(t, func(w http.ResponseWriter, r *http.Request) {
+		readRequest(t, r)
+		fmt.Fprint(w, `{"choices":[],"usage":{"prompt_tokens":7,"completion_tokens":7}}`)
+	})
+	_, usage, err = newSummarizer(t, garbage, nil).SummarizeWithUsage(context.Background(), sampleRequest())
+	if err == nil || !strings.Contains(err.Error(), "empty choices") || usage != (compaction.SummaryUsage{}) {
+		t.Errorf("empty choices: usage %+v, error %v; want zero usage and the empty choices error", usage, err)
+	}
+}

@@ -7,9 +7,12 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/harness9/compaction-operator/compaction"
 )
 
 // StatusError is the (wrapped) error for a non-2xx answer. Use errors.As to get at the
@@ -36,6 +39,9 @@ func (e *StatusError) Error() string {
 type chatResponse struct {
 	Choices []chatChoice    `json:"choices"`
 	Error   json.RawMessage `json:"error"`
+	// Usage is raw so that a malformed usage object never fails the response: the counts
+	// are bookkeeping, the summary is the answer.
+	Usage json.RawMessage `json:"usage"`
 }
 
 type chatChoice struct {
@@ -51,27 +57,62 @@ type chatChoice struct {
 	FinishReason string `json:"finish_reason"`
 }
 
-// parseResponse extracts the assistant text of the first choice of a chat completion.
-func parseResponse(data []byte) (string, error) {
+// parseCompletion extracts the assistant text of the first choice of a chat completion and
+// the usage the server reported with it (see parseUsage).
+func parseCompletion(data []byte) (string, compaction.SummaryUsage, error) {
+	text, cr, err := parseResponse(data)
+	if err != nil {
+		return "", compaction.SummaryUsage{}, err
+	}
+	return text, parseUsage(cr.Usage), nil
+}
+
+// parseUsage reads usage.prompt_tokens and usage.completion_tokens. Each count the server
+// left out, sent as null, as a string, a fraction, a negative number or one of 2^31 or
+// more (no summarizer call is that large: only a broken server sends it) is 0, as when the
+// server reports no usage at all.
+func parseUsage(raw json.RawMessage) compaction.SummaryUsage {
+	var u struct {
+		PromptTokens     json.RawMessage `json:"prompt_tokens"`
+		CompletionTokens json.RawMessage `json:"completion_tokens"`
+	}
+	if !hasText(raw) || json.Unmarshal(raw, &u) != nil {
+		return compaction.SummaryUsage{}
+	}
+	return compaction.SummaryUsage{InputTokens: tokenCount(u.PromptTokens), OutputTokens: tokenCount(u.CompletionTokens)}
+}
+
+// tokenCount is a JSON integer in [0, 2^31), or 0.
+func tokenCount(raw json.RawMessage) int {
+	n, err := strconv.ParseInt(string(bytes.TrimSpace(raw)), 10, 32)
+	if err != nil || n < 0 {
+		return 0
+	}
+	return int(n)
+}
+
+// parseResponse extracts the assistant text of the first choice of a chat completion, and
+// returns the decoded response for the rest.
+func parseResponse(data []byte) (string, *chatResponse, error) {
 	// Checked on the raw bytes because encoding/json silently turns invalid UTF-8 into U+FFFD.
 	if !utf8.Valid(data) {
-		return "", errors.New("response is not valid UTF-8")
+		return "", nil, errors.New("response is not valid UTF-8")
 	}
 	var cr chatResponse
 	if err := json.Unmarshal(data, &cr); err != nil {
-		return "", fmt.Errorf("garbage output: response is not chat-completions JSON: %w (body begins %q)", err, snippet(string(data)))
+		return "", nil, fmt.Errorf("garbage output: response is not chat-completions JSON: %w (body begins %q)", err, snippet(string(data)))
 	}
 	if len(cr.Choices) == 0 {
 		// Some proxies answer 200 with an error object instead of a status code.
 		if hasText(cr.Error) {
-			return "", fmt.Errorf("empty choices: server reported an error: %s", errorMessage(data))
+			return "", nil, fmt.Errorf("empty choices: server reported an error: %s", errorMessage(data))
 		}
-		return "", errors.New("empty choices: the response has no completion")
+		return "", nil, errors.New("empty choices: the response has no completion")
 	}
 	ch := &cr.Choices[0]
 	text, err := decodeContent(ch.Message.Content)
 	if err != nil {
-		return "", fmt.Errorf("garbage output: message.content: %w", err)
+		return "", nil, fmt.Errorf("garbage output: message.content: %w", err)
 	}
 	if strings.TrimSpace(text) == "" {
 		msg := "empty content"
@@ -84,14 +125,14 @@ func parseResponse(data []byte) (string, error) {
 		if ch.FinishReason != "" {
 			msg += fmt.Sprintf(" (finish_reason %q)", ch.FinishReason)
 		}
-		return "", errors.New(msg)
+		return "", nil, errors.New(msg)
 	}
 	// encoding/json also turns lone surrogate escapes such as \ud800 into U+FFFD. Every
 	// U+FFFD in the text must therefore be accounted for by one in the raw JSON.
 	if strings.Count(text, "\uFFFD") > countReplacementChars(ch.Message.Content) {
-		return "", errors.New("message.content is not valid UTF-8 (invalid surrogate escapes)")
+		return "", nil, errors.New("message.content is not valid UTF-8 (invalid surrogate escapes)")
 	}
-	return text, nil
+	return text, &cr, nil
 }
 
 // decodeContent reads message.content: a string, null, or an array of text parts.

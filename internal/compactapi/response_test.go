@@ -1,0 +1,153 @@
+package compactapi
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/harness9/compaction-operator/compaction"
+	wire "github.com/harness9/compaction-operator/compaction/client"
+)
+
+// TestCompactResponseUsageFromRecord: usage, nextTier and tokensToNextTier are the record's
+// UsageAfter, NextTier and TokensToNextTier, under those JSON names.
+func TestCompactResponseUsageFromRecord(t *testing.T) {
+	cfg := compaction.DefaultConfig(100000)
+	for _, tc := range []struct {
+		name string
+		rec  compaction.CompactionRecord
+		want string // the three members as JSON
+	}{
+		{"calibrated", compaction.CompactionRecord{Tier: compaction.TierFull, TokensBefore: 81000, TokensAfter: 40000,
+			Calibration: 1.1, UsageBefore: 0.891, UsageAfter: 0.44, NextTier: compaction.TierWarn, TokensToNextTier: 16000},
+			`"usage":0.44,"nextTier":"Warn","tokensToNextTier":16000`},
+		{"none", compaction.CompactionRecord{Tier: compaction.TierNone, TokensBefore: 65000, TokensAfter: 65000,
+			Calibration: 1, UsageBefore: 0.65, UsageAfter: 0.65, NextTier: compaction.TierSoft, TokensToNextTier: 5000},
+			`"usage":0.65,"nextTier":"Soft","tokensToNextTier":5000`},
+		// In Emergency there is no next tier: nextTier is left out.
+		{"emergency", compaction.CompactionRecord{Tier: compaction.TierEmergency, TokensBefore: 99000, TokensAfter: 96000,
+			Calibration: 1, UsageBefore: 0.99, UsageAfter: 0.96},
+			`"usage":0.96,"tokensToNextTier":0`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rec := tc.rec
+			resp := compactResponse(cfg, nil, &rec)
+			if resp.Usage != rec.UsageAfter || resp.NextTier != rec.NextTier || resp.TokensToNextTier != rec.TokensToNextTier {
+				t.Errorf("response usage %v next %s in %d, want the record's %v %s %d",
+					resp.Usage, resp.NextTier, resp.TokensToNextTier, rec.UsageAfter, rec.NextTier, rec.TokensToNextTier)
+			}
+			data, err := json.Marshal(resp)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(string(data), tc.want) {
+				t.Errorf("response JSON %s lacks %s", data, tc.want)
+			}
+			if tc.rec.NextTier == compaction.TierNone && strings.Contains(string(data), `"nextTier"`) {
+				t.Errorf("response JSON %s has a nextTier in Emergency", data)
+			}
+		})
+	}
+}
+
+// TestCompactResponseUsageWithoutEngineFields: a record without calibration fields (an
+// engine that does not fill them) gets them from its token estimates, uncalibrated.
+func TestCompactResponseUsageWithoutEngineFields(t *testing.T) {
+	cfg := compaction.DefaultConfig(100000)
+	rec := &compaction.CompactionRecord{Tier: compaction.TierSoft, TokensBefore: 72000, TokensAfter: 45000}
+	resp := compactResponse(cfg, nil, rec)
+	if resp.Usage != 0.45 || resp.NextTier != compaction.TierWarn || resp.TokensToNextTier != 15000 {
+		t.Errorf("usage %v next %s in %d, want 0.45 Warn 15000", resp.Usage, resp.NextTier, resp.TokensToNextTier)
+	}
+	if u := usageOf(cfg, rec); u.before != 0.72 {
+		t.Errorf("usage before %v, want 0.72", u.before)
+	}
+	rec = &compaction.CompactionRecord{Tier: compaction.TierEmergency, TokensBefore: 99000, TokensAfter: 97000}
+	if resp := compactResponse(cfg, nil, rec); resp.NextTier != compaction.TierNone || resp.TokensToNextTier != 0 || resp.Usage != 0.97 {
+		t.Errorf("emergency view: usage %v next %s in %d, want 0.97, none, 0", resp.Usage, resp.NextTier, resp.TokensToNextTier)
+	}
+}
+
+// TestCompactResponseUsage runs compactions through the handler (on MinIO) and reads the
+// new members from the wire. Until the engine fills the record's calibration fields the
+// values are the uncalibrated ones computed from the record's estimates; after, they must
+// be the record's.
+func TestCompactResponseUsage(t *testing.T) {
+	spec := defaultedSpec()
+	spec.ContextWindow = 4096
+	s, sess := pinTestServer(t, spec)
+	for _, tc := range []struct {
+		name  string
+		turns int
+		force bool
+	}{
+		{"small-history", 1, false},
+		{"large-history", 16, false},
+		{"forced", 10, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			other := *sess
+			other.id = "uid-" + tc.name
+			history := toolHistory(tc.turns)
+			w, err := postCompact(t, s, &other, map[string]any{"messages": history, "force": tc.force})
+			if err != nil || w.Code != http.StatusOK {
+				t.Fatalf("compact: %v %d %s", err, w.Code, w.Body)
+			}
+			var members map[string]json.RawMessage
+			if err := json.Unmarshal(w.Body.Bytes(), &members); err != nil {
+				t.Fatal(err)
+			}
+			for _, k := range []string{"usage", "tokensToNextTier"} {
+				if _, ok := members[k]; !ok {
+					t.Errorf("response has no %q member", k)
+				}
+			}
+			var resp wire.CompactResponse
+			if err := json.Unmarshal(w.Body.Bytes(), &resp); err != nil {
+				t.Fatal(err)
+			}
+			rec := resp.Record
+			t.Logf("tier %s tokens %d->%d usage %v next %s in %d (calibration %v)", rec.Tier, rec.TokensBefore, rec.TokensAfter,
+				resp.Usage, resp.NextTier, resp.TokensToNextTier, rec.Calibration)
+			if rec.Calibration != 0 { // the engine fills the record's fields
+				if resp.Usage != rec.UsageAfter || resp.NextTier != rec.NextTier || resp.TokensToNextTier != rec.TokensToNextTier {
+					t.Errorf("response usage %v next %s in %d, want the record's %v %s %d",
+						resp.Usage, resp.NextTier, resp.TokensToNextTier, rec.UsageAfter, rec.NextTier, rec.TokensToNextTier)
+				}
+			} else {
+				next, toNext := sess.cfg.NextTier(rec.TokensAfter)
+				if want := sess.cfg.Usage(rec.TokensAfter); math.Abs(resp.Usage-want) > 1e-9 || resp.NextTier != next || resp.TokensToNextTier != toNext {
+					t.Errorf("response usage %v next %s in %d, want %v %s %d from the record's %d tokens",
+						resp.Usage, resp.NextTier, resp.TokensToNextTier, want, next, toNext, rec.TokensAfter)
+				}
+			}
+			if resp.Usage <= 0 {
+				t.Errorf("usage %v, want a positive ratio", resp.Usage)
+			}
+			if resp.NextTier != compaction.TierNone && resp.TokensToNextTier <= 0 {
+				t.Errorf("next tier %s in %d tokens, want a positive headroom", resp.NextTier, resp.TokensToNextTier)
+			}
+		})
+	}
+}
+
+// toolHistory: system, a task, then turns of a tool call and its result.
+func toolHistory(turns int) []map[string]any {
+	msgs := make([]map[string]any, 0, 2+2*turns)
+	msgs = append(msgs,
+		map[string]any{"role": "system", "content": "You are a coding agent."},
+		map[string]any{"role": "user", "content": "Fix the failing test in pkg/parse."},
+	)
+	for i := range turns {
+		id := fmt.Sprintf("call_%d", i)
+		msgs = append(msgs,
+			map[string]any{"role": "assistant", "content": fmt.Sprintf("Step %d: reading a file.", i), "tool_calls": []map[string]any{
+				{"id": id, "type": "function", "function": map[string]any{"name": "bash", "arguments": `{"cmd": "cat f.go"}`}}}},
+			map[string]any{"role": "tool", "tool_call_id": id, "content": strings.Repeat(fmt.Sprintf("line %d of the output\n", i), 40)},
+		)
+	}
+	return msgs
+}

@@ -1,0 +1,100 @@
+package compactapi
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	compactionv1alpha1 "github.com/harness9/compaction-operator/api/v1alpha1"
+	"github.com/harness9/compaction-operator/compaction"
+	"github.com/harness9/compaction-operator/internal/testenv"
+	"github.com/harness9/compaction-operator/internal/testenv/kubeenv"
+)
+
+// TestStatusWriteSummarizerUsage writes the coalesced status of an AgentSession to a real
+// API server with the generated CRD: the summarizer counters of several compactions arrive
+// in one write, add to what the status holds, and survive the CRD's schema (a field missing
+// from it would be pruned); contextUsage is the calibrated usage that chose the tier.
+func TestStatusWriteSummarizerUsage(t *testing.T) {
+	root := testenv.RepoRoot(t)
+	_, cfg := kubeenv.Start(t, kubeenv.Options{CRDDirectoryPaths: []string{filepath.Join(root, "config", "crd", "bases")}})
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	if err := compactionv1alpha1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	obj := &compactionv1alpha1.AgentSession{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "agent"},
+		Spec:       compactionv1alpha1.AgentSessionSpec{PolicyRef: compactionv1alpha1.PolicyReference{Name: "p"}},
+	}
+	if err := c.Create(ctx, obj); err != nil {
+		t.Fatal(err)
+	}
+	s, reg := newTestMetrics(t)
+	s.cfg.UsageInterval = time.Hour
+	s.apiReader, s.writer, s.log, s.status = c, c, logr.Discard(), newStatusBatcher()
+	sess := &session{obj: obj, id: string(obj.UID), cfg: compaction.DefaultConfig(100000)}
+
+	read := func() compactionv1alpha1.AgentSessionStatus {
+		t.Helper()
+		var got compactionv1alpha1.AgentSession
+		if err := c.Get(ctx, client.ObjectKeyFromObject(obj), &got); err != nil {
+			t.Fatal(err)
+		}
+		return got.Status
+	}
+
+	now := time.Now()
+	s.recordStatus(sess, &compaction.CompactionRecord{ID: "1", Timestamp: now, Tier: compaction.TierSoft, TokensBefore: 70000, TokensAfter: 52000,
+		Calibration: 1.05, UsageBefore: 0.735, UsageAfter: 0.546, SummarizerCalls: 1, SummarizerInputTokens: 900, SummarizerOutputTokens: 120})
+	s.recordStatus(sess, &compaction.CompactionRecord{ID: "2", Timestamp: now, Tier: compaction.TierFull, TokensBefore: 78000, TokensAfter: 40000,
+		Calibration: 1.05, UsageBefore: 0.819, UsageAfter: 0.42, SummarizerCalls: 2, SummarizerInputTokens: 2100, SummarizerOutputTokens: 260})
+	if failed := s.flushStatus(ctx); failed != 0 {
+		t.Fatalf("%d status writes failed", failed)
+	}
+	st := read()
+	if want := (compactionv1alpha1.SummarizerUsage{Calls: 3, InputTokens: 3000, OutputTokens: 380}); st.Summarizer != want {
+		t.Errorf("status.summarizer %+v, want %+v", st.Summarizer, want)
+	}
+	if st.Tier != compactionv1alpha1.TierFull || st.ContextUsage != "0.82" {
+		t.Errorf("status tier %s contextUsage %s, want Full 0.82 (the calibrated usage of the last record)", st.Tier, st.ContextUsage)
+	}
+	if st.Compactions != (compactionv1alpha1.TierCounts{Soft: 1, Full: 1}) || st.TokensBefore != 78000 || st.TokensAfter != 40000 {
+		t.Errorf("status compactions %+v tokens %d->%d", st.Compactions, st.TokensBefore, st.TokensAfter)
+	}
+	if n := metricValue(t, reg, "compaction_api_status_writes_total", map[string]string{"result": "written"}); n != 1 {
+		t.Errorf("%v status writes, want 1 for both compactions", n)
+	}
+
+	// Later work adds to the status, also from a turn whose tier stays None and that is not
+	// due for a usage write (the session's first None turn was never written: make it due
+	// later).
+	s.usageWritten = map[types.UID]time.Time{obj.UID: now}
+	s.recordStatus(sess, &compaction.CompactionRecord{ID: "3", Timestamp: now, Tier: compaction.TierNone, TokensBefore: 41000, TokensAfter: 41000,
+		Calibration: 1.05, UsageBefore: 0.43, UsageAfter: 0.43, SummarizerCalls: 1, SummarizerInputTokens: 500, SummarizerOutputTokens: 40})
+	if failed := s.flushStatus(ctx); failed != 0 {
+		t.Fatalf("%d status writes failed", failed)
+	}
+	st = read()
+	if want := (compactionv1alpha1.SummarizerUsage{Calls: 4, InputTokens: 3500, OutputTokens: 420}); st.Summarizer != want {
+		t.Errorf("status.summarizer %+v after a None turn with summarizer work, want %+v", st.Summarizer, want)
+	}
+	if st.Tier != compactionv1alpha1.TierFull || st.ContextUsage != "0.82" {
+		t.Errorf("a None turn that is not due changed tier %s contextUsage %s", st.Tier, st.ContextUsage)
+	}
+}
