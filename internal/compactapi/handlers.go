@@ -110,7 +110,7 @@ func (s *Server) compact(w http.ResponseWriter, r *http.Request, sess *session) 
 	for attempt := 1; ; attempt++ {
 		c, cerr := compaction.NewProgressiveCompactor(sess.cfg,
 			compaction.WithStore(sess.store), compaction.WithSessionID(sess.id),
-			compaction.WithSummarizer(sess.summarizer),
+			compaction.WithSummarizer(sess.summarizer), compaction.WithLastViewTokens(s.lastViewTokens(sess.id)),
 			compaction.WithLogger(s.log.WithValues("session", sess.obj.Namespace+"/"+sess.obj.Name)))
 		if cerr != nil {
 			return &apiError{http.StatusConflict, ReasonSessionNotReady, "the session's policy does not make a valid configuration: " + cerr.Error()}
@@ -132,6 +132,9 @@ func (s *Server) compact(w http.ResponseWriter, r *http.Request, sess *session) 
 		default:
 			return &apiError{http.StatusServiceUnavailable, ReasonStorage, err.Error()}
 		}
+	}
+	if s.lastViews != nil {
+		s.lastViews.Add(sess.id, rec.TokensAfter)
 	}
 	s.metrics.observeCompaction(sess.summarizer.Name(), rec)
 	s.emitEvent(sess, rec)
@@ -164,6 +167,16 @@ func usageOf(cfg compaction.Config, rec *compaction.CompactionRecord) recordUsag
 	}
 	next, toNext := cfg.NextTier(rec.TokensAfter)
 	return recordUsage{before: cfg.Usage(rec.TokensBefore), after: cfg.Usage(rec.TokensAfter), next: next, toNext: toNext}
+}
+
+// lastViewTokens is the estimate of the view this replica returned last for the session (0
+// when unknown).
+func (s *Server) lastViewTokens(id string) int {
+	if s.lastViews == nil {
+		return 0
+	}
+	n, _ := s.lastViews.Get(id)
+	return n
 }
 
 func (s *Server) offload(w http.ResponseWriter, r *http.Request, sess *session) error {

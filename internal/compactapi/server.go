@@ -9,6 +9,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	lru "github.com/hashicorp/golang-lru/v2"
 	"net"
 	"net/http"
 	"path/filepath"
@@ -72,6 +73,11 @@ type Server struct {
 
 	locks  sessionLocks
 	status *statusBatcher
+	// lastViews remembers, per session, the estimated tokens of the view this replica
+	// returned last: the prompt the agent's next usage.promptTokens measures, which
+	// calibrates the session's estimate. Bounded; a session served elsewhere just skips a
+	// calibration sample.
+	lastViews *lru.Cache[string, int]
 	// serving is set once the listener is bound, for the readiness probe.
 	serving atomic.Bool
 
@@ -101,6 +107,10 @@ func New(mgr ctrl.Manager, cfg Config, stores *policy.Stores, reg prometheus.Reg
 	if err != nil {
 		return nil, fmt.Errorf("register compaction API metrics: %w", err)
 	}
+	lastViews, err := lru.New[string, int](lastViewSessions)
+	if err != nil {
+		return nil, fmt.Errorf("last views cache: %w", err)
+	}
 	return &Server{
 		cfg:       cfg,
 		cache:     mgr.GetCache(),
@@ -113,8 +123,13 @@ func New(mgr ctrl.Manager, cfg Config, stores *policy.Stores, reg prometheus.Reg
 		metrics:   m,
 		log:       ctrl.Log.WithName("compaction-api"),
 		status:    newStatusBatcher(),
+		lastViews: lastViews,
 	}, nil
 }
+
+// lastViewSessions bounds the sessions whose last view size a replica remembers (an int
+// each).
+const lastViewSessions = 20000
 
 // NeedLeaderElection is false: every replica serves the API.
 func (s *Server) NeedLeaderElection() bool { return false }
