@@ -453,3 +453,220 @@ func TestBuildSummaryPromptBounded(t *testing.T) {
 		}
 	}
 }
+
+// decisionItems are n key_decision items, each about 60 bytes and numbered.
+func decisionItems(prefix string, n int) string {
+	var b strings.Builder
+	for i := range n {
+		fmt.Fprintf(&b, "- %s %02d: use the token stream for nested brackets\n", prefix, i)
+	}
+	return b.String()
+}
+
+// FormatAnchorsWithin: the anchors as they are when they fit; otherwise each available
+// anchor shrunk in proportion, keeping its first and last items, N/A untouched, still
+// parsing back, within max plus the rendering's own bytes (headers and indentation).
+func TestFormatAnchorsWithin(t *testing.T) {
+	anchors := []Anchor{
+		{AnchorUserIntent, decisionItems("intent", 30)},
+		{AnchorExecutionProgress, decisionItems("step", 30)},
+		{AnchorKeyDecision, decisionItems("decision", 30)},
+		{AnchorTriedSolution, NotAvailable},
+		{AnchorNextStep, decisionItems("next", 6)},
+	}
+	full := FormatAnchors(anchors)
+	if got := FormatAnchorsWithin(anchors, len(full)); got != full {
+		t.Fatal("anchors that fit were changed")
+	}
+	for _, max := range []int{len(full) * 2 / 3, len(full) / 3, len(full) / 6} {
+		out := FormatAnchorsWithin(anchors, max)
+		parsed, _, err := ParseAnchorsAndSummary("## Anchors\n" + out + "\n## Summary\nS")
+		if err != nil {
+			t.Fatalf("max %d: %v", max, err)
+		}
+		content, lines := 0, strings.Count(out, "\n")
+		for i, a := range parsed {
+			content += len(a.Content)
+			if a.Type != anchors[i].Type {
+				t.Fatalf("max %d: anchor %d is %s", max, i, a.Type)
+			}
+			if !anchors[i].Available() {
+				if a.Content != NotAvailable {
+					t.Errorf("max %d: N/A anchor became %q", max, a.Content)
+				}
+				continue
+			}
+			items := splitItems(anchors[i].Content).items
+			got := splitItems(a.Content)
+			if len(got.items) == 0 || got.items[0] != items[0] || got.items[len(got.items)-1] != items[len(items)-1] {
+				t.Errorf("max %d: %s lost its first or last item: %q", max, a.Type, a.Content)
+			}
+			if len(a.Content) >= len(anchors[i].Content) || got.elided == 0 {
+				t.Errorf("max %d: %s not shrunk with an elision marker: %q", max, a.Type, a.Content)
+			}
+		}
+		if content > max || len(out) > max+lines*3+len(anchors)*len("- execution_progress:") {
+			t.Errorf("max %d: %d bytes of content, %d rendered (%d lines)", max, content, len(out), lines)
+		}
+	}
+}
+
+// withoutPinned drops the user_intent items a pin shows word for word (the start of one,
+// when the item was clipped), keeps the others and every other anchor, and never changes
+// its input.
+func TestWithoutPinned(t *testing.T) {
+	task := "Fix the failing parser test in parser.go; keep the public API."
+	instr := "Please also update the docs for the parser module."
+	pin := func(s string, shortened bool) Pin {
+		p := Pin{Kind: PinKindInstruction, Message: user(s), Bytes: len(s)}
+		if shortened {
+			p.Bytes = len(s) + 5000
+		}
+		return p
+	}
+	pins := []Pin{pin(task, false), pin(instr, false)}
+	cases := []struct {
+		name   string
+		intent string
+		pins   []Pin
+		want   string
+	}{
+		{"pinned items go", "- " + task + "\n- later: " + instr + "\n- never touch the lexer's token table", pins, "never touch the lexer's token table"},
+		{"all pinned", "- " + task + "\n- later: " + instr, pins, "(the task and the user's instructions are pinned above)"},
+		{"a clipped item is the pin's start", "- Fix the failing parser test in parser...\n- keep going", pins, "keep going"},
+		{"a short item is kept", "- Fix the failing\n- keep going", pins, "- Fix the failing\n- keep going"},
+		{"a shortened pin does not count", "- " + task + "\n- keep going", []Pin{pin(task, true)}, "- " + task + "\n- keep going"},
+		{"the elision marker stays", "- " + task + "\n- [... 3 items elided ...]\n- keep going", pins, "- keep going\n- [... 3 items elided ...]"},
+		{"no pins", "- " + task, nil, "- " + task},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			in := []Anchor{{AnchorUserIntent, c.intent}, {AnchorKeyDecision, "- " + task}, {AnchorNextStep, instr}}
+			before := fmt.Sprint(in)
+			out := withoutPinned(in, c.pins)
+			if fmt.Sprint(in) != before {
+				t.Fatal("the input anchors were changed")
+			}
+			if out[0].Content != c.want {
+				t.Errorf("user_intent %q, want %q", out[0].Content, c.want)
+			}
+			if out[1] != in[1] || out[2] != in[2] {
+				t.Errorf("other anchors changed: %q", out[1:])
+			}
+		})
+	}
+}
+
+// restates: one decision held whole in another, both at least 40 bytes; the merge keeps
+// the shorter statement once, only in key_decision.
+func TestRestatesAndMerge(t *testing.T) {
+	const short = "the root cause is the lexer's unbalanced bracket handling"
+	const long = "currently working on parser.go; " + short + " in tokenize()"
+	for _, c := range []struct {
+		a, b string
+		want bool
+	}{
+		{long, short, true},
+		{short, long, true},
+		{short, short, true},
+		{long, "the lexer", false}, // too short to mean something alone
+		{strings.Repeat("x", 39), strings.Repeat("x", 39) + " and more words after it", false},
+		{strings.Repeat("x", 40), strings.Repeat("x", 40) + " and more words after it", true},
+		{long, "the root cause is the parser's recursion depth limit here", false},
+	} {
+		if got := restates(c.a, c.b); got != c.want {
+			t.Errorf("restates(%q, %q) = %v", c.a, c.b, got)
+		}
+	}
+	for _, order := range [][2]string{{long, short}, {short, long}} {
+		merged := anchorMap(MergeAnchors([]Anchor{{AnchorKeyDecision, "- use a stack\n- " + order[0]}}, []Anchor{{AnchorKeyDecision, "- " + order[1]}}))
+		if got := merged[AnchorKeyDecision]; got != "- use a stack\n- "+short {
+			t.Errorf("merged %q then %q: %q", order[0][:10], order[1][:10], got)
+		}
+	}
+	// Other anchors keep both.
+	merged := anchorMap(MergeAnchors([]Anchor{{AnchorExecutionProgress, long}}, []Anchor{{AnchorExecutionProgress, short}}))
+	if got := merged[AnchorExecutionProgress]; got != "- "+long+"\n- "+short {
+		t.Errorf("execution_progress: %q", got)
+	}
+}
+
+// shedWeakDecisions drops, oldest first, the non-strong decisions after the head, never
+// the newest three, until the list fits; it stops when only strong ones are left.
+func TestShedWeakDecisions(t *testing.T) {
+	items := []string{
+		"h1 an early observation", "h2 an early observation", "h3 an early observation", // head
+		"w1 the test output looks long",
+		"s1 we decided to use a stack",
+		"w2 the file has many imports",
+		"w3 the docs mention brackets",
+		"s2 the root cause is the lexer",
+		"n1 ran the tests again", "n2 looked at the diff", "n3 checked the linter", // newest
+	}
+	size := 40 // the elision marker
+	for _, it := range items {
+		size += len(it) + 4
+	}
+	for _, c := range []struct {
+		name   string
+		max    int
+		want   []string
+		elided int
+	}{
+		{"fits", size, items, 0},
+		{"two weak go", size - len(items[3]) - len(items[5]) - 8, []string{items[0], items[1], items[2], items[4], items[6], items[7], items[8], items[9], items[10]}, 2},
+		{"all weak but the newest go", 10, []string{items[0], items[1], items[2], items[4], items[7], items[8], items[9], items[10]}, 3},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			in := append([]string(nil), items...)
+			got, elided, tail := shedWeakDecisions(nil, in, 5, 3, 12, c.max)
+			if fmt.Sprint(got) != fmt.Sprint(c.want) || elided != 5+c.elided || tail > 12 {
+				t.Errorf("got %q, elided %d, tail %d", got, elided, tail)
+			}
+			if fmt.Sprint(in) != fmt.Sprint(items) {
+				t.Error("the input was changed")
+			}
+		})
+	}
+	// Through the merge: over MaxDecisionChars, a strong decision from the middle survives
+	// where the weak ones around it are elided.
+	var old strings.Builder
+	for i := range 40 {
+		if i == 20 {
+			old.WriteString("- we decided to keep the public API and use a stack instead of a regex for nested brackets\n")
+			continue
+		}
+		fmt.Fprintf(&old, "- observation %02d: the parser output %s\n", i, strings.Repeat("looks plausible ", 8))
+	}
+	got := anchorMap(MergeAnchors([]Anchor{{AnchorKeyDecision, old.String()}}, []Anchor{{AnchorKeyDecision, "the next run passed"}}))[AnchorKeyDecision]
+	if len(got) > MaxDecisionChars || !strings.Contains(got, "we decided to keep the public API") || !strings.Contains(got, "observation 00") ||
+		!strings.Contains(got, "the next run passed") || strings.Contains(got, "observation 21") || !strings.Contains(got, "elided ...]") {
+		t.Errorf("merged key_decision (%d bytes): %q", len(got), got)
+	}
+}
+
+// pickDecisions keeps n decisions, the strong ones first, then the first-read (newest)
+// others, in the order read.
+func TestPickDecisions(t *testing.T) {
+	ds := []string{"w1 looks fine", "s1 the root cause is the lexer", "w2 many imports", "s2 switch to a stack", "w3 ran it", "s3 decided to keep the API"}
+	for _, c := range []struct {
+		n    int
+		want []string
+	}{
+		{6, ds},
+		{9, ds},
+		{4, []string{ds[0], ds[1], ds[3], ds[5]}},
+		{3, []string{ds[1], ds[3], ds[5]}},
+		{2, []string{ds[1], ds[3]}},
+		{0, []string{}},
+	} {
+		got := pickDecisions(append([]string(nil), ds...), c.n)
+		if fmt.Sprint(got) != fmt.Sprint(c.want) {
+			t.Errorf("pickDecisions(n=%d) = %q, want %q", c.n, got, c.want)
+		}
+	}
+	weak := []string{"a", "b", "c", "d"}
+	if got := pickDecisions(weak, 2); fmt.Sprint(got) != "[a b]" || fmt.Sprint(weak) != "[a b c d]" {
+		t.Errorf("without strong ones: %q (input %q)", got, weak)
+	}
+}
