@@ -472,13 +472,13 @@ func TestFormatAnchorsWithin(t *testing.T) {
 		{AnchorExecutionProgress, decisionItems("step", 30)},
 		{AnchorKeyDecision, decisionItems("decision", 30)},
 		{AnchorTriedSolution, NotAvailable},
-		{AnchorNextStep, decisionItems("next", 6)},
+		{AnchorNextStep, decisionItems("next", 30)},
 	}
 	full := FormatAnchors(anchors)
 	if got := FormatAnchorsWithin(anchors, len(full)); got != full {
 		t.Fatal("anchors that fit were changed")
 	}
-	for _, max := range []int{len(full) * 2 / 3, len(full) / 3, len(full) / 6} {
+	for _, max := range []int{len(full) * 2 / 3, len(full) / 3, len(full) / 5} {
 		out := FormatAnchorsWithin(anchors, max)
 		parsed, _, err := ParseAnchorsAndSummary("## Anchors\n" + out + "\n## Summary\nS")
 		if err != nil {
@@ -668,5 +668,56 @@ func TestPickDecisions(t *testing.T) {
 	weak := []string{"a", "b", "c", "d"}
 	if got := pickDecisions(weak, 2); fmt.Sprint(got) != "[a b]" || fmt.Sprint(weak) != "[a b c d]" {
 		t.Errorf("without strong ones: %q (input %q)", got, weak)
+	}
+}
+
+// TestBugFormatAnchorsWithinDropsNewestOfShortList: FormatAnchorsWithin promises to keep
+// each shrunk anchor's oldest and newest items, but an anchor with no more items than its
+// head bound (anchorBounds: next_step 6, user_intent 12, the others 3) loses its newest
+// ones: boundItems takes h = min(head, len(items)) = all of them and t = min(tail,
+// len(items)-h) = 0, then gives bytes back by lowering h, i.e. from the newest end. The
+// view then shows the oldest steps of the current plan and the task without the user's
+// latest instructions. (MergeAnchors bounds its lists with the same boundItems, so a
+// user_intent of at most 12 items over MaxAnchorChars loses its newest instruction too.)
+func TestBugFormatAnchorsWithinDropsNewestOfShortList(t *testing.T) {
+	anchors := []Anchor{
+		{AnchorUserIntent, decisionItems("instruction", 10)},
+		{AnchorExecutionProgress, decisionItems("step", 30)},
+		{AnchorKeyDecision, decisionItems("decision", 30)},
+		{AnchorTriedSolution, NotAvailable},
+		{AnchorNextStep, decisionItems("next", 6)},
+	}
+	out := FormatAnchorsWithin(anchors, len(FormatAnchors(anchors))/3)
+	parsed, _, err := ParseAnchorsAndSummary("## Anchors\n" + out + "\n## Summary\nS")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, a := range parsed {
+		if !anchors[i].Available() {
+			continue
+		}
+		items := splitItems(anchors[i].Content).items
+		got := splitItems(a.Content).items
+		if len(got) == 0 || got[0] != items[0] || got[len(got)-1] != items[len(items)-1] {
+			t.Errorf("%s (%d items) lost its first or newest item: %q", a.Type, len(items), a.Content)
+		}
+	}
+}
+
+// TestBugFormatAnchorsWithinClipsElisionMarker: when a list must be clipped (a small
+// window), boundItems clips every item, the elision marker included, which becomes an
+// ordinary item such as "[... 27 i..." that no reader (nor splitItems) recognizes.
+func TestBugFormatAnchorsWithinClipsElisionMarker(t *testing.T) {
+	anchors := []Anchor{{AnchorKeyDecision, decisionItems("decision", 30)}}
+	out := FormatAnchorsWithin(anchors, len(FormatAnchors(anchors))/25)
+	parsed, _, _ := ParseAnchorsAndSummary("## Anchors\n" + out + "\n## Summary\nS")
+	l := splitItems(anchorContent(parsed, AnchorKeyDecision))
+	for _, it := range l.items {
+		if strings.HasPrefix(it, "[...") {
+			t.Errorf("a clipped elision marker shown as an item: %q (in %q)", it, out)
+		}
+	}
+	if l.elided == 0 {
+		t.Errorf("no elision marker left: %q", out)
 	}
 }
