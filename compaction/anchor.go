@@ -491,8 +491,11 @@ func FormatAnchorsWithin(anchors []Anchor, max int) string {
 			continue
 		}
 		l := splitItems(a.Content)
-		head, tail := anchorBounds(a.Type)
-		out[i].Content = boundItems(nil, l.items, l.elided, head, tail, limit)
+		// All the items are candidates, split between the oldest and the newest, so the
+		// newest give way from the middle, not the end.
+		head, _ := anchorBounds(a.Type)
+		head = min(head, (len(l.items)+1)/2)
+		out[i].Content = boundItems(nil, l.items, l.elided, head, len(l.items)-head, limit)
 	}
 	return FormatAnchors(out)
 }
@@ -915,7 +918,9 @@ func boundItems(fixed, items []string, elided, head, tail, max int) string {
 		list = append(list, items[len(items)-t:]...)
 		if clipTo > 0 {
 			for i := range list {
-				list[i] = clip(list[i], clipTo)
+				if !elisionItem.MatchString(list[i]) { // a clipped marker would read as an item
+					list[i] = clip(list[i], clipTo)
+				}
 			}
 		}
 		return renderItems(list)

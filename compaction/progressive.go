@@ -55,6 +55,8 @@ type ProgressiveCompactor struct {
 	lastViewTokens int
 	// savedCalibration is the calibration factor of the stored state.
 	savedCalibration float64
+	// factor is the calibration factor of the compaction in progress (1 outside one).
+	factor float64
 }
 
 // Option configures a ProgressiveCompactor.
@@ -325,6 +327,8 @@ func (c *ProgressiveCompactor) compact(ctx context.Context, msgs []Message, d *D
 	}
 	view := closeView(c.shown(t.view()))
 	factor := c.calibrate(promptTokens, rec)
+	c.factor = factor
+	defer func() { c.factor = 1 }()
 	rec.TokensBefore, rec.MsgsBefore = EstimateTokens(view), len(view)
 	rec.Calibration = factor
 	rec.UsageBefore = c.cfg.Usage(calibrated(rec.TokensBefore, factor))
@@ -356,9 +360,9 @@ func (c *ProgressiveCompactor) compact(ctx context.Context, msgs []Message, d *D
 	case TierEmergency:
 		out = c.emergency(ctx, &t, rec)
 	case TierWarn:
-		out = c.warn(ctx, &t, view, rec, factor)
+		out = c.warn(ctx, &t, view, rec)
 	case TierSoft, TierFull:
-		out = c.summarizeToTarget(ctx, &t, view, rec, factor)
+		out = c.summarizeToTarget(ctx, &t, view, rec)
 	}
 	out = closeView(c.shown(out))
 
@@ -425,7 +429,7 @@ func (c *ProgressiveCompactor) emergency(ctx context.Context, t *turn, rec *Comp
 		}
 	}
 	out := closeView(concat(t.system, carried, tail))
-	budget := int(float64(c.cfg.ContextWindow) * c.cfg.WarnThreshold)
+	budget := int(c.cfg.WarnThreshold*float64(c.windowChars())) / 4
 	return shrinkToBudget(out, budget, len(t.system)+len(carried))
 }
 
@@ -509,12 +513,12 @@ func (c *ProgressiveCompactor) summarize(ctx context.Context, s Summarizer, span
 	// What the pins show verbatim is not repeated in the anchors the view shows.
 	shown := withoutPinned(merged, pins)
 	rendered := FormatAnchors(shown)
-	if capBytes := c.cfg.ContextWindow * 4 / 5; capBytes > 0 {
+	if capBytes := c.windowChars() / 5; capBytes > 0 {
 		// Anchors are what an agent continues from: they give way only in a window too small
 		// for them (more than a third of it), where they would crowd out the recent messages.
 		// (Cut down to the fifth, they lost half the decisions and errors at 8,000 tokens
 		// for 10% fewer compactions.)
-		rendered = FormatAnchorsWithin(shown, c.cfg.ContextWindow*4/3)
+		rendered = FormatAnchorsWithin(shown, c.windowChars()/3)
 		limit = min(limit, max(capBytes-len(rendered), minProseChars))
 	}
 	summary = truncateUTF8(summary, limit)
@@ -554,7 +558,17 @@ func (c *ProgressiveCompactor) newPinCandidates(t *turn, n int) []Pin {
 }
 
 func (c *ProgressiveCompactor) pinBudgetChars() int {
-	return int(float64(c.cfg.ContextWindow)*c.cfg.PinBudget) * 4
+	return int(float64(c.windowChars()) * c.cfg.PinBudget)
+}
+
+// windowChars is the window in estimated characters (the estimate's unit before /4), under
+// the session's calibration: shares of the window are shares of the real tokens.
+func (c *ProgressiveCompactor) windowChars() int {
+	f := c.factor
+	if f <= 0 {
+		f = 1
+	}
+	return int(float64(c.cfg.ContextWindow) * 4 / f)
 }
 
 // advance moves the watermark past the first n messages of t.rest, which msgContent and
