@@ -20,10 +20,12 @@ type Config struct {
 	// compaction buys many turns instead of one: a Soft result that would stay above it is
 	// done as Full in the same turn. Default 0.50; must be below WarnThreshold.
 	TargetThreshold float64
-	// MinSaving is the least share of the view a compaction must save to be done at all: a
-	// summarizer call or a rewrite of the cached prefix that saves less costs more than it
-	// buys. Warn offloads wait until together they save this much; a Soft span that saves
-	// less escalates to Full; a Full one that saves less waits. Default 0.15; (0, 0.5].
+	// MinSaving is the least share of the view a compaction must be predicted to save to be
+	// done at all: a summarizer call or a rewrite of the cached prefix that saves less costs
+	// more than it buys. Warn offloads wait until together they save this much; a Soft span
+	// that saves less escalates to Full; a Full one that saves less waits. A summary that
+	// comes out larger than predicted is kept (its call is paid) and its record says so.
+	// Default 0.15; (0, 0.5].
 	MinSaving float64
 
 	// OffloadThreshold: tool results in the head longer than this (bytes) are offloaded

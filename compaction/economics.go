@@ -134,7 +134,10 @@ func (c *ProgressiveCompactor) warn(ctx context.Context, t *turn, view []Message
 //     large recent results): the view waits, and Emergency catches an overflow.
 //   - a Soft summary that still leaves the view above the target is followed by the rest of
 //     the head in the same turn (a second call, only when the prediction was wrong).
-//   - a Full result still at or above the Emergency threshold is cut as Emergency cuts.
+//
+// A Full result above the target (the preserved tail alone is that large) is kept: it is
+// below the Emergency threshold, since Full runs below it and a summary is used only when it
+// makes the view smaller. Emergency is for overflow, not for the target.
 func (c *ProgressiveCompactor) summarizeToTarget(ctx context.Context, t *turn, view []Message, rec *CompactionRecord) []Message {
 	head, tail := splitRest(t.rest, c.cfg.MinTailMessages)
 	rec.PreservedTail = len(t.rest)
@@ -165,7 +168,7 @@ func (c *ProgressiveCompactor) summarizeToTarget(ctx context.Context, t *turn, v
 			out = c.summarizeSpan(ctx, &t2, kept, nil, tail, rec)
 			rec.Summarized += done
 			c.noteSmallSaving(out, viewChars, rec)
-			return c.overflowGuard(out, t, rec)
+			return out
 		}
 		rec.Notes = append(rec.Notes, fmt.Sprintf("Soft escalated to Full: the oldest half of the head would bring the view to %.0f%% of the window (target %.0f%%)",
 			100*float64(viewChars-s)/float64(c.windowChars()), 100*c.cfg.TargetThreshold))
@@ -178,7 +181,7 @@ func (c *ProgressiveCompactor) summarizeToTarget(ctx context.Context, t *turn, v
 	}
 	out := c.summarizeSpan(ctx, t, head, nil, tail, rec)
 	c.noteSmallSaving(out, viewChars, rec)
-	return c.overflowGuard(out, t, rec)
+	return out
 }
 
 // noteSmallSaving says in the record when a summary turned out larger than predicted and the
@@ -224,19 +227,6 @@ func (c *ProgressiveCompactor) predictSaving(t *turn, span []Message) int {
 		pins = min(pins, max(room, 0))
 	}
 	return spanChars + old - msg - pins
-}
-
-// overflowGuard cuts a Full result that is still at or above the Emergency threshold (the
-// preserved tail alone is that large) as Emergency would; any other result is kept, even
-// above the target.
-func (c *ProgressiveCompactor) overflowGuard(out []Message, t *turn, rec *CompactionRecord) []Message {
-	closed := closeView(c.shown(out))
-	if float64(charsOf(closed)) < c.cfg.EmergencyThreshold*float64(c.windowChars()) {
-		return out
-	}
-	rec.Notes = append(rec.Notes, "still at or above the Emergency threshold after Full: the largest kept messages were shortened")
-	budget := int(c.cfg.WarnThreshold*float64(c.windowChars())) / 4
-	return shrinkToBudget(closed, budget, len(t.system)+len(c.carried()))
 }
 
 // countSummarizer counts one summarizer call with its tokens: the server's usage when it
