@@ -63,6 +63,7 @@ type options struct {
 	apiCertDir               string
 	apiMaxBodyBytes          int64
 	apiRequestTimeout        time.Duration
+	apiReadTimeout           time.Duration
 	apiUsageInterval         time.Duration
 	showVersion              bool
 	kubeQPS                  float64
@@ -103,6 +104,8 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.apiCertDir, "api-cert-dir", "", "directory with tls.crt and tls.key for the compaction API (reloaded on change); empty serves plain HTTP")
 	fs.Int64Var(&o.apiMaxBodyBytes, "api-max-body-bytes", compactapi.DefaultMaxBodyBytes, "largest request body the compaction API accepts")
 	fs.DurationVar(&o.apiRequestTimeout, "api-request-timeout", compactapi.DefaultRequestTimeout, "deadline of one compaction API request, summarizer calls included")
+	fs.DurationVar(&o.apiReadTimeout, "api-read-timeout", compactapi.DefaultReadTimeout,
+		"longest time a client may take to send a compaction API request, headers and body; a stalled upload is answered 408 after it")
 	fs.DurationVar(&o.apiUsageInterval, "api-usage-interval", compactapi.DefaultUsageInterval, "least time between two status writes of a session for turns that needed no compaction")
 	fs.Float64Var(&o.kubeQPS, "kube-api-qps", 100,
 		"steady requests per second to the Kubernetes API (a new session costs two; status writes of the compaction API count here)")
@@ -215,7 +218,7 @@ func runManager(ctx context.Context, o *options) error {
 	if o.apiAddr != "0" {
 		api, err := compactapi.New(mgr, compactapi.Config{
 			BindAddress: o.apiAddr, CertDir: o.apiCertDir, MaxBodyBytes: o.apiMaxBodyBytes,
-			RequestTimeout: o.apiRequestTimeout, UsageInterval: o.apiUsageInterval,
+			RequestTimeout: o.apiRequestTimeout, ReadTimeout: o.apiReadTimeout, UsageInterval: o.apiUsageInterval,
 			ClusterResourceNamespace: o.clusterResourceNamespace,
 		}, stores, crmetrics.Registry)
 		if err != nil {

@@ -63,14 +63,10 @@ func clip(s string) string {
 }
 
 // decode reads one JSON object with no unknown top-level fields and nothing after it.
-func decode(r *http.Request, v any) error {
-	dec := json.NewDecoder(r.Body)
+func decode(body []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			return err
-		}
 		if errors.Is(err, io.EOF) {
 			return &apiError{http.StatusBadRequest, ReasonBadRequest, "empty request body: send a JSON object"}
 		}
@@ -82,22 +78,29 @@ func decode(r *http.Request, v any) error {
 	return nil
 }
 
-func (s *Server) compact(w http.ResponseWriter, r *http.Request, sess *session) error {
+// parseCompact decodes and checks the body of a compaction, before the session is locked.
+// What needs the session's state (tool calls answered across the watermark, the watermark
+// itself) is checked by the engine.
+func parseCompact(body []byte) (*wire.CompactRequest, error) {
 	var req wire.CompactRequest
-	if err := decode(r, &req); err != nil {
-		return err
+	if err := decode(body, &req); err != nil {
+		return nil, err
 	}
 	if len(req.Messages) == 0 {
-		return &apiError{http.StatusBadRequest, ReasonInvalidMessages, "messages is empty"}
+		return nil, &apiError{http.StatusBadRequest, ReasonInvalidMessages, "messages is empty"}
 	}
 	if req.Watermark < 0 || (req.Watermark > 0) != (req.PrefixHash != "") {
-		return &apiError{http.StatusBadRequest, ReasonBadRequest, "a delta request needs both watermark (> 0) and prefixHash from the last response"}
+		return nil, &apiError{http.StatusBadRequest, ReasonBadRequest, "a delta request needs both watermark (> 0) and prefixHash from the last response"}
 	}
+	if req.Usage != nil && req.Usage.PromptTokens < 0 {
+		return nil, &apiError{http.StatusBadRequest, ReasonBadRequest, "usage.promptTokens must not be negative"}
+	}
+	return &req, nil
+}
+
+func (s *Server) compact(w http.ResponseWriter, r *http.Request, sess *session, req *wire.CompactRequest) error {
 	d := compaction.Delta{Watermark: req.Watermark, PrefixHash: req.PrefixHash}
 	if req.Usage != nil {
-		if req.Usage.PromptTokens < 0 {
-			return &apiError{http.StatusBadRequest, ReasonBadRequest, "usage.promptTokens must not be negative"}
-		}
 		d.PromptTokens = req.Usage.PromptTokens
 	}
 
@@ -179,18 +182,24 @@ func (s *Server) lastViewTokens(id string) int {
 	return n
 }
 
-func (s *Server) offload(w http.ResponseWriter, r *http.Request, sess *session) error {
+// parseOffload decodes and checks the body of an offload, before the session is locked.
+func parseOffload(body []byte) (*wire.OffloadRequest, error) {
 	var req wire.OffloadRequest
-	if err := decode(r, &req); err != nil {
-		return err
+	if err := decode(body, &req); err != nil {
+		return nil, err
 	}
 	m := req.Message
 	if m.Role != compaction.RoleTool {
-		return &apiError{http.StatusBadRequest, ReasonInvalidMessages, fmt.Sprintf("message.role is %q: only tool results are offloaded", m.Role)}
+		return nil, &apiError{http.StatusBadRequest, ReasonInvalidMessages, fmt.Sprintf("message.role is %q: only tool results are offloaded", m.Role)}
 	}
 	if err := compaction.ValidateToolCallID(m.ToolCallID); err != nil {
-		return &apiError{http.StatusBadRequest, ReasonInvalidMessages, "message.tool_call_id: " + err.Error()}
+		return nil, &apiError{http.StatusBadRequest, ReasonInvalidMessages, "message.tool_call_id: " + err.Error()}
 	}
+	return &req, nil
+}
+
+func (s *Server) offload(w http.ResponseWriter, r *http.Request, sess *session, req *wire.OffloadRequest) error {
+	m := req.Message
 	o := compaction.NewOffloader(sess.store, sess.id, sess.cfg.OffloadThreshold, sess.cfg.PreviewLines)
 	out, entry, err := o.Hook(r.Context(), m, sess.cfg.HookThreshold)
 	if err != nil {
@@ -204,7 +213,7 @@ func (s *Server) offload(w http.ResponseWriter, r *http.Request, sess *session) 
 	return nil
 }
 
-func (s *Server) toolResult(w http.ResponseWriter, r *http.Request, sess *session) error {
+func (s *Server) toolResult(w http.ResponseWriter, r *http.Request, sess *session, _ struct{}) error {
 	id := r.PathValue("id")
 	if err := compaction.ValidateToolCallID(id); err != nil {
 		return &apiError{http.StatusBadRequest, ReasonBadRequest, "tool call ID: " + err.Error()}
@@ -223,7 +232,7 @@ func (s *Server) toolResult(w http.ResponseWriter, r *http.Request, sess *sessio
 	return nil
 }
 
-func (s *Server) records(w http.ResponseWriter, r *http.Request, sess *session) error {
+func (s *Server) records(w http.ResponseWriter, r *http.Request, sess *session, _ struct{}) error {
 	// Records are buffered up to a first chunk so a storage error before any output can still
 	// be answered with a proper status; after that they stream.
 	sw := &lazyWriter{w: w, threshold: 64 << 10}

@@ -70,8 +70,12 @@ func postCompact(t *testing.T, s *Server, sess *session, body map[string]any) (*
 		t.Fatal(err)
 	}
 	w := httptest.NewRecorder()
+	req, err := parseCompact(data)
+	if err != nil {
+		return w, err
+	}
 	r := httptest.NewRequest(http.MethodPost, "/v1/namespaces/ns/sessions/agent/compact", strings.NewReader(string(data)))
-	return w, s.compact(w, r, sess)
+	return w, s.compact(w, r, sess, req)
 }
 
 // TestCompactPinnedMessage: a message sent with "pinned": true is accepted under the policy's
@@ -130,7 +134,7 @@ func TestCompactPinnedMessage(t *testing.T) {
 	rw := httptest.NewRecorder()
 	r := httptest.NewRequest(http.MethodGet, "/v1/namespaces/ns/sessions/agent/toolresults/"+id, nil)
 	r.SetPathValue("id", id)
-	if err := s.toolResult(rw, r, sess); err != nil {
+	if err := s.toolResult(rw, r, sess, struct{}{}); err != nil {
 		t.Fatalf("read back %s: %v", id, err)
 	}
 	if rw.Body.String() != marked {

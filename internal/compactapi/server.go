@@ -33,6 +33,7 @@ import (
 const (
 	DefaultMaxBodyBytes   = 32 << 20
 	DefaultRequestTimeout = 60 * time.Second
+	DefaultReadTimeout    = 30 * time.Second
 	DefaultUsageInterval  = 5 * time.Second
 	DefaultStatusFlush    = 500 * time.Millisecond
 )
@@ -48,6 +49,10 @@ type Config struct {
 	MaxBodyBytes int64
 	// RequestTimeout bounds one request, summarizer calls included.
 	RequestTimeout time.Duration
+	// ReadTimeout bounds how long a client may take to send a request, headers and body: a
+	// stalled upload is cut off after it. The body is read before the session's lock is
+	// taken, so a slow client never holds up the session's other requests.
+	ReadTimeout time.Duration
 	// UsageInterval is the least time between two status writes of a session for turns
 	// that needed no compaction.
 	UsageInterval time.Duration
@@ -93,6 +98,9 @@ func New(mgr ctrl.Manager, cfg Config, stores *policy.Stores, reg prometheus.Reg
 	}
 	if cfg.RequestTimeout <= 0 {
 		cfg.RequestTimeout = DefaultRequestTimeout
+	}
+	if cfg.ReadTimeout <= 0 {
+		cfg.ReadTimeout = DefaultReadTimeout
 	}
 	if cfg.UsageInterval <= 0 {
 		cfg.UsageInterval = DefaultUsageInterval
@@ -147,10 +155,10 @@ func (s *Server) ReadyCheck(_ *http.Request) error {
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	const base = "/v1/namespaces/{namespace}/sessions/{name}"
-	mux.Handle("POST "+base+"/compact", s.route("compact", "create", "compact", true, s.compact))
-	mux.Handle("POST "+base+"/toolresults", s.route("toolresults", "create", "toolresults", true, s.offload))
-	mux.Handle("GET "+base+"/toolresults/{id}", s.route("toolresult", "get", "toolresults", false, s.toolResult))
-	mux.Handle("GET "+base+"/records", s.route("records", "get", "records", false, s.records))
+	mux.Handle("POST "+base+"/compact", route(s, "compact", "create", "compact", true, parseCompact, s.compact))
+	mux.Handle("POST "+base+"/toolresults", route(s, "toolresults", "create", "toolresults", true, parseOffload, s.offload))
+	mux.Handle("GET "+base+"/toolresults/{id}", route[struct{}](s, "toolresult", "get", "toolresults", false, nil, s.toolResult))
+	mux.Handle("GET "+base+"/records", route[struct{}](s, "records", "get", "records", false, nil, s.records))
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, ReasonNotFound, fmt.Sprintf("no route for %s %s", r.Method, r.URL.Path))
 	})
@@ -161,9 +169,16 @@ func (s *Server) Handler() http.Handler {
 func (s *Server) Start(ctx context.Context) error {
 	srv := &http.Server{
 		Handler:           s.Handler(),
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       120 * time.Second,
-		BaseContext:       func(net.Listener) context.Context { return ctx },
+		ReadHeaderTimeout: min(10*time.Second, s.cfg.ReadTimeout),
+		// The whole request (headers and body) must arrive within ReadTimeout; net/http
+		// lifts the read deadline once the body is read, so it does not cut long compactions.
+		ReadTimeout: s.cfg.ReadTimeout,
+		// A response must be written by then, so a client that stops reading cannot hold a
+		// request (and its share of memory) forever: the body, the request's own deadline,
+		// and time to write the answer.
+		WriteTimeout: s.cfg.ReadTimeout + s.cfg.RequestTimeout + writeGrace,
+		IdleTimeout:  120 * time.Second,
+		BaseContext:  func(net.Listener) context.Context { return ctx },
 	}
 	ln, err := net.Listen("tcp", s.cfg.BindAddress)
 	if err != nil {
@@ -215,13 +230,16 @@ func (s *Server) Start(ctx context.Context) error {
 	return nil
 }
 
-// handlerFunc serves one request for a resolved session.
-type handlerFunc func(w http.ResponseWriter, r *http.Request, sess *session) error
+// writeGrace is how long after a request's deadline its answer may take to write.
+const writeGrace = 30 * time.Second
 
 // route wraps a handler with the request deadline, authentication and authorization, the
-// media type of a POST body, the session lookup, per-session serialization (for writes) and
-// metrics.
-func (s *Server) route(name, verb, subresource string, serialize bool, h handlerFunc) http.Handler {
+// media type of a POST body, the session lookup, reading and parsing the body, per-session
+// serialization (for writes) and metrics. The body is read and parsed before the session's
+// lock is taken: a slow or stalled upload, or a malformed body, never holds up the session's
+// other requests. parse is nil for routes without a body.
+func route[Req any](s *Server, name, verb, subresource string, serialize bool,
+	parse func(body []byte) (Req, error), h func(w http.ResponseWriter, r *http.Request, sess *session, req Req) error) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		rw := &statusWriter{ResponseWriter: w}
@@ -242,8 +260,8 @@ func (s *Server) route(name, verb, subresource string, serialize bool, h handler
 		}
 		log = log.WithValues("user", user)
 		// Checked after authorization (a caller without access learns nothing) and before
-		// the session is looked up or locked: the body will not be read.
-		if r.Method == http.MethodPost {
+		// the session is looked up or the body read.
+		if parse != nil {
 			if err := requireJSON(r.Header); err != nil {
 				rw.Header().Set("Accept", jsonMediaType)
 				s.fail(rw, log, err)
@@ -255,6 +273,18 @@ func (s *Server) route(name, verb, subresource string, serialize bool, h handler
 			s.fail(rw, log, err)
 			return
 		}
+		var req Req
+		if parse != nil {
+			body, err := s.readBody(rw, r)
+			if err != nil {
+				s.fail(rw, log, err)
+				return
+			}
+			if req, err = parse(body); err != nil {
+				s.fail(rw, log, err)
+				return
+			}
+		}
 		if serialize {
 			unlock, err := s.locks.lock(ctx, sess.id)
 			if err != nil {
@@ -263,8 +293,7 @@ func (s *Server) route(name, verb, subresource string, serialize bool, h handler
 			}
 			defer unlock()
 		}
-		r.Body = http.MaxBytesReader(rw, r.Body, s.cfg.MaxBodyBytes)
-		if err := h(rw, r, sess); err != nil {
+		if err := h(rw, r, sess, req); err != nil {
 			s.fail(rw, log, err)
 		}
 	})

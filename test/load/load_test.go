@@ -1,0 +1,254 @@
+// Package load attacks the compaction API of a manager that runs as the Helm chart runs it:
+// the chart's flags and environment (GOMEMLIMIT), against a real kube-apiserver and MinIO,
+// its memory measured against the chart's memory limit. Controllers, garbage collection and
+// every tenant's compactions share that process, so one caller must not be able to take it
+// down or hold up the others: each attack (the subtests of TestLoad) must leave it up, under
+// the limit and serving other sessions.
+//
+// Memory is the manager's peak resident set (VmHWM in /proc/PID/status, reset between
+// attacks through /proc/PID/clear_refs), the figure a container's memory limit is compared
+// with; the tests log it.
+package load
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/yaml"
+
+	"github.com/harness9/compaction-operator/compaction"
+	compactclient "github.com/harness9/compaction-operator/compaction/client"
+	"github.com/harness9/compaction-operator/internal/testenv"
+	"github.com/harness9/compaction-operator/internal/testenv/operator"
+)
+
+const (
+	ns       = "default"
+	bucket   = "agent-context"
+	prefix   = "load"
+	policy   = "load"
+	window   = 200000
+	waitLong = 3 * time.Minute
+)
+
+// env is one control plane, MinIO and manager shared by the attacks.
+type env struct {
+	cl        *operator.Cluster
+	m         *testenv.MinIO
+	mgr       *operator.Manager
+	chart     chartManager
+	token     string
+	bystander string // a session of another tenant that must keep being served
+}
+
+func TestLoad(t *testing.T) {
+	e := setUp(t)
+	t.Run("StalledUpload", e.testStalledUpload)
+	if e.alive(t) {
+		t.Logf("manager still up after the attacks")
+	}
+}
+
+func setUp(t *testing.T) *env {
+	e := &env{chart: renderChart(t)}
+	t.Logf("the chart runs the manager with args %q, env %q and a memory limit of %d MiB", e.chart.args, e.chart.env, e.chart.memoryLimit>>20)
+	e.cl = operator.Install(t)
+	e.m = testenv.StartMinIO(t)
+	for _, kv := range e.chart.env {
+		k, v, _ := strings.Cut(kv, "=")
+		t.Setenv(k, v) // the manager inherits the test's environment
+	}
+	e.mgr = e.cl.StartManager(testenv.BuildManager(t), e.chart.args...)
+	e.cl.CreateMinIOPolicy(ns, policy, prefix, e.m, window, nil)
+	e.token = e.cl.BindAgent(ns, "agent")
+	e.bystander = e.cl.CreateReadySession(ns, "bystander", policy).Name
+	return e
+}
+
+// chartManager is how the chart's Deployment runs the manager.
+type chartManager struct {
+	args        []string // flags, without the addresses and leader election the test sets
+	env         []string // NAME=value for the variables with a literal value
+	memoryLimit int64
+}
+
+// renderChart renders the chart's Deployment with its default values.
+func renderChart(t *testing.T) chartManager {
+	t.Helper()
+	root := testenv.RepoRoot(t)
+	helm := filepath.Join(root, "bin", "helm")
+	if _, err := os.Stat(helm); err != nil {
+		t.Fatalf("%v: run `make tools` to build bin/helm", err)
+	}
+	home := t.TempDir()
+	cmd := exec.Command(helm, "template", "compaction-operator", filepath.Join(root, "charts", "compaction-operator"),
+		"-n", "compaction-system", "--show-only", "templates/deployment.yaml")
+	cmd.Env = append(os.Environ(), "HELM_CACHE_HOME="+filepath.Join(home, "cache"), "HELM_CONFIG_HOME="+filepath.Join(home, "config"),
+		"HELM_DATA_HOME="+filepath.Join(home, "data"), "KUBECONFIG="+filepath.Join(home, "none"))
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("helm template: %v", err)
+	}
+	var d appsv1.Deployment
+	if err := yaml.Unmarshal(out, &d); err != nil {
+		t.Fatalf("the chart's Deployment: %v", err)
+	}
+	c := d.Spec.Template.Spec.Containers[0]
+	var cm chartManager
+	for _, a := range c.Args {
+		name, _, _ := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		if strings.HasSuffix(name, "bind-address") || name == "leader-elect" {
+			continue
+		}
+		cm.args = append(cm.args, a)
+	}
+	for _, v := range c.Env {
+		if v.ValueFrom == nil {
+			cm.env = append(cm.env, v.Name+"="+v.Value)
+		}
+	}
+	limit, ok := c.Resources.Limits[corev1.ResourceMemory]
+	if !ok {
+		t.Fatal("the chart sets no memory limit")
+	}
+	cm.memoryLimit = limit.Value()
+	return cm
+}
+
+// alive fails the test when the manager has exited.
+func (e *env) alive(t *testing.T) bool {
+	t.Helper()
+	if exited, err := e.mgr.Exited(); exited {
+		t.Errorf("the manager exited (%v):\n%s", err, lastLines(e.mgr.Output(), 30))
+		return false
+	}
+	return true
+}
+
+func (e *env) client(t *testing.T, timeout time.Duration) *compactclient.Client {
+	t.Helper()
+	c, err := compactclient.New("http://"+e.mgr.APIAddr, compactclient.WithToken(e.token),
+		compactclient.WithHTTPClient(&http.Client{Timeout: timeout}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// serveBystander compacts the bystander session; any failure fails the test.
+func (e *env) serveBystander(t *testing.T, what string) {
+	t.Helper()
+	if _, err := e.client(t, 30*time.Second).Compact(context.Background(), ns, e.bystander,
+		compactclient.CompactRequest{Messages: history(10, 200)}); err != nil {
+		t.Errorf("%s: the bystander session was not served: %v", what, err)
+	}
+}
+
+// history is a valid history of n user/assistant messages of about size bytes each.
+func history(n, size int) []compaction.Message {
+	msgs := make([]compaction.Message, 0, 1+n)
+	msgs = append(msgs, compaction.Message{Role: compaction.RoleSystem, Content: "You are a coding agent."})
+	for i := range n {
+		role := compaction.RoleUser
+		if i%2 == 1 {
+			role = compaction.RoleAssistant
+		}
+		msgs = append(msgs, compaction.Message{Role: role, Content: fmt.Sprintf("turn %d: ", i) + strings.Repeat("all work and no play ", size/21)})
+	}
+	return msgs
+}
+
+func compactBody(t *testing.T, msgs []compaction.Message) []byte {
+	t.Helper()
+	body, err := json.Marshal(compactclient.CompactRequest{Messages: msgs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return body
+}
+
+// response is an answer of the API, read whole.
+type response struct {
+	code int
+	body string
+	err  error
+}
+
+func (r response) String() string {
+	if r.err != nil {
+		return r.err.Error()
+	}
+	return fmt.Sprintf("%d %.300s", r.code, r.body)
+}
+
+// reason is the reason of a JSON error answer.
+func (r response) reason() string {
+	var er compactclient.ErrorResponse
+	if json.Unmarshal([]byte(r.body), &er) != nil {
+		return ""
+	}
+	return er.Reason
+}
+
+// testStalledUpload: a client that sends its headers and half of a compaction's body and
+// then stops sending holds nothing of the session: the session's other requests are served
+// meanwhile, and the stalled request is answered 408 once the read timeout has passed.
+func (e *env) testStalledUpload(t *testing.T) {
+	sess := e.cl.CreateReadySession(ns, "stalled", policy)
+	body := compactBody(t, history(20, 500))
+	conn, err := net.Dial("tcp", e.mgr.APIAddr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = conn.Close() }()
+	header := fmt.Sprintf("POST /v1/namespaces/%s/sessions/%s/compact HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\n"+
+		"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n", ns, sess.Name, e.mgr.APIAddr, e.token, len(body))
+	if _, err := conn.Write(append([]byte(header), body[:len(body)/2]...)); err != nil {
+		t.Fatal(err)
+	}
+	// Time for the server to authenticate the stalled request and look its session up (it
+	// would take the session's lock next).
+	time.Sleep(2 * time.Second)
+
+	c := e.client(t, 20*time.Second)
+	for i := range 3 {
+		if _, err := c.Compact(context.Background(), ns, sess.Name, compactclient.CompactRequest{Messages: history(10+i, 300)}); err != nil {
+			t.Fatalf("compaction %d of the session while another of its requests stalls mid-body: %v", i+1, err)
+		}
+	}
+	e.serveBystander(t, "a stalled upload")
+
+	if err := conn.SetReadDeadline(time.Now().Add(90 * time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatalf("the stalled request got no answer: %v", err)
+	}
+	data, _ := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	if r := (response{code: resp.StatusCode, body: string(data)}); r.code != http.StatusRequestTimeout || r.reason() != compactclient.ReasonTimeout {
+		t.Errorf("the stalled request: %s, want 408 %s", r, compactclient.ReasonTimeout)
+	}
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
