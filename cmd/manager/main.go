@@ -62,6 +62,7 @@ type options struct {
 	apiAddr                  string
 	apiCertDir               string
 	apiMaxBodyBytes          int64
+	apiMaxMessages           int
 	apiRequestTimeout        time.Duration
 	apiReadTimeout           time.Duration
 	apiUsageInterval         time.Duration
@@ -102,7 +103,10 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.BoolVar(&o.enableHTTP2, "enable-http2", false, "allow HTTP/2 on the metrics server (off by default: HTTP/2 Rapid Reset, CVE-2023-44487)")
 	fs.StringVar(&o.apiAddr, "api-bind-address", ":8082", "address of the compaction API that agents call; \"0\" disables it")
 	fs.StringVar(&o.apiCertDir, "api-cert-dir", "", "directory with tls.crt and tls.key for the compaction API (reloaded on change); empty serves plain HTTP")
-	fs.Int64Var(&o.apiMaxBodyBytes, "api-max-body-bytes", compactapi.DefaultMaxBodyBytes, "largest request body the compaction API accepts")
+	fs.Int64Var(&o.apiMaxBodyBytes, "api-max-body-bytes", compactapi.DefaultMaxBodyBytes,
+		"largest request body the compaction API accepts (413 over it); a request holds a few times its body in memory, so raise the memory limit with it")
+	fs.IntVar(&o.apiMaxMessages, "api-max-messages", compactapi.DefaultMaxMessages,
+		"most messages one compaction API request may carry (413 over it); a body may hold 32 JSON values and its messages 4 unknown fields in all per message of this limit")
 	fs.DurationVar(&o.apiRequestTimeout, "api-request-timeout", compactapi.DefaultRequestTimeout, "deadline of one compaction API request, summarizer calls included")
 	fs.DurationVar(&o.apiReadTimeout, "api-read-timeout", compactapi.DefaultReadTimeout,
 		"longest time a client may take to send a compaction API request, headers and body; a stalled upload is answered 408 after it")
@@ -118,6 +122,9 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	}
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	if o.apiMaxBodyBytes < 1 || o.apiMaxMessages < 1 {
+		return nil, fmt.Errorf("--api-max-body-bytes (%d) and --api-max-messages (%d) must be at least 1", o.apiMaxBodyBytes, o.apiMaxMessages)
 	}
 	if o.sessionWorkers < 1 {
 		return nil, fmt.Errorf("--session-workers must be at least 1, got %d", o.sessionWorkers)
@@ -217,7 +224,7 @@ func runManager(ctx context.Context, o *options) error {
 	}
 	if o.apiAddr != "0" {
 		api, err := compactapi.New(mgr, compactapi.Config{
-			BindAddress: o.apiAddr, CertDir: o.apiCertDir, MaxBodyBytes: o.apiMaxBodyBytes,
+			BindAddress: o.apiAddr, CertDir: o.apiCertDir, MaxBodyBytes: o.apiMaxBodyBytes, MaxMessages: o.apiMaxMessages,
 			RequestTimeout: o.apiRequestTimeout, ReadTimeout: o.apiReadTimeout, UsageInterval: o.apiUsageInterval,
 			ClusterResourceNamespace: o.clusterResourceNamespace,
 		}, stores, crmetrics.Registry)

@@ -6,10 +6,13 @@ import (
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	wire "github.com/harness9/compaction-operator/compaction/client"
 )
 
 // FuzzDecodeCompactRequest: any body either decodes into a request whose messages are valid
-// UTF-8, or is rejected with a 400 (or 413 over the limit) apiError; never a panic.
+// UTF-8 and within the request limits, or is rejected with a 400 (or 413 over a limit)
+// apiError; never a panic.
 func FuzzDecodeCompactRequest(f *testing.F) {
 	for _, seed := range []string{
 		`{"messages": [{"role": "user", "content": "hi"}]}`,
@@ -20,11 +23,19 @@ func FuzzDecodeCompactRequest(f *testing.F) {
 		"{\"messages\": [{\"role\": \"user\", \"content\": \"\xff\"}]}",
 		`{"mesages": []}`, `{"messages": [{"role": "user", "content": "\ud800"}]}`,
 		strings.Repeat("[", 10000),
+		`{"messages": [1, 1, 1]}`, `{"messages": [{"role": "assistant", "tool_calls": [{}, {}, {"x": 1}]}]}`,
+		`{"messages": [{"role": "user", "content": "hi", "a": 1, "b": 2, "c": 3, "d": 4, "e": 5, "f": 6, "g": 7, "h": 8, "i": 9, "j": 10, "k": 11, "l": 12, "m": 13, "n": 14, "o": 15, "p": 16, "q": 17}]}`,
+		`{"messages": [{"role": "user", "content": "a \"{[:,\" in a string"}]}`,
 	} {
 		f.Add(seed)
 	}
+	s := &Server{cfg: Config{MaxMessages: 100}}
 	f.Fuzz(func(t *testing.T, body string) {
-		req, err := parseCompact([]byte(body))
+		err := s.checkValues([]byte(body))
+		var req *wire.CompactRequest
+		if err == nil {
+			req, err = s.parseCompact([]byte(body))
+		}
 		if err != nil {
 			var ae *apiError
 			if !errors.As(err, &ae) {
@@ -35,10 +46,24 @@ func FuzzDecodeCompactRequest(f *testing.F) {
 			}
 			return
 		}
+		if len(req.Messages) > s.cfg.MaxMessages {
+			t.Fatalf("%d messages accepted, more than %d", len(req.Messages), s.cfg.MaxMessages)
+		}
+		unknown := 0
 		for i, m := range req.Messages {
 			if !utf8.ValidString(m.Content) || !utf8.ValidString(string(m.Role)) {
 				t.Fatalf("message %d decoded with invalid UTF-8", i)
 			}
+			if len(m.Extra) > maxUnknownFields {
+				t.Fatalf("message %d keeps %d unknown fields", i, len(m.Extra))
+			}
+			unknown += len(m.Extra)
+			for _, tc := range m.ToolCalls {
+				unknown += len(tc.Extra)
+			}
+		}
+		if unknown > unknownFieldsPerMessage*s.cfg.MaxMessages {
+			t.Fatalf("%d unknown fields kept", unknown)
 		}
 	})
 }

@@ -81,13 +81,16 @@ func decode(body []byte, v any) error {
 // parseCompact decodes and checks the body of a compaction, before the session is locked.
 // What needs the session's state (tool calls answered across the watermark, the watermark
 // itself) is checked by the engine.
-func parseCompact(body []byte) (*wire.CompactRequest, error) {
+func (s *Server) parseCompact(body []byte) (*wire.CompactRequest, error) {
 	var req wire.CompactRequest
 	if err := decode(body, &req); err != nil {
 		return nil, err
 	}
 	if len(req.Messages) == 0 {
 		return nil, &apiError{http.StatusBadRequest, ReasonInvalidMessages, "messages is empty"}
+	}
+	if err := s.checkMessages(req.Messages); err != nil {
+		return nil, err
 	}
 	if req.Watermark < 0 || (req.Watermark > 0) != (req.PrefixHash != "") {
 		return nil, &apiError{http.StatusBadRequest, ReasonBadRequest, "a delta request needs both watermark (> 0) and prefixHash from the last response"}
@@ -183,9 +186,12 @@ func (s *Server) lastViewTokens(id string) int {
 }
 
 // parseOffload decodes and checks the body of an offload, before the session is locked.
-func parseOffload(body []byte) (*wire.OffloadRequest, error) {
+func (s *Server) parseOffload(body []byte) (*wire.OffloadRequest, error) {
 	var req wire.OffloadRequest
 	if err := decode(body, &req); err != nil {
+		return nil, err
+	}
+	if err := s.checkMessages([]compaction.Message{req.Message}); err != nil {
 		return nil, err
 	}
 	m := req.Message

@@ -38,7 +38,7 @@ func pinTestServer(t *testing.T, spec *compactionv1alpha1.CompactionPolicySpec) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &Server{cfg: Config{UsageInterval: DefaultUsageInterval}, metrics: metrics, recorder: events.NewFakeRecorder(100),
+	s := &Server{cfg: Config{UsageInterval: DefaultUsageInterval, MaxMessages: DefaultMaxMessages}, metrics: metrics, recorder: events.NewFakeRecorder(100),
 		log: logr.Discard(), status: newStatusBatcher()}
 	obj := &compactionv1alpha1.AgentSession{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "agent", UID: "uid-1"}}
 	return s, &session{obj: obj, id: "uid-1", cfg: engineConfig(spec, nil), store: store, summarizer: compaction.ExtractiveSummarizer{}}
@@ -70,7 +70,7 @@ func postCompact(t *testing.T, s *Server, sess *session, body map[string]any) (*
 		t.Fatal(err)
 	}
 	w := httptest.NewRecorder()
-	req, err := parseCompact(data)
+	req, err := s.parseCompact(data)
 	if err != nil {
 		return w, err
 	}

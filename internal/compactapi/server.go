@@ -31,7 +31,11 @@ import (
 
 // Defaults of Config.
 const (
-	DefaultMaxBodyBytes   = 32 << 20
+	// DefaultMaxBodyBytes is 8 MiB: a full history of the largest real transcripts we have
+	// is about 1 MiB, delta requests are a few KiB, and a request costs up to a few times its
+	// body in memory.
+	DefaultMaxBodyBytes   = 8 << 20
+	DefaultMaxMessages    = 10000
 	DefaultRequestTimeout = 60 * time.Second
 	DefaultReadTimeout    = 30 * time.Second
 	DefaultUsageInterval  = 5 * time.Second
@@ -47,6 +51,9 @@ type Config struct {
 	CertDir string
 	// MaxBodyBytes bounds a request body.
 	MaxBodyBytes int64
+	// MaxMessages bounds the messages of one request; the JSON values of a body and the
+	// unknown fields its messages keep are bounded in proportion (see limits.go).
+	MaxMessages int
 	// RequestTimeout bounds one request, summarizer calls included.
 	RequestTimeout time.Duration
 	// ReadTimeout bounds how long a client may take to send a request, headers and body: a
@@ -95,6 +102,9 @@ type Server struct {
 func New(mgr ctrl.Manager, cfg Config, stores *policy.Stores, reg prometheus.Registerer) (*Server, error) {
 	if cfg.MaxBodyBytes <= 0 {
 		cfg.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if cfg.MaxMessages <= 0 {
+		cfg.MaxMessages = DefaultMaxMessages
 	}
 	if cfg.RequestTimeout <= 0 {
 		cfg.RequestTimeout = DefaultRequestTimeout
@@ -155,8 +165,8 @@ func (s *Server) ReadyCheck(_ *http.Request) error {
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	const base = "/v1/namespaces/{namespace}/sessions/{name}"
-	mux.Handle("POST "+base+"/compact", route(s, "compact", "create", "compact", true, parseCompact, s.compact))
-	mux.Handle("POST "+base+"/toolresults", route(s, "toolresults", "create", "toolresults", true, parseOffload, s.offload))
+	mux.Handle("POST "+base+"/compact", route(s, "compact", "create", "compact", true, s.parseCompact, s.compact))
+	mux.Handle("POST "+base+"/toolresults", route(s, "toolresults", "create", "toolresults", true, s.parseOffload, s.offload))
 	mux.Handle("GET "+base+"/toolresults/{id}", route[struct{}](s, "toolresult", "get", "toolresults", false, nil, s.toolResult))
 	mux.Handle("GET "+base+"/records", route[struct{}](s, "records", "get", "records", false, nil, s.records))
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
@@ -277,6 +287,10 @@ func route[Req any](s *Server, name, verb, subresource string, serialize bool,
 		if parse != nil {
 			body, err := s.readBody(rw, r)
 			if err != nil {
+				s.fail(rw, log, err)
+				return
+			}
+			if err := s.checkValues(body); err != nil {
 				s.fail(rw, log, err)
 				return
 			}

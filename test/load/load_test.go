@@ -12,6 +12,7 @@ package load
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -21,10 +22,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/minio/minio-go/v7"
+	"github.com/minio/minio-go/v7/pkg/credentials"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/yaml"
@@ -57,6 +61,7 @@ type env struct {
 func TestLoad(t *testing.T) {
 	e := setUp(t)
 	t.Run("StalledUpload", e.testStalledUpload)
+	t.Run("HostileBodies", e.testHostileBodies)
 	if e.alive(t) {
 		t.Logf("manager still up after the attacks")
 	}
@@ -138,6 +143,51 @@ func (e *env) alive(t *testing.T) bool {
 	return true
 }
 
+// resetPeak starts a new peak resident set measurement of the manager.
+func (e *env) resetPeak(t *testing.T) {
+	t.Helper()
+	if err := os.WriteFile(fmt.Sprintf("/proc/%d/clear_refs", e.mgr.Pid()), []byte("5"), 0); err != nil {
+		t.Fatalf("reset the manager's peak RSS: %v", err)
+	}
+}
+
+// checkPeak logs the manager's peak resident set since resetPeak and fails the test when it
+// passed the chart's memory limit.
+func (e *env) checkPeak(t *testing.T, what string) {
+	t.Helper()
+	if !e.alive(t) {
+		return
+	}
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", e.mgr.Pid()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var hwm, rss int64
+	for line := range strings.SplitSeq(string(data), "\n") {
+		for _, f := range []struct {
+			key string
+			dst *int64
+		}{{"VmHWM:", &hwm}, {"VmRSS:", &rss}} {
+			if rest, ok := strings.CutPrefix(line, f.key); ok {
+				kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
+				if err != nil {
+					t.Fatalf("%s %q: %v", f.key, rest, err)
+				}
+				*f.dst = kb << 10
+			}
+		}
+	}
+	t.Logf("%s: manager peak RSS %d MiB (now %d MiB), chart memory limit %d MiB", what, hwm>>20, rss>>20, e.chart.memoryLimit>>20)
+	if hwm > e.chart.memoryLimit {
+		t.Errorf("%s: the manager's peak RSS %d MiB is over the chart's memory limit %d MiB: in a pod it would have been OOM-killed",
+			what, hwm>>20, e.chart.memoryLimit>>20)
+	}
+}
+
+func (e *env) url(session, rest string) string {
+	return "http://" + e.mgr.APIAddr + "/v1/namespaces/" + ns + "/sessions/" + session + "/" + rest
+}
+
 func (e *env) client(t *testing.T, timeout time.Duration) *compactclient.Client {
 	t.Helper()
 	c, err := compactclient.New("http://"+e.mgr.APIAddr, compactclient.WithToken(e.token),
@@ -154,6 +204,41 @@ func (e *env) serveBystander(t *testing.T, what string) {
 	if _, err := e.client(t, 30*time.Second).Compact(context.Background(), ns, e.bystander,
 		compactclient.CompactRequest{Messages: history(10, 200)}); err != nil {
 		t.Errorf("%s: the bystander session was not served: %v", what, err)
+	}
+}
+
+// keepServingBystander compacts the bystander session in a loop until the returned function
+// is called, which reports how many were served and fails the test for any that was not.
+func (e *env) keepServingBystander(t *testing.T) func() {
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	var served int
+	var errs []error
+	go func() {
+		defer close(done)
+		c := e.client(t, 60*time.Second)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if _, err := c.Compact(context.Background(), ns, e.bystander, compactclient.CompactRequest{Messages: history(10, 200)}); err != nil {
+				errs = append(errs, err)
+			} else {
+				served++
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}()
+	return func() {
+		t.Helper()
+		close(stop)
+		<-done
+		t.Logf("the bystander session was served %d times meanwhile", served)
+		for _, err := range errs {
+			t.Errorf("the bystander session was not served: %v", err)
+		}
 	}
 }
 
@@ -182,9 +267,10 @@ func compactBody(t *testing.T, msgs []compaction.Message) []byte {
 
 // response is an answer of the API, read whole.
 type response struct {
-	code int
-	body string
-	err  error
+	code   int
+	header http.Header
+	body   string
+	err    error
 }
 
 func (r response) String() string {
@@ -192,6 +278,22 @@ func (r response) String() string {
 		return r.err.Error()
 	}
 	return fmt.Sprintf("%d %.300s", r.code, r.body)
+}
+
+func (e *env) post(url string, body []byte, timeout time.Duration) response {
+	req, err := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		return response{err: err}
+	}
+	req.Header.Set("Authorization", "Bearer "+e.token)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := (&http.Client{Timeout: timeout}).Do(req)
+	if err != nil {
+		return response{err: err}
+	}
+	defer func() { _ = resp.Body.Close() }()
+	data, err := io.ReadAll(resp.Body)
+	return response{code: resp.StatusCode, header: resp.Header, body: string(data), err: err}
 }
 
 // reason is the reason of a JSON error answer.
@@ -243,6 +345,100 @@ func (e *env) testStalledUpload(t *testing.T) {
 	if r := (response{code: resp.StatusCode, body: string(data)}); r.code != http.StatusRequestTimeout || r.reason() != compactclient.ReasonTimeout {
 		t.Errorf("the stalled request: %s, want 408 %s", r, compactclient.ReasonTimeout)
 	}
+}
+
+// testHostileBodies sends bodies built to make decoding expensive, among them the issue's 32
+// MiB of tiny messages with an unknown key: each gets a clear 4xx, stores nothing, and
+// leaves the manager under its memory limit, serving another tenant's session throughout.
+func (e *env) testHostileBodies(t *testing.T) {
+	sess := e.cl.CreateReadySession(ns, "hostile", policy)
+	e.resetPeak(t)
+	done := e.keepServingBystander(t)
+
+	tiny := func(size int, msg string) func() []byte {
+		return func() []byte {
+			var b bytes.Buffer
+			b.Grow(size + 64)
+			b.WriteString(`{"messages": [`)
+			for b.Len() < size-len(msg)-2 {
+				b.WriteString(msg)
+				b.WriteByte(',')
+			}
+			b.WriteString(msg + `]}`)
+			return b.Bytes()
+		}
+	}
+	unknown := func(msgs, fields int) func() []byte {
+		return func() []byte {
+			var b bytes.Buffer
+			b.WriteString(`{"messages": [`)
+			for i := range msgs {
+				if i > 0 {
+					b.WriteByte(',')
+				}
+				b.WriteString(`{"role": "user", "content": "hi"`)
+				for j := range fields {
+					fmt.Fprintf(&b, `, "x%d": %d`, j, j)
+				}
+				b.WriteByte('}')
+			}
+			b.WriteString(`]}`)
+			return b.Bytes()
+		}
+	}
+	const limit = 8 << 20 // just under the default body limit
+	bodies := []struct {
+		name string
+		body func() []byte
+		want int
+	}{
+		{"32 MiB of tiny messages with an unknown key (the issue's)", tiny(32<<20-4096, `{"role":"user","x":1}`), http.StatusRequestEntityTooLarge},
+		{"8 MiB of tiny messages with an unknown key", tiny(limit-4096, `{"role":"user","x":1}`), http.StatusRequestEntityTooLarge},
+		{"8 MiB of numbers for messages", tiny(limit-4096, `1`), http.StatusRequestEntityTooLarge},
+		{"8 MiB of empty tool calls", func() []byte {
+			calls := tiny(limit-4096, `{}`)()
+			return append(append([]byte(`{"messages": [{"role": "assistant", "tool_calls": `), bytes.TrimSuffix(bytes.TrimPrefix(calls, []byte(`{"messages": `)), []byte("}"))...), "}]}"...)
+		}, http.StatusRequestEntityTooLarge},
+		{"a message with 450,000 unknown fields", unknown(1, 450_000), http.StatusRequestEntityTooLarge},
+		{"a message with 17 unknown fields", unknown(1, 17), http.StatusBadRequest},
+		{"10,001 messages", func() []byte { return compactBody(t, history(10_000, 10)) }, http.StatusRequestEntityTooLarge},
+		{"40,001 unknown fields in all", unknown(2_858, 14), http.StatusRequestEntityTooLarge},
+	}
+	for _, b := range bodies {
+		body := b.body()
+		r := e.post(e.url(sess.Name, "compact"), body, waitLong)
+		t.Logf("%s (%d KiB): %s", b.name, len(body)>>10, r)
+		if r.code != b.want || r.reason() == "" {
+			t.Errorf("%s: %s, want %d with a JSON reason", b.name, r, b.want)
+		}
+		if !e.alive(t) {
+			t.FailNow()
+		}
+	}
+	done()
+	if objs := e.objectsOf(t, sess.Status.SessionID); len(objs) > 0 {
+		t.Errorf("hostile bodies stored objects of the session: %v", objs)
+	}
+	e.checkPeak(t, "hostile bodies")
+}
+
+// objectsOf lists the stored objects of a session.
+func (e *env) objectsOf(t *testing.T, sid string) []string {
+	t.Helper()
+	mc, err := minio.New(e.m.Endpoint, &minio.Options{Creds: credentials.NewStaticV4(e.m.AccessKey, e.m.SecretKey, "")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keys []string
+	for obj := range mc.ListObjects(context.Background(), bucket, minio.ListObjectsOptions{Prefix: prefix + "/", Recursive: true}) {
+		if obj.Err != nil {
+			t.Fatal(obj.Err)
+		}
+		if strings.Contains(obj.Key, sid) {
+			keys = append(keys, obj.Key)
+		}
+	}
+	return keys
 }
 
 func lastLines(s string, n int) string {
