@@ -63,6 +63,7 @@ type options struct {
 	apiCertDir               string
 	apiMaxBodyBytes          int64
 	apiMaxMessages           int
+	apiMaxInflightBytes      int64
 	apiRequestTimeout        time.Duration
 	apiReadTimeout           time.Duration
 	apiUsageInterval         time.Duration
@@ -107,6 +108,9 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		"largest request body the compaction API accepts (413 over it); a request holds a few times its body in memory, so raise the memory limit with it")
 	fs.IntVar(&o.apiMaxMessages, "api-max-messages", compactapi.DefaultMaxMessages,
 		"most messages one compaction API request may carry (413 over it); a body may hold 32 JSON values and its messages 4 unknown fields in all per message of this limit")
+	fs.Int64Var(&o.apiMaxInflightBytes, "api-max-inflight-bytes", compactapi.DefaultMaxInflightBytes,
+		"in-flight budget of the compaction API: the bytes the requests being served may hold at once, each counting its body plus 128 per JSON value in it (at least 64 KiB); "+
+			"a request over it is answered 429 with Retry-After. Requests hold up to about four times it in memory: raise the memory limit with it")
 	fs.DurationVar(&o.apiRequestTimeout, "api-request-timeout", compactapi.DefaultRequestTimeout, "deadline of one compaction API request, summarizer calls included")
 	fs.DurationVar(&o.apiReadTimeout, "api-read-timeout", compactapi.DefaultReadTimeout,
 		"longest time a client may take to send a compaction API request, headers and body; a stalled upload is answered 408 after it")
@@ -123,8 +127,9 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
-	if o.apiMaxBodyBytes < 1 || o.apiMaxMessages < 1 {
-		return nil, fmt.Errorf("--api-max-body-bytes (%d) and --api-max-messages (%d) must be at least 1", o.apiMaxBodyBytes, o.apiMaxMessages)
+	if o.apiMaxBodyBytes < 1 || o.apiMaxMessages < 1 || o.apiMaxInflightBytes < 1 {
+		return nil, fmt.Errorf("--api-max-body-bytes (%d), --api-max-messages (%d) and --api-max-inflight-bytes (%d) must be at least 1",
+			o.apiMaxBodyBytes, o.apiMaxMessages, o.apiMaxInflightBytes)
 	}
 	if o.sessionWorkers < 1 {
 		return nil, fmt.Errorf("--session-workers must be at least 1, got %d", o.sessionWorkers)
@@ -225,7 +230,8 @@ func runManager(ctx context.Context, o *options) error {
 	if o.apiAddr != "0" {
 		api, err := compactapi.New(mgr, compactapi.Config{
 			BindAddress: o.apiAddr, CertDir: o.apiCertDir, MaxBodyBytes: o.apiMaxBodyBytes, MaxMessages: o.apiMaxMessages,
-			RequestTimeout: o.apiRequestTimeout, ReadTimeout: o.apiReadTimeout, UsageInterval: o.apiUsageInterval,
+			MaxInflightBytes: o.apiMaxInflightBytes,
+			RequestTimeout:   o.apiRequestTimeout, ReadTimeout: o.apiReadTimeout, UsageInterval: o.apiUsageInterval,
 			ClusterResourceNamespace: o.clusterResourceNamespace,
 		}, stores, crmetrics.Registry)
 		if err != nil {

@@ -85,4 +85,7 @@ const (
 	// ReasonAuthUnavailable: the Kubernetes API server could not check the token or the
 	// permission (it is restarting, say); retry.
 	ReasonAuthUnavailable = "AuthUnavailable"
+	// ReasonTooManyRequests: the server is serving as many requests as its memory allows
+	// (429); retry after the Retry-After header's seconds.
+	ReasonTooManyRequests = "TooManyRequests"
 )

@@ -8,14 +8,10 @@ import (
 	"net/http"
 )
 
-// readBody reads the whole request body, at most MaxBodyBytes, before anything of the session
-// is locked. A body that has not arrived within ReadTimeout (the connection's read deadline)
+// readBody reads the whole request body, at most MaxBodyBytes (a Content-Length over it is
+// refused before), before anything of the session is locked. A body that has not arrived within ReadTimeout (the connection's read deadline)
 // is a 408, one that ends before its Content-Length a 400, one over the limit a 413.
 func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
-	if r.ContentLength > s.cfg.MaxBodyBytes {
-		// Refused before a byte of it is read.
-		return nil, &http.MaxBytesError{Limit: s.cfg.MaxBodyBytes}
-	}
 	body, err := readAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes), r.ContentLength, s.cfg.MaxBodyBytes)
 	if err == nil {
 		return body, nil

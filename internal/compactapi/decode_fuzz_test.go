@@ -31,7 +31,7 @@ func FuzzDecodeCompactRequest(f *testing.F) {
 	}
 	s := &Server{cfg: Config{MaxMessages: 100}}
 	f.Fuzz(func(t *testing.T, body string) {
-		err := s.checkValues([]byte(body))
+		_, err := s.checkValues([]byte(body))
 		var req *wire.CompactRequest
 		if err == nil {
 			req, err = s.parseCompact([]byte(body))

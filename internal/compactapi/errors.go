@@ -22,10 +22,11 @@ const (
 	ReasonTimeout         = wire.ReasonTimeout
 	ReasonMediaType       = wire.ReasonMediaType
 	ReasonAuthUnavailable = wire.ReasonAuthUnavailable
+	ReasonTooManyRequests = wire.ReasonTooManyRequests
 )
 
 func writeError(w http.ResponseWriter, code int, reason, msg string) {
-	if code == http.StatusServiceUnavailable {
+	if code == http.StatusServiceUnavailable || code == http.StatusTooManyRequests {
 		w.Header().Set("Retry-After", "1")
 	}
 	writeJSON(w, code, wire.ErrorResponse{Code: code, Reason: reason, Message: msg})

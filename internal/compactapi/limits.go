@@ -31,15 +31,17 @@ const (
 // maxValues is the most JSON values a body may hold.
 func (s *Server) maxValues() int { return valuesPerMessage * s.cfg.MaxMessages }
 
-// checkValues refuses a body with more JSON values than maxValues, before it is decoded.
-func (s *Server) checkValues(body []byte) error {
+// checkValues refuses a body with more JSON values than maxValues, before it is decoded, and
+// returns how many it holds.
+func (s *Server) checkValues(body []byte) (int, error) {
 	limit := s.maxValues()
-	if n := jsonValues(body, limit); n > limit {
-		return &apiError{http.StatusRequestEntityTooLarge, ReasonTooLarge,
+	n := jsonValues(body, limit)
+	if n > limit {
+		return n, &apiError{http.StatusRequestEntityTooLarge, ReasonTooLarge,
 			fmt.Sprintf("the body holds more than %d JSON values (objects, arrays, fields and elements; %d per message of --api-max-messages %d)",
 				limit, valuesPerMessage, s.cfg.MaxMessages)}
 	}
-	return nil
+	return n, nil
 }
 
 // jsonValues counts the objects, arrays, object fields and array elements of a JSON text

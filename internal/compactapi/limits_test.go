@@ -71,7 +71,7 @@ func unknownCall(n int) string {
 
 // parseBody is what the compact route does with a body before the session is locked.
 func parseBody(s *Server, body []byte) (*wire.CompactRequest, error) {
-	if err := s.checkValues(body); err != nil {
+	if _, err := s.checkValues(body); err != nil {
 		return nil, err
 	}
 	return s.parseCompact(body)

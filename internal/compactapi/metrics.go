@@ -25,6 +25,8 @@ type Metrics struct {
 	SummarizerCalls   *prometheus.CounterVec
 	SummarizerTokens  *prometheus.CounterVec
 	StatusWrites      *prometheus.CounterVec
+	Throttled         *prometheus.CounterVec
+	Inflight          prometheus.Gauge
 }
 
 // NewMetrics creates the API's metrics and registers them on reg.
@@ -70,9 +72,18 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Name: "compaction_api_status_writes_total",
 			Help: "AgentSession status writes of the compaction API, by result (written, unchanged, failed and kept for a retry).",
 		}, []string{"result"}),
+		Throttled: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "compaction_api_throttled_requests_total",
+			Help: "Compaction API requests answered 429 because the in-flight budget (--api-max-inflight-bytes) could not take them, by route.",
+		}, []string{"route"}),
+		Inflight: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "compaction_api_inflight_bytes",
+			Help: "Bytes of the in-flight budget held by the compaction API requests being served (bodies and what decoding them holds).",
+		}),
 	}
 	for _, c := range []prometheus.Collector{m.Requests, m.RequestDuration, m.Compactions, m.CompressionRatio,
-		m.TokensSaved, m.OffloadBytes, m.SummarizerErrors, m.SummarizerLatency, m.SummarizerCalls, m.SummarizerTokens, m.StatusWrites} {
+		m.TokensSaved, m.OffloadBytes, m.SummarizerErrors, m.SummarizerLatency, m.SummarizerCalls, m.SummarizerTokens, m.StatusWrites,
+		m.Throttled, m.Inflight} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

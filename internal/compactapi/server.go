@@ -51,6 +51,9 @@ type Config struct {
 	CertDir string
 	// MaxBodyBytes bounds a request body.
 	MaxBodyBytes int64
+	// MaxInflightBytes is the in-flight budget: what the requests being served may hold in
+	// memory at once (see inflight.go). A request it cannot take is answered 429.
+	MaxInflightBytes int64
 	// MaxMessages bounds the messages of one request; the JSON values of a body and the
 	// unknown fields its messages keep are bounded in proportion (see limits.go).
 	MaxMessages int
@@ -83,8 +86,9 @@ type Server struct {
 	metrics   *Metrics
 	log       logr.Logger
 
-	locks  sessionLocks
-	status *statusBatcher
+	locks    sessionLocks
+	inflight *budget
+	status   *statusBatcher
 	// lastViews remembers, per session, the estimated tokens of the view this replica
 	// returned last: the prompt the agent's next usage.promptTokens measures, which
 	// calibrates the session's estimate. Bounded; a session served elsewhere just skips a
@@ -102,6 +106,9 @@ type Server struct {
 func New(mgr ctrl.Manager, cfg Config, stores *policy.Stores, reg prometheus.Registerer) (*Server, error) {
 	if cfg.MaxBodyBytes <= 0 {
 		cfg.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if cfg.MaxInflightBytes <= 0 {
+		cfg.MaxInflightBytes = DefaultMaxInflightBytes
 	}
 	if cfg.MaxMessages <= 0 {
 		cfg.MaxMessages = DefaultMaxMessages
@@ -141,6 +148,7 @@ func New(mgr ctrl.Manager, cfg Config, stores *policy.Stores, reg prometheus.Reg
 		metrics:   m,
 		log:       ctrl.Log.WithName("compaction-api"),
 		status:    newStatusBatcher(),
+		inflight:  newBudget(cfg.MaxInflightBytes, m.Inflight),
 		lastViews: lastViews,
 	}, nil
 }
@@ -271,13 +279,31 @@ func route[Req any](s *Server, name, verb, subresource string, serialize bool,
 		log = log.WithValues("user", user)
 		// Checked after authorization (a caller without access learns nothing) and before
 		// the session is looked up or the body read.
+		declared := int64(0)
 		if parse != nil {
 			if err := requireJSON(r.Header); err != nil {
 				rw.Header().Set("Accept", jsonMediaType)
 				s.fail(rw, log, err)
 				return
 			}
+			if r.ContentLength > s.cfg.MaxBodyBytes {
+				s.fail(rw, log, &http.MaxBytesError{Limit: s.cfg.MaxBodyBytes})
+				return
+			}
+			// The body will be read into memory: it counts from the start, at its declared
+			// size or, sent without one, the most it may be.
+			declared = r.ContentLength
+			if declared < 0 {
+				declared = s.cfg.MaxBodyBytes
+			}
 		}
+		share, err := s.admit(s.inflight.weight(declared, 0))
+		if err != nil {
+			s.metrics.Throttled.WithLabelValues(name).Inc()
+			s.fail(rw, log, err)
+			return
+		}
+		defer share.release()
 		sess, err := s.lookup(ctx, ns, sessionName)
 		if err != nil {
 			s.fail(rw, log, err)
@@ -290,7 +316,14 @@ func route[Req any](s *Server, name, verb, subresource string, serialize bool,
 				s.fail(rw, log, err)
 				return
 			}
-			if err := s.checkValues(body); err != nil {
+			values, err := s.checkValues(body)
+			if err != nil {
+				s.fail(rw, log, err)
+				return
+			}
+			// What decoding it will hold: more than the body for small JSON values.
+			if err := share.grow(s.inflight.weight(int64(len(body)), values)); err != nil {
+				s.metrics.Throttled.WithLabelValues(name).Inc()
 				s.fail(rw, log, err)
 				return
 			}

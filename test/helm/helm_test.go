@@ -591,6 +591,7 @@ var dashboardMetrics = []string{
 	"compaction_summarizer_calls_total", "compaction_summarizer_tokens_total",
 	"compaction_api_requests_total", "compaction_api_request_duration_seconds", "compaction_sessions",
 	"compaction_policy_ready", "compaction_gc_deleted_objects_total", "compaction_gc_failures_total",
+	"compaction_api_throttled_requests_total", "compaction_api_inflight_bytes",
 }
 
 // testDashboard checks the dashboard ConfigMap: the sidecar label, the JSON of

@@ -14,16 +14,19 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -31,8 +34,11 @@ import (
 	"github.com/minio/minio-go/v7/pkg/credentials"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
+	compactionv1alpha1 "github.com/harness9/compaction-operator/api/v1alpha1"
 	"github.com/harness9/compaction-operator/compaction"
 	compactclient "github.com/harness9/compaction-operator/compaction/client"
 	"github.com/harness9/compaction-operator/internal/testenv"
@@ -48,6 +54,10 @@ const (
 	waitLong = 3 * time.Minute
 )
 
+// tooManyRequests is the reason of a 429 on the wire (compactclient.ReasonTooManyRequests),
+// spelt out so that the attacks also build against a manager from before the budget.
+const tooManyRequests = "TooManyRequests"
+
 // env is one control plane, MinIO and manager shared by the attacks.
 type env struct {
 	cl        *operator.Cluster
@@ -56,12 +66,15 @@ type env struct {
 	chart     chartManager
 	token     string
 	bystander string // a session of another tenant that must keep being served
+	// metricsToken reads the manager's metrics (see metric).
+	metricsToken string
 }
 
 func TestLoad(t *testing.T) {
 	e := setUp(t)
 	t.Run("StalledUpload", e.testStalledUpload)
 	t.Run("HostileBodies", e.testHostileBodies)
+	t.Run("InflightBudget", e.testInflightBudget)
 	if e.alive(t) {
 		t.Logf("manager still up after the attacks")
 	}
@@ -421,6 +434,160 @@ func (e *env) testHostileBodies(t *testing.T) {
 	}
 	e.checkPeak(t, "hostile bodies")
 }
+
+// testInflightBudget: large compactions that wait on a slow summarizer hold the in-flight
+// budget; once it is spent the next large one is answered 429 with Retry-After at once
+// (counted in compaction_api_throttled_requests_total) instead of piling into memory,
+// another tenant's small requests are still served, and every admitted compaction completes
+// once the summarizer answers.
+func (e *env) testInflightBudget(t *testing.T) {
+	const (
+		bodyBytes = 4 << 20
+		maxLarge  = 16
+	)
+	llm := newBlockingLLM(t)
+	c, ctx := e.cl.Client, context.Background()
+	msgs := history(bodyBytes/2100, 2100)
+	// The window puts the history in Soft: one summarizer call, which waits.
+	window := int32(float64(compaction.EstimateTokens(msgs)) / 0.72)
+	if err := c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "slow-llm"}, StringData: map[string]string{"apiKey": "sk-test"}}); err != nil {
+		t.Fatal(err)
+	}
+	e.cl.CreateMinIOPolicy(ns, "slow-llm", prefix, e.m, window, func(spec *compactionv1alpha1.CompactionPolicySpec) {
+		spec.Summarizer = compactionv1alpha1.SummarizerSpec{Mode: compactionv1alpha1.SummarizerOpenAI, OpenAI: &compactionv1alpha1.OpenAISummarizerSpec{
+			BaseURL: llm.srv.URL + "/v1", Model: "test-model", Timeout: &metav1.Duration{Duration: 2 * time.Minute},
+			APIKeySecretRef: &compactionv1alpha1.SecretKeySelector{SecretReference: compactionv1alpha1.SecretReference{Name: "slow-llm"}, Key: "apiKey"},
+		}}
+	})
+	sessions := make([]string, maxLarge)
+	for i := range sessions {
+		sessions[i] = e.cl.CreateReadySession(ns, fmt.Sprintf("large-%d", i), "slow-llm").Name
+	}
+	body := compactBody(t, msgs)
+	e.resetPeak(t)
+
+	results := make(chan response, maxLarge)
+	admitted, throttled := 0, response{}
+	for i := 0; i < maxLarge && throttled.code == 0; i++ {
+		go func() { results <- e.post(e.url(sessions[i], "compact"), body, waitLong) }()
+		// Either the request reaches the summarizer (it was admitted and waits there) or it
+		// is answered.
+		select {
+		case <-llm.arrived:
+			admitted++
+		case r := <-results:
+			if r.code != http.StatusTooManyRequests {
+				t.Fatalf("large compaction %d: %s, want it to wait on the summarizer or a 429", i+1, r)
+			}
+			throttled = r
+		case <-time.After(waitLong):
+			t.Fatalf("large compaction %d neither reached the summarizer nor was answered", i+1)
+		}
+	}
+	t.Logf("%d compactions of %d KiB admitted and waiting on the summarizer, then %s", admitted, len(body)>>10, throttled)
+	if throttled.code != http.StatusTooManyRequests || throttled.reason() != tooManyRequests || throttled.header.Get("Retry-After") == "" {
+		t.Errorf("after %d large compactions held at once: %s (Retry-After %q), want a 429 %s with Retry-After",
+			admitted, throttled, throttled.header.Get("Retry-After"), tooManyRequests)
+	}
+	if admitted == 0 {
+		t.Error("no large compaction was admitted")
+	}
+	// While the budget is spent, small requests of other sessions are still served.
+	e.serveBystander(t, "a spent in-flight budget")
+	if n := e.metric(t, `compaction_api_throttled_requests_total{route="compact"}`); n < 1 {
+		t.Errorf("compaction_api_throttled_requests_total{route=\"compact\"} = %v, want at least 1", n)
+	}
+
+	llm.release()
+	for range admitted {
+		if r := <-results; r.code != http.StatusOK {
+			t.Errorf("an admitted compaction: %s, want 200", r)
+		}
+	}
+	e.checkPeak(t, fmt.Sprintf("%d compactions of %d KiB at once", admitted, len(body)>>10))
+}
+
+// metric scrapes the manager's metrics endpoint (HTTPS, as a ServiceAccount bound to the
+// metrics-reader ClusterRole) and returns the value of the sample that starts with series.
+func (e *env) metric(t *testing.T, series string) float64 {
+	t.Helper()
+	if e.metricsToken == "" {
+		ctx := context.Background()
+		if err := e.cl.Client.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "scraper"}}); err != nil {
+			t.Fatal(err)
+		}
+		if err := e.cl.Client.Create(ctx, &rbacv1.ClusterRoleBinding{
+			ObjectMeta: metav1.ObjectMeta{Name: "scraper-metrics"},
+			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: operator.MetricsReader},
+			Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Namespace: ns, Name: "scraper"}},
+		}); err != nil {
+			t.Fatal(err)
+		}
+		e.metricsToken = e.cl.Token(ns, "scraper")
+	}
+	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // the manager's self-signed certificate
+	deadline := time.Now().Add(time.Minute)
+	for {
+		req, err := http.NewRequest(http.MethodGet, "https://"+e.mgr.MetricsAddr+"/metrics", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", "Bearer "+e.metricsToken)
+		resp, err := hc.Do(req)
+		if err == nil {
+			data, _ := io.ReadAll(resp.Body)
+			_ = resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				for line := range strings.SplitSeq(string(data), "\n") {
+					if rest, ok := strings.CutPrefix(line, series+" "); ok {
+						v, err := strconv.ParseFloat(strings.TrimSpace(rest), 64)
+						if err != nil {
+							t.Fatal(err)
+						}
+						return v
+					}
+				}
+				return 0
+			}
+			err = fmt.Errorf("%d %s", resp.StatusCode, data)
+		}
+		if time.Now().After(deadline) { // the authorizer's RBAC cache fills in within seconds
+			t.Fatalf("GET /metrics: %v", err)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+}
+
+// blockingLLM is an OpenAI-compatible summarizer that holds every call until release.
+type blockingLLM struct {
+	srv      *httptest.Server
+	arrived  chan struct{}
+	released chan struct{}
+	once     sync.Once
+}
+
+func newBlockingLLM(t *testing.T) *blockingLLM {
+	l := &blockingLLM{arrived: make(chan struct{}, 100), released: make(chan struct{})}
+	l.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		l.arrived <- struct{}{}
+		select {
+		case <-l.released:
+		case <-r.Context().Done():
+			return
+		}
+		content := "USER_INTENT: fix the failing test\nEXECUTION_PROGRESS: read the code\nKEY_DECISION: N/A\nTRIED_SOLUTION: N/A\nNEXT_STEP: run the tests\n\nSummary: the agent read the code."
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(map[string]any{"choices": []any{map[string]any{"message": map[string]string{"role": "assistant", "content": content}}}})
+	}))
+	t.Cleanup(func() {
+		l.release()
+		l.srv.Close()
+	})
+	return l
+}
+
+func (l *blockingLLM) release() { l.once.Do(func() { close(l.released) }) }
 
 // objectsOf lists the stored objects of a session.
 func (e *env) objectsOf(t *testing.T, sid string) []string {
