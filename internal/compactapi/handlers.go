@@ -8,6 +8,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"strconv"
 	"strings"
 
 	"github.com/harness9/compaction-operator/compaction"
@@ -224,17 +225,24 @@ func (s *Server) toolResult(w http.ResponseWriter, r *http.Request, sess *sessio
 	if err := compaction.ValidateToolCallID(id); err != nil {
 		return &apiError{http.StatusBadRequest, ReasonBadRequest, "tool call ID: " + err.Error()}
 	}
-	data, err := sess.store.GetToolResult(r.Context(), sess.id, id)
+	// Streamed from the store: a large result is never held in memory, however many
+	// readers it has.
+	rc, size, err := sess.store.OpenToolResult(r.Context(), sess.id, id)
 	switch {
 	case errors.Is(err, compaction.ErrNotFound):
 		return &apiError{http.StatusNotFound, ReasonNotFound, fmt.Sprintf("no offloaded result for tool call %q in this session", id)}
 	case err != nil:
 		return &apiError{http.StatusServiceUnavailable, ReasonStorage, err.Error()}
 	}
+	defer func() { _ = rc.Close() }() // a read stream: closing only releases its connection
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	w.Header().Set("Content-Length", fmt.Sprint(len(data)))
+	w.Header().Set("Content-Length", strconv.FormatInt(size, 10))
 	w.WriteHeader(http.StatusOK)
-	_, _ = w.Write(data)
+	if _, err := io.Copy(w, rc); err != nil {
+		// The status line is out: the answer ends short of its Content-Length, which the
+		// client sees as a broken read.
+		s.log.Error(err, "tool result stream broken", "session", sess.obj.Namespace+"/"+sess.obj.Name, "toolCallID", id)
+	}
 	return nil
 }
 

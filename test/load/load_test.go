@@ -14,6 +14,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"crypto/tls"
 	"encoding/json"
 	"fmt"
@@ -41,6 +42,7 @@ import (
 	compactionv1alpha1 "github.com/harness9/compaction-operator/api/v1alpha1"
 	"github.com/harness9/compaction-operator/compaction"
 	compactclient "github.com/harness9/compaction-operator/compaction/client"
+	"github.com/harness9/compaction-operator/compaction/storage/s3"
 	"github.com/harness9/compaction-operator/internal/testenv"
 	"github.com/harness9/compaction-operator/internal/testenv/operator"
 )
@@ -75,6 +77,7 @@ func TestLoad(t *testing.T) {
 	t.Run("StalledUpload", e.testStalledUpload)
 	t.Run("HostileBodies", e.testHostileBodies)
 	t.Run("InflightBudget", e.testInflightBudget)
+	t.Run("ToolResultReaders", e.testToolResultReaders)
 	if e.alive(t) {
 		t.Logf("manager still up after the attacks")
 	}
@@ -507,6 +510,69 @@ func (e *env) testInflightBudget(t *testing.T) {
 	e.checkPeak(t, fmt.Sprintf("%d compactions of %d KiB at once", admitted, len(body)>>10))
 }
 
+// testToolResultReaders: many clients read one large offloaded result at once and stop
+// reading after its first bytes. The result is streamed from storage, so the readers cost
+// the manager next to nothing (it used to read the whole object into memory for each), and
+// one that reads on gets every byte.
+func (e *env) testToolResultReaders(t *testing.T) {
+	const (
+		size    = 32 << 20 // offloads were allowed this large before the 8 MiB body limit
+		readers = 16
+		callID  = "call_big_log"
+	)
+	sess := e.cl.CreateReadySession(ns, "reader", policy)
+	line := []byte("a line of the build log that the agent offloaded\n")
+	content := bytes.Repeat(line, size/len(line))
+	if _, err := e.store(t).PutToolResult(context.Background(), sess.Status.SessionID, callID, content); err != nil {
+		t.Fatal(err)
+	}
+	e.resetPeak(t)
+
+	request := fmt.Sprintf("GET /v1/namespaces/%s/sessions/%s/toolresults/%s HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\n\r\n",
+		ns, sess.Name, callID, e.mgr.APIAddr, e.token)
+	conns := make([]net.Conn, readers)
+	for i := range conns {
+		conn, err := net.Dial("tcp", e.mgr.APIAddr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = conn.Close() }()
+		if _, err := io.WriteString(conn, request); err != nil {
+			t.Fatal(err)
+		}
+		conns[i] = conn
+	}
+	// Every reader gets the answer's start, then stops reading.
+	bodies := make([]io.Reader, readers)
+	for i, conn := range conns {
+		if err := conn.SetReadDeadline(time.Now().Add(waitLong)); err != nil {
+			t.Fatal(err)
+		}
+		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		if err != nil {
+			t.Fatalf("reader %d: %v", i+1, err)
+		}
+		if resp.StatusCode != http.StatusOK || resp.ContentLength != int64(len(content)) {
+			t.Fatalf("reader %d: %d, Content-Length %d; want 200 and %d", i+1, resp.StatusCode, resp.ContentLength, len(content))
+		}
+		if _, err := io.ReadFull(resp.Body, make([]byte, 64<<10)); err != nil {
+			t.Fatalf("reader %d: %v", i+1, err)
+		}
+		bodies[i] = resp.Body
+	}
+	e.serveBystander(t, fmt.Sprintf("%d readers of a %d MiB result", readers, size>>20))
+	e.checkPeak(t, fmt.Sprintf("%d readers of a %d MiB tool result", readers, size>>20))
+
+	// One reads on: the rest of the result, byte for byte.
+	rest, err := io.ReadAll(bodies[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := sha256.Sum256(content[64<<10:]); sha256.Sum256(rest) != want {
+		t.Errorf("the rest of the result read back: %d bytes that differ from the %d stored", len(rest), len(content)-64<<10)
+	}
+}
+
 // metric scrapes the manager's metrics endpoint (HTTPS, as a ServiceAccount bound to the
 // metrics-reader ClusterRole) and returns the value of the sample that starts with series.
 func (e *env) metric(t *testing.T, series string) float64 {
@@ -588,6 +654,16 @@ func newBlockingLLM(t *testing.T) *blockingLLM {
 }
 
 func (l *blockingLLM) release() { l.once.Do(func() { close(l.released) }) }
+
+func (e *env) store(t *testing.T) *s3.Store {
+	t.Helper()
+	st, err := s3.New(context.Background(), s3.Config{Endpoint: e.m.Endpoint, Bucket: bucket, Prefix: prefix, Insecure: true,
+		AccessKey: e.m.AccessKey, SecretKey: e.m.SecretKey})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
 
 // objectsOf lists the stored objects of a session.
 func (e *env) objectsOf(t *testing.T, sid string) []string {

@@ -192,6 +192,28 @@ func (s *Store) GetToolResult(ctx context.Context, sessionID, toolCallID string)
 	return data, nil
 }
 
+// OpenToolResult opens a tool result for reading and returns its size, without reading it
+// into memory: a server copies it to its client as it arrives from the store. A missing one
+// is ErrNotFound. The caller closes the reader.
+func (s *Store) OpenToolResult(ctx context.Context, sessionID, toolCallID string) (io.ReadCloser, int64, error) {
+	if err := validate("open tool result", sessionID); err != nil {
+		return nil, 0, err
+	}
+	key := s.key(compaction.ToolResultKey(sessionID, toolCallID))
+	obj, err := s.client.GetObject(ctx, s.bucket, key, minio.GetObjectOptions{})
+	if err != nil {
+		return nil, 0, fmt.Errorf("s3 store: open tool result %q of session %s: %w", toolCallID, sessionID, mapErr(err))
+	}
+	// GetObject is lazy: Stat sends the request, so a missing key surfaces here, and the
+	// reads that follow continue the same response.
+	info, err := obj.Stat()
+	if err != nil {
+		_ = obj.Close() // read stream: see copyObject
+		return nil, 0, fmt.Errorf("s3 store: open tool result %q of session %s: %w", toolCallID, sessionID, mapErr(err))
+	}
+	return obj, info.Size, nil
+}
+
 // AppendRecord writes the record as a new one-line segment named after its ID. Nothing is
 // ever read back or rewritten, so concurrent writers (any number of replicas) cannot lose
 // each other's records.

@@ -223,6 +223,44 @@ func TestRefAndKeys(t *testing.T) {
 	}
 }
 
+// TestOpenToolResult: a tool result opened for streaming reads back byte for byte with its
+// size; a missing one, or one of another session, is ErrNotFound at open.
+func TestOpenToolResult(t *testing.T) {
+	srv := startServer(t)
+	st := srv.store(t, srv.newBucket(t), "p")
+	c := ctx(t)
+	sid := storetest.SessionID(t)
+	content := bytes.Repeat([]byte("a line of a long build log\n"), 100_000) // 2.7 MB
+	if _, err := st.PutToolResult(c, sid, "call/1", content); err != nil {
+		t.Fatal(err)
+	}
+	rc, size, err := st.OpenToolResult(c, sid, "call/1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := io.ReadAll(rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rc.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if size != int64(len(content)) || !bytes.Equal(got, content) {
+		t.Fatalf("read %d bytes, size %d; want the %d bytes stored", len(got), size, len(content))
+	}
+	for _, c2 := range []struct{ sid, id string }{{sid, "call/2"}, {storetest.SessionID(t), "call/1"}} {
+		if rc, _, err := st.OpenToolResult(c, c2.sid, c2.id); !errors.Is(err, compaction.ErrNotFound) {
+			if rc != nil {
+				_ = rc.Close()
+			}
+			t.Errorf("open %s of session %s: %v, want ErrNotFound", c2.id, c2.sid, err)
+		}
+	}
+	if _, _, err := st.OpenToolResult(c, "../x", "call/1"); err == nil {
+		t.Error("open with an invalid session ID: no error")
+	}
+}
+
 // Two stores with different prefixes on one bucket are separate worlds.
 func TestPrefixesIsolate(t *testing.T) {
 	srv := startServer(t)
