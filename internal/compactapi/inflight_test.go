@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
 )
 
 // TestBudget: requests are admitted while the budget has room; large ones only into three
@@ -14,15 +13,13 @@ import (
 // request is a 429 and holds nothing more; released shares are taken again.
 func TestBudget(t *testing.T) {
 	gauge := prometheus.NewGauge(prometheus.GaugeOpts{Name: "inflight"})
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(gauge)
 	const limit = 16 << 20 // large requests: 12 MiB of it
 	s := &Server{inflight: newBudget(limit, gauge)}
 	held := func() int64 {
 		t.Helper()
-		var m dto.Metric
-		if err := gauge.Write(&m); err != nil {
-			t.Fatal(err)
-		}
-		if v := int64(m.GetGauge().GetValue()); v != s.inflight.used {
+		if v := int64(metricValue(t, reg, "inflight", nil)); v != s.inflight.used {
 			t.Fatalf("the gauge says %d held, the budget %d", v, s.inflight.used)
 		}
 		return s.inflight.used

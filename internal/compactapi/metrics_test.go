@@ -10,7 +10,7 @@ import (
 	"github.com/harness9/compaction-operator/compaction"
 )
 
-// metricValue is the value of the counter (or the sample count of the histogram) name with
+// metricValue is the value of the counter or gauge (or the sample count of the histogram) name with
 // exactly labels, 0 when it has no such series.
 func metricValue(t *testing.T, reg prometheus.Gatherer, name string, labels map[string]string) float64 {
 	t.Helper()
@@ -38,8 +38,10 @@ func metricValue(t *testing.T, reg prometheus.Gatherer, name string, labels map[
 				return m.GetCounter().GetValue()
 			case m.GetHistogram() != nil:
 				return float64(m.GetHistogram().GetSampleCount())
+			case m.GetGauge() != nil:
+				return m.GetGauge().GetValue()
 			default:
-				t.Fatalf("%s is neither a counter nor a histogram", name)
+				t.Fatalf("%s is neither a counter, a gauge nor a histogram", name)
 			}
 		}
 	}
