@@ -110,7 +110,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		"most messages one compaction API request may carry (413 over it); a body may hold 32 JSON values and its messages 4 unknown fields in all per message of this limit")
 	fs.Int64Var(&o.apiMaxInflightBytes, "api-max-inflight-bytes", compactapi.DefaultMaxInflightBytes,
 		"in-flight budget of the compaction API: the bytes the requests being served may hold at once, each counting its body plus 128 per JSON value in it (at least 64 KiB); "+
-			"a request over it is answered 429 with Retry-After. Requests hold up to about four times it in memory: raise the memory limit with it")
+			"a request over it is answered 429 with Retry-After. Requests hold four to five times it in memory: raise the memory limit with it")
 	fs.DurationVar(&o.apiRequestTimeout, "api-request-timeout", compactapi.DefaultRequestTimeout, "deadline of one compaction API request, summarizer calls included")
 	fs.DurationVar(&o.apiReadTimeout, "api-read-timeout", compactapi.DefaultReadTimeout,
 		"longest time a client may take to send a compaction API request, headers and body; a stalled upload is answered 408 after it")

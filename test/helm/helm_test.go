@@ -392,6 +392,7 @@ func TestValues(t *testing.T) {
 	t.Run("LeaderElection", func(t *testing.T) { testLeaderElection(t, h) })
 	t.Run("APITLS", func(t *testing.T) { testAPITLS(t, h) })
 	t.Run("ManagerFlags", func(t *testing.T) { testManagerFlags(t, h) })
+	t.Run("MemoryLimit", func(t *testing.T) { testMemoryLimit(t, h) })
 	t.Run("Image", func(t *testing.T) { testImage(t, h) })
 	t.Run("CRDs", func(t *testing.T) { testCRDs(t, h) })
 	t.Run("RBACOff", func(t *testing.T) { testRBACOff(t, h) })
@@ -482,6 +483,66 @@ func testManagerFlags(t *testing.T, h *helmCLI) {
 		if !slices.Contains(args, want) {
 			t.Errorf("args %q lack %s", args, want)
 		}
+	}
+}
+
+// testMemoryLimit checks GOMEMLIMIT, which the chart computes from the container's memory
+// limit, and the API limits sized with it.
+func testMemoryLimit(t *testing.T, h *helmCLI) {
+	goMemLimit := func(args ...string) (string, bool) {
+		t.Helper()
+		d, _ := managerArgs(t, h, args...)
+		for _, e := range d.Spec.Template.Spec.Containers[0].Env {
+			if e.Name == "GOMEMLIMIT" {
+				return e.Value, true
+			}
+		}
+		return "", false
+	}
+	for _, c := range []struct {
+		set  []string
+		want string // "": no GOMEMLIMIT
+	}{
+		{nil, "483183820"}, // 90% of 512Mi
+		{[]string{"--set", "resources.limits.memory=1Gi"}, "966367641"},
+		{[]string{"--set", "resources.limits.memory=500M"}, "450000000"},
+		{[]string{"--set", "resources.limits.memory=0.5Gi"}, "483183820"},
+		{[]string{"--set-string", "resources.limits.memory=536870912"}, "483183820"},
+		{[]string{"--set", "resources.limits.memory=2Gi,manager.memoryLimitPercent=75"}, "1610612736"},
+		{[]string{"--set", "manager.memoryLimitPercent=0"}, ""},
+		{[]string{"--set", "resources.limits=null"}, ""},
+	} {
+		got, ok := goMemLimit(c.set...)
+		if got != c.want || ok != (c.want != "") {
+			t.Errorf("%q: GOMEMLIMIT %q (set %v), want %q", c.set, got, ok, c.want)
+		}
+	}
+	// Quantities GOMEMLIMIT cannot be computed from, or a percentage over 100, are refused.
+	for _, set := range [][]string{{"--set", "resources.limits.memory=300m"}, {"--set-string", "resources.limits.memory=1e9"}, {"--set", "manager.memoryLimitPercent=101"}} {
+		if _, err := h.try(append([]string{"template", release, h.chart}, set...)...); err == nil {
+			t.Errorf("%q: rendered", set)
+		}
+	}
+	// A GOMEMLIMIT of the user's wins, and is the only one.
+	d, _ := managerArgs(t, h, "--set-json", `manager.extraEnv=[{"name":"GOMEMLIMIT","value":"300MiB"}]`)
+	var values []string
+	for _, e := range d.Spec.Template.Spec.Containers[0].Env {
+		if e.Name == "GOMEMLIMIT" {
+			values = append(values, e.Value)
+		}
+	}
+	if !slices.Equal(values, []string{"300MiB"}) {
+		t.Errorf("GOMEMLIMIT in extraEnv: the container has GOMEMLIMIT %q, want only the user's", values)
+	}
+
+	_, args := managerArgs(t, h, "--set", "api.maxBodyBytes=16777216,api.maxInflightBytes=134217728")
+	for _, want := range []string{"--api-max-body-bytes=16777216", "--api-max-inflight-bytes=134217728"} {
+		if !slices.Contains(args, want) {
+			t.Errorf("args %q lack %s", args, want)
+		}
+	}
+	if _, args := managerArgs(t, h); slices.ContainsFunc(args, func(a string) bool { return strings.HasPrefix(a, "--api-max-") }) {
+		t.Errorf("the defaults render API limit flags: %q", args)
 	}
 }
 

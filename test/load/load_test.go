@@ -76,8 +76,8 @@ func TestLoad(t *testing.T) {
 	e := setUp(t)
 	t.Run("StalledUpload", e.testStalledUpload)
 	t.Run("HostileBodies", e.testHostileBodies)
-	t.Run("InflightBudget", e.testInflightBudget)
 	t.Run("ToolResultReaders", e.testToolResultReaders)
+	t.Run("InflightBudget", e.testInflightBudget)
 	if e.alive(t) {
 		t.Logf("manager still up after the attacks")
 	}
@@ -159,26 +159,24 @@ func (e *env) alive(t *testing.T) bool {
 	return true
 }
 
-// resetPeak starts a new peak resident set measurement of the manager.
+// resetPeak starts a new peak resident set measurement of the manager, from what it holds
+// now.
 func (e *env) resetPeak(t *testing.T) {
 	t.Helper()
 	if err := os.WriteFile(fmt.Sprintf("/proc/%d/clear_refs", e.mgr.Pid()), []byte("5"), 0); err != nil {
 		t.Fatalf("reset the manager's peak RSS: %v", err)
 	}
+	_, rss := e.rss(t)
+	t.Logf("the manager's RSS before the attack: %d MiB", rss>>20)
 }
 
-// checkPeak logs the manager's peak resident set since resetPeak and fails the test when it
-// passed the chart's memory limit.
-func (e *env) checkPeak(t *testing.T, what string) {
+// rss returns the manager's peak and current resident set.
+func (e *env) rss(t *testing.T) (hwm, rss int64) {
 	t.Helper()
-	if !e.alive(t) {
-		return
-	}
 	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", e.mgr.Pid()))
 	if err != nil {
 		t.Fatal(err)
 	}
-	var hwm, rss int64
 	for line := range strings.SplitSeq(string(data), "\n") {
 		for _, f := range []struct {
 			key string
@@ -193,6 +191,17 @@ func (e *env) checkPeak(t *testing.T, what string) {
 			}
 		}
 	}
+	return hwm, rss
+}
+
+// checkPeak logs the manager's peak resident set since resetPeak and fails the test when it
+// passed the chart's memory limit.
+func (e *env) checkPeak(t *testing.T, what string) {
+	t.Helper()
+	if !e.alive(t) {
+		return
+	}
+	hwm, rss := e.rss(t)
 	t.Logf("%s: manager peak RSS %d MiB (now %d MiB), chart memory limit %d MiB", what, hwm>>20, rss>>20, e.chart.memoryLimit>>20)
 	if hwm > e.chart.memoryLimit {
 		t.Errorf("%s: the manager's peak RSS %d MiB is over the chart's memory limit %d MiB: in a pod it would have been OOM-killed",

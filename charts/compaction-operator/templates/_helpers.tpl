@@ -84,3 +84,26 @@ replica.
 {{- define "compaction-operator.leaderElect" -}}
 {{- if or .Values.leaderElection.enabled (gt (int .Values.replicaCount) 1) }}true{{ end }}
 {{- end }}
+
+{{/*
+GOMEMLIMIT of the manager in bytes: manager.memoryLimitPercent of resources.limits.memory
+(a Kubernetes quantity such as 512Mi, 1Gi, 500M or 536870912). Empty when there is no memory
+limit, the percentage is 0, or manager.extraEnv sets GOMEMLIMIT itself.
+*/}}
+{{- define "compaction-operator.goMemLimit" -}}
+{{- $limit := "" }}
+{{- with .Values.resources }}{{ with .limits }}{{ with .memory }}{{ $limit = toString . }}{{ end }}{{ end }}{{ end }}
+{{- $percent := .Values.manager.memoryLimitPercent | default 0 | int }}
+{{- $own := false }}
+{{- range .Values.manager.extraEnv }}{{ if eq .name "GOMEMLIMIT" }}{{ $own = true }}{{ end }}{{ end }}
+{{- if and $limit (gt $percent 0) (not $own) }}
+{{- if gt $percent 100 }}{{ fail (printf "manager.memoryLimitPercent %d is over 100" $percent) }}{{ end }}
+{{- $number := regexFind "^[0-9]+(\\.[0-9]+)?" $limit }}
+{{- $units := dict "" 1 "k" 1000 "M" 1000000 "G" 1000000000 "T" 1000000000000 "Ki" 1024 "Mi" 1048576 "Gi" 1073741824 "Ti" 1099511627776 }}
+{{- $suffix := trimPrefix $number $limit }}
+{{- if or (not $number) (not (hasKey $units $suffix)) }}
+{{- fail (printf "resources.limits.memory %q: the chart computes GOMEMLIMIT from a number with one of the suffixes k, M, G, T, Ki, Mi, Gi, Ti (or none); set manager.memoryLimitPercent=0 to leave GOMEMLIMIT unset" $limit) }}
+{{- end }}
+{{- divf (mulf (float64 $number) (get $units $suffix) $percent) 100 | floor | int64 }}
+{{- end }}
+{{- end }}
