@@ -79,8 +79,11 @@ type State struct {
 	Offloaded map[string]OffloadEntry `json:"offloaded,omitempty"`
 	// Calibration is the session's factor real/estimated prompt tokens, learnt from the
 	// prompt sizes its caller reports (0: none reported yet, which counts as 1).
-	Calibration float64   `json:"calibration,omitempty"`
-	UpdatedAt   time.Time `json:"updatedAt"`
+	Calibration float64 `json:"calibration,omitempty"`
+	// SummarizerCalls are the times of the summarizer calls of the last hour, when
+	// SummarizerCallsPerHour limits them (oldest first).
+	SummarizerCalls []time.Time `json:"summarizerCalls,omitempty"`
+	UpdatedAt       time.Time   `json:"updatedAt"`
 	// Version identifies the stored copy this state was loaded from (an ETag), so SaveState
 	// can refuse to overwrite a newer one; empty for a state that was never stored. Stores
 	// set it on LoadState and SaveState.
@@ -94,6 +97,7 @@ func (s *State) clone() *State {
 	out.Pins = append([]Pin(nil), s.Pins...)
 	out.TaskIndex, out.TaskKnown = s.TaskIndex, s.TaskKnown
 	out.Calibration = s.Calibration
+	out.SummarizerCalls = append([]time.Time(nil), s.SummarizerCalls...)
 	out.OpenCalls = append([]string(nil), s.OpenCalls...)
 	if s.Offloaded != nil {
 		out.Offloaded = make(map[string]OffloadEntry, len(s.Offloaded))
