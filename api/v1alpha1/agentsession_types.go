@@ -131,6 +131,12 @@ type SummarizerUsage struct {
 	// +optional
 	// +kubebuilder:validation:Minimum=0
 	OutputTokens int64 `json:"outputTokens,omitempty"`
+
+	// throttled is the number of compactions summarized extractively because the session had
+	// used up its summarizer budget (the policy's summarizer.maxCallsPerHour).
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	Throttled int64 `json:"throttled,omitempty"`
 }
 
 // Anchor is a fact kept across compactions.

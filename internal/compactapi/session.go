@@ -115,6 +115,9 @@ func engineConfig(spec *compactionv1alpha1.CompactionPolicySpec, window *int32) 
 		cfg.PinRule = compaction.PinRule(v)
 	}
 	set(&cfg.PinBudget, spec.Pins.BudgetPercent)
+	if v := spec.Summarizer.MaxCallsPerHour; v != nil && *v > 0 {
+		cfg.SummarizerCallsPerHour = int(*v)
+	}
 	return cfg
 }
 
