@@ -19,9 +19,16 @@ var ErrNotFound = errors.New("not found")
 // first. Stores that cannot detect it never return it.
 var ErrConflict = errors.New("state changed since it was loaded")
 
+// ErrToolResultExists is returned by PutToolResult when the tool call ID already holds
+// different content: an offloaded original may exist nowhere else (the agent keeps only
+// the placeholder), so it is never replaced.
+var ErrToolResultExists = errors.New("a different result is already stored under this tool call ID")
+
 // ToolResultStore keeps offloaded tool results, one object per session and tool call.
 type ToolResultStore interface {
-	// PutToolResult stores content and returns a reference that says where it lives.
+	// PutToolResult stores content and returns a reference that says where it lives. It
+	// never replaces a stored result: the same content again succeeds with the same
+	// reference, different content fails with an error wrapping ErrToolResultExists.
 	PutToolResult(ctx context.Context, sessionID, toolCallID string, content []byte) (ref string, err error)
 	// GetToolResult returns the stored bytes, or an error wrapping ErrNotFound.
 	GetToolResult(ctx context.Context, sessionID, toolCallID string) ([]byte, error)

@@ -85,4 +85,7 @@ const (
 	// ReasonAuthUnavailable: the Kubernetes API server could not check the token or the
 	// permission (it is restarting, say); retry.
 	ReasonAuthUnavailable = "AuthUnavailable"
+	// ReasonToolResultExists: another result is already stored under this tool call ID in
+	// the session (409); the stored one is kept. Keep the result in the history.
+	ReasonToolResultExists = "ToolResultExists"
 )

@@ -9,19 +9,20 @@ import (
 
 // Reasons in error responses (the wire values are in compaction/client).
 const (
-	ReasonUnauthorized    = wire.ReasonUnauthorized
-	ReasonForbidden       = wire.ReasonForbidden
-	ReasonNotFound        = wire.ReasonNotFound
-	ReasonSessionNotReady = wire.ReasonSessionNotReady
-	ReasonBadRequest      = wire.ReasonBadRequest
-	ReasonInvalidMessages = wire.ReasonInvalidMessages
-	ReasonTooLarge        = wire.ReasonTooLarge
-	ReasonStaleWatermark  = wire.ReasonStaleWatermark
-	ReasonStorage         = wire.ReasonStorage
-	ReasonInternal        = wire.ReasonInternal
-	ReasonTimeout         = wire.ReasonTimeout
-	ReasonMediaType       = wire.ReasonMediaType
-	ReasonAuthUnavailable = wire.ReasonAuthUnavailable
+	ReasonUnauthorized     = wire.ReasonUnauthorized
+	ReasonForbidden        = wire.ReasonForbidden
+	ReasonNotFound         = wire.ReasonNotFound
+	ReasonSessionNotReady  = wire.ReasonSessionNotReady
+	ReasonBadRequest       = wire.ReasonBadRequest
+	ReasonInvalidMessages  = wire.ReasonInvalidMessages
+	ReasonTooLarge         = wire.ReasonTooLarge
+	ReasonStaleWatermark   = wire.ReasonStaleWatermark
+	ReasonStorage          = wire.ReasonStorage
+	ReasonInternal         = wire.ReasonInternal
+	ReasonTimeout          = wire.ReasonTimeout
+	ReasonMediaType        = wire.ReasonMediaType
+	ReasonAuthUnavailable  = wire.ReasonAuthUnavailable
+	ReasonToolResultExists = wire.ReasonToolResultExists
 )
 
 func writeError(w http.ResponseWriter, code int, reason, msg string) {
