@@ -399,6 +399,7 @@ func TestValues(t *testing.T) {
 	t.Run("NetworkPolicy", func(t *testing.T) { testNetworkPolicy(t, h) })
 	t.Run("GrafanaDashboard", func(t *testing.T) { testDashboard(t, h) })
 	t.Run("LongReleaseName", func(t *testing.T) { testLongReleaseName(t, h) })
+	t.Run("SessionLocationRole", func(t *testing.T) { testSessionLocationRole(t, h) })
 }
 
 // testLongReleaseName checks that every name and label value stays within 63 characters
@@ -433,6 +434,29 @@ func testLongReleaseName(t *testing.T, h *helmCLI) {
 	}
 	find(t, objs, "ClusterRole", crb.RoleRef.Name)
 	find(t, objs, "ServiceAccount", sa)
+}
+
+// testSessionLocationRole checks that the Role for the pinned session locations and its
+// binding go into the cluster resource namespace, which manager.clusterResourceNamespace
+// moves, and bind the manager's ServiceAccount.
+func testSessionLocationRole(t *testing.T, h *helmCLI) {
+	for _, c := range []struct{ set, want string }{{"", namespace}, {"manager.clusterResourceNamespace=vault", "vault"}} {
+		args := []string{}
+		if c.set != "" {
+			args = []string{"--set", c.set}
+		}
+		objs := decode(t, h.template(t, args...))
+		role := find(t, objs, "Role", prefix+"session-location-role")
+		var rb rbacv1.RoleBinding
+		typed(t, find(t, objs, "RoleBinding", prefix+"session-location-rolebinding"), &rb)
+		if role.GetNamespace() != c.want || rb.Namespace != c.want {
+			t.Errorf("%q: Role in %q, RoleBinding in %q, want both in %q", c.set, role.GetNamespace(), rb.Namespace, c.want)
+		}
+		if rb.RoleRef.Name != role.GetName() || len(rb.Subjects) != 1 ||
+			rb.Subjects[0].Name != prefix+"controller-manager" || rb.Subjects[0].Namespace != namespace {
+			t.Errorf("%q: RoleBinding %+v %+v", c.set, rb.RoleRef, rb.Subjects)
+		}
+	}
 }
 
 func testLeaderElection(t *testing.T, h *helmCLI) {
@@ -1044,12 +1068,20 @@ func testInstall(t *testing.T, h *helmCLI, cfg *rest.Config, kubeconfig string) 
 	if !equality.Semantic.DeepEqual(leRole.Rules, leWant.Rules) {
 		t.Errorf("leader election Role rules %+v, want %+v", leRole.Rules, leWant.Rules)
 	}
+	var locRole, locWant rbacv1.Role
+	readObject(t, "config/rbac/session_location_role.yaml", "Role", &locWant)
+	mustGet(&locRole, namespace, prefix+"session-location-role")
+	if !equality.Semantic.DeepEqual(locRole.Rules, locWant.Rules) {
+		t.Errorf("session location Role rules %+v, want %+v", locRole.Rules, locWant.Rules)
+	}
 	var crb rbacv1.ClusterRoleBinding
 	mustGet(&crb, "", prefix+"manager-rolebinding")
-	var rb rbacv1.RoleBinding
+	var rb, locRB rbacv1.RoleBinding
 	mustGet(&rb, namespace, prefix+"leader-election-rolebinding")
+	mustGet(&locRB, namespace, prefix+"session-location-rolebinding")
 	checkBinding(t, get, crb.RoleRef, crb.Subjects, "")
 	checkBinding(t, get, rb.RoleRef, rb.Subjects, namespace)
+	checkBinding(t, get, locRB.RoleRef, locRB.Subjects, namespace)
 
 	var policy v1alpha1.ClusterCompactionPolicy
 	mustGet(&policy, "", "default")
