@@ -84,3 +84,11 @@ replica.
 {{- define "compaction-operator.leaderElect" -}}
 {{- if or .Values.leaderElection.enabled (gt (int .Values.replicaCount) 1) }}true{{ end }}
 {{- end }}
+
+{{/*
+The cluster resource namespace (--cluster-resource-namespace): where a ClusterCompactionPolicy's
+Secrets are by default and where the manager pins each session's storage location.
+*/}}
+{{- define "compaction-operator.clusterResourceNamespace" -}}
+{{- default .Release.Namespace .Values.manager.clusterResourceNamespace }}
+{{- end }}
