@@ -28,6 +28,13 @@ type Config struct {
 	// Default 0.15; (0, 0.5].
 	MinSaving float64
 
+	// SummarizerCallsPerHour bounds the calls a session makes to its summarizer (not the
+	// extractive one, which costs nothing) in any hour; past it the session is summarized
+	// extractively and its records say so. It stops one session from spending the
+	// platform's LLM budget, for example by rewriting an early message every request so
+	// each one starts over. 0 means no limit (the default).
+	SummarizerCallsPerHour int
+
 	// OffloadThreshold: tool results in the head longer than this (bytes) are offloaded
 	// during compaction. Default 4000.
 	OffloadThreshold int
@@ -77,6 +84,9 @@ func (r PinRule) valid() bool {
 	}
 	return false
 }
+
+// maxSummarizerCallsPerHour bounds SummarizerCallsPerHour, and so the call times a state keeps.
+const maxSummarizerCallsPerHour = 3600
 
 // DefaultConfig returns the spec's defaults with the given window.
 func DefaultConfig(contextWindow int) Config {
@@ -166,6 +176,9 @@ func (c Config) Validate() error {
 	}
 	if c.MinSaving <= 0 || c.MinSaving > 0.5 {
 		errs = append(errs, fmt.Errorf("min saving %.2f must be in (0, 0.5]", c.MinSaving))
+	}
+	if c.SummarizerCallsPerHour < 0 || c.SummarizerCallsPerHour > maxSummarizerCallsPerHour {
+		errs = append(errs, fmt.Errorf("summarizer calls per hour %d must be between 0 (no limit) and %d", c.SummarizerCallsPerHour, maxSummarizerCallsPerHour))
 	}
 	if c.OffloadThreshold < 1 {
 		errs = append(errs, fmt.Errorf("offload threshold %d must be positive", c.OffloadThreshold))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"time"
 )
 
 // The calibration factor (real/estimated prompt tokens) stays within these bounds, so one
@@ -244,4 +245,30 @@ func (r *CompactionRecord) countSummarizer(req SummaryRequest, answer string, u 
 	r.SummarizerCalls++
 	r.SummarizerInputTokens += in
 	r.SummarizerOutputTokens += out
+}
+
+// summarizerFor is the summarizer of this compaction and whether it is the session's own
+// (counted in the record): the extractive one instead when SummarizerCallsPerHour calls of
+// the last hour used up the session's budget. A call is charged to the budget when it is
+// made, whatever its outcome.
+func (c *ProgressiveCompactor) summarizerFor(rec *CompactionRecord) (Summarizer, bool) {
+	limit := c.cfg.SummarizerCallsPerHour
+	if _, free := c.summarizer.(ExtractiveSummarizer); limit == 0 || free {
+		return c.summarizer, true
+	}
+	now := c.now()
+	calls := c.state.SummarizerCalls
+	for len(calls) > 0 && now.Sub(calls[0]) >= time.Hour {
+		calls = calls[1:]
+	}
+	if len(calls) >= limit {
+		c.state.SummarizerCalls = calls
+		rec.SummarizerThrottled = true
+		rec.Notes = append(rec.Notes, fmt.Sprintf("summarizer budget of %d calls per hour used up (next call allowed at %s): summarized extractively",
+			limit, calls[0].Add(time.Hour).UTC().Format(time.RFC3339)))
+		return ExtractiveSummarizer{}, false
+	}
+	c.state.SummarizerCalls = append(calls, now)
+	c.budgetCharged = true
+	return c.summarizer, true
 }

@@ -57,6 +57,9 @@ type ProgressiveCompactor struct {
 	savedCalibration float64
 	// factor is the calibration factor of the compaction in progress (1 outside one).
 	factor float64
+	// budgetCharged is set when the compaction in progress charged a call to the session's
+	// summarizer budget, so the state is saved even if nothing else changed.
+	budgetCharged bool
 }
 
 // Option configures a ProgressiveCompactor.
@@ -323,11 +326,15 @@ func (c *ProgressiveCompactor) compact(ctx context.Context, msgs []Message, d *D
 	if reset {
 		rec.Notes = append(rec.Notes, fmt.Sprintf("history prefix changed (watermark %d no longer matches): started over from the raw history", c.state.Watermark))
 		// Keep the loaded version: this state replaces the stored one, it is not a new one.
-		c.state = &State{Offloaded: c.state.Offloaded, Version: c.state.Version, Calibration: c.state.Calibration}
+		// The calibration and the summarizer budget belong to the session, not to the history:
+		// a reset must not refill the budget (an agent could reset on every request).
+		c.state = &State{Offloaded: c.state.Offloaded, Version: c.state.Version, Calibration: c.state.Calibration,
+			SummarizerCalls: c.state.SummarizerCalls}
 	}
 	view := closeView(c.shown(t.view()))
 	factor := c.calibrate(promptTokens, rec)
 	c.factor = factor
+	c.budgetCharged = false
 	defer func() { c.factor = 1 }()
 	rec.TokensBefore, rec.MsgsBefore = EstimateTokens(view), len(view)
 	rec.Calibration = factor
@@ -367,7 +374,7 @@ func (c *ProgressiveCompactor) compact(ctx context.Context, msgs []Message, d *D
 	out = closeView(c.shown(out))
 
 	rec.WatermarkAfter, rec.PrefixHash = c.state.Watermark, c.state.PrefixHash
-	changed := reset || c.state.Watermark != wmBefore || (c.offloader != nil && c.offloader.Writes() != offloadsBefore) || c.calibrationMoved()
+	changed := reset || c.state.Watermark != wmBefore || (c.offloader != nil && c.offloader.Writes() != offloadsBefore) || c.calibrationMoved() || c.budgetCharged
 	if changed && c.offloader != nil && !c.cfg.RawHistory {
 		// Future views hold only messages after the watermark: forget the rest.
 		c.offloader.Retain(toolIDs(t.rest[min(max(c.state.Watermark-t.base, 0), len(t.rest)):]))
@@ -452,9 +459,10 @@ func (c *ProgressiveCompactor) summarizeSpan(ctx context.Context, t *turn, span,
 	}
 	offloaded := c.offload(ctx, span, rec)
 	pins := c.pinsAfter(ctx, t, len(span), rec)
-	msg, merged, summary, err := c.summarize(ctx, c.summarizer, offloaded, pins, rec, true)
+	summarizer, paid := c.summarizerFor(rec)
+	msg, merged, summary, err := c.summarize(ctx, summarizer, offloaded, pins, rec, paid)
 	if err != nil {
-		rec.addError("summarizer %s failed: %v; fell back to budget truncation", c.summarizer.Name(), err)
+		rec.addError("summarizer %s failed: %v; fell back to budget truncation", summarizer.Name(), err)
 		// Closed first, so the fallback's repair has no unanswered call to drop.
 		forced := c.fallback.Compact(closeView(concat(t.system, offloaded, kept, tail)))
 		rec.PreservedTail = preservedCount(forced)

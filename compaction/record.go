@@ -61,6 +61,9 @@ type CompactionRecord struct {
 	SummarizerCalls        int `json:"summarizerCalls,omitempty"`
 	SummarizerInputTokens  int `json:"summarizerInputTokens,omitempty"`
 	SummarizerOutputTokens int `json:"summarizerOutputTokens,omitempty"`
+	// SummarizerThrottled says the session's summarizer budget (SummarizerCallsPerHour)
+	// was used up: this compaction was summarized extractively instead.
+	SummarizerThrottled bool `json:"summarizerThrottled,omitempty"`
 	// WatermarkBefore and WatermarkAfter are how many leading raw messages the compaction
 	// message stood for before and after this compaction; PrefixHash fingerprints the
 	// history up to WatermarkAfter. A caller sends both back for a delta request.

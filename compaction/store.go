@@ -19,9 +19,16 @@ var ErrNotFound = errors.New("not found")
 // first. Stores that cannot detect it never return it.
 var ErrConflict = errors.New("state changed since it was loaded")
 
+// ErrToolResultExists is returned by PutToolResult when the tool call ID already holds
+// different content: an offloaded original may exist nowhere else (the agent keeps only
+// the placeholder), so it is never replaced.
+var ErrToolResultExists = errors.New("a different result is already stored under this tool call ID")
+
 // ToolResultStore keeps offloaded tool results, one object per session and tool call.
 type ToolResultStore interface {
-	// PutToolResult stores content and returns a reference that says where it lives.
+	// PutToolResult stores content and returns a reference that says where it lives. It
+	// never replaces a stored result: the same content again succeeds with the same
+	// reference, different content fails with an error wrapping ErrToolResultExists.
 	PutToolResult(ctx context.Context, sessionID, toolCallID string, content []byte) (ref string, err error)
 	// GetToolResult returns the stored bytes, or an error wrapping ErrNotFound.
 	GetToolResult(ctx context.Context, sessionID, toolCallID string) ([]byte, error)
@@ -79,8 +86,11 @@ type State struct {
 	Offloaded map[string]OffloadEntry `json:"offloaded,omitempty"`
 	// Calibration is the session's factor real/estimated prompt tokens, learnt from the
 	// prompt sizes its caller reports (0: none reported yet, which counts as 1).
-	Calibration float64   `json:"calibration,omitempty"`
-	UpdatedAt   time.Time `json:"updatedAt"`
+	Calibration float64 `json:"calibration,omitempty"`
+	// SummarizerCalls are the times of the summarizer calls of the last hour, when
+	// SummarizerCallsPerHour limits them (oldest first).
+	SummarizerCalls []time.Time `json:"summarizerCalls,omitempty"`
+	UpdatedAt       time.Time   `json:"updatedAt"`
 	// Version identifies the stored copy this state was loaded from (an ETag), so SaveState
 	// can refuse to overwrite a newer one; empty for a state that was never stored. Stores
 	// set it on LoadState and SaveState.
@@ -94,6 +104,7 @@ func (s *State) clone() *State {
 	out.Pins = append([]Pin(nil), s.Pins...)
 	out.TaskIndex, out.TaskKnown = s.TaskIndex, s.TaskKnown
 	out.Calibration = s.Calibration
+	out.SummarizerCalls = append([]time.Time(nil), s.SummarizerCalls...)
 	out.OpenCalls = append([]string(nil), s.OpenCalls...)
 	if s.Offloaded != nil {
 		out.Offloaded = make(map[string]OffloadEntry, len(s.Offloaded))

@@ -4,9 +4,12 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -59,13 +62,22 @@ type AgentSessionReconciler struct {
 // +kubebuilder:rbac:groups=compaction.harness9.io,resources=agentsessions,verbs=get;list;watch;update;patch
 // +kubebuilder:rbac:groups=compaction.harness9.io,resources=agentsessions/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=compaction.harness9.io,resources=agentsessions/finalizers,verbs=update
+//
+// The pinned locations (ConfigMaps in the cluster resource namespace) need a Role there, not
+// a ClusterRole: config/rbac/session_location_role.yaml, written by hand.
 
 // Reconcile brings one AgentSession's status and finalizer in line with its policy, or
 // cleans up its storage when it is being deleted.
 func (r *AgentSessionReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	var s compactionv1alpha1.AgentSession
 	if err := r.Get(ctx, req.NamespacedName, &s); err != nil {
-		return ctrl.Result{}, client.IgnoreNotFound(err)
+		if apierrors.IsNotFound(err) {
+			// Gone: a location still pinned for the session goes too (its finalizer was
+			// removed by hand, or the manager stopped right after removing it).
+			// (From the cache: a location it shows later triggers this again.)
+			return ctrl.Result{}, r.locations(false).Delete(ctx, req.Namespace, req.Name, "")
+		}
+		return ctrl.Result{}, err
 	}
 	if !s.DeletionTimestamp.IsZero() {
 		return r.finalize(ctx, &s)
@@ -80,8 +92,11 @@ func (r *AgentSessionReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	}
 
 	base := s.DeepCopy()
-	r.updateStatus(ctx, &s)
-	return ctrl.Result{}, r.patchStatus(ctx, base, &s)
+	err := r.updateStatus(ctx, &s)
+	if perr := r.patchStatus(ctx, base, &s); perr != nil {
+		return ctrl.Result{}, perr
+	}
+	return ctrl.Result{}, err
 }
 
 // patchStatus writes the status when it changed, as a merge patch so it never overwrites
@@ -97,18 +112,18 @@ func (r *AgentSessionReconciler) patchStatus(ctx context.Context, base, s *compa
 }
 
 // SetupWithManager watches sessions and re-resolves them when their policy appears, goes or
-// changes readiness.
+// changes readiness, when someone else changed their status report, and when their pinned
+// location ConfigMap appears or goes.
 func (r *AgentSessionReconciler) SetupWithManager(mgr ctrl.Manager) error {
-	base, maxDelay := r.RetryBaseDelay, r.RetryMaxDelay
+	base := r.RetryBaseDelay
 	if base <= 0 {
 		base = DefaultRetryBaseDelay
 	}
-	if maxDelay <= 0 {
-		maxDelay = DefaultRetryMaxDelay
-	}
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&compactionv1alpha1.AgentSession{}, builder.WithPredicates(
-			predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, deletionStarted{}))).
+			predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, deletionStarted{}, reportChanged{}))).
+		// The manager's cache holds only the pinned locations (policy.LocationCache).
+		Watches(&corev1.ConfigMap{}, handler.EnqueueRequestsFromMapFunc(r.locationToSession)).
 		Watches(&compactionv1alpha1.CompactionPolicy{},
 			handler.EnqueueRequestsFromMapFunc(r.policyToSessions(compactionv1alpha1.PolicyKindNamespaced)),
 			builder.WithPredicates(policyReadinessChanged{})).
@@ -116,11 +131,31 @@ func (r *AgentSessionReconciler) SetupWithManager(mgr ctrl.Manager) error {
 			handler.EnqueueRequestsFromMapFunc(r.policyToSessions(compactionv1alpha1.PolicyKindCluster)),
 			builder.WithPredicates(policyReadinessChanged{})).
 		WithOptions(controller.Options{
-			RateLimiter:             workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](base, maxDelay),
+			RateLimiter:             workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](base, r.maxDelay()),
 			MaxConcurrentReconciles: cmp.Or(r.Workers, DefaultSessionWorkers),
 		}).
 		Named("agentsession").
 		Complete(r)
+}
+
+// maxDelay is the longest wait between two attempts to delete a session's objects.
+func (r *AgentSessionReconciler) maxDelay() time.Duration {
+	if r.RetryMaxDelay > 0 {
+		return r.RetryMaxDelay
+	}
+	return DefaultRetryMaxDelay
+}
+
+// locationToSession maps a pinned location ConfigMap to its session.
+func (r *AgentSessionReconciler) locationToSession(_ context.Context, o client.Object) []reconcile.Request {
+	if o.GetNamespace() != r.ClusterResourceNamespace || o.GetLabels()[policy.LocationUIDLabel] == "" {
+		return nil
+	}
+	namespace, name, ok := strings.Cut(o.GetAnnotations()[policy.LocationSessionAnnotation], "/")
+	if !ok || namespace == "" || name == "" {
+		return nil
+	}
+	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: namespace, Name: name}}}
 }
 
 func (r *AgentSessionReconciler) policyToSessions(kind compactionv1alpha1.PolicyKind) handler.MapFunc {
@@ -144,6 +179,24 @@ type deletionStarted struct{ predicate.Funcs }
 
 func (deletionStarted) Update(e event.UpdateEvent) bool {
 	return e.ObjectOld.GetDeletionTimestamp().IsZero() && !e.ObjectNew.GetDeletionTimestamp().IsZero()
+}
+
+// reportChanged passes the status writes that changed what the operator reports and never
+// reads: status.records, and a status.sessionID other than the UID. Status writes do not
+// change the generation, so without it a tampered report would stand until the next spec
+// change.
+type reportChanged struct{ predicate.Funcs }
+
+func (reportChanged) Update(e event.UpdateEvent) bool {
+	old, okOld := e.ObjectOld.(*compactionv1alpha1.AgentSession)
+	cur, okNew := e.ObjectNew.(*compactionv1alpha1.AgentSession)
+	if !okOld || !okNew {
+		return false
+	}
+	if id := cur.Status.SessionID; id != "" && id != string(cur.UID) {
+		return true
+	}
+	return !policy.SameLocation(old.Status.Records, cur.Status.Records)
 }
 
 // policyReadinessChanged passes policy creations and deletions, spec changes, and status

@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
@@ -15,20 +16,43 @@ import (
 	"github.com/harness9/compaction-operator/internal/policy"
 )
 
-// finalize deletes every stored object of a session being deleted, then releases it. It
-// uses the location kept in status, so it works after the policy is gone. When storage
-// fails, the finalizer stays, the failure is a condition and a Warning event, and the
-// returned error retries with backoff.
+// finalize deletes every stored object of a session being deleted, then releases it. The
+// objects are the session's UID's, at the location pinned for the session, so it works after
+// the policy is gone; status.sessionID and status.records are never used (anyone allowed to
+// write the status could point them at another session's objects, or at a Secret of another
+// namespace and an endpoint that collects its key). When storage fails, the finalizer stays,
+// the failure is a condition and a Warning event, and the returned error retries with
+// backoff.
 func (r *AgentSessionReconciler) finalize(ctx context.Context, s *compactionv1alpha1.AgentSession) (ctrl.Result, error) {
 	if !controllerutil.ContainsFinalizer(s, SessionFinalizer) {
 		return ctrl.Result{}, nil
 	}
 	log := ctrl.LoggerFrom(ctx)
+	sid := string(s.UID)
 
-	// A session that never became Ready has no location, and the compaction API stores
-	// nothing for a session that is not Ready: there is nothing to delete.
-	if loc := s.Status.Records; loc != nil {
-		removed, err := r.deleteObjects(ctx, s.Status.SessionID, loc)
+	pin, err := r.locations(true).Get(ctx, s)
+	var loc *compactionv1alpha1.RecordsLocation
+	switch {
+	case errors.Is(err, policy.ErrInvalidLocation):
+		return r.holdFinalizer(ctx, s, ReasonLocationInvalid, err.Error())
+	case err != nil:
+		return ctrl.Result{}, err
+	case pin != nil:
+		loc = pin.Location
+	case s.Status.Records != nil:
+		// Nothing pinned, but the status says the session was Ready: an operator version
+		// that kept the location only in the status made it Ready, or someone deleted the
+		// pinned location. The status is used only where it says exactly what the policy
+		// says now.
+		var why string
+		if loc, why = r.verifiedStatusLocation(ctx, s); loc == nil {
+			return r.holdFinalizer(ctx, s, ReasonLocationUnverified, why)
+		}
+	}
+	// Without a location the session never became Ready, and the compaction API stores
+	// nothing for a session without one: there is nothing to delete.
+	if loc != nil {
+		removed, err := r.deleteObjects(ctx, sid, loc)
 		if err != nil {
 			reason := storageReason(err)
 			if r.Metrics != nil {
@@ -36,19 +60,8 @@ func (r *AgentSessionReconciler) finalize(ctx context.Context, s *compactionv1al
 			}
 			r.Recorder.Eventf(s, nil, corev1.EventTypeWarning, ReasonDeleteFailed, "DeleteStorage",
 				"Cannot delete the session's objects in s3://%s (%s), retrying: %v", loc.Bucket, reason, err)
-			base := s.DeepCopy()
-			meta.SetStatusCondition(&s.Status.Conditions, metav1.Condition{
-				Type: compactionv1alpha1.ConditionStorageReady, Status: metav1.ConditionFalse,
-				Reason: ReasonDeleteFailed, Message: fmt.Sprintf("%s: %v", reason, err), ObservedGeneration: s.Generation,
-			})
-			meta.SetStatusCondition(&s.Status.Conditions, metav1.Condition{
-				Type: compactionv1alpha1.ConditionReady, Status: metav1.ConditionFalse,
-				Reason: ReasonDeleting, Message: "waiting for storage to delete the session's objects", ObservedGeneration: s.Generation,
-			})
-			if perr := r.patchStatus(ctx, base, s); perr != nil {
-				log.Error(perr, "record storage deletion failure")
-			}
-			return ctrl.Result{}, fmt.Errorf("delete objects of session %s: %w", s.Status.SessionID, err)
+			r.setDeletingConditions(ctx, s, ReasonDeleteFailed, fmt.Sprintf("%s: %v", reason, err))
+			return ctrl.Result{}, fmt.Errorf("delete objects of session %s: %w", sid, err)
 		}
 		if r.Metrics != nil {
 			r.Metrics.GCSessions.Inc()
@@ -56,7 +69,7 @@ func (r *AgentSessionReconciler) finalize(ctx context.Context, s *compactionv1al
 		}
 		log.Info("deleted session objects", "objects", removed, "bucket", loc.Bucket, "prefix", loc.Prefix)
 		r.Recorder.Eventf(s, nil, corev1.EventTypeNormal, "StorageDeleted", "DeleteStorage",
-			"Deleted %d objects of session %s from s3://%s", removed, s.Status.SessionID, loc.Bucket)
+			"Deleted %d objects of session %s from s3://%s", removed, sid, loc.Bucket)
 	}
 
 	base := s.DeepCopy()
@@ -64,7 +77,54 @@ func (r *AgentSessionReconciler) finalize(ctx context.Context, s *compactionv1al
 	if err := r.Patch(ctx, s, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(fmt.Errorf("remove finalizer: %w", err))
 	}
-	return ctrl.Result{}, nil
+	// The pinned location goes last: a manager stopped before this point finds the session
+	// gone and the location still pinned, and deletes it then (Reconcile, on NotFound).
+	return ctrl.Result{}, r.locations(false).Release(ctx, pin)
+}
+
+// verifiedStatusLocation returns status.records when it is exactly where the session's policy
+// stores the session's objects now, and otherwise nil and why it is not used.
+func (r *AgentSessionReconciler) verifiedStatusLocation(ctx context.Context, s *compactionv1alpha1.AgentSession) (*compactionv1alpha1.RecordsLocation, string) {
+	p, err := policy.Get(ctx, r.Client, s.Namespace, s.Spec.PolicyRef)
+	if err != nil {
+		return nil, fmt.Sprintf("no storage location is pinned for the session, and status.records (%s) cannot be checked against its policy (%v): not using it. "+
+			"Restore the policy, or remove the finalizer to abandon the objects", describeLocation(s.Status.Records), err)
+	}
+	want := p.Location(string(s.UID), r.ClusterResourceNamespace)
+	if !policy.SameLocation(want, s.Status.Records) {
+		return nil, fmt.Sprintf("no storage location is pinned for the session, and status.records (%s) is not where %s %s stores the session's objects (%s): not using it. "+
+			"Remove the finalizer to abandon the objects", describeLocation(s.Status.Records), p.Kind, p.Name, describeLocation(want))
+	}
+	return want, ""
+}
+
+// holdFinalizer keeps the finalizer of a session whose objects have no location the operator
+// can trust, says why (condition and Warning event), and checks again after the longest
+// backoff: only a person can settle it (restore the policy or the pinned location, or
+// remove the finalizer), and a policy event re-checks it sooner.
+func (r *AgentSessionReconciler) holdFinalizer(ctx context.Context, s *compactionv1alpha1.AgentSession, reason, msg string) (ctrl.Result, error) {
+	if r.Metrics != nil {
+		r.Metrics.GCFailures.WithLabelValues(reason).Inc()
+	}
+	r.Recorder.Eventf(s, nil, corev1.EventTypeWarning, reason, "DeleteStorage", "%s", msg)
+	r.setDeletingConditions(ctx, s, reason, msg)
+	return ctrl.Result{RequeueAfter: r.maxDelay()}, nil
+}
+
+// setDeletingConditions records why the deletion waits.
+func (r *AgentSessionReconciler) setDeletingConditions(ctx context.Context, s *compactionv1alpha1.AgentSession, reason, msg string) {
+	base := s.DeepCopy()
+	meta.SetStatusCondition(&s.Status.Conditions, metav1.Condition{
+		Type: compactionv1alpha1.ConditionStorageReady, Status: metav1.ConditionFalse,
+		Reason: reason, Message: msg, ObservedGeneration: s.Generation,
+	})
+	meta.SetStatusCondition(&s.Status.Conditions, metav1.Condition{
+		Type: compactionv1alpha1.ConditionReady, Status: metav1.ConditionFalse,
+		Reason: ReasonDeleting, Message: "waiting for storage to delete the session's objects", ObservedGeneration: s.Generation,
+	})
+	if err := r.patchStatus(ctx, base, s); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "record storage deletion failure")
+	}
 }
 
 func (r *AgentSessionReconciler) deleteObjects(ctx context.Context, sessionID string, loc *compactionv1alpha1.RecordsLocation) (int, error) {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -13,7 +14,7 @@ import (
 	"github.com/harness9/compaction-operator/internal/policy"
 )
 
-// AgentSession condition reasons.
+// AgentSession condition and event reasons.
 const (
 	ReasonPolicyResolved = "PolicyFound"
 	ReasonPolicyNotFound = "PolicyNotFound"
@@ -21,13 +22,44 @@ const (
 	ReasonPolicyError    = "PolicyLookupFailed"
 	ReasonDeleting       = "Deleting"
 	ReasonDeleteFailed   = "StorageDeleteFailed"
+	// ReasonStatusCorrected is a Warning event: status.sessionID or status.records had been
+	// changed by someone else than the operator and were put back.
+	ReasonStatusCorrected = "StatusCorrected"
+	// ReasonLocationInvalid: the pinned location ConfigMap does not hold together (see
+	// policy.ErrInvalidLocation); the session is neither served nor garbage-collected with it.
+	ReasonLocationInvalid = "StorageLocationInvalid"
+	// ReasonLocationUnverified: a session being deleted has no pinned location, and its
+	// status.records is not where its policy stores; the finalizer stays.
+	ReasonLocationUnverified = "StorageLocationUnverified"
+	// ReasonLocationNotPinned: pinning the storage location failed (retried).
+	ReasonLocationNotPinned = "StorageLocationNotPinned"
 )
 
-// updateStatus resolves the session's policy and sets sessionID, the records location and
-// the PolicyResolved, StorageReady and Ready conditions. It never fails: a problem is a
-// condition, and a later policy event re-resolves the session.
-func (r *AgentSessionReconciler) updateStatus(ctx context.Context, s *compactionv1alpha1.AgentSession) {
+// locations reads and writes the sessions' pinned storage locations. With fresh, a location
+// the cache has not seen is asked of the API server (one request, for the finalizer, which
+// must not take a cache that lags for "nothing pinned"); without, only the cache is read
+// (Pin asks the API server itself when the location turns out to exist).
+func (r *AgentSessionReconciler) locations(fresh bool) policy.Locations {
+	l := policy.Locations{Namespace: r.ClusterResourceNamespace, Reader: r.Client, Writer: r.Client}
+	if fresh {
+		l.APIReader = r.APIReader
+	}
+	return l
+}
+
+// updateStatus resolves the session's policy, pins the session's storage location the first
+// time the policy is Ready, and sets sessionID, the records location and the PolicyResolved,
+// StorageReady and Ready conditions. sessionID and records are reports: they are written from
+// the object's UID and the pinned location, never read, and put back (with a Warning event)
+// when someone else changed them. A problem is a condition, and a later policy event
+// re-resolves the session; the error is only for failures worth a retry (reading or pinning
+// the location).
+func (r *AgentSessionReconciler) updateStatus(ctx context.Context, s *compactionv1alpha1.AgentSession) error {
 	gen := s.Generation
+	if id := s.Status.SessionID; id != "" && id != string(s.UID) {
+		r.Recorder.Eventf(s, nil, corev1.EventTypeWarning, ReasonStatusCorrected, "CorrectStatus",
+			"status.sessionID was %q, not the session's metadata.uid %s: the operator identifies a session by its UID only, and put it back", id, s.UID)
+	}
 	s.Status.SessionID = string(s.UID)
 	s.Status.ObservedGeneration = gen
 	set := func(t string, ok bool, reason, msg string) {
@@ -36,6 +68,18 @@ func (r *AgentSessionReconciler) updateStatus(ctx context.Context, s *compaction
 			st = metav1.ConditionTrue
 		}
 		meta.SetStatusCondition(&s.Status.Conditions, metav1.Condition{Type: t, Status: st, Reason: reason, Message: msg, ObservedGeneration: gen})
+	}
+
+	pin, err := r.locations(false).Get(ctx, s)
+	switch {
+	case errors.Is(err, policy.ErrInvalidLocation):
+		r.Recorder.Eventf(s, nil, corev1.EventTypeWarning, ReasonLocationInvalid, "ReadLocation", "%v", err)
+		set(compactionv1alpha1.ConditionReady, false, ReasonLocationInvalid, err.Error())
+		return nil
+	case err != nil:
+		return err
+	case pin != nil:
+		r.reportLocation(s, pin.Location)
 	}
 
 	p, err := policy.Get(ctx, r.Client, s.Namespace, s.Spec.PolicyRef)
@@ -52,7 +96,7 @@ func (r *AgentSessionReconciler) updateStatus(ctx context.Context, s *compaction
 			Reason: reason, Message: "no policy to take storage from", ObservedGeneration: gen,
 		})
 		set(compactionv1alpha1.ConditionReady, false, reason, err.Error())
-		return
+		return nil
 	}
 	set(compactionv1alpha1.ConditionPolicyResolved, true, ReasonPolicyResolved,
 		fmt.Sprintf("using %s %s", p.Kind, p.Name))
@@ -73,12 +117,38 @@ func (r *AgentSessionReconciler) updateStatus(ctx context.Context, s *compaction
 			msg += ": " + c.Message
 		}
 		set(compactionv1alpha1.ConditionReady, false, ReasonPolicyNotReady, msg)
-		return
+		return nil
 	}
-	// The location is kept once set: the session's objects stay where they were written.
-	if s.Status.Records == nil {
-		s.Status.Records = p.Location(s.Status.SessionID, r.ClusterResourceNamespace)
+	// The location is pinned once: the session's objects stay where they were written.
+	if pin == nil {
+		if pin, err = r.locations(true).Pin(ctx, s, p, r.ClusterResourceNamespace); err != nil {
+			set(compactionv1alpha1.ConditionReady, false, ReasonLocationNotPinned, err.Error())
+			return err
+		}
+		r.reportLocation(s, pin.Location)
 	}
 	set(compactionv1alpha1.ConditionReady, true, ReasonReady,
-		fmt.Sprintf("compacting with %s %s; objects in s3://%s/%s", p.Kind, p.Name, s.Status.Records.Bucket, s.Status.Records.SessionPrefix))
+		fmt.Sprintf("compacting with %s %s; objects in s3://%s/%s", p.Kind, p.Name, pin.Location.Bucket, pin.Location.SessionPrefix))
+	return nil
+}
+
+// reportLocation writes the pinned location into status.records, with a Warning event when
+// the status said something else (changed by someone else, or written by an operator version
+// that kept the location only there and from a policy whose storage changed since).
+func (r *AgentSessionReconciler) reportLocation(s *compactionv1alpha1.AgentSession, loc *compactionv1alpha1.RecordsLocation) {
+	if old := s.Status.Records; old != nil && !policy.SameLocation(old, loc) {
+		r.Recorder.Eventf(s, nil, corev1.EventTypeWarning, ReasonStatusCorrected, "CorrectStatus",
+			"status.records named %s, not where the operator keeps the session's objects (%s): status is a report and never read back; put back",
+			describeLocation(old), describeLocation(loc))
+	}
+	s.Status.Records = loc.DeepCopy()
+}
+
+// describeLocation is a location for a message: s3://bucket/prefix at endpoint, with Secret.
+func describeLocation(l *compactionv1alpha1.RecordsLocation) string {
+	d := fmt.Sprintf("s3://%s/%s at %s", l.Bucket, l.SessionPrefix, l.Endpoint)
+	if ref := l.CredentialsSecretRef; ref != nil {
+		d += fmt.Sprintf(" with the Secret %s/%s", ref.Namespace, ref.Name)
+	}
+	return d
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -21,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -29,6 +31,7 @@ import (
 	"github.com/harness9/compaction-operator/compaction"
 	"github.com/harness9/compaction-operator/compaction/storage/s3"
 	"github.com/harness9/compaction-operator/controllers"
+	"github.com/harness9/compaction-operator/internal/policy"
 	"github.com/harness9/compaction-operator/internal/testenv"
 	"github.com/harness9/compaction-operator/internal/testenv/kubeenv"
 )
@@ -64,6 +67,7 @@ func TestControllers(t *testing.T) {
 		Scheme:  scheme,
 		Metrics: metricsserver.Options{BindAddress: "0"},
 		Client:  client.Options{Cache: &client.CacheOptions{DisableFor: []client.Object{&corev1.Secret{}}}},
+		Cache:   cache.Options{ByObject: policy.LocationCache("compaction-system")},
 	})
 	must(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -104,6 +108,9 @@ func TestControllers(t *testing.T) {
 	t.Run("DeleteRemovesOnlyItsObjects", e.testDeleteRemovesOnlyItsObjects)
 	t.Run("DeleteAfterPolicyDeleted", e.testDeleteAfterPolicyDeleted)
 	t.Run("DeleteWhileStorageDown", e.testDeleteWhileStorageDown)
+	t.Run("TamperedSessionIDDeletesOnlyItsObjects", e.testTamperedSessionID)
+	t.Run("TamperedRecordsSendNoCredentials", e.testTamperedRecords)
+	t.Run("TamperedStatusIsCorrected", e.testTamperedStatusCorrected)
 	t.Run("AnnotatedPod", e.testAnnotatedPod)
 	t.Run("Metrics", e.testMetrics)
 }
@@ -452,6 +459,122 @@ func (e *env) testDeleteWhileStorageDown(t *testing.T) {
 	e.waitGone(t, s)
 	if left := e.objectsOf(t, sid); len(left) != 0 {
 		t.Errorf("objects left behind after storage came back: %v", left)
+	}
+}
+
+// patchStatus changes obj's status as a user allowed to write agentsessions/status would (no
+// admission policy runs in this control plane).
+func (e *env) patchStatus(t *testing.T, obj *compactionv1alpha1.AgentSession, change func(*compactionv1alpha1.AgentSessionStatus)) {
+	t.Helper()
+	base := obj.DeepCopy()
+	change(&obj.Status)
+	must(t, e.c.Status().Patch(context.Background(), obj, client.MergeFrom(base)))
+}
+
+// testTamperedSessionID: issue 14. A tenant sets its session's status.sessionID to another
+// session's UID, then deletes its session: the garbage collection must delete its own
+// objects and leave the other session's alone.
+func (e *env) testTamperedSessionID(t *testing.T) {
+	p := e.createPolicy(t, "tamper-id", credsSecret)
+	e.waitCondition(t, p, compactionv1alpha1.ConditionReady, metav1.ConditionTrue)
+	victim := e.createSession(t, "victim", p.Name)
+	attacker := e.createSession(t, "attacker", p.Name)
+	e.waitCondition(t, victim, compactionv1alpha1.ConditionReady, metav1.ConditionTrue)
+	e.waitCondition(t, attacker, compactionv1alpha1.ConditionReady, metav1.ConditionTrue)
+	vid, aid := string(victim.UID), string(attacker.UID)
+	e.putSessionObjects(t, vid)
+	e.putSessionObjects(t, aid)
+
+	e.patchStatus(t, attacker, func(st *compactionv1alpha1.AgentSessionStatus) { st.SessionID = vid })
+	must(t, e.c.Delete(context.Background(), attacker))
+	e.waitGone(t, attacker)
+	if n := len(e.objectsOf(t, vid)); n != 5 {
+		t.Errorf("the victim session has %d objects after the attacker's session (status.sessionID = the victim's UID) was deleted, want its 5", n)
+	}
+	if left := e.objectsOf(t, aid); len(left) != 0 {
+		t.Errorf("the deleted session's own objects were left behind: %v", left)
+	}
+}
+
+// stolenKey is the access key ID of a Secret in kube-system that no policy names.
+const stolenKey = "AKIASTOLENFROMKUBESYSTEM"
+
+// kubeSystemSecret creates the Secret kube-system/cloud-admin holding stolenKey.
+func (e *env) kubeSystemSecret(t *testing.T) *compactionv1alpha1.S3CredentialsSecretRef {
+	t.Helper()
+	ctx := context.Background()
+	err := e.c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "kube-system"}})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	err = e.c.Create(ctx, &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "cloud-admin"},
+		StringData: map[string]string{"accessKeyID": stolenKey, "secretAccessKey": "the-cluster-admins-secret-key"},
+	})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	return &compactionv1alpha1.S3CredentialsSecretRef{
+		SecretReference: compactionv1alpha1.SecretReference{Namespace: "kube-system", Name: "cloud-admin"},
+		AccessKeyIDKey:  "accessKeyID", SecretAccessKeyKey: "secretAccessKey",
+	}
+}
+
+// testTamperedRecords: issue 14. A tenant points its session's status.records at a Secret in
+// kube-system and at an endpoint it runs, then deletes the session: the operator must never
+// send that Secret's key, and must still delete the session's objects where they are.
+func (e *env) testTamperedRecords(t *testing.T) {
+	trap := testenv.StartCredentialTrap(t)
+	stolen := e.kubeSystemSecret(t)
+	p := e.createPolicy(t, "tamper-records", credsSecret)
+	e.waitCondition(t, p, compactionv1alpha1.ConditionReady, metav1.ConditionTrue)
+	s := e.createSession(t, "tampered-records", p.Name)
+	e.waitCondition(t, s, compactionv1alpha1.ConditionReady, metav1.ConditionTrue)
+	sid := string(s.UID)
+	e.putSessionObjects(t, sid)
+
+	e.patchStatus(t, s, func(st *compactionv1alpha1.AgentSessionStatus) {
+		st.Records = &compactionv1alpha1.RecordsLocation{Endpoint: trap.Endpoint(), Bucket: "loot", Insecure: true,
+			SessionPrefix: "compaction_records/" + sid + "/", CredentialsSecretRef: stolen}
+	})
+	must(t, e.c.Delete(context.Background(), s))
+	eventually(t, s.Name+" deleted", func() (bool, string) {
+		if r := trap.Saw(stolenKey); r != "" {
+			t.Fatalf("the operator sent kube-system/cloud-admin's access key to the endpoint in status.records: %s", r)
+		}
+		err := e.c.Get(context.Background(), client.ObjectKeyFromObject(s), s)
+		return apierrors.IsNotFound(err), fmt.Sprintf("get: %v, finalizers %v", err, s.Finalizers)
+	})
+	if reqs := trap.Requests(); len(reqs) != 0 {
+		t.Errorf("the operator sent %d requests to the endpoint in status.records: %v", len(reqs), reqs)
+	}
+	if left := e.objectsOf(t, sid); len(left) != 0 {
+		t.Errorf("the session's objects were left behind: %v", left)
+	}
+}
+
+// testTamperedStatusCorrected: the operator puts a changed sessionID and records back (a
+// status write alone triggers the reconcile) and says so in a Warning event.
+func (e *env) testTamperedStatusCorrected(t *testing.T) {
+	stolen := e.kubeSystemSecret(t)
+	p := e.createPolicy(t, "tamper-report", credsSecret)
+	e.waitCondition(t, p, compactionv1alpha1.ConditionReady, metav1.ConditionTrue)
+	s := e.createSession(t, "tampered-report", p.Name)
+	e.waitCondition(t, s, compactionv1alpha1.ConditionReady, metav1.ConditionTrue)
+	kept := s.Status.Records.DeepCopy()
+
+	e.patchStatus(t, s, func(st *compactionv1alpha1.AgentSessionStatus) {
+		st.SessionID = "someone-else"
+		st.Records = &compactionv1alpha1.RecordsLocation{Endpoint: "evil.example:443", Bucket: "loot", CredentialsSecretRef: stolen}
+	})
+	eventually(t, "status.sessionID and status.records put back", func() (bool, string) {
+		must(t, e.c.Get(context.Background(), client.ObjectKeyFromObject(s), s))
+		return s.Status.SessionID == string(s.UID) && equality.Semantic.DeepEqual(s.Status.Records, kept),
+			fmt.Sprintf("sessionID %q, records %+v", s.Status.SessionID, s.Status.Records)
+	})
+	e.waitEvent(t, s.Name, corev1.EventTypeWarning, controllers.ReasonStatusCorrected)
+	if !meta.IsStatusConditionTrue(s.Status.Conditions, compactionv1alpha1.ConditionReady) {
+		t.Errorf("the session is not Ready after its status was put back: %+v", s.Status.Conditions)
 	}
 }
 

@@ -8,6 +8,8 @@
 #   config/rbac/agent_role.yaml      -> templates/rbac/agent_role.yaml            (ClusterRole)
 #   config/rbac/metrics_reader_role.yaml -> templates/rbac/metrics_reader_role.yaml (ClusterRole)
 #   config/rbac/leader_election_role.yaml -> templates/rbac/leader_election_role.yaml (Role)
+#   config/rbac/session_location_role.yaml -> templates/rbac/session_location_role.yaml (Role,
+#                                       in the cluster resource namespace)
 #
 # The rules are copied as they are; each role is named "<fullname>-<its name in config/>",
 # the names config/default gives them with its namePrefix when the release is called
@@ -85,10 +87,11 @@ done
 rbac_out="$out/templates/rbac"
 mkdir -p "$rbac_out"
 
-# role SOURCE KIND DESCRIPTION: writes templates/rbac/<basename of SOURCE> with the rules of
-# the one Role or ClusterRole in SOURCE.
+# role SOURCE KIND DESCRIPTION [NAMESPACE]: writes templates/rbac/<basename of SOURCE> with
+# the rules of the one Role or ClusterRole in SOURCE; a Role goes into NAMESPACE (a template
+# expression, default the release namespace).
 role() {
-	local src="$root/config/rbac/$1" kind=$2 description=$3
+	local src="$root/config/rbac/$1" kind=$2 description=$3 namespace=${4:-'{{ .Release.Namespace }}'}
 	local rel=${src#"$root/"} dst="$rbac_out/$1"
 	[[ -f $src ]] || fail "$rel does not exist"
 	check_no_actions "$src"
@@ -106,7 +109,7 @@ role() {
 		echo 'metadata:'
 		echo "  name: {{ include \"compaction-operator.fullname\" . }}-$name"
 		if [[ $kind == Role ]]; then
-			echo '  namespace: {{ .Release.Namespace }}'
+			echo "  namespace: $namespace"
 		fi
 		echo '  labels:'
 		echo '    {{- include "compaction-operator.labels" . | nindent 4 }}'
@@ -125,3 +128,5 @@ role role.yaml ClusterRole "The manager's permissions (controller-gen, from the 
 role agent_role.yaml ClusterRole "compaction-agent: what an agent needs to call the compaction API for the AgentSessions of its namespace. Bind it per namespace with a RoleBinding (see the chart's README)."
 role metrics_reader_role.yaml ClusterRole "Grants GET /metrics on the manager's authenticated metrics endpoint; bind it to the scraper's ServiceAccount."
 role leader_election_role.yaml Role "Leader election: the manager's Lease and the events about it."
+role session_location_role.yaml Role "The ConfigMaps pinning each AgentSession's storage location, in the cluster resource namespace: never the session's status, which tenants may be allowed to write." \
+	'{{ include "compaction-operator.clusterResourceNamespace" . }}'

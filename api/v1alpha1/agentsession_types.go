@@ -131,6 +131,12 @@ type SummarizerUsage struct {
 	// +optional
 	// +kubebuilder:validation:Minimum=0
 	OutputTokens int64 `json:"outputTokens,omitempty"`
+
+	// throttled is the number of compactions summarized extractively because the session had
+	// used up its summarizer budget (the policy's summarizer.maxCallsPerHour).
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	Throttled int64 `json:"throttled,omitempty"`
 }
 
 // Anchor is a fact kept across compactions.
@@ -145,10 +151,12 @@ type Anchor struct {
 	Content string `json:"content"`
 }
 
-// RecordsLocation is where a session's objects live in storage. It is set once, when the
-// session first becomes Ready, and kept: the session's objects stay where they were written
-// even if the policy's storage changes later, and the operator can delete them when the policy
-// is gone.
+// RecordsLocation is where a session's objects live in storage. The operator decides it once,
+// when the session first becomes Ready, and keeps it for the session's life in a ConfigMap of
+// its own namespace (the session's objects stay where they were written even if the policy's
+// storage changes later, and the operator can delete them when the policy is gone). In the
+// session's status it is a report: the operator never reads it back, and puts it back when
+// someone else changes it.
 type RecordsLocation struct {
 	// endpoint of the S3 store.
 	// +optional
@@ -187,7 +195,8 @@ type RecordsLocation struct {
 
 // AgentSessionStatus is the observed state of an AgentSession.
 type AgentSessionStatus struct {
-	// sessionID identifies the session in storage; it is the object's metadata.uid.
+	// sessionID identifies the session in storage: always the object's metadata.uid. A
+	// report: the operator uses metadata.uid itself, and puts a changed value back.
 	// +optional
 	// +kubebuilder:validation:MaxLength=128
 	SessionID string `json:"sessionID,omitempty"`
@@ -260,7 +269,9 @@ type AgentSessionStatus struct {
 	// +kubebuilder:validation:MaxItems=5
 	Anchors []Anchor `json:"anchors,omitempty"`
 
-	// records is where the session's objects live in storage.
+	// records is where the session's objects live in storage (endpoint, bucket, prefixes,
+	// credentials Secret). A report of the location the operator pinned for the session: it is
+	// never read back, and a changed value is put back.
 	// +optional
 	Records *RecordsLocation `json:"records,omitempty"`
 
@@ -307,7 +318,8 @@ type AgentSession struct {
 	// +required
 	Spec AgentSessionSpec `json:"spec"`
 
-	// status is the observed state, written by the operator.
+	// status is the observed state, written by the operator only (config/ and the Helm chart
+	// install an admission policy that refuses status writes by anyone else).
 	// +optional
 	Status AgentSessionStatus `json:"status,omitempty"`
 }

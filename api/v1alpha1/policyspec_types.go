@@ -66,7 +66,7 @@ type CompactionPolicySpec struct {
 
 	// summarizer selects how summaries are written.
 	// +optional
-	// +kubebuilder:default={mode:Extractive}
+	// +kubebuilder:default={mode:Extractive,maxCallsPerHour:60}
 	Summarizer SummarizerSpec `json:"summarizer,omitempty"`
 
 	// pins chooses the messages that compaction keeps verbatim (the task and the user's
@@ -240,6 +240,18 @@ type SummarizerSpec struct {
 	// openAI configures the OpenAI-compatible endpoint; required when mode is OpenAI.
 	// +optional
 	OpenAI *OpenAISummarizerSpec `json:"openAI,omitempty"`
+
+	// maxCallsPerHour bounds the summarizer calls one session makes in any hour (OpenAI
+	// mode; the Extractive summarizer costs nothing and is never limited). Past it the
+	// session is summarized extractively until an hour after its oldest counted call, and
+	// its records and status.summarizer.throttled say so: one agent, or one that rewrites
+	// its history on every request so each starts over, cannot spend the platform's LLM
+	// budget. 0 means no limit.
+	// +optional
+	// +kubebuilder:default=60
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=3600
+	MaxCallsPerHour *int32 `json:"maxCallsPerHour,omitempty"`
 }
 
 // OpenAISummarizerSpec configures an OpenAI-compatible chat completions endpoint.

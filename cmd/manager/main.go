@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -97,7 +98,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		"how long the leader keeps trying to renew its Lease before it gives up and exits (an API server outage longer than this restarts the leader)")
 	fs.DurationVar(&o.retryPeriod, "leader-election-retry-period", 2*time.Second, "how often leader election clients retry")
 	fs.StringVar(&o.clusterResourceNamespace, "cluster-resource-namespace", envOr("POD_NAMESPACE", "compaction-system"),
-		"namespace of the Secrets a ClusterCompactionPolicy references without a namespace; defaults to $POD_NAMESPACE when set")
+		"namespace of the Secrets a ClusterCompactionPolicy references without a namespace, and of the ConfigMaps pinning each session's storage location (tenants must not be able to write there); defaults to $POD_NAMESPACE when set")
 	fs.DurationVar(&o.probeInterval, "storage-probe-interval", controllers.DefaultProbeInterval, "how often a Ready policy's storage is probed again")
 	fs.DurationVar(&o.retryInterval, "storage-retry-interval", controllers.DefaultRetryInterval, "how soon a policy whose storage or Secrets failed is checked again")
 	fs.DurationVar(&o.gcRetryMaxDelay, "gc-retry-max-delay", controllers.DefaultRetryMaxDelay, "longest wait between attempts to delete a deleted session's objects while storage fails")
@@ -116,7 +117,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		"longest time a client may take to send a compaction API request, headers and body; a stalled upload is answered 408 after it")
 	fs.DurationVar(&o.apiUsageInterval, "api-usage-interval", compactapi.DefaultUsageInterval, "least time between two status writes of a session for turns that needed no compaction")
 	fs.Float64Var(&o.kubeQPS, "kube-api-qps", 100,
-		"steady requests per second to the Kubernetes API (a new session costs two; status writes of the compaction API count here)")
+		"steady requests per second to the Kubernetes API (a new session costs three writes; status writes of the compaction API count here)")
 	fs.IntVar(&o.kubeBurst, "kube-api-burst", 200, "burst of requests to the Kubernetes API")
 	fs.IntVar(&o.sessionWorkers, "session-workers", controllers.DefaultSessionWorkers, "AgentSessions reconciled (and their storage cleaned up) at once")
 	fs.BoolVar(&o.showVersion, "version", false, "print the version and exit")
@@ -211,6 +212,9 @@ func runManager(ctx context.Context, o *options) error {
 		// Secrets are read on demand and never cached: the operator only watches their
 		// metadata, so it holds no Secret data in memory and needs no cluster-wide list of it.
 		Client: client.Options{Cache: &client.CacheOptions{DisableFor: []client.Object{&corev1.Secret{}}}},
+		// The only ConfigMaps the manager reads are the sessions' pinned storage locations,
+		// in the cluster resource namespace (where its Role lets it list them).
+		Cache: cache.Options{ByObject: policy.LocationCache(o.clusterResourceNamespace)},
 	})
 	if err != nil {
 		return fmt.Errorf("create manager: %w", err)

@@ -88,4 +88,7 @@ const (
 	// ReasonTooManyRequests: the server is serving as many requests as its memory allows
 	// (429); retry after the Retry-After header's seconds.
 	ReasonTooManyRequests = "TooManyRequests"
+	// ReasonToolResultExists: another result is already stored under this tool call ID in
+	// the session (409); the stored one is kept. Keep the result in the history.
+	ReasonToolResultExists = "ToolResultExists"
 )

@@ -9,20 +9,21 @@ import (
 
 // Reasons in error responses (the wire values are in compaction/client).
 const (
-	ReasonUnauthorized    = wire.ReasonUnauthorized
-	ReasonForbidden       = wire.ReasonForbidden
-	ReasonNotFound        = wire.ReasonNotFound
-	ReasonSessionNotReady = wire.ReasonSessionNotReady
-	ReasonBadRequest      = wire.ReasonBadRequest
-	ReasonInvalidMessages = wire.ReasonInvalidMessages
-	ReasonTooLarge        = wire.ReasonTooLarge
-	ReasonStaleWatermark  = wire.ReasonStaleWatermark
-	ReasonStorage         = wire.ReasonStorage
-	ReasonInternal        = wire.ReasonInternal
-	ReasonTimeout         = wire.ReasonTimeout
-	ReasonMediaType       = wire.ReasonMediaType
-	ReasonAuthUnavailable = wire.ReasonAuthUnavailable
-	ReasonTooManyRequests = wire.ReasonTooManyRequests
+	ReasonUnauthorized     = wire.ReasonUnauthorized
+	ReasonForbidden        = wire.ReasonForbidden
+	ReasonNotFound         = wire.ReasonNotFound
+	ReasonSessionNotReady  = wire.ReasonSessionNotReady
+	ReasonBadRequest       = wire.ReasonBadRequest
+	ReasonInvalidMessages  = wire.ReasonInvalidMessages
+	ReasonTooLarge         = wire.ReasonTooLarge
+	ReasonStaleWatermark   = wire.ReasonStaleWatermark
+	ReasonStorage          = wire.ReasonStorage
+	ReasonInternal         = wire.ReasonInternal
+	ReasonTimeout          = wire.ReasonTimeout
+	ReasonMediaType        = wire.ReasonMediaType
+	ReasonAuthUnavailable  = wire.ReasonAuthUnavailable
+	ReasonTooManyRequests  = wire.ReasonTooManyRequests
+	ReasonToolResultExists = wire.ReasonToolResultExists
 )
 
 func writeError(w http.ResponseWriter, code int, reason, msg string) {

@@ -209,6 +209,10 @@ func (s *Server) offload(w http.ResponseWriter, r *http.Request, sess *session, 
 	m := req.Message
 	o := compaction.NewOffloader(sess.store, sess.id, sess.cfg.OffloadThreshold, sess.cfg.PreviewLines)
 	out, entry, err := o.Hook(r.Context(), m, sess.cfg.HookThreshold)
+	if errors.Is(err, compaction.ErrToolResultExists) {
+		return &apiError{http.StatusConflict, ReasonToolResultExists, fmt.Sprintf(
+			"tool call ID %q already holds a different result in this session; the stored one is kept: keep this result in the history", m.ToolCallID)}
+	}
 	if err != nil {
 		return &apiError{http.StatusServiceUnavailable, ReasonStorage, "offload failed, keep the result in the history: " + err.Error()}
 	}

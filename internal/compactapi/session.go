@@ -7,6 +7,7 @@ import (
 	"net/http"
 
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -18,7 +19,8 @@ import (
 )
 
 // session is what a request needs of its AgentSession: the engine configuration from the
-// policy, the store at the session's kept location, and the summarizer.
+// policy, the store at the session's pinned location, and the summarizer. id is the
+// session's metadata.uid.
 type session struct {
 	obj        *compactionv1alpha1.AgentSession
 	id         string
@@ -28,6 +30,13 @@ type session struct {
 }
 
 // lookup resolves a Ready session. Expected failures are *apiError with their HTTP status.
+//
+// The session's status is never read for what the request does: the session's ID in storage
+// is its metadata.uid (not status.sessionID), and its objects are at the location the
+// operator pinned for it (policy.Locations, a ConfigMap only the operator writes), not at
+// status.records. Anyone allowed to write agentsessions/status could otherwise make the API
+// read, overwrite and offload into another session's objects, or send a Secret of any
+// namespace to an endpoint of their choosing.
 func (s *Server) lookup(ctx context.Context, namespace, name string) (*session, error) {
 	var obj compactionv1alpha1.AgentSession
 	if err := s.cache.Get(ctx, types.NamespacedName{Namespace: namespace, Name: name}, &obj); err != nil {
@@ -39,12 +48,26 @@ func (s *Server) lookup(ctx context.Context, namespace, name string) (*session, 
 	if !obj.DeletionTimestamp.IsZero() {
 		return nil, &apiError{http.StatusConflict, ReasonSessionNotReady, fmt.Sprintf("AgentSession %s/%s is being deleted", namespace, name)}
 	}
-	// A session that was Ready once has its storage location; it is served even when the
+	// A session that was Ready once has its location pinned; it is served even when the
 	// storage probe fails now, so an outage fails open in the engine (records say what
 	// failed) instead of refusing the agent's turn.
-	if obj.Status.Records == nil || obj.Status.SessionID == "" {
+	ready := meta.FindStatusCondition(obj.Status.Conditions, compactionv1alpha1.ConditionReady)
+	locations := policy.Locations{Namespace: s.cfg.ClusterResourceNamespace, Reader: s.cache}
+	if ready != nil && ready.Status == metav1.ConditionTrue {
+		// The session says it is Ready: its location may have been pinned a moment ago and
+		// not be in the cache yet. (The condition only decides whether to ask the API
+		// server; what is used is the ConfigMap.)
+		locations.APIReader = s.apiReader
+	}
+	pin, err := locations.Get(ctx, &obj)
+	switch {
+	case errors.Is(err, policy.ErrInvalidLocation):
+		return nil, &apiError{http.StatusConflict, ReasonSessionNotReady, fmt.Sprintf("AgentSession %s/%s is not Ready: %v", namespace, name, err)}
+	case err != nil:
+		return nil, err
+	case pin == nil:
 		msg := fmt.Sprintf("AgentSession %s/%s is not Ready", namespace, name)
-		if ready := meta.FindStatusCondition(obj.Status.Conditions, compactionv1alpha1.ConditionReady); ready != nil {
+		if ready != nil {
 			msg += ": " + ready.Reason + ": " + ready.Message
 		}
 		return nil, &apiError{http.StatusConflict, ReasonSessionNotReady, msg}
@@ -56,8 +79,7 @@ func (s *Server) lookup(ctx context.Context, namespace, name string) (*session, 
 		}
 		return nil, err
 	}
-
-	s3cfg, err := policy.S3Config(ctx, s.secrets, obj.Status.Records)
+	s3cfg, err := policy.S3Config(ctx, s.secrets, pin.Location)
 	if err != nil {
 		return nil, &apiError{http.StatusServiceUnavailable, ReasonStorage, err.Error()}
 	}
@@ -69,7 +91,7 @@ func (s *Server) lookup(ctx context.Context, namespace, name string) (*session, 
 	if err != nil {
 		return nil, &apiError{http.StatusServiceUnavailable, ReasonSessionNotReady, err.Error()}
 	}
-	return &session{obj: &obj, id: obj.Status.SessionID, cfg: engineConfig(p.Spec, obj.Spec.ContextWindow), store: store, summarizer: sum}, nil
+	return &session{obj: &obj, id: string(obj.UID), cfg: engineConfig(p.Spec, obj.Spec.ContextWindow), store: store, summarizer: sum}, nil
 }
 
 // engineConfig maps a policy (and the session's window override) to the engine's knobs.
@@ -115,6 +137,9 @@ func engineConfig(spec *compactionv1alpha1.CompactionPolicySpec, window *int32) 
 		cfg.PinRule = compaction.PinRule(v)
 	}
 	set(&cfg.PinBudget, spec.Pins.BudgetPercent)
+	if v := spec.Summarizer.MaxCallsPerHour; v != nil && *v > 0 {
+		cfg.SummarizerCallsPerHour = int(*v)
+	}
 	return cfg
 }
 

@@ -28,14 +28,18 @@ func defaultedSpec() *compactionv1alpha1.CompactionPolicySpec {
 			PreviewLines: ptr.To[int32](10)},
 		MinTailMessages: 6,
 		MaxSummaryChars: 6000,
-		Summarizer:      compactionv1alpha1.SummarizerSpec{Mode: compactionv1alpha1.SummarizerExtractive},
+		Summarizer:      compactionv1alpha1.SummarizerSpec{Mode: compactionv1alpha1.SummarizerExtractive, MaxCallsPerHour: ptr.To[int32](60)},
 		Pins:            compactionv1alpha1.PinsSpec{Rule: compactionv1alpha1.PinTaskAndInstructions, BudgetPercent: 15},
 	}
 }
 
 func TestEngineConfigDefaultsMatchTheEngine(t *testing.T) {
 	got := engineConfig(defaultedSpec(), nil)
-	if want := compaction.DefaultConfig(128000); !reflect.DeepEqual(got, want) {
+	want := compaction.DefaultConfig(128000)
+	// The one default that differs on purpose: a policy limits each session's summarizer
+	// calls (60 an hour), the library does not.
+	want.SummarizerCallsPerHour = 60
+	if !reflect.DeepEqual(got, want) {
 		t.Errorf("the CRD defaults make\n%+v\nthe engine's defaults are\n%+v", got, want)
 	}
 	// A spec stored without pins (written before the field existed and not yet defaulted)
@@ -185,8 +189,24 @@ func TestCRDThresholdDefaultsAreTheEngines(t *testing.T) {
 				t.Errorf("%s: spec.thresholds.%s default %v, the object default says %d", file, name, d, want)
 			}
 		}
-		if got, want := engineConfig(spec, nil), compaction.DefaultConfig(128000); !reflect.DeepEqual(got, want) {
+		want := compaction.DefaultConfig(128000)
+		want.SummarizerCallsPerHour = 60 // a policy limits each session's summarizer calls, the library does not
+		if got := engineConfig(spec, nil); !reflect.DeepEqual(got, want) {
 			t.Errorf("%s: the CRD's thresholds default makes\n%+v\nthe engine's defaults are\n%+v", file, got, want)
+		}
+	}
+}
+
+func TestEngineConfigSummarizerBudget(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		v    *int32
+		want int
+	}{{"default", ptr.To[int32](60), 60}, {"no limit", ptr.To[int32](0), 0}, {"unset (stored before the field)", nil, 0}, {"set", ptr.To[int32](5), 5}} {
+		spec := defaultedSpec()
+		spec.Summarizer.MaxCallsPerHour = tc.v
+		if got := engineConfig(spec, nil).SummarizerCallsPerHour; got != tc.want {
+			t.Errorf("%s: %d calls per hour, want %d", tc.name, got, tc.want)
 		}
 	}
 }

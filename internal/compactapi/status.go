@@ -97,8 +97,12 @@ func addCounts(dst *compactionv1alpha1.TierCounts, src compactionv1alpha1.TierCo
 // summarizerUsage is the summarizer's work recorded in rec; a negative count (never written
 // by the engine, but one would fail every status write of the session) is 0.
 func summarizerUsage(rec *compaction.CompactionRecord) compactionv1alpha1.SummarizerUsage {
-	return compactionv1alpha1.SummarizerUsage{Calls: int64(max(rec.SummarizerCalls, 0)),
+	u := compactionv1alpha1.SummarizerUsage{Calls: int64(max(rec.SummarizerCalls, 0)),
 		InputTokens: int64(max(rec.SummarizerInputTokens, 0)), OutputTokens: int64(max(rec.SummarizerOutputTokens, 0))}
+	if rec.SummarizerThrottled {
+		u.Throttled = 1
+	}
+	return u
 }
 
 // addSummarizerUsage adds the summarizer counters of src to dst.
@@ -106,6 +110,7 @@ func addSummarizerUsage(dst *compactionv1alpha1.SummarizerUsage, src compactionv
 	dst.Calls += src.Calls
 	dst.InputTokens += src.InputTokens
 	dst.OutputTokens += src.OutputTokens
+	dst.Throttled += src.Throttled
 }
 
 func (b *statusBatcher) wake() {

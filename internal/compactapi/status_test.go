@@ -105,3 +105,19 @@ func TestRecordStatusSummarizerUsage(t *testing.T) {
 		t.Errorf("counts %+v, want %+v", p.counts, want)
 	}
 }
+
+// TestSummarizerUsageCountsThrottled: a compaction summarized extractively because the
+// session's summarizer budget was used up is counted in status.summarizer.throttled.
+func TestSummarizerUsageCountsThrottled(t *testing.T) {
+	var total compactionv1alpha1.SummarizerUsage
+	for _, rec := range []*compaction.CompactionRecord{
+		{Tier: compaction.TierFull, SummarizerCalls: 1, SummarizerInputTokens: 900, SummarizerOutputTokens: 100},
+		{Tier: compaction.TierFull, SummarizerThrottled: true},
+		{Tier: compaction.TierSoft, SummarizerThrottled: true},
+	} {
+		addSummarizerUsage(&total, summarizerUsage(rec))
+	}
+	if want := (compactionv1alpha1.SummarizerUsage{Calls: 1, InputTokens: 900, OutputTokens: 100, Throttled: 2}); total != want {
+		t.Errorf("status.summarizer %+v, want %+v", total, want)
+	}
+}

@@ -4,14 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	compactionv1alpha1 "github.com/harness9/compaction-operator/api/v1alpha1"
-	"github.com/harness9/compaction-operator/compaction"
 	"github.com/harness9/compaction-operator/compaction/storage/s3"
 )
 
@@ -48,15 +46,11 @@ func (p *Policy) SecretKeys(clusterResourceNamespace string) []string {
 }
 
 // Location is where the policy stores a session's objects, with the credentials reference
-// resolved to a namespace, so it can be kept in the session's status and used without the
-// policy.
+// resolved to a namespace, so it can be pinned for the session (Locations.Pin) and used
+// without the policy.
 func (p *Policy) Location(sessionID, clusterResourceNamespace string) *compactionv1alpha1.RecordsLocation {
 	loc := p.Storage(clusterResourceNamespace)
-	loc.SessionPrefix = compaction.SessionPrefixes(sessionID)[1]
-	// The store normalizes the prefix the same way: no leading slash, one trailing slash.
-	if prefix := strings.Trim(loc.Prefix, "/"); prefix != "" {
-		loc.SessionPrefix = prefix + "/" + loc.SessionPrefix
-	}
+	loc.SessionPrefix = sessionPrefix(loc.Prefix, sessionID)
 	return loc
 }
 

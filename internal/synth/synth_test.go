@@ -257,7 +257,8 @@ func TestCompactsAtEveryTier(t *testing.T) {
 	msgs := Generate(Options{Seed: 11, Messages: 150, ParallelCalls: true, UserInterjections: true, TextOnlyTurns: true, BigResultEvery: 6})
 	tokens := compaction.EstimateTokens(msgs)
 	for tier, usage := range map[compaction.Tier]float64{compaction.TierNone: 0.3, compaction.TierWarn: 0.65, compaction.TierSoft: 0.75, compaction.TierFull: 0.9, compaction.TierEmergency: 0.97} {
-		c, err := compaction.NewProgressiveCompactor(compaction.DefaultConfig(int(float64(tokens) / usage)))
+		cfg := compaction.DefaultConfig(int(float64(tokens) / usage))
+		c, err := compaction.NewProgressiveCompactor(cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -265,8 +266,11 @@ func TestCompactsAtEveryTier(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if rec.Tier != tier {
-			t.Fatalf("usage %.2f: tier %s, want %s", usage, rec.Tier, tier)
+		// The usage selects the tier; a Soft whose half of the head cannot reach the target
+		// runs as Full in the same turn.
+		selected := cfg.DetermineTier(rec.TokensBefore)
+		if selected != tier || (rec.Tier != tier && (tier != compaction.TierSoft || rec.Tier != compaction.TierFull)) {
+			t.Fatalf("usage %.2f: tier %s (selected %s), want %s", usage, rec.Tier, selected, tier)
 		}
 		if err := compaction.Validate(out); err != nil {
 			t.Fatalf("tier %s: compacted view invalid: %v", tier, err)

@@ -162,6 +162,7 @@ func testDefaults(t *testing.T, c client.Client) {
 		{"offload.previewLines", int64(ptr.Deref(s.Offload.PreviewLines, -1)), 10},
 		{"minTailMessages", int64(s.MinTailMessages), 6},
 		{"maxSummaryChars", int64(s.MaxSummaryChars), 6000},
+		{"summarizer.maxCallsPerHour", int64(ptr.Deref(s.Summarizer.MaxCallsPerHour, -1)), 60},
 	}
 	for _, ch := range checks {
 		if ch.got != ch.want {
@@ -397,6 +398,20 @@ func testRejections(t *testing.T, c client.Client) {
 				s["storage"].(map[string]any)["s3"].(map[string]any)["credentialsSecretRef"] = map[string]any{"name": "creds", "namespace": "other"}
 			},
 			want: "namespace is only allowed in a ClusterCompactionPolicy",
+		},
+		{
+			name: "summarizer-calls-per-hour-over-3600",
+			mutate: func(s map[string]any) {
+				s["summarizer"] = map[string]any{"mode": "Extractive", "maxCallsPerHour": int64(3601)}
+			},
+			want: "spec.summarizer.maxCallsPerHour",
+		},
+		{
+			name: "summarizer-calls-per-hour-negative",
+			mutate: func(s map[string]any) {
+				s["summarizer"] = map[string]any{"mode": "Extractive", "maxCallsPerHour": int64(-1)}
+			},
+			want: "spec.summarizer.maxCallsPerHour",
 		},
 		{
 			name: "api-key-namespace-in-namespaced-policy",

@@ -38,9 +38,12 @@ import (
 )
 
 const (
-	ns      = "default"
-	bucket  = "agent-context"
-	window  = 8000
+	ns     = "default"
+	bucket = "agent-context"
+	// window: at 16,000 tokens the replay of testdata/long-session.jsonl reaches Warn, Soft
+	// (escalated to Full: its half of the head does not reach the 50% target) and Full
+	// without Emergency; at 8,000 one Emergency happens (docs/benchmarks.md).
+	window  = 16000
 	waitFor = 60 * time.Second
 )
 
@@ -72,10 +75,23 @@ func TestAgentSessionEndToEnd(t *testing.T) {
 	s.setUp()
 	r := s.replay()
 	t.Logf("%d turns: %v", len(replay.AssistantTurns(s.history)), r.tiers)
-	for _, tier := range []compaction.Tier{compaction.TierWarn, compaction.TierSoft, compaction.TierFull} {
+	for _, tier := range []compaction.Tier{compaction.TierWarn, compaction.TierFull} {
 		if r.tiers[tier] == 0 {
 			t.Errorf("no %s compaction in the replay: %v", tier, r.tiers)
 		}
+	}
+	// Soft: done, or escalated to Full because its half of the head would not reach the
+	// target (issue 13), which the record says.
+	escalated := 0
+	for _, rec := range r.records {
+		for _, n := range rec.Notes {
+			if strings.HasPrefix(n, "Soft escalated to Full") {
+				escalated++
+			}
+		}
+	}
+	if r.tiers[compaction.TierSoft]+escalated == 0 {
+		t.Errorf("no Soft compaction in the replay, done or escalated: %v", r.tiers)
 	}
 	s.checkStatusAndEvents(r)
 	s.checkReadBack(r)

@@ -127,17 +127,29 @@ func testKilledMidCompaction(t *testing.T, cl *operator.Cluster, m *testenv.MinI
 		t.Fatal("no anchors stored after a Full compaction")
 	}
 	hang.Store(true)
-	inFlight := make(chan error, 1)
+	type answer struct {
+		resp *compactclient.CompactResponse
+		err  error
+	}
+	inFlight := make(chan answer, 1)
 	var killedTurn int
 	for ; turn < len(turns); turn++ {
+		// A turn that needs no summary may still save the state (a Warn offload batch, an
+		// Emergency, which summarizes without the LLM): compare with the state the killed
+		// compaction started from.
+		before, err = store.LoadState(ctx, string(sess.UID))
+		must(t, err)
 		go func(n int) {
-			_, err := agent.Compact(ctx, history[:n], 0)
-			inFlight <- err
+			resp, err := agent.Compact(ctx, history[:n], 0)
+			inFlight <- answer{resp, err}
 		}(turns[turn])
 		select {
 		case <-called:
-		case err := <-inFlight:
-			must(t, err) // a turn that needed no summary
+		case a := <-inFlight:
+			must(t, a.err) // a turn that needed no summary
+			if rec := a.resp.Record; rec.Tier != compaction.TierNone {
+				answered = append(answered, rec)
+			}
 			continue
 		}
 		killedTurn = turn
@@ -149,7 +161,7 @@ func testKilledMidCompaction(t *testing.T, cl *operator.Cluster, m *testenv.MinI
 	if err := syscall.Kill(mgr.Pid(), syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	if err := <-inFlight; err == nil {
+	if a := <-inFlight; a.err == nil {
 		t.Fatal("the compaction in flight answered although the manager was killed")
 	}
 	_ = mgr.Stop(5 * time.Second)
@@ -494,7 +506,9 @@ func testStorageDies(t *testing.T, cl *operator.Cluster, m *testenv.MinIO, api *
 			if outage && rec.Error != "" {
 				outageErrors++
 			}
-			if turn >= up+3 && rec.Error != "" {
+			// Once storage is back, nothing fails; an Emergency (the window is small and this
+			// transcript's results large) is not a failure.
+			if turn >= up+3 && rec.Error != "" && rec.Error != compaction.EmergencyError {
 				t.Errorf("turn %d, storage back: record error %q", turn, rec.Error)
 			}
 			turn++

@@ -24,6 +24,7 @@ import (
 	"testing"
 	"time"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
@@ -31,6 +32,7 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
@@ -400,6 +402,8 @@ func TestValues(t *testing.T) {
 	t.Run("NetworkPolicy", func(t *testing.T) { testNetworkPolicy(t, h) })
 	t.Run("GrafanaDashboard", func(t *testing.T) { testDashboard(t, h) })
 	t.Run("LongReleaseName", func(t *testing.T) { testLongReleaseName(t, h) })
+	t.Run("AdmissionPolicy", func(t *testing.T) { testAdmissionPolicy(t, h) })
+	t.Run("SessionLocationRole", func(t *testing.T) { testSessionLocationRole(t, h) })
 }
 
 // testLongReleaseName checks that every name and label value stays within 63 characters
@@ -434,6 +438,68 @@ func testLongReleaseName(t *testing.T, h *helmCLI) {
 	}
 	find(t, objs, "ClusterRole", crb.RoleRef.Name)
 	find(t, objs, "ServiceAccount", sa)
+}
+
+// testAdmissionPolicy checks that the chart's ValidatingAdmissionPolicy on AgentSession status
+// is config/default's (kustomize, as kubectl applies it) with the release's ServiceAccount,
+// that it follows serviceAccount.name, and that admissionPolicy.enabled=false leaves it out.
+func testAdmissionPolicy(t *testing.T, h *helmCLI) {
+	out, err := exec.Command(tool(t, "kubectl"), "kustomize", filepath.Join(testenv.RepoRoot(t), "config", "default")).Output()
+	if err != nil {
+		t.Fatalf("kubectl kustomize config/default: %v", err)
+	}
+	config := decode(t, out)
+	chart := decode(t, h.template(t))
+	for _, kind := range []string{"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"} {
+		want := find(t, config, kind, prefix+"agentsession-status")
+		got := find(t, chart, kind, prefix+"agentsession-status")
+		if got.GetNamespace() != "" || want.GetNamespace() != "" {
+			t.Errorf("%s is cluster-scoped; chart namespace %q, config/default %q", kind, got.GetNamespace(), want.GetNamespace())
+		}
+		if !equality.Semantic.DeepEqual(got.Object["spec"], want.Object["spec"]) {
+			t.Errorf("%s spec: chart renders\n%v\nconfig/default has\n%v", kind, got.Object["spec"], want.Object["spec"])
+		}
+	}
+	vap := find(t, chart, "ValidatingAdmissionPolicy", prefix+"agentsession-status")
+	vars, _, _ := unstructured.NestedSlice(vap.Object, "spec", "variables")
+	if len(vars) != 1 || !strings.Contains(fmt.Sprint(vars[0]), "'"+namespace+"' + ':' + '"+prefix+"controller-manager'") {
+		t.Errorf("the policy's operator is %v, want the ServiceAccount %s/%scontroller-manager", vars, namespace, prefix)
+	}
+
+	custom := find(t, decode(t, h.template(t, "--set", "serviceAccount.create=false,serviceAccount.name=platform-operator")),
+		"ValidatingAdmissionPolicy", prefix+"agentsession-status")
+	vars, _, _ = unstructured.NestedSlice(custom.Object, "spec", "variables")
+	if len(vars) != 1 || !strings.Contains(fmt.Sprint(vars[0]), "':' + 'platform-operator'") {
+		t.Errorf("serviceAccount.name=platform-operator: the policy's operator is %v", vars)
+	}
+	for _, o := range decode(t, h.template(t, "--set", "admissionPolicy.enabled=false")) {
+		if strings.HasPrefix(o.GetKind(), "ValidatingAdmissionPolicy") {
+			t.Errorf("admissionPolicy.enabled=false renders %s/%s", o.GetKind(), o.GetName())
+		}
+	}
+}
+
+// testSessionLocationRole checks that the Role for the pinned session locations and its
+// binding go into the cluster resource namespace, which manager.clusterResourceNamespace
+// moves, and bind the manager's ServiceAccount.
+func testSessionLocationRole(t *testing.T, h *helmCLI) {
+	for _, c := range []struct{ set, want string }{{"", namespace}, {"manager.clusterResourceNamespace=vault", "vault"}} {
+		args := []string{}
+		if c.set != "" {
+			args = []string{"--set", c.set}
+		}
+		objs := decode(t, h.template(t, args...))
+		role := find(t, objs, "Role", prefix+"session-location-role")
+		var rb rbacv1.RoleBinding
+		typed(t, find(t, objs, "RoleBinding", prefix+"session-location-rolebinding"), &rb)
+		if role.GetNamespace() != c.want || rb.Namespace != c.want {
+			t.Errorf("%q: Role in %q, RoleBinding in %q, want both in %q", c.set, role.GetNamespace(), rb.Namespace, c.want)
+		}
+		if rb.RoleRef.Name != role.GetName() || len(rb.Subjects) != 1 ||
+			rb.Subjects[0].Name != prefix+"controller-manager" || rb.Subjects[0].Namespace != namespace {
+			t.Errorf("%q: RoleBinding %+v %+v", c.set, rb.RoleRef, rb.Subjects)
+		}
+	}
 }
 
 func testLeaderElection(t *testing.T, h *helmCLI) {
@@ -1106,12 +1172,49 @@ func testInstall(t *testing.T, h *helmCLI, cfg *rest.Config, kubeconfig string) 
 	if !equality.Semantic.DeepEqual(leRole.Rules, leWant.Rules) {
 		t.Errorf("leader election Role rules %+v, want %+v", leRole.Rules, leWant.Rules)
 	}
+	var locRole, locWant rbacv1.Role
+	readObject(t, "config/rbac/session_location_role.yaml", "Role", &locWant)
+	mustGet(&locRole, namespace, prefix+"session-location-role")
+	if !equality.Semantic.DeepEqual(locRole.Rules, locWant.Rules) {
+		t.Errorf("session location Role rules %+v, want %+v", locRole.Rules, locWant.Rules)
+	}
 	var crb rbacv1.ClusterRoleBinding
 	mustGet(&crb, "", prefix+"manager-rolebinding")
-	var rb rbacv1.RoleBinding
+	var rb, locRB rbacv1.RoleBinding
 	mustGet(&rb, namespace, prefix+"leader-election-rolebinding")
+	mustGet(&locRB, namespace, prefix+"session-location-rolebinding")
 	checkBinding(t, get, crb.RoleRef, crb.Subjects, "")
 	checkBinding(t, get, rb.RoleRef, rb.Subjects, namespace)
+	checkBinding(t, get, locRB.RoleRef, locRB.Subjects, namespace)
+
+	// The admission policy on AgentSession status is installed and enforced: not even the
+	// cluster admin installing the chart may write an AgentSession's status.
+	mustGet(&admissionregistrationv1.ValidatingAdmissionPolicy{}, "", prefix+"agentsession-status")
+	mustGet(&admissionregistrationv1.ValidatingAdmissionPolicyBinding{}, "", prefix+"agentsession-status")
+	session := &v1alpha1.AgentSession{
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "status-probe"},
+		Spec:       v1alpha1.AgentSessionSpec{PolicyRef: v1alpha1.PolicyReference{Name: "default"}},
+	}
+	if err := c.Create(ctx, session); err != nil {
+		t.Fatal(err)
+	}
+	var statusErr error
+	for i, deadline := 0, time.Now().Add(30*time.Second); time.Now().Before(deadline); i++ {
+		time.Sleep(200 * time.Millisecond) // the API server loads new policies asynchronously
+		base := session.DeepCopy()
+		session.Status.SessionID = fmt.Sprintf("not-the-uid-%d", i)
+		statusErr = c.Status().Patch(ctx, session, client.MergeFrom(base))
+		if statusErr != nil {
+			break
+		}
+	}
+	if !apierrors.IsForbidden(statusErr) || !strings.Contains(statusErr.Error(), "only the compaction operator ("+
+		"system:serviceaccount:"+namespace+":"+prefix+"controller-manager)") {
+		t.Errorf("status write by the cluster admin: %v, want 403 from the chart's admission policy", statusErr)
+	}
+	if err := c.Delete(ctx, session); err != nil {
+		t.Fatal(err)
+	}
 
 	var policy v1alpha1.ClusterCompactionPolicy
 	mustGet(&policy, "", "default")

@@ -86,6 +86,14 @@ replica.
 {{- end }}
 
 {{/*
+The cluster resource namespace (--cluster-resource-namespace): where a ClusterCompactionPolicy's
+Secrets are by default and where the manager pins each session's storage location.
+*/}}
+{{- define "compaction-operator.clusterResourceNamespace" -}}
+{{- default .Release.Namespace .Values.manager.clusterResourceNamespace }}
+{{- end }}
+
+{{/*
 GOMEMLIMIT of the manager in bytes: manager.memoryLimitPercent of resources.limits.memory
 (a Kubernetes quantity such as 512Mi, 1Gi, 500M or 536870912). Empty when there is no memory
 limit, the percentage is 0, or manager.extraEnv sets GOMEMLIMIT itself.

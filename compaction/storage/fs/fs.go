@@ -7,6 +7,7 @@
 package fs
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -95,10 +96,50 @@ func (s *Store) PutToolResult(ctx context.Context, sessionID, toolCallID string,
 		return "", err
 	}
 	path := s.ToolResultPath(sessionID, toolCallID)
-	if err := writeFileAtomic(path, content, false); err != nil {
+	err := writeFileExclusive(path, content)
+	if errors.Is(err, iofs.ErrExist) {
+		// Never replace an original: the same bytes again are a success.
+		stored, rerr := os.ReadFile(path)
+		switch {
+		case rerr != nil:
+			err = fmt.Errorf("exists, and reading it back failed: %w", rerr)
+		case bytes.Equal(stored, content):
+			err = nil
+		default:
+			err = compaction.ErrToolResultExists
+		}
+	}
+	if err != nil {
 		return "", fmt.Errorf("fs store: put tool result %q of session %s: %w", toolCallID, sessionID, err)
 	}
 	return path, nil
+}
+
+// writeFileExclusive writes data to a temporary file and links it to path only if path does
+// not exist yet (an error wrapping io/fs.ErrExist otherwise), so a reader never sees half a
+// result and an existing one is never replaced.
+func writeFileExclusive(path string, data []byte) error {
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, dirPerm); err != nil {
+		return err
+	}
+	f, err := os.CreateTemp(dir, tempPrefix+"*")
+	if err != nil {
+		return err
+	}
+	tmp := f.Name()
+	defer func() { _ = os.Remove(tmp) }() // linked or not, the temporary name goes
+	if _, err := f.Write(data); err != nil {
+		_ = f.Close()
+		return fmt.Errorf("write %s: %w", tmp, err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("close %s: %w", tmp, err)
+	}
+	if err := os.Link(tmp, path); err != nil {
+		return fmt.Errorf("link %s: %w", path, err)
+	}
+	return nil
 }
 
 // GetToolResult reads a tool result back; a missing one is ErrNotFound.

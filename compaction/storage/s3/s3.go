@@ -174,8 +174,22 @@ func (s *Store) PutToolResult(ctx context.Context, sessionID, toolCallID string,
 		return "", err
 	}
 	key := s.key(compaction.ToolResultKey(sessionID, toolCallID))
-	if err := s.put(ctx, key, content, "text/plain; charset=utf-8"); err != nil {
-		return "", fmt.Errorf("s3 store: put tool result %q of session %s: %w", toolCallID, sessionID, err)
+	// Create-only (If-None-Match: *): a reused tool call ID must not replace an original that
+	// only this object holds. The same bytes again (a retry, another replica) are a success.
+	opts := minio.PutObjectOptions{ContentType: "text/plain; charset=utf-8"}
+	opts.SetMatchETagExcept("*")
+	if _, err := s.client.PutObject(ctx, s.bucket, key, bytes.NewReader(content), int64(len(content)), opts); err != nil {
+		var resp minio.ErrorResponse
+		if !errors.As(err, &resp) || resp.Code != "PreconditionFailed" {
+			return "", fmt.Errorf("s3 store: put tool result %q of session %s: put %s: %w", toolCallID, sessionID, s.ref(key), err)
+		}
+		stored, gerr := s.get(ctx, key)
+		if gerr != nil {
+			return "", fmt.Errorf("s3 store: put tool result %q of session %s: exists, and reading it back failed: %w", toolCallID, sessionID, gerr)
+		}
+		if !bytes.Equal(stored, content) {
+			return "", fmt.Errorf("s3 store: put tool result %q of session %s: %w", toolCallID, sessionID, compaction.ErrToolResultExists)
+		}
 	}
 	return s.ref(key), nil
 }

@@ -41,7 +41,7 @@ func InvalidSessionIDs() []string {
 func Run(t *testing.T, newStore func(t *testing.T) compaction.Store) {
 	t.Run("ToolResultRoundTrip", func(t *testing.T) { testToolResultRoundTrip(t, newStore(t)) })
 	t.Run("ToolResultLarge", func(t *testing.T) { testToolResultLarge(t, newStore(t)) })
-	t.Run("ToolResultOverwrite", func(t *testing.T) { testToolResultOverwrite(t, newStore(t)) })
+	t.Run("ToolResultNeverReplaced", func(t *testing.T) { testToolResultNeverReplaced(t, newStore(t)) })
 	t.Run("ToolResultNotFound", func(t *testing.T) { testToolResultNotFound(t, newStore(t)) })
 	t.Run("RecordsInAppendOrder", func(t *testing.T) { testRecordsInAppendOrder(t, newStore(t)) })
 	t.Run("RecordsEmpty", func(t *testing.T) { testRecordsEmpty(t, newStore(t)) })
@@ -244,20 +244,29 @@ func testToolResultLarge(t *testing.T, s compaction.Store) {
 	}
 }
 
-func testToolResultOverwrite(t *testing.T, s compaction.Store) {
+// testToolResultNeverReplaced: a reused tool call ID (local models number their calls
+// call_0, call_1... in every turn) must not replace an original only the store holds; the
+// same bytes again (a retry, another replica) succeed with the same reference.
+func testToolResultNeverReplaced(t *testing.T, s compaction.Store) {
 	ctx := opCtx(t)
 	sid := SessionID(t)
-	for _, content := range []string{"first, longer version", "second"} {
-		if _, err := s.PutToolResult(ctx, sid, callID, []byte(content)); err != nil {
-			t.Fatalf("PutToolResult: %v", err)
-		}
+	ref, err := s.PutToolResult(ctx, sid, callID, []byte("the original, only here"))
+	if err != nil {
+		t.Fatalf("PutToolResult: %v", err)
+	}
+	again, err := s.PutToolResult(ctx, sid, callID, []byte("the original, only here"))
+	if err != nil || again != ref {
+		t.Fatalf("the same content again: ref %q, %v; want %q and no error", again, err, ref)
+	}
+	if _, err := s.PutToolResult(ctx, sid, callID, []byte("another result under the same ID")); !errors.Is(err, compaction.ErrToolResultExists) {
+		t.Fatalf("different content under the same ID: %v, want ErrToolResultExists", err)
 	}
 	got, err := s.GetToolResult(ctx, sid, callID)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if string(got) != "second" {
-		t.Fatalf("after overwrite GetToolResult = %q, want %q", got, "second")
+	if string(got) != "the original, only here" {
+		t.Fatalf("after a refused put GetToolResult = %q, want the original", got)
 	}
 }
 
