@@ -55,7 +55,14 @@ func (s *Store) PutToolResult(ctx context.Context, sessionID, toolCallID string,
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.sessionLocked(sessionID, true).results[toolCallID] = bytes.Clone(content)
+	results := s.sessionLocked(sessionID, true).results
+	// A stored result is never replaced (compaction.ToolResultStore): the same bytes again
+	// are a success, different ones an error.
+	if stored, ok := results[toolCallID]; ok && !bytes.Equal(stored, content) {
+		return "", fmt.Errorf("memory store: put tool result %q of session %s: %w", toolCallID, sessionID, compaction.ErrToolResultExists)
+	} else if !ok {
+		results[toolCallID] = bytes.Clone(content)
+	}
 	return RefScheme + sessionID + "/" + compaction.SafeKey(toolCallID), nil
 }
 
