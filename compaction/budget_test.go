@@ -110,3 +110,30 @@ func TestSummarizerBudgetValidation(t *testing.T) {
 		}
 	}
 }
+
+// namedExtractive is the extractive summarizer behind a wrapper, as a server times it.
+type namedExtractive struct{ ExtractiveSummarizer }
+
+// TestSummarizerBudgetIgnoresAWrappedExtractiveSummarizer: a wrapped extractive summarizer
+// is still free, so the budget does not count or throttle it.
+func TestSummarizerBudgetIgnoresAWrappedExtractiveSummarizer(t *testing.T) {
+	msgs := proseHistory([]int{4000, 4000, 4000, 4000, 4000, 4000, 4000}, 1000)
+	cfg := DefaultConfig(EstimateTokens(msgs) * 100 / 85)
+	cfg.SummarizerCallsPerHour = 1
+	store := newMemStore()
+	for i := range 3 {
+		c, err := NewProgressiveCompactor(cfg, WithStore(store), WithSessionID("s"), WithSummarizer(namedExtractive{}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		in := append([]Message(nil), msgs...)
+		in[0] = sys(fmt.Sprintf("agent %d", i))
+		_, rec, err := c.CompactWithRecord(context.Background(), in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rec.SummarizerThrottled {
+			t.Fatalf("request %d: the wrapped extractive summarizer was throttled", i)
+		}
+	}
+}

@@ -137,7 +137,8 @@ func engineConfig(spec *compactionv1alpha1.CompactionPolicySpec, window *int32) 
 		cfg.PinRule = compaction.PinRule(v)
 	}
 	set(&cfg.PinBudget, spec.Pins.BudgetPercent)
-	if v := spec.Summarizer.MaxCallsPerHour; v != nil && *v > 0 {
+	// Only a paid summarizer is limited; the extractive one costs nothing.
+	if v := spec.Summarizer.MaxCallsPerHour; v != nil && *v > 0 && spec.Summarizer.Mode == compactionv1alpha1.SummarizerOpenAI {
 		cfg.SummarizerCallsPerHour = int(*v)
 	}
 	return cfg

@@ -35,10 +35,8 @@ func defaultedSpec() *compactionv1alpha1.CompactionPolicySpec {
 
 func TestEngineConfigDefaultsMatchTheEngine(t *testing.T) {
 	got := engineConfig(defaultedSpec(), nil)
+	// (maxCallsPerHour, 60 by default, limits only the OpenAI summarizer.)
 	want := compaction.DefaultConfig(128000)
-	// The one default that differs on purpose: a policy limits each session's summarizer
-	// calls (60 an hour), the library does not.
-	want.SummarizerCallsPerHour = 60
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("the CRD defaults make\n%+v\nthe engine's defaults are\n%+v", got, want)
 	}
@@ -190,7 +188,6 @@ func TestCRDThresholdDefaultsAreTheEngines(t *testing.T) {
 			}
 		}
 		want := compaction.DefaultConfig(128000)
-		want.SummarizerCallsPerHour = 60 // a policy limits each session's summarizer calls, the library does not
 		if got := engineConfig(spec, nil); !reflect.DeepEqual(got, want) {
 			t.Errorf("%s: the CRD's thresholds default makes\n%+v\nthe engine's defaults are\n%+v", file, got, want)
 		}
@@ -204,9 +201,15 @@ func TestEngineConfigSummarizerBudget(t *testing.T) {
 		want int
 	}{{"default", ptr.To[int32](60), 60}, {"no limit", ptr.To[int32](0), 0}, {"unset (stored before the field)", nil, 0}, {"set", ptr.To[int32](5), 5}} {
 		spec := defaultedSpec()
+		spec.Summarizer.Mode = compactionv1alpha1.SummarizerOpenAI
 		spec.Summarizer.MaxCallsPerHour = tc.v
 		if got := engineConfig(spec, nil).SummarizerCallsPerHour; got != tc.want {
 			t.Errorf("%s: %d calls per hour, want %d", tc.name, got, tc.want)
 		}
+	}
+	// The extractive summarizer is free: never limited, whatever the field says.
+	spec := defaultedSpec()
+	if got := engineConfig(spec, nil).SummarizerCallsPerHour; got != 0 {
+		t.Errorf("extractive mode: %d calls per hour, want no limit", got)
 	}
 }
