@@ -96,7 +96,7 @@ func (s *Store) PutToolResult(ctx context.Context, sessionID, toolCallID string,
 		return "", err
 	}
 	path := s.ToolResultPath(sessionID, toolCallID)
-	err := writeFileExclusive(path, content)
+	err := writeFile(path, content, createOnly)
 	if errors.Is(err, iofs.ErrExist) {
 		// Never replace an original: the same bytes again are a success.
 		stored, rerr := os.ReadFile(path)
@@ -113,33 +113,6 @@ func (s *Store) PutToolResult(ctx context.Context, sessionID, toolCallID string,
 		return "", fmt.Errorf("fs store: put tool result %q of session %s: %w", toolCallID, sessionID, err)
 	}
 	return path, nil
-}
-
-// writeFileExclusive writes data to a temporary file and links it to path only if path does
-// not exist yet (an error wrapping io/fs.ErrExist otherwise), so a reader never sees half a
-// result and an existing one is never replaced.
-func writeFileExclusive(path string, data []byte) error {
-	dir := filepath.Dir(path)
-	if err := os.MkdirAll(dir, dirPerm); err != nil {
-		return err
-	}
-	f, err := os.CreateTemp(dir, tempPrefix+"*")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	defer func() { _ = os.Remove(tmp) }() // linked or not, the temporary name goes
-	if _, err := f.Write(data); err != nil {
-		_ = f.Close()
-		return fmt.Errorf("write %s: %w", tmp, err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("close %s: %w", tmp, err)
-	}
-	if err := os.Link(tmp, path); err != nil {
-		return fmt.Errorf("link %s: %w", path, err)
-	}
-	return nil
 }
 
 // GetToolResult reads a tool result back; a missing one is ErrNotFound.
@@ -269,7 +242,7 @@ func (s *Store) SaveState(ctx context.Context, sessionID string, st *compaction.
 	if err != nil {
 		return fmt.Errorf("fs store: encode state of session %s: %w", sessionID, err)
 	}
-	if err := writeFileAtomic(s.StatePath(sessionID), data, true); err != nil {
+	if err := writeFile(s.StatePath(sessionID), data, replaceDurably); err != nil {
 		return fmt.Errorf("fs store: save state of session %s: %w", sessionID, err)
 	}
 	return nil
@@ -354,32 +327,41 @@ func removeFile(path string) (bool, error) {
 	}
 }
 
-// writeFileAtomic writes data to a temporary file in path's directory and renames it over
-// path, creating the directory if needed; durable also syncs the file and the directory.
-func writeFileAtomic(path string, data []byte, durable bool) (err error) {
+// writeMode says how writeFile puts its temporary file in place.
+type writeMode int
+
+const (
+	// replaceDurably renames the file over path and syncs the file and the directory (the
+	// state object, rewritten on every compaction).
+	replaceDurably writeMode = iota
+	// createOnly links the file to path only if path does not exist yet (an error wrapping
+	// io/fs.ErrExist otherwise): an offloaded original is never replaced.
+	createOnly
+)
+
+// writeFile writes data to a temporary file in path's directory, creating the directory if
+// needed, and puts it in place as mode says, so a reader never sees half an object.
+func writeFile(path string, data []byte, mode writeMode) error {
 	dir := filepath.Dir(path)
 	if err := os.MkdirAll(dir, dirPerm); err != nil {
 		return err
 	}
+	// CreateTemp creates the file with mode 0o600, which is filePerm: no chmod needed.
 	f, err := os.CreateTemp(dir, tempPrefix+"*")
 	if err != nil {
 		return err
 	}
 	tmp := f.Name()
 	defer func() {
-		if err != nil {
-			// Clean up after a failure. The file may already be closed, and a temporary
-			// file left behind is never mistaken for an object (tempPrefix), so only the
-			// first error is reported.
-			_ = f.Close()
-			_ = os.Remove(tmp)
-		}
+		// Renamed, linked or failed, the temporary name goes; a leftover is never mistaken
+		// for an object (tempPrefix), so these errors are not reported.
+		_ = f.Close()
+		_ = os.Remove(tmp)
 	}()
-	// CreateTemp creates the file with mode 0o600, which is filePerm: no chmod needed.
 	if _, err := f.Write(data); err != nil {
 		return fmt.Errorf("write %s: %w", tmp, err)
 	}
-	if durable {
+	if mode == replaceDurably {
 		if err := f.Sync(); err != nil {
 			return fmt.Errorf("sync %s: %w", tmp, err)
 		}
@@ -387,13 +369,16 @@ func writeFileAtomic(path string, data []byte, durable bool) (err error) {
 	if err := f.Close(); err != nil {
 		return fmt.Errorf("close %s: %w", tmp, err)
 	}
+	if mode == createOnly {
+		if err := os.Link(tmp, path); err != nil {
+			return fmt.Errorf("link %s: %w", path, err)
+		}
+		return nil
+	}
 	if err := os.Rename(tmp, path); err != nil {
 		return err
 	}
 	// Make the rename itself durable. Best effort: some filesystems cannot sync directories.
-	if !durable {
-		return nil
-	}
 	if d, err := os.Open(dir); err == nil {
 		_ = d.Sync()
 		_ = d.Close() // read-only directory handle: nothing to lose
