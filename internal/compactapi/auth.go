@@ -3,8 +3,11 @@ package compactapi
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -39,6 +42,9 @@ const (
 // authorizer checks bearer tokens with TokenReview and permissions with SubjectAccessReview.
 type authorizer struct {
 	c client.Client
+	// audience is the one audience a token must be for (TokenReviewSpec.Audiences): never
+	// the Kubernetes API's own, so tokens are not interchangeable between the two.
+	audience string
 
 	mu     sync.Mutex
 	tokens map[[32]byte]tokenEntry
@@ -100,14 +106,17 @@ func (a *authorizer) authenticate(ctx context.Context, token string) (authentica
 	e, ok := a.tokens[key]
 	a.mu.Unlock()
 	if !ok || now.After(e.expires) {
-		tr := &authenticationv1.TokenReview{Spec: authenticationv1.TokenReviewSpec{Token: token}}
+		tr := &authenticationv1.TokenReview{Spec: authenticationv1.TokenReviewSpec{Token: token, Audiences: []string{a.audience}}}
 		if err := a.c.Create(ctx, tr); err != nil {
 			if ok && e.ok && now.Before(e.expires.Add(staleGrace)) {
 				return e.user, nil
 			}
 			return authenticationv1.UserInfo{}, unavailable("TokenReview", err)
 		}
-		next := tokenEntry{user: tr.Status.User, ok: tr.Status.Authenticated, expires: now.Add(tokenTTL)}
+		// An authenticator that ignores audiences answers with none: such a token is valid for
+		// the Kubernetes API, so it is refused here (as the TokenReview API documents).
+		authenticated := tr.Status.Authenticated && slices.Contains(tr.Status.Audiences, a.audience)
+		next := tokenEntry{user: tr.Status.User, ok: authenticated, expires: now.Add(tokenTTL)}
 		if !next.ok && ok {
 			if hold, since := holdDenial(e.ok, e.expires, e.deniedSince, now); hold {
 				next = tokenEntry{user: e.user, ok: true, expires: now.Add(recheck), deniedSince: since}
@@ -122,9 +131,50 @@ func (a *authorizer) authenticate(ctx context.Context, token string) (authentica
 		a.mu.Unlock()
 	}
 	if !e.ok {
-		return authenticationv1.UserInfo{}, &apiError{http.StatusUnauthorized, ReasonUnauthorized, "the bearer token is not valid"}
+		return authenticationv1.UserInfo{}, a.invalidToken(token)
 	}
 	return e.user, nil
+}
+
+// invalidToken is the 401 for a token the review refused. It names the audience to ask for,
+// and says when the token is for another one (read from the token without verifying it,
+// only for the message): a token for the Kubernetes API is the usual mistake.
+func (a *authorizer) invalidToken(token string) error {
+	how := fmt.Sprintf("send a ServiceAccount token for audience %q (a projected serviceAccountToken volume with audience: %s, or kubectl create token SERVICE_ACCOUNT --audience %s)",
+		a.audience, a.audience, a.audience)
+	if aud := unverifiedAudiences(token); len(aud) > 0 && !slices.Contains(aud, a.audience) {
+		return &apiError{http.StatusUnauthorized, ReasonUnauthorized,
+			fmt.Sprintf("the bearer token is for audience %s, not the compaction API's: %s", clip(strings.Join(aud, ",")), how)}
+	}
+	return &apiError{http.StatusUnauthorized, ReasonUnauthorized, "the bearer token is not valid: " + how}
+}
+
+// unverifiedAudiences reads the aud claim of a JWT without checking its signature; nil when
+// the token is not a JWT with one. Only for error messages.
+func unverifiedAudiences(token string) []string {
+	parts := strings.Split(token, ".")
+	if len(parts) != 3 {
+		return nil
+	}
+	payload, err := base64.RawURLEncoding.DecodeString(parts[1])
+	if err != nil {
+		return nil
+	}
+	var claims struct {
+		Aud json.RawMessage `json:"aud"`
+	}
+	if json.Unmarshal(payload, &claims) != nil || len(claims.Aud) == 0 {
+		return nil
+	}
+	var one string
+	if json.Unmarshal(claims.Aud, &one) == nil {
+		return []string{one}
+	}
+	var many []string
+	if json.Unmarshal(claims.Aud, &many) == nil {
+		return many
+	}
+	return nil
 }
 
 func (a *authorizer) authorize(ctx context.Context, user authenticationv1.UserInfo, verb, subresource, namespace, name string) error {

@@ -26,6 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
+	wire "github.com/harness9/compaction-operator/compaction/client"
 	"github.com/harness9/compaction-operator/internal/policy"
 )
 
@@ -71,6 +72,9 @@ type Config struct {
 	StatusFlushInterval time.Duration
 	// ClusterResourceNamespace holds a ClusterCompactionPolicy's Secrets by default.
 	ClusterResourceNamespace string
+	// TokenAudience is the audience a caller's token must be for (default
+	// wire.DefaultTokenAudience); a token for the Kubernetes API itself is refused.
+	TokenAudience string
 }
 
 // Server is the compaction API. It runs on every manager replica (it needs no leader).
@@ -125,6 +129,9 @@ func New(mgr ctrl.Manager, cfg Config, stores *policy.Stores, reg prometheus.Reg
 	if cfg.StatusFlushInterval <= 0 {
 		cfg.StatusFlushInterval = DefaultStatusFlush
 	}
+	if cfg.TokenAudience == "" {
+		cfg.TokenAudience = wire.DefaultTokenAudience
+	}
 	if stores == nil {
 		stores = &policy.Stores{}
 	}
@@ -143,7 +150,7 @@ func New(mgr ctrl.Manager, cfg Config, stores *policy.Stores, reg prometheus.Reg
 		writer:    mgr.GetClient(),
 		secrets:   &policy.SecretCache{Meta: mgr.GetCache(), API: mgr.GetAPIReader()},
 		stores:    stores,
-		auth:      &authorizer{c: mgr.GetClient()},
+		auth:      &authorizer{c: mgr.GetClient(), audience: cfg.TokenAudience},
 		recorder:  mgr.GetEventRecorder("compaction-api"),
 		metrics:   m,
 		log:       ctrl.Log.WithName("compaction-api"),

@@ -150,7 +150,7 @@ func (s *suite) setUp() {
 		Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Namespace: ns, Name: "agent"}},
 	}))
 	must(t, c.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "stranger"}}))
-	s.agentToken, s.strangerToken = s.cl.Token(ns, "agent"), s.cl.Token(ns, "stranger")
+	s.agentToken, s.strangerToken = s.cl.AgentToken(ns, "agent"), s.cl.AgentToken(ns, "stranger")
 }
 
 // replay: 3. the transcript as the agent runs it: every tool result goes through the offload
