@@ -71,6 +71,10 @@ type options struct {
 	apiReadTimeout           time.Duration
 	apiUsageInterval         time.Duration
 	apiTokenAudience         string
+	apiReviewQPS             float64
+	apiReviewBurst           int
+	apiNewTokenRate          float64
+	apiNewTokenBurst         int
 	showVersion              bool
 	kubeQPS                  float64
 	sessionWorkers           int
@@ -121,6 +125,13 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.DurationVar(&o.apiUsageInterval, "api-usage-interval", compactapi.DefaultUsageInterval, "least time between two status writes of a session for turns that needed no compaction")
 	fs.StringVar(&o.apiTokenAudience, "api-token-audience", wire.DefaultTokenAudience,
 		"audience a caller's bearer token must be for (TokenReview audiences): agents send a projected ServiceAccount token with this audience; a token for the Kubernetes API itself is refused")
+	fs.Float64Var(&o.apiReviewQPS, "api-review-qps", compactapi.DefaultReviewQPS,
+		"steady TokenReviews and SubjectAccessReviews per second of the compaction API, on a client of their own (not counted in --kube-api-qps)")
+	fs.IntVar(&o.apiReviewBurst, "api-review-burst", compactapi.DefaultReviewBurst, "burst of --api-review-qps")
+	fs.Float64Var(&o.apiNewTokenRate, "api-new-token-rate", compactapi.DefaultNewTokenRate,
+		"tokens per second the compaction API reviews that it has no positive answer for (new agents, junk); over it (and --api-new-token-burst) "+
+			"a request is answered 429 with Retry-After. Tokens known to be good are re-reviewed without limit")
+	fs.IntVar(&o.apiNewTokenBurst, "api-new-token-burst", compactapi.DefaultNewTokenBurst, "burst of --api-new-token-rate: new tokens reviewed at once, e.g. when every agent reconnects after a restart")
 	fs.Float64Var(&o.kubeQPS, "kube-api-qps", 100,
 		"steady requests per second to the Kubernetes API (a new session costs three writes; status writes of the compaction API count here)")
 	fs.IntVar(&o.kubeBurst, "kube-api-burst", 200, "burst of requests to the Kubernetes API")
@@ -139,6 +150,10 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	}
 	if strings.TrimSpace(o.apiTokenAudience) == "" {
 		return nil, errors.New("--api-token-audience must not be empty")
+	}
+	if o.apiReviewQPS <= 0 || o.apiReviewBurst < 1 || o.apiNewTokenRate <= 0 || o.apiNewTokenBurst < 1 {
+		return nil, fmt.Errorf("--api-review-qps (%g), --api-review-burst (%d), --api-new-token-rate (%g) and --api-new-token-burst (%d) must be positive",
+			o.apiReviewQPS, o.apiReviewBurst, o.apiNewTokenRate, o.apiNewTokenBurst)
 	}
 	if o.sessionWorkers < 1 {
 		return nil, fmt.Errorf("--session-workers must be at least 1, got %d", o.sessionWorkers)
@@ -245,6 +260,7 @@ func runManager(ctx context.Context, o *options) error {
 			MaxInflightBytes: o.apiMaxInflightBytes,
 			RequestTimeout:   o.apiRequestTimeout, ReadTimeout: o.apiReadTimeout, UsageInterval: o.apiUsageInterval,
 			ClusterResourceNamespace: o.clusterResourceNamespace, TokenAudience: o.apiTokenAudience,
+			ReviewQPS: o.apiReviewQPS, ReviewBurst: o.apiReviewBurst, NewTokenRate: o.apiNewTokenRate, NewTokenBurst: o.apiNewTokenBurst,
 		}, stores, crmetrics.Registry)
 		if err != nil {
 			return err
