@@ -325,6 +325,10 @@ func route[Req any](s *Server, name, verb, subresource string, serialize bool,
 			return
 		}
 		log = log.WithValues("user", user.Username)
+		if err := s.checkOwner(ctx, user, ns, sessionName); err != nil {
+			s.fail(rw, log, err)
+			return
+		}
 		// Checked after authorization (a caller without access learns nothing) and before
 		// the session is looked up or the body read.
 		declared := int64(0)
