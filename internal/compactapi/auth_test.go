@@ -268,3 +268,27 @@ func TestAuthStaleGraceAndConfirmDenial(t *testing.T) {
 		t.Error("a confirmed no must move the token to the bad-token cache")
 	}
 }
+
+// BenchmarkJunkToken is what a junk token costs the server once the new-token bucket is
+// empty: malformed ones are refused by their shape, JWT-shaped ones by the bucket.
+func BenchmarkJunkToken(b *testing.B) {
+	srv := &reviewServer{audience: "aud"}
+	a := newAuthorizer(srv, srv.audience, 1e-9, 1)
+	a.newTokens.Allow()
+	ctx := context.Background()
+	for _, tc := range []struct{ name, token string }{
+		{"malformed", strings.Repeat("x", 2048)},
+		{"jwt-shaped", jwtLike(`{"aud":"aud","sub":"` + strings.Repeat("x", 1500) + `"}`)},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			for b.Loop() {
+				if _, err := a.authenticate(ctx, tc.token); err == nil {
+					b.Fatal("junk accepted")
+				}
+			}
+			if srv.tokens.Load() != 0 {
+				b.Fatalf("%d TokenReviews", srv.tokens.Load())
+			}
+		})
+	}
+}
