@@ -172,13 +172,21 @@ func jwtShaped(token string) bool {
 			return false
 		}
 		for i := 0; i < len(seg); i++ {
-			c := seg[i]
-			if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '_') {
+			if !base64URL(seg[i]) {
 				return false
 			}
 		}
 	}
 	return segments == 3
+}
+
+// base64URL reports whether c is in the base64url alphabet (RFC 4648 §5), padding excluded.
+func base64URL(c byte) bool {
+	switch {
+	case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		return true
+	}
+	return c == '-' || c == '_'
 }
 
 func (a *authorizer) authenticate(ctx context.Context, token string) (authenticationv1.UserInfo, error) {
