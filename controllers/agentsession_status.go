@@ -100,6 +100,10 @@ func (r *AgentSessionReconciler) updateStatus(ctx context.Context, s *compaction
 	}
 	set(compactionv1alpha1.ConditionPolicyResolved, true, ReasonPolicyResolved,
 		fmt.Sprintf("using %s %s", p.Kind, p.Name))
+	// Anchors are conversation content: status keeps them only while the policy asks.
+	if p.Spec.AnchorsInStatus != compactionv1alpha1.AnchorsInclude {
+		s.Status.Anchors = nil
+	}
 
 	// StorageReady mirrors the policy's probe.
 	if c := p.Condition(compactionv1alpha1.ConditionStorageReady); c != nil {

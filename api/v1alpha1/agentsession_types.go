@@ -263,7 +263,8 @@ type AgentSessionStatus struct {
 	// +kubebuilder:validation:Minimum=0
 	OffloadedBytes int64 `json:"offloadedBytes,omitempty"`
 
-	// anchors are the merged anchors of the session, at most one per type.
+	// anchors are the merged anchors of the session, at most one per type: conversation
+	// content, so only written when the policy's anchorsInStatus is Include.
 	// +optional
 	// +listType=atomic
 	// +kubebuilder:validation:MaxItems=5

@@ -80,10 +80,31 @@ type CompactionPolicySpec struct {
 	// +kubebuilder:default={}
 	Pins PinsSpec `json:"pins,omitempty"`
 
+	// anchorsInStatus says whether a session's merged anchors (the task, decisions, files,
+	// errors and next steps of the conversation) are copied into the AgentSession's
+	// status.anchors. Omit (the default) keeps conversation content out of status, which
+	// anyone allowed to get agentsessions in the namespace can read; the anchors stay in the
+	// session's records and state in storage. Include copies them, for people who read
+	// sessions with kubectl. Switching to Omit clears status.anchors of the policy's sessions.
+	// +optional
+	// +kubebuilder:default=Omit
+	AnchorsInStatus AnchorsInStatus `json:"anchorsInStatus,omitempty"`
+
 	// storage is where offloaded tool results, compaction records and session state are kept.
 	// +required
 	Storage StorageSpec `json:"storage"`
 }
+
+// AnchorsInStatus says whether a session's anchors are copied into its status.
+// +kubebuilder:validation:Enum=Omit;Include
+type AnchorsInStatus string
+
+const (
+	// AnchorsOmit keeps the anchors out of status (the default).
+	AnchorsOmit AnchorsInStatus = "Omit"
+	// AnchorsInclude copies the merged anchors into status.anchors.
+	AnchorsInclude AnchorsInStatus = "Include"
+)
 
 // Thresholds are the context usage percentages (of contextWindow) that select the tier, the
 // usage a compaction aims for and the least share of the context a compaction must save.

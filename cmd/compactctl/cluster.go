@@ -2,8 +2,10 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
+	"net/http"
 	"os"
 	"strings"
 
@@ -18,14 +20,17 @@ type clusterFlags struct {
 	token      *string
 	tokenFile  *string
 	kubeconfig *string
+	// fromKubeconfig is set when the token came from the kubeconfig, for explain.
+	fromKubeconfig bool
 }
 
 func addClusterFlags(fs *flag.FlagSet) *clusterFlags {
 	return &clusterFlags{
 		server: fs.String("server", os.Getenv("COMPACTION_SERVER"),
 			"base URL of the compaction API, e.g. http://localhost:8082 (default $COMPACTION_SERVER)"),
-		token:     fs.String("token", "", "bearer token (default: the current kubeconfig context's token)"),
-		tokenFile: fs.String("token-file", "", "file holding the bearer token, e.g. a ServiceAccount token"),
+		token: fs.String("token", "", "bearer token for the compaction API's audience, e.g. $(kubectl create token SA --audience "+
+			compactclient.DefaultTokenAudience+") (default: the current kubeconfig context's token)"),
+		tokenFile: fs.String("token-file", "", "file holding the bearer token, e.g. a projected ServiceAccount token with audience "+compactclient.DefaultTokenAudience),
 		kubeconfig: fs.String("kubeconfig", "",
 			"kubeconfig whose current context's token is used when neither --token nor --token-file is set (default $KUBECONFIG, ~/.kube/config)"),
 	}
@@ -49,9 +54,21 @@ func (f *clusterFlags) client() (*compactclient.Client, error) {
 		if err != nil {
 			return nil, err
 		}
-		opt = compactclient.WithToken(token)
+		opt, f.fromKubeconfig = compactclient.WithToken(token), true
 	}
 	return compactclient.New(*f.server, opt)
+}
+
+// explain adds what to do to a 401 for a token taken from the kubeconfig: that token is for
+// the Kubernetes API's audience, which the compaction API refuses.
+func (f *clusterFlags) explain(err error) error {
+	var ae *compactclient.APIError
+	if !f.fromKubeconfig || !errors.As(err, &ae) || ae.Code != http.StatusUnauthorized {
+		return err
+	}
+	return fmt.Errorf("%w\nthe token came from the kubeconfig, which is usually for the Kubernetes API's audience; the compaction API "+
+		"wants a token for its own (%q by default): pass --token \"$(kubectl create token SERVICE_ACCOUNT --audience %s)\" or --token-file",
+		err, compactclient.DefaultTokenAudience, compactclient.DefaultTokenAudience)
 }
 
 // kubeconfigToken is the bearer token of the kubeconfig's current context.
@@ -109,7 +126,7 @@ needs "get" on agentsessions/records in the namespace (the compaction-agent Clus
 				if err != nil {
 					return err
 				}
-				return c.Records(ctx, ns, name, std.out)
+				return cf.explain(c.Records(ctx, ns, name, std.out))
 			}
 		},
 	}
@@ -140,7 +157,7 @@ on agentsessions/toolresults in the namespace.`,
 				}
 				data, err := c.GetToolResult(ctx, ns, name, args[1])
 				if err != nil {
-					return err
+					return cf.explain(err)
 				}
 				if _, err := std.out.Write(data); err != nil {
 					return fmt.Errorf("write tool result: %w", err)

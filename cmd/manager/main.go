@@ -11,6 +11,7 @@ import (
 	"io"
 	"os"
 	"runtime/debug"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -28,6 +29,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	compactionv1alpha1 "github.com/harness9/compaction-operator/api/v1alpha1"
+	wire "github.com/harness9/compaction-operator/compaction/client"
 	"github.com/harness9/compaction-operator/controllers"
 	"github.com/harness9/compaction-operator/internal/compactapi"
 	"github.com/harness9/compaction-operator/internal/policy"
@@ -68,6 +70,11 @@ type options struct {
 	apiRequestTimeout        time.Duration
 	apiReadTimeout           time.Duration
 	apiUsageInterval         time.Duration
+	apiTokenAudience         string
+	apiReviewQPS             float64
+	apiReviewBurst           int
+	apiNewTokenRate          float64
+	apiNewTokenBurst         int
 	showVersion              bool
 	kubeQPS                  float64
 	sessionWorkers           int
@@ -116,6 +123,15 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.DurationVar(&o.apiReadTimeout, "api-read-timeout", compactapi.DefaultReadTimeout,
 		"longest time a client may take to send a compaction API request, headers and body; a stalled upload is answered 408 after it")
 	fs.DurationVar(&o.apiUsageInterval, "api-usage-interval", compactapi.DefaultUsageInterval, "least time between two status writes of a session for turns that needed no compaction")
+	fs.StringVar(&o.apiTokenAudience, "api-token-audience", wire.DefaultTokenAudience,
+		"audience a caller's bearer token must be for (TokenReview audiences): agents send a projected ServiceAccount token with this audience; a token for the Kubernetes API itself is refused")
+	fs.Float64Var(&o.apiReviewQPS, "api-review-qps", compactapi.DefaultReviewQPS,
+		"steady TokenReviews and SubjectAccessReviews per second of the compaction API, on a client of their own (not counted in --kube-api-qps)")
+	fs.IntVar(&o.apiReviewBurst, "api-review-burst", compactapi.DefaultReviewBurst, "burst of --api-review-qps")
+	fs.Float64Var(&o.apiNewTokenRate, "api-new-token-rate", compactapi.DefaultNewTokenRate,
+		"tokens per second the compaction API reviews that it has no positive answer for (new agents, junk); over it (and --api-new-token-burst) "+
+			"a request is answered 429 with Retry-After. Tokens known to be good are re-reviewed without limit")
+	fs.IntVar(&o.apiNewTokenBurst, "api-new-token-burst", compactapi.DefaultNewTokenBurst, "burst of --api-new-token-rate: new tokens reviewed at once, e.g. when every agent reconnects after a restart")
 	fs.Float64Var(&o.kubeQPS, "kube-api-qps", 100,
 		"steady requests per second to the Kubernetes API (a new session costs three writes; status writes of the compaction API count here)")
 	fs.IntVar(&o.kubeBurst, "kube-api-burst", 200, "burst of requests to the Kubernetes API")
@@ -131,6 +147,13 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	if o.apiMaxBodyBytes < 1 || o.apiMaxMessages < 1 || o.apiMaxInflightBytes < 1 {
 		return nil, fmt.Errorf("--api-max-body-bytes (%d), --api-max-messages (%d) and --api-max-inflight-bytes (%d) must be at least 1",
 			o.apiMaxBodyBytes, o.apiMaxMessages, o.apiMaxInflightBytes)
+	}
+	if strings.TrimSpace(o.apiTokenAudience) == "" {
+		return nil, errors.New("--api-token-audience must not be empty")
+	}
+	if o.apiReviewQPS <= 0 || o.apiReviewBurst < 1 || o.apiNewTokenRate <= 0 || o.apiNewTokenBurst < 1 {
+		return nil, fmt.Errorf("--api-review-qps (%g), --api-review-burst (%d), --api-new-token-rate (%g) and --api-new-token-burst (%d) must be positive",
+			o.apiReviewQPS, o.apiReviewBurst, o.apiNewTokenRate, o.apiNewTokenBurst)
 	}
 	if o.sessionWorkers < 1 {
 		return nil, fmt.Errorf("--session-workers must be at least 1, got %d", o.sessionWorkers)
@@ -236,7 +259,8 @@ func runManager(ctx context.Context, o *options) error {
 			BindAddress: o.apiAddr, CertDir: o.apiCertDir, MaxBodyBytes: o.apiMaxBodyBytes, MaxMessages: o.apiMaxMessages,
 			MaxInflightBytes: o.apiMaxInflightBytes,
 			RequestTimeout:   o.apiRequestTimeout, ReadTimeout: o.apiReadTimeout, UsageInterval: o.apiUsageInterval,
-			ClusterResourceNamespace: o.clusterResourceNamespace,
+			ClusterResourceNamespace: o.clusterResourceNamespace, TokenAudience: o.apiTokenAudience,
+			ReviewQPS: o.apiReviewQPS, ReviewBurst: o.apiReviewBurst, NewTokenRate: o.apiNewTokenRate, NewTokenBurst: o.apiNewTokenBurst,
 		}, stores, crmetrics.Registry)
 		if err != nil {
 			return err

@@ -17,6 +17,9 @@ func TestFlags(t *testing.T) {
 		{[]string{"--version"}, 0, "compaction-operator manager"},
 		{[]string{"--no-such-flag"}, 2, "flag provided but not defined"},
 		{[]string{"extra"}, 2, `unexpected argument "extra"`},
+		{[]string{"--help"}, 0, "--api-token-audience"},
+		{[]string{"--api-token-audience", " "}, 2, "--api-token-audience must not be empty"},
+		{[]string{"--api-new-token-rate", "0"}, 2, "--api-new-token-rate (0)"},
 		{[]string{"--leader-election-renew-deadline", "20s"}, 2, "--leader-election-renew-deadline (20s) < --leader-election-lease-duration (15s)"},
 	}
 	for _, tc := range cases {

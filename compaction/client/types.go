@@ -67,6 +67,12 @@ type ErrorResponse struct {
 	Message string `json:"message"`
 }
 
+// DefaultTokenAudience is the audience the compaction API asks of a bearer token by
+// default (the manager's --api-token-audience): agents send a projected ServiceAccount token
+// for it, never one for the Kubernetes API, so a token an agent hands to the compaction API
+// cannot be replayed against the Kubernetes API, nor the other way round.
+const DefaultTokenAudience = "compaction.harness9.io"
+
 // Reasons in error responses.
 const (
 	ReasonUnauthorized    = "Unauthorized"

@@ -3,12 +3,17 @@ package compactapi
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
-	"sync"
 	"time"
 
+	lru "github.com/hashicorp/golang-lru/v2"
+	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/time/rate"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -20,10 +25,9 @@ import (
 // or binding stops working within 40 s (allowedTTL + confirmDenial), long enough that an
 // agent's turn costs no TokenReview or SubjectAccessReview round trip.
 const (
-	tokenTTL      = 30 * time.Second
-	allowedTTL    = 30 * time.Second
-	deniedTTL     = 5 * time.Second
-	maxAuthCached = 10000
+	tokenTTL   = 30 * time.Second
+	allowedTTL = 30 * time.Second
+	deniedTTL  = 5 * time.Second
 	// staleGrace is how long past its expiry a positive answer is still used while the API
 	// server cannot be asked (a restart or an upgrade): agents keep compacting through it.
 	// A token or binding revoked meanwhile stops working once the API server answers again.
@@ -36,20 +40,72 @@ const (
 	recheck       = time.Second
 )
 
-// authorizer checks bearer tokens with TokenReview and permissions with SubjectAccessReview.
-type authorizer struct {
-	c client.Client
+// Cache sizes. Positive and negative answers are kept apart: a flood of junk tokens (or of
+// denied requests) only ever evicts other junk, never the answers that let agents work.
+const (
+	goodCacheSize = 10000
+	badCacheSize  = 2000
+)
 
-	mu     sync.Mutex
-	tokens map[[32]byte]tokenEntry
-	access map[string]accessEntry
+// maxTokenBytes bounds a bearer token. ServiceAccount tokens are JWTs of 1-2 KiB; with
+// generous claims (OIDC) a few KiB.
+const maxTokenBytes = 16 << 10
+
+// Defaults of the review limits.
+const (
+	// DefaultReviewQPS and DefaultReviewBurst limit the TokenReviews and
+	// SubjectAccessReviews the API sends, on a client of their own: reviews never wait
+	// behind, nor hold up, the controllers' and status writes' requests.
+	DefaultReviewQPS   = 50
+	DefaultReviewBurst = 100
+	// DefaultNewTokenRate and DefaultNewTokenBurst limit the reviews of tokens the server
+	// has no answer for (a token it knows is good is re-reviewed without limit). Over it the
+	// request is answered 429 with Retry-After.
+	DefaultNewTokenRate  = 20
+	DefaultNewTokenBurst = 100
+)
+
+// authorizer checks bearer tokens with TokenReview and permissions with SubjectAccessReview.
+// The caches are LRUs keyed by the token's hash (and the caller and attributes for access);
+// an expired entry stays until evicted, for staleGrace and confirmDenial.
+type authorizer struct {
+	// c sends the reviews; in the manager a client with its own rate limiter.
+	c client.Client
+	// audience is the one audience a token must be for (TokenReviewSpec.Audiences): never
+	// the Kubernetes API's own, so tokens are not interchangeable between the two.
+	audience string
+	// newTokens limits the reviews of tokens with no cached answer, or one that was "no".
+	newTokens *rate.Limiter
+	// reviews counts TokenReviews by result, refused counts tokens refused unreviewed by
+	// reason; nil counts nothing.
+	reviews, refused *prometheus.CounterVec
+
+	goodTokens *lru.Cache[[32]byte, tokenEntry]
+	badTokens  *lru.Cache[[32]byte, time.Time] // when the "no" expires
+	allowed    *lru.Cache[string, accessEntry]
+	denied     *lru.Cache[string, accessEntry]
 }
 
+// newAuthorizer builds an authorizer that reviews with c; newTokenRate <= 0 does not limit
+// the reviews of new tokens.
+func newAuthorizer(c client.Client, audience string, newTokenRate float64, newTokenBurst int) *authorizer {
+	a := &authorizer{c: c, audience: audience, newTokens: rate.NewLimiter(rate.Inf, 0)}
+	if newTokenRate > 0 {
+		a.newTokens = rate.NewLimiter(rate.Limit(newTokenRate), max(newTokenBurst, 1))
+	}
+	// lru.New fails only for a size <= 0.
+	a.goodTokens, _ = lru.New[[32]byte, tokenEntry](goodCacheSize)
+	a.badTokens, _ = lru.New[[32]byte, time.Time](badCacheSize)
+	a.allowed, _ = lru.New[string, accessEntry](goodCacheSize)
+	a.denied, _ = lru.New[string, accessEntry](badCacheSize)
+	return a
+}
+
+// tokenEntry is a positive TokenReview answer. While a denial is being confirmed it stays
+// positive with a short expiry, and deniedSince says since when answers say no.
 type tokenEntry struct {
-	user    authenticationv1.UserInfo
-	ok      bool
-	expires time.Time
-	// deniedSince is when answers began to contradict ok (see confirmDenial).
+	user        authenticationv1.UserInfo
+	expires     time.Time
 	deniedSince time.Time
 }
 
@@ -75,103 +131,235 @@ func holdDenial(prevOK bool, prevExpires, prevDeniedSince, now time.Time) (bool,
 	return now.Sub(since) < confirmDenial, since
 }
 
-// check authenticates the request's bearer token and authorizes verb on the session's
-// subresource. It returns the caller's user name.
-func (a *authorizer) check(ctx context.Context, r *http.Request, verb, subresource, namespace, name string) (string, error) {
-	h := r.Header.Get("Authorization")
-	token, ok := strings.CutPrefix(h, "Bearer ")
-	if !ok || strings.TrimSpace(token) == "" {
+// bearerToken is the request's bearer token, or a 401.
+func bearerToken(r *http.Request) (string, error) {
+	token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	token = strings.TrimSpace(token)
+	if !ok || token == "" {
 		return "", &apiError{http.StatusUnauthorized, ReasonUnauthorized, "no bearer token: send the ServiceAccount token in the Authorization header"}
 	}
-	user, err := a.authenticate(ctx, strings.TrimSpace(token))
+	return token, nil
+}
+
+// check authenticates the request's bearer token and authorizes verb on the session's
+// subresource. It returns the caller.
+func (a *authorizer) check(ctx context.Context, r *http.Request, verb, subresource, namespace, name string) (authenticationv1.UserInfo, error) {
+	token, err := bearerToken(r)
 	if err != nil {
-		return "", err
+		return authenticationv1.UserInfo{}, err
 	}
-	if err := a.authorize(ctx, user, verb, subresource, namespace, name); err != nil {
-		return user.Username, err
+	user, err := a.authenticate(ctx, token)
+	if err != nil {
+		return authenticationv1.UserInfo{}, err
 	}
-	return user.Username, nil
+	if err := a.authorize(ctx, user, verb, "agentsessions/"+subresource, namespace, name); err != nil {
+		return user, err
+	}
+	return user, nil
+}
+
+// jwtShaped reports whether token can be a ServiceAccount token: a JWT in compact form,
+// three non-empty base64url segments without padding, at most maxTokenBytes. Anything else
+// is refused without a TokenReview.
+func jwtShaped(token string) bool {
+	if len(token) > maxTokenBytes {
+		return false
+	}
+	segments := 0
+	for seg := range strings.SplitSeq(token, ".") {
+		segments++
+		if seg == "" || segments > 3 {
+			return false
+		}
+		for i := 0; i < len(seg); i++ {
+			if !base64URL(seg[i]) {
+				return false
+			}
+		}
+	}
+	return segments == 3
+}
+
+// base64URL reports whether c is in the base64url alphabet (RFC 4648 §5), padding excluded.
+func base64URL(c byte) bool {
+	switch {
+	case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		return true
+	}
+	return c == '-' || c == '_'
 }
 
 func (a *authorizer) authenticate(ctx context.Context, token string) (authenticationv1.UserInfo, error) {
+	if !jwtShaped(token) {
+		a.count(a.refused, "malformed")
+		return authenticationv1.UserInfo{}, &apiError{http.StatusUnauthorized, ReasonUnauthorized, fmt.Sprintf(
+			"the bearer token is not a ServiceAccount token (a JWT of at most %d bytes): send a ServiceAccount token for audience %q", maxTokenBytes, a.audience)}
+	}
 	key := sha256.Sum256([]byte(token))
 	now := time.Now()
-	a.mu.Lock()
-	e, ok := a.tokens[key]
-	a.mu.Unlock()
-	if !ok || now.After(e.expires) {
-		tr := &authenticationv1.TokenReview{Spec: authenticationv1.TokenReviewSpec{Token: token}}
-		if err := a.c.Create(ctx, tr); err != nil {
-			if ok && e.ok && now.Before(e.expires.Add(staleGrace)) {
-				return e.user, nil
-			}
-			return authenticationv1.UserInfo{}, unavailable("TokenReview", err)
-		}
-		next := tokenEntry{user: tr.Status.User, ok: tr.Status.Authenticated, expires: now.Add(tokenTTL)}
-		if !next.ok && ok {
-			if hold, since := holdDenial(e.ok, e.expires, e.deniedSince, now); hold {
-				next = tokenEntry{user: e.user, ok: true, expires: now.Add(recheck), deniedSince: since}
-			}
-		}
-		e = next
-		a.mu.Lock()
-		if a.tokens == nil || len(a.tokens) >= maxAuthCached {
-			a.tokens = make(map[[32]byte]tokenEntry)
-		}
-		a.tokens[key] = e
-		a.mu.Unlock()
+	prev, known := a.goodTokens.Get(key)
+	if known && now.Before(prev.expires) {
+		return prev.user, nil
 	}
-	if !e.ok {
-		return authenticationv1.UserInfo{}, &apiError{http.StatusUnauthorized, ReasonUnauthorized, "the bearer token is not valid"}
+	if until, ok := a.badTokens.Get(key); ok && now.Before(until) {
+		return authenticationv1.UserInfo{}, a.invalidToken(token)
 	}
-	return e.user, nil
+	// A token known to be good is re-reviewed whatever the load: a flood of new tokens
+	// must not lock out the agents already working.
+	if !known && !a.newTokens.Allow() {
+		a.count(a.refused, "rate_limited")
+		return authenticationv1.UserInfo{}, &apiError{http.StatusTooManyRequests, ReasonTooManyRequests,
+			"too many new tokens to check at the moment; retry after Retry-After"}
+	}
+	tr := &authenticationv1.TokenReview{Spec: authenticationv1.TokenReviewSpec{Token: token, Audiences: []string{a.audience}}}
+	if err := a.c.Create(ctx, tr); err != nil {
+		a.count(a.reviews, "error")
+		if known && now.Before(prev.expires.Add(staleGrace)) {
+			return prev.user, nil
+		}
+		return authenticationv1.UserInfo{}, unavailable("TokenReview", err)
+	}
+	// An authenticator that ignores audiences answers with none: such a token is valid for
+	// the Kubernetes API, so it is refused here (as the TokenReview API documents).
+	if tr.Status.Authenticated && slices.Contains(tr.Status.Audiences, a.audience) {
+		a.count(a.reviews, "authenticated")
+		a.badTokens.Remove(key)
+		a.goodTokens.Add(key, tokenEntry{user: tr.Status.User, expires: now.Add(tokenTTL)})
+		return tr.Status.User, nil
+	}
+	a.count(a.reviews, "rejected")
+	if known {
+		if hold, since := holdDenial(true, prev.expires, prev.deniedSince, now); hold {
+			a.goodTokens.Add(key, tokenEntry{user: prev.user, expires: now.Add(recheck), deniedSince: since})
+			return prev.user, nil
+		}
+		a.goodTokens.Remove(key)
+	}
+	a.badTokens.Add(key, now.Add(tokenTTL))
+	return authenticationv1.UserInfo{}, a.invalidToken(token)
 }
 
-func (a *authorizer) authorize(ctx context.Context, user authenticationv1.UserInfo, verb, subresource, namespace, name string) error {
-	key := strings.Join([]string{user.Username, user.UID, strings.Join(user.Groups, ","), verb, subresource, namespace, name}, "\x00")
-	now := time.Now()
-	a.mu.Lock()
-	e, ok := a.access[key]
-	a.mu.Unlock()
-	if !ok || now.After(e.expires) {
-		extra := make(map[string]authorizationv1.ExtraValue, len(user.Extra))
-		for k, v := range user.Extra {
-			extra[k] = authorizationv1.ExtraValue(v)
-		}
-		sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
-			User: user.Username, UID: user.UID, Groups: user.Groups, Extra: extra,
-			ResourceAttributes: &authorizationv1.ResourceAttributes{
-				Namespace: namespace, Verb: verb, Group: compactionv1alpha1.GroupVersion.Group,
-				Resource: "agentsessions", Subresource: subresource, Name: name,
-			},
-		}}
-		if err := a.c.Create(ctx, sar); err != nil {
-			if ok && e.allowed && now.Before(e.expires.Add(staleGrace)) {
-				return nil
-			}
-			return unavailable("SubjectAccessReview", err)
-		}
-		ttl := deniedTTL
-		if sar.Status.Allowed {
-			ttl = allowedTTL
-		}
-		next := accessEntry{allowed: sar.Status.Allowed, reason: sar.Status.Reason, expires: now.Add(ttl)}
-		if !next.allowed && ok {
-			if hold, since := holdDenial(e.allowed, e.expires, e.deniedSince, now); hold {
-				next = accessEntry{allowed: true, expires: now.Add(recheck), deniedSince: since}
-			}
-		}
-		e = next
-		a.mu.Lock()
-		if a.access == nil || len(a.access) >= maxAuthCached {
-			a.access = make(map[string]accessEntry)
-		}
-		a.access[key] = e
-		a.mu.Unlock()
+func (a *authorizer) count(c *prometheus.CounterVec, label string) {
+	if c != nil {
+		c.WithLabelValues(label).Inc()
 	}
-	if !e.allowed {
-		msg := fmt.Sprintf("%s cannot %s agentsessions/%s %q in namespace %q (bind the compaction-agent ClusterRole)",
-			user.Username, verb, subresource, name, namespace)
+}
+
+// invalidToken is the 401 for a token the review refused. It names the audience to ask for,
+// and says when the token is for another one (read from the token without verifying it,
+// only for the message): a token for the Kubernetes API is the usual mistake.
+func (a *authorizer) invalidToken(token string) error {
+	how := fmt.Sprintf("send a ServiceAccount token for audience %q (a projected serviceAccountToken volume with audience: %s, or kubectl create token SERVICE_ACCOUNT --audience %s)",
+		a.audience, a.audience, a.audience)
+	if aud := unverifiedAudiences(token); len(aud) > 0 && !slices.Contains(aud, a.audience) {
+		return &apiError{http.StatusUnauthorized, ReasonUnauthorized,
+			fmt.Sprintf("the bearer token is for audience %s, not the compaction API's: %s", clip(strings.Join(aud, ",")), how)}
+	}
+	return &apiError{http.StatusUnauthorized, ReasonUnauthorized, "the bearer token is not valid: " + how}
+}
+
+// unverifiedAudiences reads the aud claim of a JWT without checking its signature; nil when
+// the token is not a JWT with one. Only for error messages.
+func unverifiedAudiences(token string) []string {
+	parts := strings.Split(token, ".")
+	if len(parts) != 3 {
+		return nil
+	}
+	payload, err := base64.RawURLEncoding.DecodeString(parts[1])
+	if err != nil {
+		return nil
+	}
+	var claims struct {
+		Aud json.RawMessage `json:"aud"`
+	}
+	if json.Unmarshal(payload, &claims) != nil || len(claims.Aud) == 0 {
+		return nil
+	}
+	var one string
+	if json.Unmarshal(claims.Aud, &one) == nil {
+		return []string{one}
+	}
+	var many []string
+	if json.Unmarshal(claims.Aud, &many) == nil {
+		return many
+	}
+	return nil
+}
+
+// allowedTo asks whether user may verb the resource ("agentsessions" or
+// "agentsessions/SUBRESOURCE") named name in namespace, with the caches, stale grace and
+// denial confirmation of authorize. It returns the answer and the authorizer's reason.
+func (a *authorizer) allowedTo(ctx context.Context, user authenticationv1.UserInfo, verb, resource, namespace, name string) (bool, error) {
+	key := strings.Join([]string{user.Username, user.UID, strings.Join(user.Groups, ","), extraKey(user.Extra), verb, resource, namespace, name}, "\x00")
+	now := time.Now()
+	prev, known := a.allowed.Get(key)
+	if known && now.Before(prev.expires) {
+		return true, nil
+	}
+	if d, ok := a.denied.Get(key); ok && now.Before(d.expires) {
+		return false, nil
+	}
+	extra := make(map[string]authorizationv1.ExtraValue, len(user.Extra))
+	for k, v := range user.Extra {
+		extra[k] = authorizationv1.ExtraValue(v)
+	}
+	res, sub, _ := strings.Cut(resource, "/")
+	sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+		User: user.Username, UID: user.UID, Groups: user.Groups, Extra: extra,
+		ResourceAttributes: &authorizationv1.ResourceAttributes{
+			Namespace: namespace, Verb: verb, Group: compactionv1alpha1.GroupVersion.Group,
+			Resource: res, Subresource: sub, Name: name,
+		},
+	}}
+	if err := a.c.Create(ctx, sar); err != nil {
+		if known && now.Before(prev.expires.Add(staleGrace)) {
+			return true, nil
+		}
+		return false, unavailable("SubjectAccessReview", err)
+	}
+	if sar.Status.Allowed {
+		a.denied.Remove(key)
+		a.allowed.Add(key, accessEntry{allowed: true, reason: sar.Status.Reason, expires: now.Add(allowedTTL)})
+		return true, nil
+	}
+	if known {
+		if hold, since := holdDenial(true, prev.expires, prev.deniedSince, now); hold {
+			a.allowed.Add(key, accessEntry{allowed: true, expires: now.Add(recheck), deniedSince: since})
+			return true, nil
+		}
+		a.allowed.Remove(key)
+	}
+	a.denied.Add(key, accessEntry{reason: sar.Status.Reason, expires: now.Add(deniedTTL)})
+	return false, nil
+}
+
+// extraKey is the user's extra info in a stable order, for cache keys: a pod-bound token's
+// pod UID is part of who the caller is.
+func extraKey(extra map[string]authenticationv1.ExtraValue) string {
+	keys := make([]string, 0, len(extra))
+	for k := range extra {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	var b strings.Builder
+	for _, k := range keys {
+		b.WriteString(k)
+		b.WriteByte('=')
+		b.WriteString(strings.Join(extra[k], ","))
+		b.WriteByte(';')
+	}
+	return b.String()
+}
+
+// authorize is allowedTo with a 403 for "no".
+func (a *authorizer) authorize(ctx context.Context, user authenticationv1.UserInfo, verb, resource, namespace, name string) error {
+	ok, err := a.allowedTo(ctx, user, verb, resource, namespace, name)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		msg := fmt.Sprintf("%s cannot %s %s %q in namespace %q (bind the compaction-agent ClusterRole)",
+			user.Username, verb, resource, name, namespace)
 		return &apiError{http.StatusForbidden, ReasonForbidden, msg}
 	}
 	return nil

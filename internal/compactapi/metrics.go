@@ -27,6 +27,8 @@ type Metrics struct {
 	StatusWrites      *prometheus.CounterVec
 	Throttled         *prometheus.CounterVec
 	Inflight          prometheus.Gauge
+	TokenReviews      *prometheus.CounterVec
+	TokensRefused     *prometheus.CounterVec
 }
 
 // NewMetrics creates the API's metrics and registers them on reg.
@@ -80,8 +82,16 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Name: "compaction_api_inflight_bytes",
 			Help: "Bytes of the in-flight budget held by the compaction API requests being served (bodies and what decoding them holds).",
 		}),
+		TokenReviews: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "compaction_api_token_reviews_total",
+			Help: "TokenReviews of the compaction API's callers' tokens, by result (authenticated, rejected, error).",
+		}, []string{"result"}),
+		TokensRefused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "compaction_api_tokens_refused_total",
+			Help: "Bearer tokens refused without a TokenReview, by reason (malformed: not a JWT; rate_limited: over --api-new-token-rate, answered 429).",
+		}, []string{"reason"}),
 	}
-	for _, c := range []prometheus.Collector{m.Requests, m.RequestDuration, m.Compactions, m.CompressionRatio,
+	for _, c := range []prometheus.Collector{m.TokenReviews, m.TokensRefused, m.Requests, m.RequestDuration, m.Compactions, m.CompressionRatio,
 		m.TokensSaved, m.OffloadBytes, m.SummarizerErrors, m.SummarizerLatency, m.SummarizerCalls, m.SummarizerTokens, m.StatusWrites,
 		m.Throttled, m.Inflight} {
 		if err := reg.Register(c); err != nil {

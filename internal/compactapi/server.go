@@ -21,11 +21,13 @@ import (
 	lru "github.com/hashicorp/golang-lru/v2"
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/certwatcher"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
+	wire "github.com/harness9/compaction-operator/compaction/client"
 	"github.com/harness9/compaction-operator/internal/policy"
 )
 
@@ -71,6 +73,18 @@ type Config struct {
 	StatusFlushInterval time.Duration
 	// ClusterResourceNamespace holds a ClusterCompactionPolicy's Secrets by default.
 	ClusterResourceNamespace string
+	// TokenAudience is the audience a caller's token must be for (default
+	// wire.DefaultTokenAudience); a token for the Kubernetes API itself is refused.
+	TokenAudience string
+	// ReviewQPS and ReviewBurst limit the TokenReviews and SubjectAccessReviews, sent on a
+	// client of their own so they never share the controllers' and status writes' limiter.
+	ReviewQPS   float64
+	ReviewBurst int
+	// NewTokenRate (per second) and NewTokenBurst limit the reviews of tokens the server has
+	// no positive answer for; over it the request is answered 429. Tokens known to be good
+	// are not limited.
+	NewTokenRate  float64
+	NewTokenBurst int
 }
 
 // Server is the compaction API. It runs on every manager replica (it needs no leader).
@@ -125,6 +139,21 @@ func New(mgr ctrl.Manager, cfg Config, stores *policy.Stores, reg prometheus.Reg
 	if cfg.StatusFlushInterval <= 0 {
 		cfg.StatusFlushInterval = DefaultStatusFlush
 	}
+	if cfg.TokenAudience == "" {
+		cfg.TokenAudience = wire.DefaultTokenAudience
+	}
+	if cfg.ReviewQPS <= 0 {
+		cfg.ReviewQPS = DefaultReviewQPS
+	}
+	if cfg.ReviewBurst <= 0 {
+		cfg.ReviewBurst = DefaultReviewBurst
+	}
+	if cfg.NewTokenRate <= 0 {
+		cfg.NewTokenRate = DefaultNewTokenRate
+	}
+	if cfg.NewTokenBurst <= 0 {
+		cfg.NewTokenBurst = DefaultNewTokenBurst
+	}
 	if stores == nil {
 		stores = &policy.Stores{}
 	}
@@ -136,6 +165,12 @@ func New(mgr ctrl.Manager, cfg Config, stores *policy.Stores, reg prometheus.Reg
 	if err != nil {
 		return nil, fmt.Errorf("last views cache: %w", err)
 	}
+	reviewer, err := reviewClient(mgr, cfg.ReviewQPS, cfg.ReviewBurst)
+	if err != nil {
+		return nil, err
+	}
+	auth := newAuthorizer(reviewer, cfg.TokenAudience, cfg.NewTokenRate, cfg.NewTokenBurst)
+	auth.reviews, auth.refused = m.TokenReviews, m.TokensRefused
 	return &Server{
 		cfg:       cfg,
 		cache:     mgr.GetCache(),
@@ -143,7 +178,7 @@ func New(mgr ctrl.Manager, cfg Config, stores *policy.Stores, reg prometheus.Reg
 		writer:    mgr.GetClient(),
 		secrets:   &policy.SecretCache{Meta: mgr.GetCache(), API: mgr.GetAPIReader()},
 		stores:    stores,
-		auth:      &authorizer{c: mgr.GetClient()},
+		auth:      auth,
 		recorder:  mgr.GetEventRecorder("compaction-api"),
 		metrics:   m,
 		log:       ctrl.Log.WithName("compaction-api"),
@@ -151,6 +186,19 @@ func New(mgr ctrl.Manager, cfg Config, stores *policy.Stores, reg prometheus.Reg
 		inflight:  newBudget(cfg.MaxInflightBytes, m.Inflight),
 		lastViews: lastViews,
 	}, nil
+}
+
+// reviewClient is a client for TokenReviews and SubjectAccessReviews with a rate limiter of
+// its own: a flood of unknown tokens must not use up the limiter that the controllers and
+// the status writes share (client-go limits per rest.Config).
+func reviewClient(mgr ctrl.Manager, qps float64, burst int) (client.Client, error) {
+	cfg := rest.CopyConfig(mgr.GetConfig())
+	cfg.QPS, cfg.Burst, cfg.RateLimiter = float32(qps), burst, nil
+	c, err := client.New(cfg, client.Options{Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper()})
+	if err != nil {
+		return nil, fmt.Errorf("client for TokenReviews and SubjectAccessReviews: %w", err)
+	}
+	return c, nil
 }
 
 // lastViewSessions bounds the sessions whose last view size a replica remembers (an int
@@ -276,7 +324,11 @@ func route[Req any](s *Server, name, verb, subresource string, serialize bool,
 			s.fail(rw, log, err)
 			return
 		}
-		log = log.WithValues("user", user)
+		log = log.WithValues("user", user.Username)
+		if err := s.checkOwner(ctx, user, ns, sessionName); err != nil {
+			s.fail(rw, log, err)
+			return
+		}
 		// Checked after authorization (a caller without access learns nothing) and before
 		// the session is looked up or the body read.
 		declared := int64(0)

@@ -27,6 +27,9 @@ type session struct {
 	cfg        compaction.Config
 	store      *s3.Store
 	summarizer compaction.Summarizer
+	// anchorsInStatus: the policy asks for the anchors in status (conversation content,
+	// readable by anyone who may get the session).
+	anchorsInStatus bool
 }
 
 // lookup resolves a Ready session. Expected failures are *apiError with their HTTP status.
@@ -91,7 +94,8 @@ func (s *Server) lookup(ctx context.Context, namespace, name string) (*session, 
 	if err != nil {
 		return nil, &apiError{http.StatusServiceUnavailable, ReasonSessionNotReady, err.Error()}
 	}
-	return &session{obj: &obj, id: string(obj.UID), cfg: engineConfig(p.Spec, obj.Spec.ContextWindow), store: store, summarizer: sum}, nil
+	return &session{obj: &obj, id: string(obj.UID), cfg: engineConfig(p.Spec, obj.Spec.ContextWindow), store: store, summarizer: sum,
+		anchorsInStatus: p.Spec.AnchorsInStatus == compactionv1alpha1.AnchorsInclude}, nil
 }
 
 // engineConfig maps a policy (and the session's window override) to the engine's knobs.

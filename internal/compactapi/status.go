@@ -34,6 +34,9 @@ type pendingStatus struct {
 	counts                         compactionv1alpha1.TierCounts
 	summarizer                     compactionv1alpha1.SummarizerUsage
 	offloadedCount, offloadedBytes int64
+	// includeAnchors is the policy's anchorsInStatus at the latest change: without it, the
+	// write clears status.anchors.
+	includeAnchors bool
 }
 
 // statusBatcher coalesces status writes: compactions only record what changed, and a flush
@@ -58,6 +61,7 @@ func (b *statusBatcher) entry(sess *session) *pendingStatus {
 		p = &pendingStatus{uid: sess.obj.UID}
 		b.pending[key] = p
 	}
+	p.includeAnchors = sess.anchorsInStatus
 	return p
 }
 
@@ -293,9 +297,12 @@ func (s *Server) writeStatus(ctx context.Context, key types.NamespacedName, p *p
 			st.MessagesBefore, st.MessagesAfter = int64(rec.MsgsBefore), int64(rec.MsgsAfter)
 			st.LastCompactionTime = &metav1.Time{Time: rec.Timestamp}
 			st.Watermark = int64(rec.WatermarkAfter)
-			if len(rec.Anchors) > 0 {
+			if p.includeAnchors && len(rec.Anchors) > 0 {
 				st.Anchors = statusAnchors(rec.Anchors)
 			}
+		}
+		if !p.includeAnchors {
+			st.Anchors = nil
 		}
 		if equality.Semantic.DeepEqual(before, st) {
 			return nil

@@ -24,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/yaml"
 
+	wire "github.com/harness9/compaction-operator/compaction/client"
 	"github.com/harness9/compaction-operator/internal/localminio"
 	"github.com/harness9/compaction-operator/internal/proc"
 )
@@ -279,7 +280,9 @@ func createAgent(ctx context.Context, root string, cfg *rest.Config, tokenFile s
 		return fmt.Errorf("bind %s: %w", role.Name, err)
 	}
 	tr, err := cs.CoreV1().ServiceAccounts("default").CreateToken(ctx, "agent", &authenticationv1.TokenRequest{
-		Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](24 * 3600)},
+		// For the compaction API's audience, as an agent's projected token: the API refuses
+		// tokens for the Kubernetes API itself.
+		Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](24 * 3600), Audiences: []string{wire.DefaultTokenAudience}},
 	}, metav1.CreateOptions{})
 	if err != nil {
 		return fmt.Errorf("token for default/agent: %w", err)

@@ -172,6 +172,9 @@ func testDefaults(t *testing.T, c client.Client) {
 	if s.Summarizer.Mode != v1alpha1.SummarizerExtractive {
 		t.Errorf("summarizer.mode defaulted to %q, want Extractive", s.Summarizer.Mode)
 	}
+	if s.AnchorsInStatus != v1alpha1.AnchorsOmit {
+		t.Errorf("anchorsInStatus defaulted to %q, want Omit: anchors are conversation content", s.AnchorsInStatus)
+	}
 	if s.Pins.Rule != v1alpha1.PinTaskAndInstructions || s.Pins.BudgetPercent != 15 {
 		t.Errorf("pins defaulted to {rule: %q, budgetPercent: %d}, want {rule: TaskAndInstructions, budgetPercent: 15}", s.Pins.Rule, s.Pins.BudgetPercent)
 	}
@@ -325,6 +328,13 @@ func testRejections(t *testing.T, c client.Client) {
 				s["pins"] = map[string]any{"rule": "Everything"}
 			},
 			want: `spec.pins.rule: Unsupported value: "Everything": supported values: "TaskAndInstructions", "Task", "Marked", "None"`,
+		},
+		{
+			name: "unknown-anchors-in-status",
+			mutate: func(s map[string]any) {
+				s["anchorsInStatus"] = "Always"
+			},
+			want: `spec.anchorsInStatus: Unsupported value: "Always": supported values: "Omit", "Include"`,
 		},
 		{
 			name: "pin-budget-0",

@@ -129,10 +129,12 @@ func (s *suite) setUp() {
 	}))
 	must(t, c.Create(ctx, &compactionv1alpha1.CompactionPolicy{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "small-window"},
-		Spec: compactionv1alpha1.CompactionPolicySpec{ContextWindow: window, Storage: compactionv1alpha1.StorageSpec{S3: compactionv1alpha1.S3StorageSpec{
-			Endpoint: m.Endpoint, Bucket: bucket, Prefix: "e2e", Insecure: true, CreateBucket: true,
-			CredentialsSecretRef: &compactionv1alpha1.S3CredentialsSecretRef{SecretReference: compactionv1alpha1.SecretReference{Name: "minio-credentials"}},
-		}}},
+		// Anchors in status too, to check them there (the default keeps them out).
+		Spec: compactionv1alpha1.CompactionPolicySpec{ContextWindow: window, AnchorsInStatus: compactionv1alpha1.AnchorsInclude,
+			Storage: compactionv1alpha1.StorageSpec{S3: compactionv1alpha1.S3StorageSpec{
+				Endpoint: m.Endpoint, Bucket: bucket, Prefix: "e2e", Insecure: true, CreateBucket: true,
+				CredentialsSecretRef: &compactionv1alpha1.S3CredentialsSecretRef{SecretReference: compactionv1alpha1.SecretReference{Name: "minio-credentials"}},
+			}}},
 	}))
 	session := &compactionv1alpha1.AgentSession{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "swe-agent"},
@@ -150,7 +152,7 @@ func (s *suite) setUp() {
 		Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Namespace: ns, Name: "agent"}},
 	}))
 	must(t, c.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "stranger"}}))
-	s.agentToken, s.strangerToken = s.cl.Token(ns, "agent"), s.cl.Token(ns, "stranger")
+	s.agentToken, s.strangerToken = s.cl.AgentToken(ns, "agent"), s.cl.AgentToken(ns, "stranger")
 }
 
 // replay: 3. the transcript as the agent runs it: every tool result goes through the offload
@@ -527,11 +529,14 @@ func (s *suite) testMetrics(t *testing.T) {
 		Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Namespace: ns, Name: "agent"}},
 	}))
 	hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // self-signed metrics certificate
+	// The metrics endpoint checks tokens for the Kubernetes API's audience, as Prometheus's
+	// are; the agent's token for the compaction API is not one.
+	scrapeToken := s.cl.Token(ns, "agent")
 	var body string
 	eventually(t, "metrics readable", func() (bool, string) {
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "https://"+s.mgr.MetricsAddr+"/metrics", nil)
 		must(t, err)
-		req.Header.Set("Authorization", "Bearer "+s.agentToken)
+		req.Header.Set("Authorization", "Bearer "+scrapeToken)
 		resp, err := hc.Do(req)
 		if err != nil {
 			return false, err.Error()

@@ -543,9 +543,10 @@ func testAPITLS(t *testing.T, h *helmCLI) {
 }
 
 func testManagerFlags(t *testing.T, h *helmCLI) {
-	_, args := managerArgs(t, h, "--set", "metrics.secure=false,manager.logLevel=debug,manager.clusterResourceNamespace=secrets",
+	_, args := managerArgs(t, h, "--set", "metrics.secure=false,manager.logLevel=debug,manager.clusterResourceNamespace=secrets,api.tokenAudience=agents.example.com",
 		"--set-json", `manager.extraArgs=["--api-request-timeout=90s"]`)
-	for _, want := range []string{"--metrics-secure=false", "--zap-log-level=debug", "--cluster-resource-namespace=secrets", "--api-request-timeout=90s"} {
+	for _, want := range []string{"--metrics-secure=false", "--zap-log-level=debug", "--cluster-resource-namespace=secrets", "--api-request-timeout=90s",
+		"--api-token-audience=agents.example.com"} {
 		if !slices.Contains(args, want) {
 			t.Errorf("args %q lack %s", args, want)
 		}

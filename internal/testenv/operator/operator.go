@@ -29,6 +29,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	compactionv1alpha1 "github.com/harness9/compaction-operator/api/v1alpha1"
+	wire "github.com/harness9/compaction-operator/compaction/client"
 	"github.com/harness9/compaction-operator/internal/proc"
 	"github.com/harness9/compaction-operator/internal/testenv"
 	"github.com/harness9/compaction-operator/internal/testenv/kubeenv"
@@ -124,11 +125,45 @@ func (c *Cluster) Run(args ...string) string {
 	return string(out)
 }
 
-// Token returns a one-hour token of the ServiceAccount namespace/name (TokenRequest).
+// Token returns a one-hour token of the ServiceAccount namespace/name (TokenRequest) for the
+// Kubernetes API's own audience: for kubeconfigs and /metrics, not the compaction API.
 func (c *Cluster) Token(namespace, name string) string {
 	c.t.Helper()
+	return c.requestToken(namespace, name, authenticationv1.TokenRequestSpec{})
+}
+
+// AgentToken returns a one-hour token of the ServiceAccount namespace/name for the
+// compaction API's audience, as an agent's projected token is.
+func (c *Cluster) AgentToken(namespace, name string) string {
+	c.t.Helper()
+	return c.requestToken(namespace, name, authenticationv1.TokenRequestSpec{Audiences: []string{wire.DefaultTokenAudience}})
+}
+
+// PodToken returns a one-hour token for the compaction API's audience of the ServiceAccount
+// the pod namespace/pod runs as, bound to that pod as the kubelet's projected token is: its
+// user info carries the pod's name and UID, and it stops working when the pod is deleted.
+// Binding needs only the Pod object, not a running pod.
+func (c *Cluster) PodToken(namespace, pod string) string {
+	c.t.Helper()
+	p, err := c.Clientset.CoreV1().Pods(namespace).Get(context.Background(), pod, metav1.GetOptions{})
+	if err != nil {
+		c.t.Fatalf("get pod %s/%s: %v", namespace, pod, err)
+	}
+	sa := p.Spec.ServiceAccountName
+	if sa == "" {
+		sa = "default"
+	}
+	return c.requestToken(namespace, sa, authenticationv1.TokenRequestSpec{
+		Audiences:      []string{wire.DefaultTokenAudience},
+		BoundObjectRef: &authenticationv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: p.Name, UID: p.UID},
+	})
+}
+
+func (c *Cluster) requestToken(namespace, name string, spec authenticationv1.TokenRequestSpec) string {
+	c.t.Helper()
+	spec.ExpirationSeconds = ptr.To[int64](3600)
 	tr, err := c.Clientset.CoreV1().ServiceAccounts(namespace).CreateToken(context.Background(), name,
-		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](3600)}}, metav1.CreateOptions{})
+		&authenticationv1.TokenRequest{Spec: spec}, metav1.CreateOptions{})
 	if err != nil {
 		c.t.Fatalf("TokenRequest for %s/%s: %v", namespace, name, err)
 	}
@@ -206,7 +241,7 @@ func WriteFile(t testing.TB, name string, data []byte) string {
 }
 
 // BindAgent creates the ServiceAccount namespace/name, binds it to the compaction-agent
-// ClusterRole in its namespace and returns a token of it.
+// ClusterRole in its namespace and returns a token of it for the compaction API.
 func (c *Cluster) BindAgent(namespace, name string) string {
 	c.t.Helper()
 	ctx := context.Background()
@@ -220,7 +255,7 @@ func (c *Cluster) BindAgent(namespace, name string) string {
 	}); err != nil {
 		c.t.Fatal(err)
 	}
-	return c.Token(namespace, name)
+	return c.AgentToken(namespace, name)
 }
 
 // CreateMinIOPolicy creates a CompactionPolicy storing in m (bucket "agent-context", the

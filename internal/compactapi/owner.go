@@ -1,0 +1,62 @@
+package compactapi
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"slices"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	compactionv1alpha1 "github.com/harness9/compaction-operator/api/v1alpha1"
+)
+
+// Extra keys of a pod-bound ServiceAccount token's user info (the kubelet's projected
+// tokens are bound to their pod).
+const (
+	podUIDExtra  = "authentication.kubernetes.io/pod-uid"
+	podNameExtra = "authentication.kubernetes.io/pod-name"
+)
+
+// checkOwner isolates the agents of one namespace from each other: the compaction-agent
+// role is namespace-wide, so without it any agent could read another's tool results and
+// records. A session owned by a Pod (as the pod controller creates them) may only be used
+// with a token bound to that pod, or by a caller allowed to update that AgentSession (the
+// namespace's editors and admins, or a Role naming the session), which the compaction-agent
+// role does not grant. Sessions not owned by a pod are left to the RBAC check alone. A
+// session that is not found passes: the lookup answers 404.
+func (s *Server) checkOwner(ctx context.Context, user authenticationv1.UserInfo, namespace, name string) error {
+	var obj compactionv1alpha1.AgentSession
+	if err := s.cache.Get(ctx, types.NamespacedName{Namespace: namespace, Name: name}, &obj); err != nil {
+		if client.IgnoreNotFound(err) == nil {
+			return nil
+		}
+		return fmt.Errorf("get AgentSession: %w", err)
+	}
+	var pods []string
+	for _, ref := range obj.OwnerReferences {
+		if ref.APIVersion == "v1" && ref.Kind == "Pod" {
+			if slices.Contains(user.Extra[podUIDExtra], string(ref.UID)) {
+				return nil
+			}
+			pods = append(pods, ref.Name)
+		}
+	}
+	if len(pods) == 0 {
+		return nil
+	}
+	ok, err := s.auth.allowedTo(ctx, user, "update", "agentsessions", namespace, name)
+	if err != nil || ok {
+		return err
+	}
+	caller := "a token not bound to a pod"
+	if p := user.Extra[podNameExtra]; len(p) > 0 {
+		caller = fmt.Sprintf("a token bound to pod %q", p[0])
+	}
+	return &apiError{http.StatusForbidden, ReasonForbidden, fmt.Sprintf(
+		"AgentSession %s/%s belongs to pod %q: only that pod's own token (a projected ServiceAccount token, bound to the pod) may use it, "+
+			"or a caller allowed to update agentsessions %q; %s sent %s",
+		namespace, name, pods[0], name, user.Username, caller)}
+}
