@@ -44,10 +44,12 @@ const DefaultSessionWorkers = 4
 // location, and deletes its stored objects when the session is deleted.
 type AgentSessionReconciler struct {
 	client.Client
-	// APIReader reads Secrets from the API server.
+	// APIReader reads what the cache may not have seen yet (pinned locations).
 	APIReader client.Reader
-	Stores    *policy.Stores
-	Recorder  recorder.EventRecorder
+	// Secrets reads the credentials of a session's storage.
+	Secrets  *policy.SecretCache
+	Stores   *policy.Stores
+	Recorder recorder.EventRecorder
 	// ClusterResourceNamespace holds a ClusterCompactionPolicy's Secrets by default.
 	ClusterResourceNamespace string
 	// RetryBaseDelay and RetryMaxDelay bound the backoff while storage cleanup fails.

@@ -128,7 +128,7 @@ func (r *AgentSessionReconciler) setDeletingConditions(ctx context.Context, s *c
 }
 
 func (r *AgentSessionReconciler) deleteObjects(ctx context.Context, sessionID string, loc *compactionv1alpha1.RecordsLocation) (int, error) {
-	cfg, err := policy.S3Config(ctx, r.APIReader, loc)
+	cfg, err := policy.S3Config(ctx, r.Secrets, loc)
 	if err != nil {
 		return 0, err
 	}

@@ -3,6 +3,7 @@ package controllers_test
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -14,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -21,11 +23,13 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/yaml"
 
 	compactionv1alpha1 "github.com/harness9/compaction-operator/api/v1alpha1"
 	"github.com/harness9/compaction-operator/compaction"
@@ -63,7 +67,15 @@ func TestControllers(t *testing.T) {
 	must(t, compactionv1alpha1.AddToScheme(scheme))
 	ctrl.SetLogger(zap.New(zap.UseDevMode(true), zap.WriteTo(testWriter{t})))
 
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+	// The manager runs as a user holding exactly the operator's generated ClusterRole and its
+	// Role in the cluster resource namespace, so a controller that needs more (a list or
+	// watch of Secrets, say) fails here as it would in a cluster.
+	admin, err := client.New(cfg, client.Options{Scheme: scheme})
+	must(t, err)
+	must(t, admin.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "compaction-system"}}))
+	mgrCfg := bindOperatorRBAC(t, admin, cfg, root, "compaction-system")
+
+	mgr, err := ctrl.NewManager(mgrCfg, ctrl.Options{
 		Scheme:  scheme,
 		Metrics: metricsserver.Options{BindAddress: "0"},
 		Client:  client.Options{Cache: &client.CacheOptions{DisableFor: []client.Object{&corev1.Secret{}}}},
@@ -71,14 +83,17 @@ func TestControllers(t *testing.T) {
 	})
 	must(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
-	// Long probe intervals: a policy that becomes Ready here did so because of a watch
-	// (Secret created), not a timer. The session GC retries quickly.
+	// Long probe intervals: a policy that becomes Ready here did so because its Secret
+	// changed, not because a probe timer fired. The session GC retries quickly.
 	reg := prometheus.NewRegistry()
+	// Secrets are not watched: the policy controllers look at them again every
+	// SecretRecheckInterval, short here.
 	must(t, controllers.Setup(ctx, mgr, controllers.Config{
 		Registerer:               reg,
 		ClusterResourceNamespace: "compaction-system",
 		ProbeInterval:            time.Hour,
 		RetryInterval:            time.Hour,
+		SecretRecheckInterval:    time.Second,
 		RetryMaxDelay:            time.Second,
 	}))
 	done := make(chan error, 1)
@@ -97,7 +112,6 @@ func TestControllers(t *testing.T) {
 	direct, err := client.New(cfg, client.Options{Scheme: scheme})
 	must(t, err)
 	e := &env{c: direct, minio: m, s3: s3c, reg: reg}
-	must(t, e.c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "compaction-system"}}))
 	must(t, e.c.Create(ctx, e.credentials(ns, credsSecret)))
 
 	t.Run("PolicyReady", e.testPolicyReady)
@@ -257,8 +271,8 @@ func (e *env) testPolicyWaitsForSecret(t *testing.T) {
 		return c.Reason == controllers.ReasonSecretKeyMissing, c.Reason + ": " + c.Message
 	})
 
-	// Fixing the Secret makes the policy Ready through the Secret watch (probe timers are an
-	// hour in this test).
+	// Fixing the Secret makes the policy Ready when its Secrets are looked at again (the
+	// operator may not watch Secrets; probe timers are an hour in this test).
 	bad.StringData = map[string]string{"secretAccessKey": e.minio.SecretKey}
 	must(t, e.c.Update(context.Background(), bad))
 	e.waitCondition(t, p, compactionv1alpha1.ConditionReady, metav1.ConditionTrue)
@@ -618,6 +632,51 @@ func (e *env) testAnnotatedPod(t *testing.T) {
 	})
 }
 
+// bindOperatorRBAC grants the user "compaction-operator-test" the rules of
+// config/rbac/role.yaml cluster-wide and those of session_location_role.yaml in namespace,
+// and returns cfg impersonating that user.
+func bindOperatorRBAC(t *testing.T, admin client.Client, cfg *rest.Config, root, namespace string) *rest.Config {
+	t.Helper()
+	ctx := context.Background()
+	const user = "compaction-operator-test"
+	var cr rbacv1.ClusterRole
+	readYAML(t, filepath.Join(root, "config", "rbac", "role.yaml"), &cr)
+	cr.ObjectMeta = metav1.ObjectMeta{Name: user}
+	must(t, admin.Create(ctx, &cr))
+	must(t, admin.Create(ctx, &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: user},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: user},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: user}},
+	}))
+	var role rbacv1.Role
+	readYAML(t, filepath.Join(root, "config", "rbac", "session_location_role.yaml"), &role)
+	role.ObjectMeta = metav1.ObjectMeta{Namespace: namespace, Name: user}
+	must(t, admin.Create(ctx, &role))
+	must(t, admin.Create(ctx, &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: user},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: user},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: user}},
+	}))
+	c := rest.CopyConfig(cfg)
+	c.Impersonate = rest.ImpersonationConfig{UserName: user}
+	// RBAC reaches the authorizer through a watch: wait until it allows what the manager
+	// does first.
+	imp, err := client.New(c, client.Options{Scheme: admin.Scheme()})
+	must(t, err)
+	eventually(t, "RBAC for the test manager", func() (bool, string) {
+		err := imp.List(ctx, &compactionv1alpha1.AgentSessionList{})
+		return err == nil, fmt.Sprint(err)
+	})
+	return c
+}
+
+func readYAML(t *testing.T, path string, out any) {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	must(t, err)
+	must(t, yaml.Unmarshal(data, out))
+}
+
 // waitEvent waits for an events.k8s.io Event about the named object.
 func (e *env) waitEvent(t *testing.T, name, eventType, reason string) {
 	t.Helper()
@@ -666,4 +725,22 @@ type testWriter struct{ t *testing.T }
 func (w testWriter) Write(p []byte) (int, error) {
 	w.t.Log(strings.TrimRight(string(p), "\n"))
 	return len(p), nil
+}
+
+// TestOperatorCannotListSecrets: issue 14. The operator's ClusterRole lets it get the Secrets
+// policies name, never list or watch them (a list or watch returns every Secret's data in
+// the cluster).
+func TestOperatorCannotListSecrets(t *testing.T) {
+	var cr rbacv1.ClusterRole
+	readYAML(t, filepath.Join(testenv.RepoRoot(t), "config", "rbac", "role.yaml"), &cr)
+	for _, r := range cr.Rules {
+		if !slices.Contains(r.APIGroups, "") || !(slices.Contains(r.Resources, "secrets") || slices.Contains(r.Resources, "*")) {
+			continue
+		}
+		for _, v := range r.Verbs {
+			if v != "get" {
+				t.Errorf("the operator's ClusterRole allows %q on Secrets; only get", v)
+			}
+		}
+	}
 }

@@ -30,7 +30,10 @@ const (
 const (
 	DefaultProbeInterval = 5 * time.Minute
 	DefaultRetryInterval = 30 * time.Second
-	storageProbeTimeout  = 10 * time.Second
+	// DefaultSecretRecheckInterval bounds how long a created, rotated or fixed Secret goes
+	// unnoticed by the policy controllers, which may not watch Secrets.
+	DefaultSecretRecheckInterval = time.Minute
+	storageProbeTimeout          = 10 * time.Second
 )
 
 // PolicyChecker computes the status both policy kinds share: whether storage is reachable
@@ -38,18 +41,30 @@ const (
 // the policy. Storage is probed when the policy or one of its Secrets changed, or when the
 // last probe is older than ProbeInterval (RetryInterval after a failure), so the many
 // reconciles that only recount sessions cost no storage request.
+//
+// The operator may get Secrets but not list or watch them (a watch would need a cluster-wide
+// list of every Secret). So a policy's Secrets are looked at on every reconcile (their
+// metadata only, one GET each), and the reconcile is requeued at least every
+// SecretRecheckInterval: a Secret created, rotated or fixed after the policy is noticed within
+// that interval.
 type PolicyChecker struct {
-	// Client reads from the cache (sessions, Secret metadata).
+	// Client reads from the cache (sessions).
 	Client client.Client
-	// APIReader reads Secrets from the API server; the operator does not cache Secrets.
+	// APIReader reads Secret metadata from the API server.
 	APIReader client.Reader
-	Stores    *policy.Stores
-	Recorder  recorder.EventRecorder
+	// Secrets reads Secret values; the checker makes it forget a Secret whose
+	// resourceVersion changed.
+	Secrets  *policy.SecretCache
+	Stores   *policy.Stores
+	Recorder recorder.EventRecorder
 	// ClusterResourceNamespace holds a ClusterCompactionPolicy's Secrets when a reference
 	// names no namespace.
 	ClusterResourceNamespace string
 	ProbeInterval            time.Duration
 	RetryInterval            time.Duration
+	// SecretRecheckInterval is the longest time between two looks at a policy's Secrets
+	// (DefaultSecretRecheckInterval when 0).
+	SecretRecheckInterval time.Duration
 
 	mu     sync.Mutex
 	probes map[types.UID]probeResult
@@ -104,10 +119,21 @@ func (c *PolicyChecker) UpdateStatus(ctx context.Context, obj client.Object, p *
 	case !isReady && (prevReady.Reason != ready.Reason || prevReady.Message != ready.Message):
 		c.Recorder.Eventf(obj, nil, corev1.EventTypeWarning, ready.Reason, "Probe", "%s", ready.Message)
 	}
+	next := c.retryInterval()
 	if isReady {
-		return c.probeInterval(), nil
+		next = c.probeInterval()
 	}
-	return c.retryInterval(), nil
+	if len(p.SecretKeys(c.ClusterResourceNamespace)) > 0 {
+		next = min(next, c.secretRecheckInterval())
+	}
+	return next, nil
+}
+
+func (c *PolicyChecker) secretRecheckInterval() time.Duration {
+	if c.SecretRecheckInterval > 0 {
+		return c.SecretRecheckInterval
+	}
+	return DefaultSecretRecheckInterval
 }
 
 func (c *PolicyChecker) probeInterval() time.Duration {
@@ -144,9 +170,16 @@ func (c *PolicyChecker) probe(ctx context.Context, uid types.UID, p *policy.Poli
 			return prev, nil
 		}
 	}
+	if !ok || prev.fingerprint != fp {
+		// A Secret changed (or this is the first look): read its values afresh.
+		for _, key := range p.SecretKeys(c.ClusterResourceNamespace) {
+			ns, name, _ := strings.Cut(key, "/")
+			c.Secrets.Forget(types.NamespacedName{Namespace: ns, Name: name})
+		}
+	}
 
 	res := probeResult{fingerprint: fp, at: now, storage: c.probeStorage(ctx, p)}
-	if _, err := p.APIKey(ctx, c.APIReader, c.ClusterResourceNamespace); err != nil {
+	if _, err := p.APIKey(ctx, c.Secrets, c.ClusterResourceNamespace); err != nil {
 		res.summarizer = err
 	}
 	c.mu.Lock()
@@ -181,7 +214,7 @@ func (c *PolicyChecker) Forget(uid types.UID) {
 func (c *PolicyChecker) probeStorage(ctx context.Context, p *policy.Policy) metav1.Condition {
 	cond := metav1.Condition{Type: compactionv1alpha1.ConditionStorageReady, Status: metav1.ConditionFalse}
 	loc := p.Storage(c.ClusterResourceNamespace)
-	cfg, err := policy.S3Config(ctx, c.APIReader, loc)
+	cfg, err := policy.S3Config(ctx, c.Secrets, loc)
 	if err != nil {
 		cond.Reason, cond.Message = storageReason(err), err.Error()
 		return cond
@@ -203,7 +236,8 @@ func (c *PolicyChecker) probeStorage(ctx context.Context, p *policy.Policy) meta
 }
 
 // fingerprint changes when the policy's generation or one of its Secrets changes. Secret
-// versions come from the metadata-only cache, so this costs no API request.
+// versions are read from the API server as metadata (a GET, which the operator may do; no
+// Secret data is transferred).
 func (c *PolicyChecker) fingerprint(ctx context.Context, p *policy.Policy) (string, error) {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%d", p.Generation)
@@ -211,7 +245,7 @@ func (c *PolicyChecker) fingerprint(ctx context.Context, p *policy.Policy) (stri
 		ns, name, _ := strings.Cut(key, "/")
 		m := &metav1.PartialObjectMetadata{}
 		m.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Secret"))
-		err := c.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, m)
+		err := c.APIReader.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, m)
 		switch {
 		case apierrors.IsNotFound(err):
 			fmt.Fprintf(&b, ";%s=absent", key)

@@ -21,6 +21,11 @@ type Config struct {
 	ProbeInterval time.Duration
 	// RetryInterval is how soon a policy whose storage or Secrets failed is checked again.
 	RetryInterval time.Duration
+	// SecretRecheckInterval is the longest time a created, rotated or fixed Secret goes
+	// unnoticed by the policy controllers (they may not watch Secrets).
+	SecretRecheckInterval time.Duration
+	// Secrets reads Secret values; shared with the compaction API. nil makes a new one.
+	Secrets *policy.SecretCache
 	// RetryMaxDelay caps the backoff between attempts to delete a deleted session's objects.
 	RetryMaxDelay time.Duration
 	// SessionWorkers is how many AgentSessions are reconciled at once; 0 means
@@ -35,12 +40,16 @@ type Config struct {
 
 // Setup registers the cache indexes and the four controllers with mgr.
 func Setup(ctx context.Context, mgr ctrl.Manager, cfg Config) error {
-	if err := SetupIndexes(ctx, mgr, cfg.ClusterResourceNamespace); err != nil {
+	if err := SetupIndexes(ctx, mgr); err != nil {
 		return err
 	}
 	stores := cfg.Stores
 	if stores == nil {
 		stores = &policy.Stores{}
+	}
+	secrets := cfg.Secrets
+	if secrets == nil {
+		secrets = policy.NewSecretCache(mgr.GetAPIReader(), 0)
 	}
 	reg := cfg.Registerer
 	if reg == nil {
@@ -52,9 +61,10 @@ func Setup(ctx context.Context, mgr ctrl.Manager, cfg Config) error {
 	}
 	rec := mgr.GetEventRecorder("compaction-operator")
 	checker := &PolicyChecker{
-		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Stores: stores, Recorder: rec,
+		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Secrets: secrets, Stores: stores, Recorder: rec,
 		ClusterResourceNamespace: cfg.ClusterResourceNamespace,
 		ProbeInterval:            cfg.ProbeInterval, RetryInterval: cfg.RetryInterval,
+		SecretRecheckInterval: cfg.SecretRecheckInterval,
 	}
 	setups := []struct {
 		name  string
@@ -63,7 +73,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, cfg Config) error {
 		{"CompactionPolicy", (&CompactionPolicyReconciler{Client: mgr.GetClient(), Checker: checker}).SetupWithManager},
 		{"ClusterCompactionPolicy", (&ClusterCompactionPolicyReconciler{Client: mgr.GetClient(), Checker: checker}).SetupWithManager},
 		{"AgentSession", (&AgentSessionReconciler{
-			Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Stores: stores, Recorder: rec,
+			Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Secrets: secrets, Stores: stores, Recorder: rec,
 			ClusterResourceNamespace: cfg.ClusterResourceNamespace, RetryMaxDelay: cfg.RetryMaxDelay,
 			Workers: cfg.SessionWorkers, Metrics: metrics,
 		}).SetupWithManager},

@@ -58,6 +58,8 @@ type options struct {
 	clusterResourceNamespace string
 	probeInterval            time.Duration
 	retryInterval            time.Duration
+	secretRecheckInterval    time.Duration
+	secretCacheTTL           time.Duration
 	gcRetryMaxDelay          time.Duration
 	enableHTTP2              bool
 	apiAddr                  string
@@ -101,6 +103,10 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		"namespace of the Secrets a ClusterCompactionPolicy references without a namespace, and of the ConfigMaps pinning each session's storage location (tenants must not be able to write there); defaults to $POD_NAMESPACE when set")
 	fs.DurationVar(&o.probeInterval, "storage-probe-interval", controllers.DefaultProbeInterval, "how often a Ready policy's storage is probed again")
 	fs.DurationVar(&o.retryInterval, "storage-retry-interval", controllers.DefaultRetryInterval, "how soon a policy whose storage or Secrets failed is checked again")
+	fs.DurationVar(&o.secretRecheckInterval, "secret-recheck-interval", controllers.DefaultSecretRecheckInterval,
+		"how often the policy controllers look at the resourceVersions of the Secrets a policy names (the operator may get Secrets, not list or watch them): a created, rotated or fixed Secret is noticed within it")
+	fs.DurationVar(&o.secretCacheTTL, "secret-cache-ttl", policy.DefaultSecretTTL,
+		"how long a Secret value read for a policy is kept in memory (only the keys used); the compaction API uses a rotated credential within it")
 	fs.DurationVar(&o.gcRetryMaxDelay, "gc-retry-max-delay", controllers.DefaultRetryMaxDelay, "longest wait between attempts to delete a deleted session's objects while storage fails")
 	fs.BoolVar(&o.enableHTTP2, "enable-http2", false, "allow HTTP/2 on the metrics server (off by default: HTTP/2 Rapid Reset, CVE-2023-44487)")
 	fs.StringVar(&o.apiAddr, "api-bind-address", ":8082", "address of the compaction API that agents call; \"0\" disables it")
@@ -131,6 +137,9 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	if o.apiMaxBodyBytes < 1 || o.apiMaxMessages < 1 || o.apiMaxInflightBytes < 1 {
 		return nil, fmt.Errorf("--api-max-body-bytes (%d), --api-max-messages (%d) and --api-max-inflight-bytes (%d) must be at least 1",
 			o.apiMaxBodyBytes, o.apiMaxMessages, o.apiMaxInflightBytes)
+	}
+	if o.secretRecheckInterval <= 0 || o.secretCacheTTL <= 0 {
+		return nil, fmt.Errorf("--secret-recheck-interval (%s) and --secret-cache-ttl (%s) must be positive", o.secretRecheckInterval, o.secretCacheTTL)
 	}
 	if o.sessionWorkers < 1 {
 		return nil, fmt.Errorf("--session-workers must be at least 1, got %d", o.sessionWorkers)
@@ -209,8 +218,9 @@ func runManager(ctx context.Context, o *options) error {
 		RetryPeriod:             &o.retryPeriod,
 		// main returns right after the manager stops, so the Lease can be handed over at once.
 		LeaderElectionReleaseOnCancel: true,
-		// Secrets are read on demand and never cached: the operator only watches their
-		// metadata, so it holds no Secret data in memory and needs no cluster-wide list of it.
+		// Secrets are read on demand (policy.SecretCache keeps the values of the keys used for
+		// a short time); the operator may get Secrets but neither list nor watch them, so the
+		// manager's cache must never start an informer for them.
 		Client: client.Options{Cache: &client.CacheOptions{DisableFor: []client.Object{&corev1.Secret{}}}},
 		// The only ConfigMaps the manager reads are the sessions' pinned storage locations,
 		// in the cluster resource namespace (where its Role lets it list them).
@@ -221,8 +231,11 @@ func runManager(ctx context.Context, o *options) error {
 	}
 
 	stores := &policy.Stores{}
+	secrets := policy.NewSecretCache(mgr.GetAPIReader(), o.secretCacheTTL)
 	if err := controllers.Setup(ctx, mgr, controllers.Config{
 		Stores:                   stores,
+		Secrets:                  secrets,
+		SecretRecheckInterval:    o.secretRecheckInterval,
 		ClusterResourceNamespace: o.clusterResourceNamespace,
 		ProbeInterval:            o.probeInterval,
 		RetryInterval:            o.retryInterval,
@@ -237,6 +250,7 @@ func runManager(ctx context.Context, o *options) error {
 			MaxInflightBytes: o.apiMaxInflightBytes,
 			RequestTimeout:   o.apiRequestTimeout, ReadTimeout: o.apiReadTimeout, UsageInterval: o.apiUsageInterval,
 			ClusterResourceNamespace: o.clusterResourceNamespace,
+			Secrets:                  secrets,
 		}, stores, crmetrics.Registry)
 		if err != nil {
 			return err

@@ -71,6 +71,9 @@ type Config struct {
 	StatusFlushInterval time.Duration
 	// ClusterResourceNamespace holds a ClusterCompactionPolicy's Secrets by default.
 	ClusterResourceNamespace string
+	// Secrets reads the Secrets policies name (shared with the controllers); nil makes a
+	// policy.SecretCache of its own.
+	Secrets policy.SecretReader
 }
 
 // Server is the compaction API. It runs on every manager replica (it needs no leader).
@@ -79,7 +82,7 @@ type Server struct {
 	cache     client.Reader
 	apiReader client.Reader
 	writer    client.Client
-	secrets   client.Reader
+	secrets   policy.SecretReader
 	stores    *policy.Stores
 	auth      *authorizer
 	recorder  recorder.EventRecorder
@@ -128,6 +131,9 @@ func New(mgr ctrl.Manager, cfg Config, stores *policy.Stores, reg prometheus.Reg
 	if stores == nil {
 		stores = &policy.Stores{}
 	}
+	if cfg.Secrets == nil {
+		cfg.Secrets = policy.NewSecretCache(mgr.GetAPIReader(), 0)
+	}
 	m, err := NewMetrics(reg)
 	if err != nil {
 		return nil, fmt.Errorf("register compaction API metrics: %w", err)
@@ -141,7 +147,7 @@ func New(mgr ctrl.Manager, cfg Config, stores *policy.Stores, reg prometheus.Reg
 		cache:     mgr.GetCache(),
 		apiReader: mgr.GetAPIReader(),
 		writer:    mgr.GetClient(),
-		secrets:   &policy.SecretCache{Meta: mgr.GetCache(), API: mgr.GetAPIReader()},
+		secrets:   cfg.Secrets,
 		stores:    stores,
 		auth:      &authorizer{c: mgr.GetClient()},
 		recorder:  mgr.GetEventRecorder("compaction-api"),

@@ -144,8 +144,8 @@ func engineConfig(spec *compactionv1alpha1.CompactionPolicySpec, window *int32) 
 	return cfg
 }
 
-// summarizerFor builds the policy's summarizer; the OpenAI one reads its key from the
-// Secret on each call, so a rotated key is used at once.
+// summarizerFor builds the policy's summarizer; the OpenAI one reads its key on each call
+// (through the short-lived Secret cache), so a rotated key is used within its TTL.
 func (s *Server) summarizerFor(ctx context.Context, p *policy.Policy) (compaction.Summarizer, error) {
 	if p.Spec.Summarizer.Mode != compactionv1alpha1.SummarizerOpenAI || p.Spec.Summarizer.OpenAI == nil {
 		return s.timed(compaction.ExtractiveSummarizer{}), nil
