@@ -59,6 +59,9 @@ type AgentSessionReconciler struct {
 	Workers int
 	// Metrics counts garbage collection; nil records nothing.
 	Metrics *Metrics
+	// Access is what the operator's flags let policies use; the finalizer reads no Secret
+	// outside it.
+	Access policy.Access
 }
 
 // +kubebuilder:rbac:groups=compaction.harness9.io,resources=agentsessions,verbs=get;list;watch;update;patch

@@ -95,6 +95,7 @@ func TestControllers(t *testing.T) {
 		RetryInterval:            time.Hour,
 		SecretRecheckInterval:    time.Second,
 		RetryMaxDelay:            time.Second,
+		ClusterSecretNamespaces:  []string{"shared-secrets"},
 	}))
 	done := make(chan error, 1)
 	go func() { done <- mgr.Start(ctx) }()
@@ -117,6 +118,7 @@ func TestControllers(t *testing.T) {
 	t.Run("PolicyReady", e.testPolicyReady)
 	t.Run("PolicyWaitsForSecret", e.testPolicyWaitsForSecret)
 	t.Run("ClusterPolicyReady", e.testClusterPolicyReady)
+	t.Run("ClusterPolicySecretNamespace", e.testClusterPolicySecretNamespace)
 	t.Run("SessionReady", e.testSessionReady)
 	t.Run("SessionPolicyAppearsLater", e.testSessionPolicyAppearsLater)
 	t.Run("DeleteRemovesOnlyItsObjects", e.testDeleteRemovesOnlyItsObjects)
@@ -299,6 +301,59 @@ func (e *env) testClusterPolicyReady(t *testing.T) {
 		must(t, e.c.Get(context.Background(), client.ObjectKeyFromObject(p), p))
 		return p.Status.Sessions == 1, fmt.Sprint(p.Status.Sessions)
 	})
+}
+
+// testClusterPolicySecretNamespace: issue 14. Whoever writes a ClusterCompactionPolicy names
+// a Secret in kube-system and an endpoint they run: the policy is not Ready
+// (SecretNamespaceNotAllowed), the Secret is never read and nothing is sent to the endpoint.
+// A Secret in a namespace of --cluster-policy-secret-namespaces is used.
+func (e *env) testClusterPolicySecretNamespace(t *testing.T) {
+	ctx := context.Background()
+	trap := testenv.StartCredentialTrap(t)
+	stolen := e.kubeSystemSecret(t)
+	spec := e.policySpec("unused")
+	spec.Storage.S3.Endpoint, spec.Storage.S3.CreateBucket = trap.Endpoint(), false
+	spec.Storage.S3.CredentialsSecretRef = stolen
+	p := &compactionv1alpha1.ClusterCompactionPolicy{ObjectMeta: metav1.ObjectMeta{Name: "steals-kube-system"}, Spec: spec}
+	must(t, e.c.Create(ctx, p))
+	c := e.waitCondition(t, p, compactionv1alpha1.ConditionReady, metav1.ConditionFalse)
+	if c.Reason != controllers.ReasonSecretNamespaceNotAllowed || !strings.Contains(c.Message, "kube-system/cloud-admin") {
+		t.Errorf("Ready = %s: %s; want %s naming the Secret", c.Reason, c.Message, controllers.ReasonSecretNamespaceNotAllowed)
+	}
+	st := meta.FindStatusCondition(p.Status.Conditions, compactionv1alpha1.ConditionStorageReady)
+	if st == nil || st.Reason != controllers.ReasonSecretNamespaceNotAllowed {
+		t.Errorf("StorageReady = %+v", st)
+	}
+	e.waitEvent(t, p.Name, corev1.EventTypeWarning, controllers.ReasonSecretNamespaceNotAllowed)
+	if reqs := trap.Requests(); len(reqs) > 0 {
+		t.Errorf("the operator contacted the policy's endpoint: %q", reqs)
+	}
+	// A session using it is not Ready, and nothing was pinned for it.
+	s := &compactionv1alpha1.AgentSession{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "uses-stealing-policy"},
+		Spec: compactionv1alpha1.AgentSessionSpec{PolicyRef: compactionv1alpha1.PolicyReference{
+			Kind: compactionv1alpha1.PolicyKindCluster, Name: p.Name}},
+	}
+	must(t, e.c.Create(ctx, s))
+	sc := e.waitCondition(t, s, compactionv1alpha1.ConditionReady, metav1.ConditionFalse)
+	if sc.Reason != controllers.ReasonPolicyNotReady || !strings.Contains(sc.Message, "not allowed") {
+		t.Errorf("session Ready = %s: %s", sc.Reason, sc.Message)
+	}
+	if s.Status.Records != nil {
+		t.Errorf("records = %+v for a session of a refused policy", s.Status.Records)
+	}
+	if got := trap.Saw(stolenKey); got != "" {
+		t.Errorf("the kube-system Secret's key reached the endpoint: %s", got)
+	}
+
+	// An allowed namespace (--cluster-policy-secret-namespaces) works.
+	must(t, e.c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "shared-secrets"}}))
+	must(t, e.c.Create(ctx, e.credentials("shared-secrets", "minio")))
+	ok := e.policySpec("minio")
+	ok.Storage.S3.CredentialsSecretRef.Namespace = "shared-secrets"
+	allowed := &compactionv1alpha1.ClusterCompactionPolicy{ObjectMeta: metav1.ObjectMeta{Name: "allowed-namespace"}, Spec: ok}
+	must(t, e.c.Create(ctx, allowed))
+	e.waitCondition(t, allowed, compactionv1alpha1.ConditionReady, metav1.ConditionTrue)
 }
 
 func (e *env) testSessionReady(t *testing.T) {

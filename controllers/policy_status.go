@@ -65,6 +65,9 @@ type PolicyChecker struct {
 	// SecretRecheckInterval is the longest time between two looks at a policy's Secrets
 	// (DefaultSecretRecheckInterval when 0).
 	SecretRecheckInterval time.Duration
+	// Access is what the operator's flags let policies use; a policy outside it is not
+	// Ready, and none of its Secrets is read, none of its endpoints dialled.
+	Access policy.Access
 
 	mu     sync.Mutex
 	probes map[types.UID]probeResult
@@ -75,6 +78,8 @@ type probeResult struct {
 	at          time.Time
 	storage     metav1.Condition
 	summarizer  error
+	// refused is why the operator's flags do not let the policy be used (see Access).
+	refused error
 }
 
 // UpdateStatus fills status for the policy obj (p is the same object seen as a Policy) and
@@ -86,8 +91,15 @@ func (c *PolicyChecker) UpdateStatus(ctx context.Context, obj client.Object, p *
 	}
 	status.Sessions = int32(min(len(sessions.Items), 1<<31-1)) //nolint:gosec // bounded above
 
-	probe, err := c.probe(ctx, obj.GetUID(), p)
-	if err != nil {
+	var probe probeResult
+	if err := c.Access.Check(p); err != nil {
+		// Refused by the operator's flags: nothing is read or dialled.
+		c.Forget(obj.GetUID())
+		probe = probeResult{refused: err, storage: metav1.Condition{
+			Type: compactionv1alpha1.ConditionStorageReady, Status: metav1.ConditionFalse,
+			Reason: storageReason(err), Message: err.Error(),
+		}}
+	} else if probe, err = c.probe(ctx, obj.GetUID(), p); err != nil {
 		return 0, err
 	}
 	storage := probe.storage
@@ -104,6 +116,8 @@ func (c *PolicyChecker) UpdateStatus(ctx context.Context, obj client.Object, p *
 		ObservedGeneration: p.Generation,
 	}
 	switch {
+	case probe.refused != nil:
+		ready.Status, ready.Reason, ready.Message = metav1.ConditionFalse, storage.Reason, storage.Message
 	case storage.Status != metav1.ConditionTrue:
 		ready.Status, ready.Reason, ready.Message = metav1.ConditionFalse, ReasonStorageNotReady, storage.Message
 	case probe.summarizer != nil:

@@ -24,6 +24,9 @@ type Config struct {
 	// SecretRecheckInterval is the longest time a created, rotated or fixed Secret goes
 	// unnoticed by the policy controllers (they may not watch Secrets).
 	SecretRecheckInterval time.Duration
+	// ClusterSecretNamespaces are the namespaces besides ClusterResourceNamespace whose
+	// Secrets a ClusterCompactionPolicy may name.
+	ClusterSecretNamespaces []string
 	// Secrets reads Secret values; shared with the compaction API. nil makes a new one.
 	Secrets *policy.SecretCache
 	// RetryMaxDelay caps the backoff between attempts to delete a deleted session's objects.
@@ -60,11 +63,12 @@ func Setup(ctx context.Context, mgr ctrl.Manager, cfg Config) error {
 		return fmt.Errorf("register metrics: %w", err)
 	}
 	rec := mgr.GetEventRecorder("compaction-operator")
+	access := policy.Access{ClusterResourceNamespace: cfg.ClusterResourceNamespace, ClusterSecretNamespaces: cfg.ClusterSecretNamespaces}
 	checker := &PolicyChecker{
 		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Secrets: secrets, Stores: stores, Recorder: rec,
 		ClusterResourceNamespace: cfg.ClusterResourceNamespace,
 		ProbeInterval:            cfg.ProbeInterval, RetryInterval: cfg.RetryInterval,
-		SecretRecheckInterval: cfg.SecretRecheckInterval,
+		SecretRecheckInterval: cfg.SecretRecheckInterval, Access: access,
 	}
 	setups := []struct {
 		name  string
@@ -75,7 +79,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, cfg Config) error {
 		{"AgentSession", (&AgentSessionReconciler{
 			Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Secrets: secrets, Stores: stores, Recorder: rec,
 			ClusterResourceNamespace: cfg.ClusterResourceNamespace, RetryMaxDelay: cfg.RetryMaxDelay,
-			Workers: cfg.SessionWorkers, Metrics: metrics,
+			Workers: cfg.SessionWorkers, Metrics: metrics, Access: access,
 		}).SetupWithManager},
 		{"Pod", (&PodReconciler{Client: mgr.GetClient(), Recorder: rec}).SetupWithManager},
 	}

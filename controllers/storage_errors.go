@@ -18,12 +18,17 @@ const (
 	ReasonAccessDenied       = "AccessDenied"
 	ReasonInvalidStorage     = "InvalidStorageConfig"
 	ReasonStorageUnreachable = "StorageUnreachable"
+	// ReasonSecretNamespaceNotAllowed: a ClusterCompactionPolicy names a Secret outside the
+	// operator's namespace and --cluster-policy-secret-namespaces; it is never read.
+	ReasonSecretNamespaceNotAllowed = "SecretNamespaceNotAllowed"
 )
 
 // storageReason names what went wrong with storage, for a condition reason.
 func storageReason(err error) string {
 	var resp minio.ErrorResponse
 	switch {
+	case errors.Is(err, policy.ErrSecretNamespaceNotAllowed):
+		return ReasonSecretNamespaceNotAllowed
 	case errors.Is(err, policy.ErrSecretNotFound):
 		return ReasonSecretNotFound
 	case errors.Is(err, policy.ErrSecretKeyMissing):

@@ -11,10 +11,12 @@ import (
 	"io"
 	"os"
 	"runtime/debug"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -56,6 +58,7 @@ type options struct {
 	renewDeadline            time.Duration
 	retryPeriod              time.Duration
 	clusterResourceNamespace string
+	clusterSecretNamespaces  []string
 	probeInterval            time.Duration
 	retryInterval            time.Duration
 	secretRecheckInterval    time.Duration
@@ -101,6 +104,19 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.DurationVar(&o.retryPeriod, "leader-election-retry-period", 2*time.Second, "how often leader election clients retry")
 	fs.StringVar(&o.clusterResourceNamespace, "cluster-resource-namespace", envOr("POD_NAMESPACE", "compaction-system"),
 		"namespace of the Secrets a ClusterCompactionPolicy references without a namespace, and of the ConfigMaps pinning each session's storage location (tenants must not be able to write there); defaults to $POD_NAMESPACE when set")
+	fs.Func("cluster-policy-secret-namespaces",
+		"comma-separated namespaces, besides --cluster-resource-namespace, whose Secrets a ClusterCompactionPolicy may name; a cluster policy naming a Secret elsewhere is not Ready (SecretNamespaceNotAllowed) and the Secret is never read",
+		func(v string) error {
+			for n := range strings.SplitSeq(v, ",") {
+				if n = strings.TrimSpace(n); n != "" {
+					if errs := validation.IsDNS1123Label(n); len(errs) > 0 {
+						return fmt.Errorf("namespace %q: %s", n, strings.Join(errs, "; "))
+					}
+					o.clusterSecretNamespaces = append(o.clusterSecretNamespaces, n)
+				}
+			}
+			return nil
+		})
 	fs.DurationVar(&o.probeInterval, "storage-probe-interval", controllers.DefaultProbeInterval, "how often a Ready policy's storage is probed again")
 	fs.DurationVar(&o.retryInterval, "storage-retry-interval", controllers.DefaultRetryInterval, "how soon a policy whose storage or Secrets failed is checked again")
 	fs.DurationVar(&o.secretRecheckInterval, "secret-recheck-interval", controllers.DefaultSecretRecheckInterval,
@@ -236,6 +252,7 @@ func runManager(ctx context.Context, o *options) error {
 		Stores:                   stores,
 		Secrets:                  secrets,
 		SecretRecheckInterval:    o.secretRecheckInterval,
+		ClusterSecretNamespaces:  o.clusterSecretNamespaces,
 		ClusterResourceNamespace: o.clusterResourceNamespace,
 		ProbeInterval:            o.probeInterval,
 		RetryInterval:            o.retryInterval,
@@ -251,6 +268,7 @@ func runManager(ctx context.Context, o *options) error {
 			RequestTimeout:   o.apiRequestTimeout, ReadTimeout: o.apiReadTimeout, UsageInterval: o.apiUsageInterval,
 			ClusterResourceNamespace: o.clusterResourceNamespace,
 			Secrets:                  secrets,
+			ClusterSecretNamespaces:  o.clusterSecretNamespaces,
 		}, stores, crmetrics.Registry)
 		if err != nil {
 			return err
@@ -270,7 +288,7 @@ func runManager(ctx context.Context, o *options) error {
 	}
 
 	log.Info("starting manager", "version", versionString(), "leaderElection", o.leaderElect,
-		"clusterResourceNamespace", o.clusterResourceNamespace)
+		"clusterResourceNamespace", o.clusterResourceNamespace, "clusterPolicySecretNamespaces", o.clusterSecretNamespaces)
 	if err := mgr.Start(ctx); err != nil {
 		return fmt.Errorf("run manager: %w", err)
 	}

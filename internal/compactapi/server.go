@@ -71,6 +71,9 @@ type Config struct {
 	StatusFlushInterval time.Duration
 	// ClusterResourceNamespace holds a ClusterCompactionPolicy's Secrets by default.
 	ClusterResourceNamespace string
+	// ClusterSecretNamespaces are the namespaces besides ClusterResourceNamespace whose
+	// Secrets a ClusterCompactionPolicy may name; no other Secret is read.
+	ClusterSecretNamespaces []string
 	// Secrets reads the Secrets policies name (shared with the controllers); nil makes a
 	// policy.SecretCache of its own.
 	Secrets policy.SecretReader

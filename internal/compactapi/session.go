@@ -79,6 +79,14 @@ func (s *Server) lookup(ctx context.Context, namespace, name string) (*session, 
 		}
 		return nil, err
 	}
+	// What the operator's flags forbid is refused before any Secret is read.
+	access := s.access()
+	if err := access.CheckLocation(pin); err != nil {
+		return nil, &apiError{http.StatusConflict, ReasonSessionNotReady, fmt.Sprintf("AgentSession %s/%s is not Ready: %v", namespace, name, err)}
+	}
+	if err := access.Check(p); err != nil {
+		return nil, &apiError{http.StatusConflict, ReasonSessionNotReady, fmt.Sprintf("AgentSession %s/%s is not Ready: %v", namespace, name, err)}
+	}
 	s3cfg, err := policy.S3Config(ctx, s.secrets, pin.Location)
 	if err != nil {
 		return nil, &apiError{http.StatusServiceUnavailable, ReasonStorage, err.Error()}
@@ -92,6 +100,11 @@ func (s *Server) lookup(ctx context.Context, namespace, name string) (*session, 
 		return nil, &apiError{http.StatusServiceUnavailable, ReasonSessionNotReady, err.Error()}
 	}
 	return &session{obj: &obj, id: string(obj.UID), cfg: engineConfig(p.Spec, obj.Spec.ContextWindow), store: store, summarizer: sum}, nil
+}
+
+// access is what the operator's flags let policies use.
+func (s *Server) access() policy.Access {
+	return policy.Access{ClusterResourceNamespace: s.cfg.ClusterResourceNamespace, ClusterSecretNamespaces: s.cfg.ClusterSecretNamespaces}
 }
 
 // engineConfig maps a policy (and the session's window override) to the engine's knobs.
