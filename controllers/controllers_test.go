@@ -119,6 +119,7 @@ func TestControllers(t *testing.T) {
 	t.Run("PolicyWaitsForSecret", e.testPolicyWaitsForSecret)
 	t.Run("ClusterPolicyReady", e.testClusterPolicyReady)
 	t.Run("ClusterPolicySecretNamespace", e.testClusterPolicySecretNamespace)
+	t.Run("ClusterPolicyNamespaceSelector", e.testClusterPolicyNamespaceSelector)
 	t.Run("SessionReady", e.testSessionReady)
 	t.Run("SessionPolicyAppearsLater", e.testSessionPolicyAppearsLater)
 	t.Run("DeleteRemovesOnlyItsObjects", e.testDeleteRemovesOnlyItsObjects)
@@ -186,6 +187,10 @@ func (e *env) policySpec(secret string) compactionv1alpha1.CompactionPolicySpec 
 			CredentialsSecretRef: &compactionv1alpha1.S3CredentialsSecretRef{SecretReference: compactionv1alpha1.SecretReference{Name: secret}},
 		}},
 	}
+}
+
+func (e *env) clusterSpec(secret string) compactionv1alpha1.ClusterCompactionPolicySpec {
+	return compactionv1alpha1.ClusterCompactionPolicySpec{CompactionPolicySpec: e.policySpec(secret)}
 }
 
 func (e *env) createPolicy(t *testing.T, name, secret string) *compactionv1alpha1.CompactionPolicy {
@@ -283,7 +288,7 @@ func (e *env) testPolicyWaitsForSecret(t *testing.T) {
 func (e *env) testClusterPolicyReady(t *testing.T) {
 	// The Secret lives in the cluster resource namespace; the reference names none.
 	must(t, e.c.Create(context.Background(), e.credentials("compaction-system", "cluster-minio")))
-	p := &compactionv1alpha1.ClusterCompactionPolicy{ObjectMeta: metav1.ObjectMeta{Name: "cluster-default"}, Spec: e.policySpec("cluster-minio")}
+	p := &compactionv1alpha1.ClusterCompactionPolicy{ObjectMeta: metav1.ObjectMeta{Name: "cluster-default"}, Spec: e.clusterSpec("cluster-minio")}
 	must(t, e.c.Create(context.Background(), p))
 	e.waitCondition(t, p, compactionv1alpha1.ConditionReady, metav1.ConditionTrue)
 
@@ -314,7 +319,8 @@ func (e *env) testClusterPolicySecretNamespace(t *testing.T) {
 	spec := e.policySpec("unused")
 	spec.Storage.S3.Endpoint, spec.Storage.S3.CreateBucket = trap.Endpoint(), false
 	spec.Storage.S3.CredentialsSecretRef = stolen
-	p := &compactionv1alpha1.ClusterCompactionPolicy{ObjectMeta: metav1.ObjectMeta{Name: "steals-kube-system"}, Spec: spec}
+	p := &compactionv1alpha1.ClusterCompactionPolicy{ObjectMeta: metav1.ObjectMeta{Name: "steals-kube-system"},
+		Spec: compactionv1alpha1.ClusterCompactionPolicySpec{CompactionPolicySpec: spec}}
 	must(t, e.c.Create(ctx, p))
 	c := e.waitCondition(t, p, compactionv1alpha1.ConditionReady, metav1.ConditionFalse)
 	if c.Reason != controllers.ReasonSecretNamespaceNotAllowed || !strings.Contains(c.Message, "kube-system/cloud-admin") {
@@ -351,9 +357,68 @@ func (e *env) testClusterPolicySecretNamespace(t *testing.T) {
 	must(t, e.c.Create(ctx, e.credentials("shared-secrets", "minio")))
 	ok := e.policySpec("minio")
 	ok.Storage.S3.CredentialsSecretRef.Namespace = "shared-secrets"
-	allowed := &compactionv1alpha1.ClusterCompactionPolicy{ObjectMeta: metav1.ObjectMeta{Name: "allowed-namespace"}, Spec: ok}
+	allowed := &compactionv1alpha1.ClusterCompactionPolicy{ObjectMeta: metav1.ObjectMeta{Name: "allowed-namespace"},
+		Spec: compactionv1alpha1.ClusterCompactionPolicySpec{CompactionPolicySpec: ok}}
 	must(t, e.c.Create(ctx, allowed))
 	e.waitCondition(t, allowed, compactionv1alpha1.ConditionReady, metav1.ConditionTrue)
+}
+
+// testClusterPolicyNamespaceSelector: issue 14. A ClusterCompactionPolicy with a
+// namespaceSelector serves only the namespaces it selects: a session (or an annotated pod's
+// session) elsewhere is not Ready (NamespaceNotAllowed) and gets no storage location;
+// labelling the namespace makes it Ready, removing the label takes it back.
+func (e *env) testClusterPolicyNamespaceSelector(t *testing.T) {
+	ctx := context.Background()
+	const label = "compaction.harness9.io/agents"
+	must(t, e.c.Create(ctx, e.credentials("compaction-system", "selector-minio")))
+	spec := e.clusterSpec("selector-minio")
+	spec.NamespaceSelector = &metav1.LabelSelector{MatchLabels: map[string]string{label: "true"}}
+	p := &compactionv1alpha1.ClusterCompactionPolicy{ObjectMeta: metav1.ObjectMeta{Name: "selected-only"}, Spec: spec}
+	must(t, e.c.Create(ctx, p))
+	e.waitCondition(t, p, compactionv1alpha1.ConditionReady, metav1.ConditionTrue)
+
+	nsObj := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "not-for-agents"}}
+	must(t, e.c.Create(ctx, nsObj))
+	s := &compactionv1alpha1.AgentSession{
+		ObjectMeta: metav1.ObjectMeta{Namespace: nsObj.Name, Name: "wants-cluster-policy"},
+		Spec: compactionv1alpha1.AgentSessionSpec{PolicyRef: compactionv1alpha1.PolicyReference{
+			Kind: compactionv1alpha1.PolicyKindCluster, Name: p.Name}},
+	}
+	must(t, e.c.Create(ctx, s))
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: nsObj.Name, Name: "agent-pod", Annotations: map[string]string{
+			controllers.PolicyAnnotation: p.Name, controllers.PolicyKindAnnotation: string(compactionv1alpha1.PolicyKindCluster)}},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "agent", Image: "busybox"}}},
+	}
+	must(t, e.c.Create(ctx, pod))
+	podSession := &compactionv1alpha1.AgentSession{ObjectMeta: metav1.ObjectMeta{Namespace: nsObj.Name, Name: pod.Name}}
+	for _, obj := range []*compactionv1alpha1.AgentSession{s, podSession} {
+		c := e.waitCondition(t, obj, compactionv1alpha1.ConditionReady, metav1.ConditionFalse)
+		if c.Reason != controllers.ReasonNamespaceNotAllowed || !strings.Contains(c.Message, nsObj.Name) {
+			t.Errorf("%s: Ready = %s: %s; want %s", obj.Name, c.Reason, c.Message, controllers.ReasonNamespaceNotAllowed)
+		}
+		pr := meta.FindStatusCondition(obj.Status.Conditions, compactionv1alpha1.ConditionPolicyResolved)
+		if pr == nil || pr.Reason != controllers.ReasonNamespaceNotAllowed {
+			t.Errorf("%s: PolicyResolved = %+v", obj.Name, pr)
+		}
+		if obj.Status.Records != nil {
+			t.Errorf("%s: a storage location was pinned for a namespace the policy does not select: %+v", obj.Name, obj.Status.Records)
+		}
+	}
+
+	// Labelling the namespace re-evaluates its sessions.
+	nsObj.Labels = map[string]string{label: "true"}
+	must(t, e.c.Update(ctx, nsObj))
+	e.waitCondition(t, s, compactionv1alpha1.ConditionReady, metav1.ConditionTrue)
+	e.waitCondition(t, podSession, compactionv1alpha1.ConditionReady, metav1.ConditionTrue)
+
+	// And removing the label takes the policy away again.
+	nsObj.Labels = nil
+	must(t, e.c.Update(ctx, nsObj))
+	c := e.waitCondition(t, s, compactionv1alpha1.ConditionReady, metav1.ConditionFalse)
+	if c.Reason != controllers.ReasonNamespaceNotAllowed {
+		t.Errorf("after removing the label: Ready = %s: %s", c.Reason, c.Message)
+	}
 }
 
 func (e *env) testSessionReady(t *testing.T) {

@@ -24,6 +24,9 @@ const (
 	ReasonReady              = "Ready"
 	ReasonStorageNotReady    = "StorageNotReady"
 	ReasonSummarizerNotReady = "SummarizerNotReady"
+	// ReasonInvalidNamespaceSelector: a ClusterCompactionPolicy's namespaceSelector does not
+	// parse (it then selects no namespace).
+	ReasonInvalidNamespaceSelector = "InvalidNamespaceSelector"
 )
 
 // Defaults for PolicyChecker's intervals.
@@ -115,9 +118,12 @@ func (c *PolicyChecker) UpdateStatus(ctx context.Context, obj client.Object, p *
 		Reason: ReasonReady, Message: "storage is reachable; sessions can use this policy",
 		ObservedGeneration: p.Generation,
 	}
+	_, selErr := p.Selector()
 	switch {
 	case probe.refused != nil:
 		ready.Status, ready.Reason, ready.Message = metav1.ConditionFalse, storage.Reason, storage.Message
+	case selErr != nil:
+		ready.Status, ready.Reason, ready.Message = metav1.ConditionFalse, ReasonInvalidNamespaceSelector, selErr.Error()
 	case storage.Status != metav1.ConditionTrue:
 		ready.Status, ready.Reason, ready.Message = metav1.ConditionFalse, ReasonStorageNotReady, storage.Message
 	case probe.summarizer != nil:

@@ -79,6 +79,14 @@ func (s *Server) lookup(ctx context.Context, namespace, name string) (*session, 
 		}
 		return nil, err
 	}
+	// A cluster policy is only for the namespaces its namespaceSelector selects: checked on
+	// every request, as a namespace can be relabelled after its sessions became Ready.
+	if err := p.CheckNamespace(ctx, s.cache, namespace); err != nil {
+		if errors.Is(err, policy.ErrNamespaceNotAllowed) || errors.Is(err, policy.ErrInvalidNamespaceSelector) {
+			return nil, &apiError{http.StatusForbidden, ReasonNamespaceNotAllowed, err.Error()}
+		}
+		return nil, err
+	}
 	// What the operator's flags forbid is refused before any Secret is read.
 	access := s.access()
 	if err := access.CheckLocation(pin); err != nil {
