@@ -120,6 +120,7 @@ func TestControllers(t *testing.T) {
 	t.Run("ClusterPolicyReady", e.testClusterPolicyReady)
 	t.Run("ClusterPolicySecretNamespace", e.testClusterPolicySecretNamespace)
 	t.Run("ClusterPolicyNamespaceSelector", e.testClusterPolicyNamespaceSelector)
+	t.Run("StorageErrorsDoNotEchoTheEndpoint", e.testStorageErrorsDoNotEcho)
 	t.Run("SessionReady", e.testSessionReady)
 	t.Run("SessionPolicyAppearsLater", e.testSessionPolicyAppearsLater)
 	t.Run("DeleteRemovesOnlyItsObjects", e.testDeleteRemovesOnlyItsObjects)
@@ -418,6 +419,44 @@ func (e *env) testClusterPolicyNamespaceSelector(t *testing.T) {
 	c := e.waitCondition(t, s, compactionv1alpha1.ConditionReady, metav1.ConditionFalse)
 	if c.Reason != controllers.ReasonNamespaceNotAllowed {
 		t.Errorf("after removing the label: Ready = %s: %s", c.Reason, c.Message)
+	}
+}
+
+// testStorageErrorsDoNotEcho: issue 14. A policy's endpoint (say, an internal service a tenant
+// points it at) answers with a body holding a canary: no condition or event of the policy
+// repeats it, while the status code still shows.
+func (e *env) testStorageErrorsDoNotEcho(t *testing.T) {
+	const canary = "CANARY-internal-body-5be1"
+	for i, trap := range []*testenv.CredentialTrap{
+		testenv.StartTrap(t, "application/xml", `<?xml version="1.0" encoding="UTF-8"?><Error><Code>AccessDenied</Code><Message>`+canary+`</Message></Error>`),
+		testenv.StartTrap(t, "text/plain", "instance credentials: "+canary),
+	} {
+		p := e.createPolicy(t, fmt.Sprintf("echo-%d", i), credsSecret)
+		// HEAD (does the bucket exist?) is answered 404 without a body, so the probe goes
+		// on to create the bucket, a PUT answered 403 with the body.
+		p.Spec.Storage.S3.Endpoint = trap.Endpoint()
+		must(t, e.c.Update(context.Background(), p))
+		c := e.waitCondition(t, p, compactionv1alpha1.ConditionStorageReady, metav1.ConditionFalse)
+		eventually(t, "a probe of the trap", func() (bool, string) {
+			c = e.waitCondition(t, p, compactionv1alpha1.ConditionStorageReady, metav1.ConditionFalse)
+			return strings.Contains(c.Message, "create bucket"), c.Reason + ": " + c.Message
+		})
+		if !strings.Contains(c.Message, "403") {
+			t.Errorf("StorageReady message %q does not give the status code", c.Message)
+		}
+		e.waitEvent(t, p.Name, corev1.EventTypeWarning, controllers.ReasonStorageNotReady)
+		for _, cond := range p.Status.Conditions {
+			if strings.Contains(cond.Message, canary) {
+				t.Errorf("condition %s echoes the endpoint's body: %s", cond.Type, cond.Message)
+			}
+		}
+		var list eventsv1.EventList
+		must(t, e.c.List(context.Background(), &list))
+		for _, ev := range list.Items {
+			if strings.Contains(ev.Note, canary) {
+				t.Errorf("event %s on %s echoes the endpoint's body: %s", ev.Reason, ev.Regarding.Name, ev.Note)
+			}
+		}
 	}
 }
 

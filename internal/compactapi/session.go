@@ -176,7 +176,9 @@ func (s *Server) summarizerFor(ctx context.Context, p *policy.Policy) (compactio
 	if err != nil {
 		return nil, err
 	}
-	cfg := openai.Config{BaseURL: oa.BaseURL, Model: oa.Model, APIKey: key, MaxOutputTokens: int(oa.MaxOutputTokens)}
+	// QuietErrors: summarizer errors reach records, events and API answers, and the endpoint
+	// is the policy author's choice; none of its answer's text is quoted.
+	cfg := openai.Config{BaseURL: oa.BaseURL, Model: oa.Model, APIKey: key, MaxOutputTokens: int(oa.MaxOutputTokens), QuietErrors: true}
 	if oa.Timeout != nil {
 		cfg.Timeout = oa.Timeout.Duration
 	}
