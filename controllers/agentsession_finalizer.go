@@ -53,8 +53,8 @@ func (r *AgentSessionReconciler) finalize(ctx context.Context, s *compactionv1al
 	// nothing for a session without one: there is nothing to delete.
 	if pin != nil {
 		if err := r.Access.CheckLocation(pin); err != nil {
-			return r.holdFinalizer(ctx, s, ReasonSecretNamespaceNotAllowed, err.Error()+
-				". Allow the namespace, or remove the finalizer to abandon the objects")
+			return r.holdFinalizer(ctx, s, storageReason(err), err.Error()+
+				". Allow it in the operator's flags, or remove the finalizer to abandon the objects")
 		}
 	}
 	if loc != nil {

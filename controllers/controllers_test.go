@@ -24,9 +24,11 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/yaml"
@@ -58,6 +60,33 @@ type env struct {
 }
 
 func TestControllers(t *testing.T) {
+	e := startEnv(t, func(m *testenv.MinIO, cfg *controllers.Config) {
+		cfg.ClusterSecretNamespaces = []string{"shared-secrets"}
+	})
+	must(t, e.c.Create(context.Background(), e.credentials(ns, credsSecret)))
+
+	t.Run("PolicyReady", e.testPolicyReady)
+	t.Run("PolicyWaitsForSecret", e.testPolicyWaitsForSecret)
+	t.Run("ClusterPolicyReady", e.testClusterPolicyReady)
+	t.Run("ClusterPolicySecretNamespace", e.testClusterPolicySecretNamespace)
+	t.Run("ClusterPolicyNamespaceSelector", e.testClusterPolicyNamespaceSelector)
+	t.Run("StorageErrorsDoNotEchoTheEndpoint", e.testStorageErrorsDoNotEcho)
+	t.Run("SessionReady", e.testSessionReady)
+	t.Run("SessionPolicyAppearsLater", e.testSessionPolicyAppearsLater)
+	t.Run("DeleteRemovesOnlyItsObjects", e.testDeleteRemovesOnlyItsObjects)
+	t.Run("DeleteAfterPolicyDeleted", e.testDeleteAfterPolicyDeleted)
+	t.Run("DeleteWhileStorageDown", e.testDeleteWhileStorageDown)
+	t.Run("TamperedSessionIDDeletesOnlyItsObjects", e.testTamperedSessionID)
+	t.Run("TamperedRecordsSendNoCredentials", e.testTamperedRecords)
+	t.Run("TamperedStatusIsCorrected", e.testTamperedStatusCorrected)
+	t.Run("AnnotatedPod", e.testAnnotatedPod)
+	t.Run("Metrics", e.testMetrics)
+}
+
+// startEnv starts a control plane, MinIO and a manager running the controllers with the
+// test's settings, changed by configure.
+func startEnv(t *testing.T, configure func(*testenv.MinIO, *controllers.Config)) *env {
+	t.Helper()
 	root := testenv.RepoRoot(t)
 	_, cfg := kubeenv.Start(t, kubeenv.Options{CRDDirectoryPaths: []string{filepath.Join(root, "config", "crd", "bases")}})
 	m := testenv.StartMinIO(t)
@@ -80,23 +109,28 @@ func TestControllers(t *testing.T) {
 		Metrics: metricsserver.Options{BindAddress: "0"},
 		Client:  client.Options{Cache: &client.CacheOptions{DisableFor: []client.Object{&corev1.Secret{}}}},
 		Cache:   cache.Options{ByObject: policy.LocationCache("compaction-system")},
+		// Several tests run a manager each in this process.
+		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
 	})
 	must(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
-	// Long probe intervals: a policy that becomes Ready here did so because its Secret
-	// changed, not because a probe timer fired. The session GC retries quickly.
 	reg := prometheus.NewRegistry()
-	// Secrets are not watched: the policy controllers look at them again every
-	// SecretRecheckInterval, short here.
-	must(t, controllers.Setup(ctx, mgr, controllers.Config{
+	// Long probe intervals: a policy that becomes Ready here did so because its Secret
+	// changed, not because a probe timer fired. Secrets are not watched: the policy
+	// controllers look at them again every SecretRecheckInterval, short here. The session
+	// GC retries quickly.
+	ccfg := controllers.Config{
 		Registerer:               reg,
 		ClusterResourceNamespace: "compaction-system",
 		ProbeInterval:            time.Hour,
 		RetryInterval:            time.Hour,
 		SecretRecheckInterval:    time.Second,
 		RetryMaxDelay:            time.Second,
-		ClusterSecretNamespaces:  []string{"shared-secrets"},
-	}))
+	}
+	if configure != nil {
+		configure(m, &ccfg)
+	}
+	must(t, controllers.Setup(ctx, mgr, ccfg))
 	done := make(chan error, 1)
 	go func() { done <- mgr.Start(ctx) }()
 	t.Cleanup(func() {
@@ -112,25 +146,7 @@ func TestControllers(t *testing.T) {
 	// as soon as they happen.
 	direct, err := client.New(cfg, client.Options{Scheme: scheme})
 	must(t, err)
-	e := &env{c: direct, minio: m, s3: s3c, reg: reg}
-	must(t, e.c.Create(ctx, e.credentials(ns, credsSecret)))
-
-	t.Run("PolicyReady", e.testPolicyReady)
-	t.Run("PolicyWaitsForSecret", e.testPolicyWaitsForSecret)
-	t.Run("ClusterPolicyReady", e.testClusterPolicyReady)
-	t.Run("ClusterPolicySecretNamespace", e.testClusterPolicySecretNamespace)
-	t.Run("ClusterPolicyNamespaceSelector", e.testClusterPolicyNamespaceSelector)
-	t.Run("StorageErrorsDoNotEchoTheEndpoint", e.testStorageErrorsDoNotEcho)
-	t.Run("SessionReady", e.testSessionReady)
-	t.Run("SessionPolicyAppearsLater", e.testSessionPolicyAppearsLater)
-	t.Run("DeleteRemovesOnlyItsObjects", e.testDeleteRemovesOnlyItsObjects)
-	t.Run("DeleteAfterPolicyDeleted", e.testDeleteAfterPolicyDeleted)
-	t.Run("DeleteWhileStorageDown", e.testDeleteWhileStorageDown)
-	t.Run("TamperedSessionIDDeletesOnlyItsObjects", e.testTamperedSessionID)
-	t.Run("TamperedRecordsSendNoCredentials", e.testTamperedRecords)
-	t.Run("TamperedStatusIsCorrected", e.testTamperedStatusCorrected)
-	t.Run("AnnotatedPod", e.testAnnotatedPod)
-	t.Run("Metrics", e.testMetrics)
+	return &env{c: direct, minio: m, s3: s3c, reg: reg}
 }
 
 // testMetrics runs last: garbage collection above deleted sessions (one after an outage).

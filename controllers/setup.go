@@ -9,6 +9,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
+	"github.com/harness9/compaction-operator/internal/egress"
 	"github.com/harness9/compaction-operator/internal/policy"
 )
 
@@ -27,6 +28,9 @@ type Config struct {
 	// ClusterSecretNamespaces are the namespaces besides ClusterResourceNamespace whose
 	// Secrets a ClusterCompactionPolicy may name.
 	ClusterSecretNamespaces []string
+	// AllowedEndpoints are the S3 endpoints (and summarizer base URLs) policies may name; nil
+	// allows all. A nil Stores is made to check it on every connection too.
+	AllowedEndpoints *egress.Allowlist
 	// Secrets reads Secret values; shared with the compaction API. nil makes a new one.
 	Secrets *policy.SecretCache
 	// RetryMaxDelay caps the backoff between attempts to delete a deleted session's objects.
@@ -48,7 +52,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, cfg Config) error {
 	}
 	stores := cfg.Stores
 	if stores == nil {
-		stores = &policy.Stores{}
+		stores = &policy.Stores{Endpoints: cfg.AllowedEndpoints}
 	}
 	secrets := cfg.Secrets
 	if secrets == nil {
@@ -63,7 +67,10 @@ func Setup(ctx context.Context, mgr ctrl.Manager, cfg Config) error {
 		return fmt.Errorf("register metrics: %w", err)
 	}
 	rec := mgr.GetEventRecorder("compaction-operator")
-	access := policy.Access{ClusterResourceNamespace: cfg.ClusterResourceNamespace, ClusterSecretNamespaces: cfg.ClusterSecretNamespaces}
+	access := policy.Access{
+		ClusterResourceNamespace: cfg.ClusterResourceNamespace, ClusterSecretNamespaces: cfg.ClusterSecretNamespaces,
+		Endpoints: cfg.AllowedEndpoints,
+	}
 	checker := &PolicyChecker{
 		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Secrets: secrets, Stores: stores, Recorder: rec,
 		ClusterResourceNamespace: cfg.ClusterResourceNamespace,

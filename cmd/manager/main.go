@@ -32,6 +32,7 @@ import (
 	compactionv1alpha1 "github.com/harness9/compaction-operator/api/v1alpha1"
 	"github.com/harness9/compaction-operator/controllers"
 	"github.com/harness9/compaction-operator/internal/compactapi"
+	"github.com/harness9/compaction-operator/internal/egress"
 	"github.com/harness9/compaction-operator/internal/policy"
 )
 
@@ -59,6 +60,7 @@ type options struct {
 	retryPeriod              time.Duration
 	clusterResourceNamespace string
 	clusterSecretNamespaces  []string
+	allowedEndpoints         []string
 	probeInterval            time.Duration
 	retryInterval            time.Duration
 	secretRecheckInterval    time.Duration
@@ -117,6 +119,14 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 			}
 			return nil
 		})
+	fs.Func("allowed-endpoints",
+		"comma-separated S3 endpoints and summarizer hosts policies may name: host names (any port), *.domain wildcards, host:port, IP addresses, CIDRs. "+
+			"A policy naming another is not Ready (EndpointNotAllowed) and never dialled; hosts no name entry matches are dialled only to addresses in the IP/CIDR entries, checked on the resolved address. "+
+			"Empty (the default) allows every endpoint; with a list, HTTP(S)_PROXY is not used for these connections",
+		func(v string) error {
+			o.allowedEndpoints = append(o.allowedEndpoints, strings.Split(v, ",")...)
+			return nil
+		})
 	fs.DurationVar(&o.probeInterval, "storage-probe-interval", controllers.DefaultProbeInterval, "how often a Ready policy's storage is probed again")
 	fs.DurationVar(&o.retryInterval, "storage-retry-interval", controllers.DefaultRetryInterval, "how soon a policy whose storage or Secrets failed is checked again")
 	fs.DurationVar(&o.secretRecheckInterval, "secret-recheck-interval", controllers.DefaultSecretRecheckInterval,
@@ -153,6 +163,9 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	if o.apiMaxBodyBytes < 1 || o.apiMaxMessages < 1 || o.apiMaxInflightBytes < 1 {
 		return nil, fmt.Errorf("--api-max-body-bytes (%d), --api-max-messages (%d) and --api-max-inflight-bytes (%d) must be at least 1",
 			o.apiMaxBodyBytes, o.apiMaxMessages, o.apiMaxInflightBytes)
+	}
+	if _, err := egress.Parse(o.allowedEndpoints); err != nil {
+		return nil, err
 	}
 	if o.secretRecheckInterval <= 0 || o.secretCacheTTL <= 0 {
 		return nil, fmt.Errorf("--secret-recheck-interval (%s) and --secret-cache-ttl (%s) must be positive", o.secretRecheckInterval, o.secretCacheTTL)
@@ -246,7 +259,11 @@ func runManager(ctx context.Context, o *options) error {
 		return fmt.Errorf("create manager: %w", err)
 	}
 
-	stores := &policy.Stores{}
+	allowed, err := egress.Parse(o.allowedEndpoints)
+	if err != nil {
+		return err
+	}
+	stores := &policy.Stores{Endpoints: allowed}
 	secrets := policy.NewSecretCache(mgr.GetAPIReader(), o.secretCacheTTL)
 	if err := controllers.Setup(ctx, mgr, controllers.Config{
 		Stores:                   stores,
@@ -269,6 +286,7 @@ func runManager(ctx context.Context, o *options) error {
 			ClusterResourceNamespace: o.clusterResourceNamespace,
 			Secrets:                  secrets,
 			ClusterSecretNamespaces:  o.clusterSecretNamespaces,
+			AllowedEndpoints:         allowed,
 		}, stores, crmetrics.Registry)
 		if err != nil {
 			return err
@@ -288,7 +306,8 @@ func runManager(ctx context.Context, o *options) error {
 	}
 
 	log.Info("starting manager", "version", versionString(), "leaderElection", o.leaderElect,
-		"clusterResourceNamespace", o.clusterResourceNamespace, "clusterPolicySecretNamespaces", o.clusterSecretNamespaces)
+		"clusterResourceNamespace", o.clusterResourceNamespace, "clusterPolicySecretNamespaces", o.clusterSecretNamespaces,
+		"allowedEndpoints", allowed.String())
 	if err := mgr.Start(ctx); err != nil {
 		return fmt.Errorf("run manager: %w", err)
 	}

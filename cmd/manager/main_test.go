@@ -17,6 +17,11 @@ func TestFlags(t *testing.T) {
 		{[]string{"--version"}, 0, "compaction-operator manager"},
 		{[]string{"--no-such-flag"}, 2, "flag provided but not defined"},
 		{[]string{"extra"}, 2, `unexpected argument "extra"`},
+		{[]string{"--help"}, 0, "--allowed-endpoints"},
+		{[]string{"--help"}, 0, "--cluster-policy-secret-namespaces"},
+		{[]string{"--allowed-endpoints", "10.0.0.0/33"}, 2, `--allowed-endpoints entry "10.0.0.0/33"`},
+		{[]string{"--cluster-policy-secret-namespaces", "ok,Not_A_Namespace"}, 2, `namespace "Not_A_Namespace"`},
+		{[]string{"--secret-recheck-interval", "0s"}, 2, "must be positive"},
 		{[]string{"--leader-election-renew-deadline", "20s"}, 2, "--leader-election-renew-deadline (20s) < --leader-election-lease-duration (15s)"},
 	}
 	for _, tc := range cases {

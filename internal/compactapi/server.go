@@ -26,6 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
+	"github.com/harness9/compaction-operator/internal/egress"
 	"github.com/harness9/compaction-operator/internal/policy"
 )
 
@@ -74,6 +75,10 @@ type Config struct {
 	// ClusterSecretNamespaces are the namespaces besides ClusterResourceNamespace whose
 	// Secrets a ClusterCompactionPolicy may name; no other Secret is read.
 	ClusterSecretNamespaces []string
+	// AllowedEndpoints are the S3 endpoints and summarizer base URLs policies may name; the
+	// summarizer's connections are checked against it when dialling (the stores' by
+	// policy.Stores.Endpoints). nil allows all.
+	AllowedEndpoints *egress.Allowlist
 	// Secrets reads the Secrets policies name (shared with the controllers); nil makes a
 	// policy.SecretCache of its own.
 	Secrets policy.SecretReader
@@ -86,11 +91,13 @@ type Server struct {
 	apiReader client.Reader
 	writer    client.Client
 	secrets   policy.SecretReader
-	stores    *policy.Stores
-	auth      *authorizer
-	recorder  recorder.EventRecorder
-	metrics   *Metrics
-	log       logr.Logger
+	// llm sends the summarizer's requests; nil is the default client.
+	llm      *http.Client
+	stores   *policy.Stores
+	auth     *authorizer
+	recorder recorder.EventRecorder
+	metrics  *Metrics
+	log      logr.Logger
 
 	locks    sessionLocks
 	inflight *budget
@@ -151,6 +158,7 @@ func New(mgr ctrl.Manager, cfg Config, stores *policy.Stores, reg prometheus.Reg
 		apiReader: mgr.GetAPIReader(),
 		writer:    mgr.GetClient(),
 		secrets:   cfg.Secrets,
+		llm:       llmClient(cfg.AllowedEndpoints),
 		stores:    stores,
 		auth:      &authorizer{c: mgr.GetClient()},
 		recorder:  mgr.GetEventRecorder("compaction-api"),
@@ -160,6 +168,15 @@ func New(mgr ctrl.Manager, cfg Config, stores *policy.Stores, reg prometheus.Reg
 		inflight:  newBudget(cfg.MaxInflightBytes, m.Inflight),
 		lastViews: lastViews,
 	}, nil
+}
+
+// llmClient is the summarizer's HTTP client: the default one, or one whose dialer checks
+// allowed.
+func llmClient(allowed *egress.Allowlist) *http.Client {
+	if allowed == nil {
+		return nil
+	}
+	return &http.Client{Transport: allowed.Transport(nil)}
 }
 
 // lastViewSessions bounds the sessions whose last view size a replica remembers (an int

@@ -112,7 +112,10 @@ func (s *Server) lookup(ctx context.Context, namespace, name string) (*session, 
 
 // access is what the operator's flags let policies use.
 func (s *Server) access() policy.Access {
-	return policy.Access{ClusterResourceNamespace: s.cfg.ClusterResourceNamespace, ClusterSecretNamespaces: s.cfg.ClusterSecretNamespaces}
+	return policy.Access{
+		ClusterResourceNamespace: s.cfg.ClusterResourceNamespace, ClusterSecretNamespaces: s.cfg.ClusterSecretNamespaces,
+		Endpoints: s.cfg.AllowedEndpoints,
+	}
 }
 
 // engineConfig maps a policy (and the session's window override) to the engine's knobs.
@@ -178,7 +181,7 @@ func (s *Server) summarizerFor(ctx context.Context, p *policy.Policy) (compactio
 	}
 	// QuietErrors: summarizer errors reach records, events and API answers, and the endpoint
 	// is the policy author's choice; none of its answer's text is quoted.
-	cfg := openai.Config{BaseURL: oa.BaseURL, Model: oa.Model, APIKey: key, MaxOutputTokens: int(oa.MaxOutputTokens), QuietErrors: true}
+	cfg := openai.Config{BaseURL: oa.BaseURL, Model: oa.Model, APIKey: key, MaxOutputTokens: int(oa.MaxOutputTokens), QuietErrors: true, HTTPClient: s.llm}
 	if oa.Timeout != nil {
 		cfg.Timeout = oa.Timeout.Duration
 	}

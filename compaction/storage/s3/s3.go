@@ -63,10 +63,25 @@ type Store struct {
 
 var _ compaction.Store = (*Store)(nil)
 
+// Option changes how New builds a store.
+type Option func(*options)
+
+type options struct{ transport http.RoundTripper }
+
+// WithTransport makes the store send its requests with t (for example one whose dialer
+// checks the addresses it connects to), instead of minio-go's default transport.
+func WithTransport(t http.RoundTripper) Option {
+	return func(o *options) { o.transport = t }
+}
+
 // New returns a store for cfg. It does not contact the server: call Ping or EnsureBucket
 // for that. ctx is accepted for symmetry with the other constructors and is not retained.
-func New(ctx context.Context, cfg Config) (*Store, error) {
-	return newStore(ctx, cfg, nil)
+func New(ctx context.Context, cfg Config, opts ...Option) (*Store, error) {
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
+	return newStore(ctx, cfg, o.transport)
 }
 
 // newStore is New with an optional HTTP transport, which tests use to observe requests.
