@@ -694,27 +694,33 @@ func testServiceMonitor(t *testing.T, h *helmCLI) {
 // namespaces labelled for agents, and lets the manager connect only to DNS, the API server
 // and the destinations of networkPolicy.egress.to.
 func testNetworkPolicy(t *testing.T, h *helmCLI) {
-	policies := func(args ...string) (ingress, egress *networkingv1.NetworkPolicy) {
-		t.Helper()
-		for _, o := range decode(t, h.template(t, args...)) {
-			if o.GetKind() != "NetworkPolicy" {
-				continue
-			}
-			var np networkingv1.NetworkPolicy
-			typed(t, o, &np)
-			switch np.Name {
-			case prefix + "controller-manager":
-				ingress = &np
-			case prefix + "controller-manager-egress":
-				egress = &np
-			default:
-				t.Errorf("unexpected NetworkPolicy %s", np.Name)
-			}
-		}
-		return ingress, egress
-	}
+	t.Run("Defaults", func(t *testing.T) { testNetworkPolicyDefaults(t, h) })
+	t.Run("Overrides", func(t *testing.T) { testNetworkPolicyOverrides(t, h) })
+}
 
-	np, eg := policies()
+// networkPolicies renders the chart with args and returns its ingress and egress policies.
+func networkPolicies(t *testing.T, h *helmCLI, args ...string) (ingress, egress *networkingv1.NetworkPolicy) {
+	t.Helper()
+	for _, o := range decode(t, h.template(t, args...)) {
+		if o.GetKind() != "NetworkPolicy" {
+			continue
+		}
+		var np networkingv1.NetworkPolicy
+		typed(t, o, &np)
+		switch np.Name {
+		case prefix + "controller-manager":
+			ingress = &np
+		case prefix + "controller-manager-egress":
+			egress = &np
+		default:
+			t.Errorf("unexpected NetworkPolicy %s", np.Name)
+		}
+	}
+	return ingress, egress
+}
+
+func testNetworkPolicyDefaults(t *testing.T, h *helmCLI) {
+	np, eg := networkPolicies(t, h)
 	if np == nil || eg == nil {
 		t.Fatalf("default values: ingress policy %v, egress policy %v; want both", np != nil, eg != nil)
 	}
@@ -747,16 +753,18 @@ func testNetworkPolicy(t *testing.T, h *helmCLI) {
 	if len(dns.Ports) != 2 || dns.Ports[0].Port.IntVal != 53 || len(dns.To) != 1 || dns.To[0].PodSelector.MatchLabels["k8s-app"] != "kube-dns" {
 		t.Errorf("DNS rule %+v", dns)
 	}
-	var apiPorts []int32
+	apiPorts := make([]int32, 0, len(apiServer.Ports))
 	for _, p := range apiServer.Ports {
 		apiPorts = append(apiPorts, p.Port.IntVal)
 	}
 	if !slices.Equal(apiPorts, []int32{443, 6443}) || len(apiServer.To) != 2 || apiServer.To[0].IPBlock == nil || apiServer.To[0].IPBlock.CIDR != "0.0.0.0/0" {
 		t.Errorf("API server rule %+v", apiServer)
 	}
+}
 
-	// Overrides: another agents' label, the API server's real address, S3 and an LLM.
-	np, eg = policies("--set-json", `networkPolicy.api.namespaceSelector={"matchLabels":{"team":"agents"}}`,
+func testNetworkPolicyOverrides(t *testing.T, h *helmCLI) {
+	// Another agents' label, the API server's real address, S3 and an LLM.
+	np, eg := networkPolicies(t, h, "--set-json", `networkPolicy.api.namespaceSelector={"matchLabels":{"team":"agents"}}`,
 		"--set-json", `networkPolicy.egress.apiServer={"cidrs":["172.20.0.10/32"],"ports":[6443]}`,
 		"--set-json", `networkPolicy.egress.to=[{"to":[{"namespaceSelector":{"matchLabels":{"kubernetes.io/metadata.name":"minio"}}}],"ports":[{"port":9000,"protocol":"TCP"}]},{"to":[{"ipBlock":{"cidr":"203.0.113.0/24"}}],"ports":[{"port":443}]}]`)
 	if from := np.Spec.Ingress[0].From; from[0].NamespaceSelector.MatchLabels["team"] != "agents" {
@@ -776,10 +784,10 @@ func testNetworkPolicy(t *testing.T, h *helmCLI) {
 	}
 
 	// Each can be turned off.
-	if np, eg = policies("--set", "networkPolicy.egress.enabled=false"); np == nil || eg != nil {
+	if np, eg = networkPolicies(t, h, "--set", "networkPolicy.egress.enabled=false"); np == nil || eg != nil {
 		t.Errorf("egress.enabled=false: ingress %v, egress %v; want only the ingress policy", np != nil, eg != nil)
 	}
-	if np, eg = policies("--set", "networkPolicy.enabled=false"); np != nil || eg != nil {
+	if np, eg = networkPolicies(t, h, "--set", "networkPolicy.enabled=false"); np != nil || eg != nil {
 		t.Errorf("enabled=false: ingress %v, egress %v; want none", np != nil, eg != nil)
 	}
 }
