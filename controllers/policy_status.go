@@ -46,10 +46,10 @@ const (
 // reconciles that only recount sessions cost no storage request.
 //
 // The operator may get Secrets but not list or watch them (a watch would need a cluster-wide
-// list of every Secret). So a policy's Secrets are looked at on every reconcile (their
-// metadata only, one GET each), and the reconcile is requeued at least every
-// SecretRecheckInterval: a Secret created, rotated or fixed after the policy is noticed within
-// that interval.
+// list of every Secret). So a policy's Secrets are looked at again (their metadata only, one
+// GET each) by a reconcile when the last look is older than half SecretRecheckInterval, and
+// the reconcile is requeued at least every SecretRecheckInterval: a Secret created, rotated or
+// fixed after the policy is noticed within that interval.
 type PolicyChecker struct {
 	// Client reads from the cache (sessions).
 	Client client.Client
@@ -74,6 +74,15 @@ type PolicyChecker struct {
 
 	mu     sync.Mutex
 	probes map[types.UID]probeResult
+	// looks are the last fingerprints read from the API server, per policy: the many
+	// reconciles that only recount sessions reuse one younger than half the recheck
+	// interval instead of asking for every Secret again.
+	looks map[types.UID]secretLook
+}
+
+type secretLook struct {
+	fingerprint string
+	at          time.Time
 }
 
 type probeResult struct {
@@ -173,7 +182,7 @@ func (c *PolicyChecker) retryInterval() time.Duration {
 // probe returns the storage condition and summarizer check, reusing a recent result when
 // neither the policy nor its Secrets changed since.
 func (c *PolicyChecker) probe(ctx context.Context, uid types.UID, p *policy.Policy) (probeResult, error) {
-	fp, err := c.fingerprint(ctx, p)
+	fp, err := c.fingerprint(ctx, uid, p)
 	if err != nil {
 		return probeResult{}, err
 	}
@@ -222,12 +231,18 @@ func (c *PolicyChecker) pruneLocked(now time.Time) {
 			delete(c.probes, k)
 		}
 	}
+	for k, l := range c.looks {
+		if now.Sub(l.at) > stale {
+			delete(c.looks, k)
+		}
+	}
 }
 
 // Forget drops the cached probe of a deleted policy.
 func (c *PolicyChecker) Forget(uid types.UID) {
 	c.mu.Lock()
 	delete(c.probes, uid)
+	delete(c.looks, uid)
 	c.mu.Unlock()
 }
 
@@ -258,9 +273,16 @@ func (c *PolicyChecker) probeStorage(ctx context.Context, p *policy.Policy) meta
 // fingerprint changes when the policy's generation or one of its Secrets changes. Secret
 // versions are read from the API server as metadata (a GET, which the operator may do; no
 // Secret data is transferred).
-func (c *PolicyChecker) fingerprint(ctx context.Context, p *policy.Policy) (string, error) {
+func (c *PolicyChecker) fingerprint(ctx context.Context, uid types.UID, p *policy.Policy) (string, error) {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%d", p.Generation)
+	now := time.Now()
+	c.mu.Lock()
+	last, ok := c.looks[uid]
+	c.mu.Unlock()
+	if ok && strings.HasPrefix(last.fingerprint, b.String()+";") && now.Sub(last.at) < c.secretRecheckInterval()/2 {
+		return last.fingerprint, nil
+	}
 	for _, key := range p.SecretKeys(c.ClusterResourceNamespace) {
 		ns, name, _ := strings.Cut(key, "/")
 		m := &metav1.PartialObjectMetadata{}
@@ -275,5 +297,11 @@ func (c *PolicyChecker) fingerprint(ctx context.Context, p *policy.Policy) (stri
 			fmt.Fprintf(&b, ";%s=%s", key, m.ResourceVersion)
 		}
 	}
+	c.mu.Lock()
+	if c.looks == nil {
+		c.looks = make(map[types.UID]secretLook)
+	}
+	c.looks[uid] = secretLook{fingerprint: b.String(), at: now}
+	c.mu.Unlock()
 	return b.String(), nil
 }
