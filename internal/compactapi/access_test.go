@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -15,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	compactionv1alpha1 "github.com/harness9/compaction-operator/api/v1alpha1"
+	"github.com/harness9/compaction-operator/compaction"
 	"github.com/harness9/compaction-operator/internal/egress"
 	"github.com/harness9/compaction-operator/internal/policy"
 )
@@ -130,4 +132,46 @@ func TestLookupAccess(t *testing.T) {
 
 func containsText(err error, s string) bool {
 	return err != nil && len(s) > 0 && strings.Contains(err.Error(), s)
+}
+
+// TestSummarizerErrorsDoNotEcho: issue 14. The summarizer the API builds for a policy keeps the
+// endpoint's answer out of its errors (which go into records, the compact answer and the
+// session's events), and dials only what --allowed-endpoints allows.
+func TestSummarizerErrorsDoNotEcho(t *testing.T) {
+	const canary = "CANARY-llm-body-41aa"
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.WriteHeader(http.StatusBadRequest)
+		_, _ = w.Write([]byte(`{"error":{"message":"` + canary + `"}}`))
+	}))
+	defer srv.Close()
+	p := &policy.Policy{Kind: compactionv1alpha1.PolicyKindNamespaced, Namespace: "team", Name: "p", Spec: &compactionv1alpha1.CompactionPolicySpec{
+		Summarizer: compactionv1alpha1.SummarizerSpec{Mode: compactionv1alpha1.SummarizerOpenAI,
+			OpenAI: &compactionv1alpha1.OpenAISummarizerSpec{BaseURL: srv.URL + "/v1", Model: "m"}}}}
+	s, _ := newTestMetrics(t)
+	s.secrets = &countingSecrets{}
+	sum, err := s.summarizerFor(context.Background(), p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = sum.Summarize(context.Background(), compaction.SummaryRequest{SessionID: "s", Tier: compaction.TierFull,
+		Messages: []compaction.Message{{Role: compaction.RoleUser, Content: "hi"}}, MaxSummaryChars: 500})
+	if err == nil || strings.Contains(err.Error(), canary) || !strings.Contains(err.Error(), "400") {
+		t.Errorf("summarizer error %v: want the status, not the body", err)
+	}
+
+	// With --allowed-endpoints not naming it, the summarizer is not even dialled.
+	allowed, err := egress.Parse([]string{"api.openai.com:443"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.llm = llmClient(allowed)
+	sum, err = s.summarizerFor(context.Background(), p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = sum.Summarize(context.Background(), compaction.SummaryRequest{SessionID: "s", Tier: compaction.TierFull,
+		Messages: []compaction.Message{{Role: compaction.RoleUser, Content: "hi"}}, MaxSummaryChars: 500})
+	if !errors.Is(err, egress.ErrNotAllowed) {
+		t.Errorf("summarizer at a loopback address outside --allowed-endpoints: %v, want ErrNotAllowed", err)
+	}
 }
