@@ -47,7 +47,8 @@ func TestAllowedEndpoints(t *testing.T) {
 	}{
 		{"attacker-endpoint", func(s *compactionv1alpha1.CompactionPolicySpec) { s.Storage.S3.Endpoint = trap.Endpoint() }, trap.Endpoint()},
 		// Checked when dialling: localhost resolves to 127.0.0.1, whose trap port is not allowed.
-		{"dns-name-to-other-address", func(s *compactionv1alpha1.CompactionPolicySpec) { s.Storage.S3.Endpoint = "localhost:" + trapPort }, "127.0.0.1:" + trapPort},
+		// (The message names the address dialled: 127.0.0.1 or ::1, with the trap's port.)
+		{"dns-name-to-other-address", func(s *compactionv1alpha1.CompactionPolicySpec) { s.Storage.S3.Endpoint = "localhost:" + trapPort }, ":" + trapPort},
 		{"summarizer-metadata-service", func(s *compactionv1alpha1.CompactionPolicySpec) {
 			s.Summarizer.Mode = compactionv1alpha1.SummarizerOpenAI
 			s.Summarizer.OpenAI = &compactionv1alpha1.OpenAISummarizerSpec{BaseURL: "http://169.254.169.254/v1", Model: "m"}
