@@ -72,6 +72,9 @@ func Parse(entries []string) (*Allowlist, error) {
 }
 
 func (a *Allowlist) add(e string) error {
+	if strings.Contains(e, "://") {
+		return errors.New("give the host (host, host:port, *.domain), not a URL")
+	}
 	if strings.Contains(e, "/") {
 		p, err := netip.ParsePrefix(e)
 		if err != nil {
