@@ -160,6 +160,9 @@ func (a *Allowlist) CheckS3(endpoint string, insecure bool) error {
 	if a == nil {
 		return nil
 	}
+	if strings.Contains(endpoint, "://") {
+		return a.CheckURL(endpoint)
+	}
 	port := "443"
 	if insecure {
 		port = "80"
