@@ -44,10 +44,12 @@ const DefaultSessionWorkers = 4
 // location, and deletes its stored objects when the session is deleted.
 type AgentSessionReconciler struct {
 	client.Client
-	// APIReader reads Secrets from the API server.
+	// APIReader reads what the cache may not have seen yet (pinned locations).
 	APIReader client.Reader
-	Stores    *policy.Stores
-	Recorder  recorder.EventRecorder
+	// Secrets reads the credentials of a session's storage.
+	Secrets  *policy.SecretCache
+	Stores   *policy.Stores
+	Recorder recorder.EventRecorder
 	// ClusterResourceNamespace holds a ClusterCompactionPolicy's Secrets by default.
 	ClusterResourceNamespace string
 	// RetryBaseDelay and RetryMaxDelay bound the backoff while storage cleanup fails.
@@ -57,11 +59,16 @@ type AgentSessionReconciler struct {
 	Workers int
 	// Metrics counts garbage collection; nil records nothing.
 	Metrics *Metrics
+	// Access is what the operator's flags let policies use; the finalizer reads no Secret
+	// outside it.
+	Access policy.Access
 }
 
 // +kubebuilder:rbac:groups=compaction.harness9.io,resources=agentsessions,verbs=get;list;watch;update;patch
 // +kubebuilder:rbac:groups=compaction.harness9.io,resources=agentsessions/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=compaction.harness9.io,resources=agentsessions/finalizers,verbs=update
+// Namespace labels decide which namespaces may use a ClusterCompactionPolicy (metadata only).
+// +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
 //
 // The pinned locations (ConfigMaps in the cluster resource namespace) need a Role there, not
 // a ClusterRole: config/rbac/session_location_role.yaml, written by hand.
@@ -112,8 +119,9 @@ func (r *AgentSessionReconciler) patchStatus(ctx context.Context, base, s *compa
 }
 
 // SetupWithManager watches sessions and re-resolves them when their policy appears, goes or
-// changes readiness, when someone else changed their status report, and when their pinned
-// location ConfigMap appears or goes.
+// changes readiness, when someone else changed their status report, when their pinned
+// location ConfigMap appears or goes, and when their namespace's labels change (a cluster
+// policy's namespaceSelector).
 func (r *AgentSessionReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	base := r.RetryBaseDelay
 	if base <= 0 {
@@ -124,6 +132,8 @@ func (r *AgentSessionReconciler) SetupWithManager(mgr ctrl.Manager) error {
 			predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, deletionStarted{}, reportChanged{}))).
 		// The manager's cache holds only the pinned locations (policy.LocationCache).
 		Watches(&corev1.ConfigMap{}, handler.EnqueueRequestsFromMapFunc(r.locationToSession)).
+		Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(r.namespaceToSessions),
+			builder.OnlyMetadata, builder.WithPredicates(predicate.LabelChangedPredicate{})).
 		Watches(&compactionv1alpha1.CompactionPolicy{},
 			handler.EnqueueRequestsFromMapFunc(r.policyToSessions(compactionv1alpha1.PolicyKindNamespaced)),
 			builder.WithPredicates(policyReadinessChanged{})).
@@ -156,6 +166,23 @@ func (r *AgentSessionReconciler) locationToSession(_ context.Context, o client.O
 		return nil
 	}
 	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: namespace, Name: name}}}
+}
+
+// namespaceToSessions maps a namespace to its sessions using a ClusterCompactionPolicy, whose
+// namespaceSelector may select it or not any more.
+func (r *AgentSessionReconciler) namespaceToSessions(ctx context.Context, o client.Object) []reconcile.Request {
+	var list compactionv1alpha1.AgentSessionList
+	if err := r.List(ctx, &list, client.InNamespace(o.GetName()), client.UnsafeDisableDeepCopy); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "list sessions of namespace", "namespace", o.GetName())
+		return nil
+	}
+	var reqs []reconcile.Request
+	for i := range list.Items {
+		if policy.RefKind(list.Items[i].Spec.PolicyRef) == compactionv1alpha1.PolicyKindCluster {
+			reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: list.Items[i].Namespace, Name: list.Items[i].Name}})
+		}
+	}
+	return reqs
 }
 
 func (r *AgentSessionReconciler) policyToSessions(kind compactionv1alpha1.PolicyKind) handler.MapFunc {

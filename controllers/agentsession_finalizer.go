@@ -51,6 +51,12 @@ func (r *AgentSessionReconciler) finalize(ctx context.Context, s *compactionv1al
 	}
 	// Without a location the session never became Ready, and the compaction API stores
 	// nothing for a session without one: there is nothing to delete.
+	if pin != nil {
+		if err := r.Access.CheckLocation(pin); err != nil {
+			return r.holdFinalizer(ctx, s, storageReason(err), err.Error()+
+				". Allow it in the operator's flags, or remove the finalizer to abandon the objects")
+		}
+	}
 	if loc != nil {
 		removed, err := r.deleteObjects(ctx, sid, loc)
 		if err != nil {
@@ -90,6 +96,9 @@ func (r *AgentSessionReconciler) verifiedStatusLocation(ctx context.Context, s *
 		return nil, fmt.Sprintf("no storage location is pinned for the session, and status.records (%s) cannot be checked against its policy (%v): not using it. "+
 			"Restore the policy, or remove the finalizer to abandon the objects", describeLocation(s.Status.Records), err)
 	}
+	if err := r.Access.Check(p); err != nil {
+		return nil, fmt.Sprintf("no storage location is pinned for the session, and its policy may not be used: %v", err)
+	}
 	want := p.Location(string(s.UID), r.ClusterResourceNamespace)
 	if !policy.SameLocation(want, s.Status.Records) {
 		return nil, fmt.Sprintf("no storage location is pinned for the session, and status.records (%s) is not where %s %s stores the session's objects (%s): not using it. "+
@@ -128,7 +137,7 @@ func (r *AgentSessionReconciler) setDeletingConditions(ctx context.Context, s *c
 }
 
 func (r *AgentSessionReconciler) deleteObjects(ctx context.Context, sessionID string, loc *compactionv1alpha1.RecordsLocation) (int, error) {
-	cfg, err := policy.S3Config(ctx, r.APIReader, loc)
+	cfg, err := policy.S3Config(ctx, r.Secrets, loc)
 	if err != nil {
 		return 0, err
 	}

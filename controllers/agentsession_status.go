@@ -20,8 +20,11 @@ const (
 	ReasonPolicyNotFound = "PolicyNotFound"
 	ReasonPolicyNotReady = "PolicyNotReady"
 	ReasonPolicyError    = "PolicyLookupFailed"
-	ReasonDeleting       = "Deleting"
-	ReasonDeleteFailed   = "StorageDeleteFailed"
+	// ReasonNamespaceNotAllowed: the ClusterCompactionPolicy's namespaceSelector does not
+	// select the session's namespace (or does not parse).
+	ReasonNamespaceNotAllowed = "NamespaceNotAllowed"
+	ReasonDeleting            = "Deleting"
+	ReasonDeleteFailed        = "StorageDeleteFailed"
 	// ReasonStatusCorrected is a Warning event: status.sessionID or status.records had been
 	// changed by someone else than the operator and were put back.
 	ReasonStatusCorrected = "StatusCorrected"
@@ -96,6 +99,20 @@ func (r *AgentSessionReconciler) updateStatus(ctx context.Context, s *compaction
 			Reason: reason, Message: "no policy to take storage from", ObservedGeneration: gen,
 		})
 		set(compactionv1alpha1.ConditionReady, false, reason, err.Error())
+		return nil
+	}
+	if err := p.CheckNamespace(ctx, r.Client, s.Namespace); err != nil {
+		if !errors.Is(err, policy.ErrNamespaceNotAllowed) && !errors.Is(err, policy.ErrInvalidNamespaceSelector) {
+			return err
+		}
+		// Not this namespace's policy: nothing is pinned, and the compaction API refuses the
+		// session; relabelling the namespace re-evaluates it (namespaceToSessions).
+		set(compactionv1alpha1.ConditionPolicyResolved, false, ReasonNamespaceNotAllowed, err.Error())
+		meta.SetStatusCondition(&s.Status.Conditions, metav1.Condition{
+			Type: compactionv1alpha1.ConditionStorageReady, Status: metav1.ConditionUnknown,
+			Reason: ReasonNamespaceNotAllowed, Message: "the policy may not be used in this namespace", ObservedGeneration: gen,
+		})
+		set(compactionv1alpha1.ConditionReady, false, ReasonNamespaceNotAllowed, err.Error())
 		return nil
 	}
 	set(compactionv1alpha1.ConditionPolicyResolved, true, ReasonPolicyResolved,

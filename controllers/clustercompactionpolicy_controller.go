@@ -4,15 +4,12 @@ import (
 	"context"
 	"fmt"
 
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
-	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	compactionv1alpha1 "github.com/harness9/compaction-operator/api/v1alpha1"
 	"github.com/harness9/compaction-operator/internal/policy"
@@ -51,29 +48,14 @@ func (r *ClusterCompactionPolicyReconciler) Reconcile(ctx context.Context, req c
 	return ctrl.Result{RequeueAfter: requeue}, nil
 }
 
-// SetupWithManager watches policies, the sessions that reference them and Secret metadata.
+// SetupWithManager watches policies and the sessions that reference them; Secrets are
+// re-checked by requeueing, as for CompactionPolicy.
 func (r *ClusterCompactionPolicyReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&compactionv1alpha1.ClusterCompactionPolicy{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&compactionv1alpha1.AgentSession{},
 			handler.EnqueueRequestsFromMapFunc(sessionToPolicy(compactionv1alpha1.PolicyKindCluster)),
 			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
-		Watches(&corev1.Secret{},
-			handler.EnqueueRequestsFromMapFunc(r.secretToPolicies),
-			builder.OnlyMetadata).
 		Named("clustercompactionpolicy").
 		Complete(r)
-}
-
-func (r *ClusterCompactionPolicyReconciler) secretToPolicies(ctx context.Context, secret client.Object) []reconcile.Request {
-	var list compactionv1alpha1.ClusterCompactionPolicyList
-	if err := r.List(ctx, &list, client.MatchingFields{policySecretIndex: secret.GetNamespace() + "/" + secret.GetName()}); err != nil {
-		ctrl.LoggerFrom(ctx).Error(err, "list cluster policies for Secret", "secret", client.ObjectKeyFromObject(secret))
-		return nil
-	}
-	reqs := make([]reconcile.Request, 0, len(list.Items))
-	for _, p := range list.Items {
-		reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Name: p.Name}})
-	}
-	return reqs
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -27,7 +26,8 @@ type CompactionPolicyReconciler struct {
 
 // +kubebuilder:rbac:groups=compaction.harness9.io,resources=compactionpolicies,verbs=get;list;watch
 // +kubebuilder:rbac:groups=compaction.harness9.io,resources=compactionpolicies/status,verbs=get;update;patch
-// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch
+// Secrets are read on demand, never listed or watched (see PolicyChecker).
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
 // Reconcile probes the policy's storage and recounts its sessions.
@@ -54,32 +54,17 @@ func (r *CompactionPolicyReconciler) Reconcile(ctx context.Context, req ctrl.Req
 	return ctrl.Result{RequeueAfter: requeue}, nil
 }
 
-// SetupWithManager watches policies, the sessions that reference them (for the count) and
-// the metadata of Secrets they read.
+// SetupWithManager watches policies and the sessions that reference them (for the count).
+// Secrets are not watched (the operator may not list them): the reconcile requeues itself to
+// look at their resourceVersions again (PolicyChecker.SecretRecheckInterval).
 func (r *CompactionPolicyReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&compactionv1alpha1.CompactionPolicy{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&compactionv1alpha1.AgentSession{},
 			handler.EnqueueRequestsFromMapFunc(sessionToPolicy(compactionv1alpha1.PolicyKindNamespaced)),
 			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
-		Watches(&corev1.Secret{},
-			handler.EnqueueRequestsFromMapFunc(r.secretToPolicies),
-			builder.OnlyMetadata).
 		Named("compactionpolicy").
 		Complete(r)
-}
-
-func (r *CompactionPolicyReconciler) secretToPolicies(ctx context.Context, secret client.Object) []reconcile.Request {
-	var list compactionv1alpha1.CompactionPolicyList
-	if err := r.List(ctx, &list, client.MatchingFields{policySecretIndex: secret.GetNamespace() + "/" + secret.GetName()}); err != nil {
-		ctrl.LoggerFrom(ctx).Error(err, "list policies for Secret", "secret", client.ObjectKeyFromObject(secret))
-		return nil
-	}
-	reqs := make([]reconcile.Request, 0, len(list.Items))
-	for _, p := range list.Items {
-		reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: p.Namespace, Name: p.Name}})
-	}
-	return reqs
 }
 
 // sessionToPolicy maps a session to the policy of kind it references, if any; the session

@@ -3,6 +3,7 @@ package controllers_test
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -14,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -21,11 +23,15 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/yaml"
 
 	compactionv1alpha1 "github.com/harness9/compaction-operator/api/v1alpha1"
 	"github.com/harness9/compaction-operator/compaction"
@@ -54,6 +60,33 @@ type env struct {
 }
 
 func TestControllers(t *testing.T) {
+	e := startEnv(t, func(m *testenv.MinIO, cfg *controllers.Config) {
+		cfg.ClusterSecretNamespaces = []string{"shared-secrets"}
+	})
+	must(t, e.c.Create(context.Background(), e.credentials(ns, credsSecret)))
+
+	t.Run("PolicyReady", e.testPolicyReady)
+	t.Run("PolicyWaitsForSecret", e.testPolicyWaitsForSecret)
+	t.Run("ClusterPolicyReady", e.testClusterPolicyReady)
+	t.Run("ClusterPolicySecretNamespace", e.testClusterPolicySecretNamespace)
+	t.Run("ClusterPolicyNamespaceSelector", e.testClusterPolicyNamespaceSelector)
+	t.Run("StorageErrorsDoNotEchoTheEndpoint", e.testStorageErrorsDoNotEcho)
+	t.Run("SessionReady", e.testSessionReady)
+	t.Run("SessionPolicyAppearsLater", e.testSessionPolicyAppearsLater)
+	t.Run("DeleteRemovesOnlyItsObjects", e.testDeleteRemovesOnlyItsObjects)
+	t.Run("DeleteAfterPolicyDeleted", e.testDeleteAfterPolicyDeleted)
+	t.Run("DeleteWhileStorageDown", e.testDeleteWhileStorageDown)
+	t.Run("TamperedSessionIDDeletesOnlyItsObjects", e.testTamperedSessionID)
+	t.Run("TamperedRecordsSendNoCredentials", e.testTamperedRecords)
+	t.Run("TamperedStatusIsCorrected", e.testTamperedStatusCorrected)
+	t.Run("AnnotatedPod", e.testAnnotatedPod)
+	t.Run("Metrics", e.testMetrics)
+}
+
+// startEnv starts a control plane, MinIO and a manager running the controllers with the
+// test's settings, changed by configure.
+func startEnv(t *testing.T, configure func(*testenv.MinIO, *controllers.Config)) *env {
+	t.Helper()
 	root := testenv.RepoRoot(t)
 	_, cfg := kubeenv.Start(t, kubeenv.Options{CRDDirectoryPaths: []string{filepath.Join(root, "config", "crd", "bases")}})
 	m := testenv.StartMinIO(t)
@@ -63,24 +96,41 @@ func TestControllers(t *testing.T) {
 	must(t, compactionv1alpha1.AddToScheme(scheme))
 	ctrl.SetLogger(zap.New(zap.UseDevMode(true), zap.WriteTo(testWriter{t})))
 
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+	// The manager runs as a user holding exactly the operator's generated ClusterRole and its
+	// Role in the cluster resource namespace, so a controller that needs more (a list or
+	// watch of Secrets, say) fails here as it would in a cluster.
+	admin, err := client.New(cfg, client.Options{Scheme: scheme})
+	must(t, err)
+	must(t, admin.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "compaction-system"}}))
+	mgrCfg := bindOperatorRBAC(t, admin, cfg, root, "compaction-system")
+
+	mgr, err := ctrl.NewManager(mgrCfg, ctrl.Options{
 		Scheme:  scheme,
 		Metrics: metricsserver.Options{BindAddress: "0"},
 		Client:  client.Options{Cache: &client.CacheOptions{DisableFor: []client.Object{&corev1.Secret{}}}},
 		Cache:   cache.Options{ByObject: policy.LocationCache("compaction-system")},
+		// Several tests run a manager each in this process.
+		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
 	})
 	must(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
-	// Long probe intervals: a policy that becomes Ready here did so because of a watch
-	// (Secret created), not a timer. The session GC retries quickly.
 	reg := prometheus.NewRegistry()
-	must(t, controllers.Setup(ctx, mgr, controllers.Config{
+	// Long probe intervals: a policy that becomes Ready here did so because its Secret
+	// changed, not because a probe timer fired. Secrets are not watched: the policy
+	// controllers look at them again every SecretRecheckInterval, short here. The session
+	// GC retries quickly.
+	ccfg := controllers.Config{
 		Registerer:               reg,
 		ClusterResourceNamespace: "compaction-system",
 		ProbeInterval:            time.Hour,
 		RetryInterval:            time.Hour,
+		SecretRecheckInterval:    time.Second,
 		RetryMaxDelay:            time.Second,
-	}))
+	}
+	if configure != nil {
+		configure(m, &ccfg)
+	}
+	must(t, controllers.Setup(ctx, mgr, ccfg))
 	done := make(chan error, 1)
 	go func() { done <- mgr.Start(ctx) }()
 	t.Cleanup(func() {
@@ -96,23 +146,7 @@ func TestControllers(t *testing.T) {
 	// as soon as they happen.
 	direct, err := client.New(cfg, client.Options{Scheme: scheme})
 	must(t, err)
-	e := &env{c: direct, minio: m, s3: s3c, reg: reg}
-	must(t, e.c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "compaction-system"}}))
-	must(t, e.c.Create(ctx, e.credentials(ns, credsSecret)))
-
-	t.Run("PolicyReady", e.testPolicyReady)
-	t.Run("PolicyWaitsForSecret", e.testPolicyWaitsForSecret)
-	t.Run("ClusterPolicyReady", e.testClusterPolicyReady)
-	t.Run("SessionReady", e.testSessionReady)
-	t.Run("SessionPolicyAppearsLater", e.testSessionPolicyAppearsLater)
-	t.Run("DeleteRemovesOnlyItsObjects", e.testDeleteRemovesOnlyItsObjects)
-	t.Run("DeleteAfterPolicyDeleted", e.testDeleteAfterPolicyDeleted)
-	t.Run("DeleteWhileStorageDown", e.testDeleteWhileStorageDown)
-	t.Run("TamperedSessionIDDeletesOnlyItsObjects", e.testTamperedSessionID)
-	t.Run("TamperedRecordsSendNoCredentials", e.testTamperedRecords)
-	t.Run("TamperedStatusIsCorrected", e.testTamperedStatusCorrected)
-	t.Run("AnnotatedPod", e.testAnnotatedPod)
-	t.Run("Metrics", e.testMetrics)
+	return &env{c: direct, minio: m, s3: s3c, reg: reg}
 }
 
 // testMetrics runs last: garbage collection above deleted sessions (one after an outage).
@@ -170,6 +204,10 @@ func (e *env) policySpec(secret string) compactionv1alpha1.CompactionPolicySpec 
 			CredentialsSecretRef: &compactionv1alpha1.S3CredentialsSecretRef{SecretReference: compactionv1alpha1.SecretReference{Name: secret}},
 		}},
 	}
+}
+
+func (e *env) clusterSpec(secret string) compactionv1alpha1.ClusterCompactionPolicySpec {
+	return compactionv1alpha1.ClusterCompactionPolicySpec{CompactionPolicySpec: e.policySpec(secret)}
 }
 
 func (e *env) createPolicy(t *testing.T, name, secret string) *compactionv1alpha1.CompactionPolicy {
@@ -257,8 +295,8 @@ func (e *env) testPolicyWaitsForSecret(t *testing.T) {
 		return c.Reason == controllers.ReasonSecretKeyMissing, c.Reason + ": " + c.Message
 	})
 
-	// Fixing the Secret makes the policy Ready through the Secret watch (probe timers are an
-	// hour in this test).
+	// Fixing the Secret makes the policy Ready when its Secrets are looked at again (the
+	// operator may not watch Secrets; probe timers are an hour in this test).
 	bad.StringData = map[string]string{"secretAccessKey": e.minio.SecretKey}
 	must(t, e.c.Update(context.Background(), bad))
 	e.waitCondition(t, p, compactionv1alpha1.ConditionReady, metav1.ConditionTrue)
@@ -267,7 +305,7 @@ func (e *env) testPolicyWaitsForSecret(t *testing.T) {
 func (e *env) testClusterPolicyReady(t *testing.T) {
 	// The Secret lives in the cluster resource namespace; the reference names none.
 	must(t, e.c.Create(context.Background(), e.credentials("compaction-system", "cluster-minio")))
-	p := &compactionv1alpha1.ClusterCompactionPolicy{ObjectMeta: metav1.ObjectMeta{Name: "cluster-default"}, Spec: e.policySpec("cluster-minio")}
+	p := &compactionv1alpha1.ClusterCompactionPolicy{ObjectMeta: metav1.ObjectMeta{Name: "cluster-default"}, Spec: e.clusterSpec("cluster-minio")}
 	must(t, e.c.Create(context.Background(), p))
 	e.waitCondition(t, p, compactionv1alpha1.ConditionReady, metav1.ConditionTrue)
 
@@ -285,6 +323,157 @@ func (e *env) testClusterPolicyReady(t *testing.T) {
 		must(t, e.c.Get(context.Background(), client.ObjectKeyFromObject(p), p))
 		return p.Status.Sessions == 1, fmt.Sprint(p.Status.Sessions)
 	})
+}
+
+// testClusterPolicySecretNamespace: issue 14. Whoever writes a ClusterCompactionPolicy names
+// a Secret in kube-system and an endpoint they run: the policy is not Ready
+// (SecretNamespaceNotAllowed), the Secret is never read and nothing is sent to the endpoint.
+// A Secret in a namespace of --cluster-policy-secret-namespaces is used.
+func (e *env) testClusterPolicySecretNamespace(t *testing.T) {
+	ctx := context.Background()
+	trap := testenv.StartCredentialTrap(t)
+	stolen := e.kubeSystemSecret(t)
+	spec := e.policySpec("unused")
+	spec.Storage.S3.Endpoint, spec.Storage.S3.CreateBucket = trap.Endpoint(), false
+	spec.Storage.S3.CredentialsSecretRef = stolen
+	p := &compactionv1alpha1.ClusterCompactionPolicy{ObjectMeta: metav1.ObjectMeta{Name: "steals-kube-system"},
+		Spec: compactionv1alpha1.ClusterCompactionPolicySpec{CompactionPolicySpec: spec}}
+	must(t, e.c.Create(ctx, p))
+	c := e.waitCondition(t, p, compactionv1alpha1.ConditionReady, metav1.ConditionFalse)
+	if c.Reason != controllers.ReasonSecretNamespaceNotAllowed || !strings.Contains(c.Message, "kube-system/cloud-admin") {
+		t.Errorf("Ready = %s: %s; want %s naming the Secret", c.Reason, c.Message, controllers.ReasonSecretNamespaceNotAllowed)
+	}
+	st := meta.FindStatusCondition(p.Status.Conditions, compactionv1alpha1.ConditionStorageReady)
+	if st == nil || st.Reason != controllers.ReasonSecretNamespaceNotAllowed {
+		t.Errorf("StorageReady = %+v", st)
+	}
+	e.waitEvent(t, p.Name, corev1.EventTypeWarning, controllers.ReasonSecretNamespaceNotAllowed)
+	if reqs := trap.Requests(); len(reqs) > 0 {
+		t.Errorf("the operator contacted the policy's endpoint: %q", reqs)
+	}
+	// A session using it is not Ready, and nothing was pinned for it.
+	s := &compactionv1alpha1.AgentSession{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "uses-stealing-policy"},
+		Spec: compactionv1alpha1.AgentSessionSpec{PolicyRef: compactionv1alpha1.PolicyReference{
+			Kind: compactionv1alpha1.PolicyKindCluster, Name: p.Name}},
+	}
+	must(t, e.c.Create(ctx, s))
+	sc := e.waitCondition(t, s, compactionv1alpha1.ConditionReady, metav1.ConditionFalse)
+	if sc.Reason != controllers.ReasonPolicyNotReady || !strings.Contains(sc.Message, "not allowed") {
+		t.Errorf("session Ready = %s: %s", sc.Reason, sc.Message)
+	}
+	if s.Status.Records != nil {
+		t.Errorf("records = %+v for a session of a refused policy", s.Status.Records)
+	}
+	if got := trap.Saw(stolenKey); got != "" {
+		t.Errorf("the kube-system Secret's key reached the endpoint: %s", got)
+	}
+
+	// An allowed namespace (--cluster-policy-secret-namespaces) works.
+	must(t, e.c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "shared-secrets"}}))
+	must(t, e.c.Create(ctx, e.credentials("shared-secrets", "minio")))
+	ok := e.policySpec("minio")
+	ok.Storage.S3.CredentialsSecretRef.Namespace = "shared-secrets"
+	allowed := &compactionv1alpha1.ClusterCompactionPolicy{ObjectMeta: metav1.ObjectMeta{Name: "allowed-namespace"},
+		Spec: compactionv1alpha1.ClusterCompactionPolicySpec{CompactionPolicySpec: ok}}
+	must(t, e.c.Create(ctx, allowed))
+	e.waitCondition(t, allowed, compactionv1alpha1.ConditionReady, metav1.ConditionTrue)
+}
+
+// testClusterPolicyNamespaceSelector: issue 14. A ClusterCompactionPolicy with a
+// namespaceSelector serves only the namespaces it selects: a session (or an annotated pod's
+// session) elsewhere is not Ready (NamespaceNotAllowed) and gets no storage location;
+// labelling the namespace makes it Ready, removing the label takes it back.
+func (e *env) testClusterPolicyNamespaceSelector(t *testing.T) {
+	ctx := context.Background()
+	const label = "compaction.harness9.io/agents"
+	must(t, e.c.Create(ctx, e.credentials("compaction-system", "selector-minio")))
+	spec := e.clusterSpec("selector-minio")
+	spec.NamespaceSelector = &metav1.LabelSelector{MatchLabels: map[string]string{label: "true"}}
+	p := &compactionv1alpha1.ClusterCompactionPolicy{ObjectMeta: metav1.ObjectMeta{Name: "selected-only"}, Spec: spec}
+	must(t, e.c.Create(ctx, p))
+	e.waitCondition(t, p, compactionv1alpha1.ConditionReady, metav1.ConditionTrue)
+
+	nsObj := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "not-for-agents"}}
+	must(t, e.c.Create(ctx, nsObj))
+	s := &compactionv1alpha1.AgentSession{
+		ObjectMeta: metav1.ObjectMeta{Namespace: nsObj.Name, Name: "wants-cluster-policy"},
+		Spec: compactionv1alpha1.AgentSessionSpec{PolicyRef: compactionv1alpha1.PolicyReference{
+			Kind: compactionv1alpha1.PolicyKindCluster, Name: p.Name}},
+	}
+	must(t, e.c.Create(ctx, s))
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: nsObj.Name, Name: "agent-pod", Annotations: map[string]string{
+			controllers.PolicyAnnotation: p.Name, controllers.PolicyKindAnnotation: string(compactionv1alpha1.PolicyKindCluster)}},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "agent", Image: "busybox"}}},
+	}
+	must(t, e.c.Create(ctx, pod))
+	podSession := &compactionv1alpha1.AgentSession{ObjectMeta: metav1.ObjectMeta{Namespace: nsObj.Name, Name: pod.Name}}
+	for _, obj := range []*compactionv1alpha1.AgentSession{s, podSession} {
+		c := e.waitCondition(t, obj, compactionv1alpha1.ConditionReady, metav1.ConditionFalse)
+		if c.Reason != controllers.ReasonNamespaceNotAllowed || !strings.Contains(c.Message, nsObj.Name) {
+			t.Errorf("%s: Ready = %s: %s; want %s", obj.Name, c.Reason, c.Message, controllers.ReasonNamespaceNotAllowed)
+		}
+		pr := meta.FindStatusCondition(obj.Status.Conditions, compactionv1alpha1.ConditionPolicyResolved)
+		if pr == nil || pr.Reason != controllers.ReasonNamespaceNotAllowed {
+			t.Errorf("%s: PolicyResolved = %+v", obj.Name, pr)
+		}
+		if obj.Status.Records != nil {
+			t.Errorf("%s: a storage location was pinned for a namespace the policy does not select: %+v", obj.Name, obj.Status.Records)
+		}
+	}
+
+	// Labelling the namespace re-evaluates its sessions.
+	nsObj.Labels = map[string]string{label: "true"}
+	must(t, e.c.Update(ctx, nsObj))
+	e.waitCondition(t, s, compactionv1alpha1.ConditionReady, metav1.ConditionTrue)
+	e.waitCondition(t, podSession, compactionv1alpha1.ConditionReady, metav1.ConditionTrue)
+
+	// And removing the label takes the policy away again.
+	nsObj.Labels = nil
+	must(t, e.c.Update(ctx, nsObj))
+	c := e.waitCondition(t, s, compactionv1alpha1.ConditionReady, metav1.ConditionFalse)
+	if c.Reason != controllers.ReasonNamespaceNotAllowed {
+		t.Errorf("after removing the label: Ready = %s: %s", c.Reason, c.Message)
+	}
+}
+
+// testStorageErrorsDoNotEcho: issue 14. A policy's endpoint (say, an internal service a tenant
+// points it at) answers with a body holding a canary: no condition or event of the policy
+// repeats it, while the status code still shows.
+func (e *env) testStorageErrorsDoNotEcho(t *testing.T) {
+	const canary = "CANARY-internal-body-5be1"
+	for i, trap := range []*testenv.CredentialTrap{
+		testenv.StartTrap(t, "application/xml", `<?xml version="1.0" encoding="UTF-8"?><Error><Code>AccessDenied</Code><Message>`+canary+`</Message></Error>`),
+		testenv.StartTrap(t, "text/plain", "instance credentials: "+canary),
+	} {
+		p := e.createPolicy(t, fmt.Sprintf("echo-%d", i), credsSecret)
+		// HEAD (does the bucket exist?) is answered 404 without a body, so the probe goes
+		// on to create the bucket, a PUT answered 403 with the body.
+		p.Spec.Storage.S3.Endpoint = trap.Endpoint()
+		must(t, e.c.Update(context.Background(), p))
+		c := e.waitCondition(t, p, compactionv1alpha1.ConditionStorageReady, metav1.ConditionFalse)
+		eventually(t, "a probe of the trap", func() (bool, string) {
+			c = e.waitCondition(t, p, compactionv1alpha1.ConditionStorageReady, metav1.ConditionFalse)
+			return strings.Contains(c.Message, "create bucket"), c.Reason + ": " + c.Message
+		})
+		if !strings.Contains(c.Message, "403") {
+			t.Errorf("StorageReady message %q does not give the status code", c.Message)
+		}
+		e.waitEvent(t, p.Name, corev1.EventTypeWarning, controllers.ReasonStorageNotReady)
+		for _, cond := range p.Status.Conditions {
+			if strings.Contains(cond.Message, canary) {
+				t.Errorf("condition %s echoes the endpoint's body: %s", cond.Type, cond.Message)
+			}
+		}
+		var list eventsv1.EventList
+		must(t, e.c.List(context.Background(), &list))
+		for _, ev := range list.Items {
+			if strings.Contains(ev.Note, canary) {
+				t.Errorf("event %s on %s echoes the endpoint's body: %s", ev.Reason, ev.Regarding.Name, ev.Note)
+			}
+		}
+	}
 }
 
 func (e *env) testSessionReady(t *testing.T) {
@@ -618,6 +807,51 @@ func (e *env) testAnnotatedPod(t *testing.T) {
 	})
 }
 
+// bindOperatorRBAC grants the user "compaction-operator-test" the rules of
+// config/rbac/role.yaml cluster-wide and those of session_location_role.yaml in namespace,
+// and returns cfg impersonating that user.
+func bindOperatorRBAC(t *testing.T, admin client.Client, cfg *rest.Config, root, namespace string) *rest.Config {
+	t.Helper()
+	ctx := context.Background()
+	const user = "compaction-operator-test"
+	var cr rbacv1.ClusterRole
+	readYAML(t, filepath.Join(root, "config", "rbac", "role.yaml"), &cr)
+	cr.ObjectMeta = metav1.ObjectMeta{Name: user}
+	must(t, admin.Create(ctx, &cr))
+	must(t, admin.Create(ctx, &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: user},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: user},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: user}},
+	}))
+	var role rbacv1.Role
+	readYAML(t, filepath.Join(root, "config", "rbac", "session_location_role.yaml"), &role)
+	role.ObjectMeta = metav1.ObjectMeta{Namespace: namespace, Name: user}
+	must(t, admin.Create(ctx, &role))
+	must(t, admin.Create(ctx, &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: user},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: user},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: user}},
+	}))
+	c := rest.CopyConfig(cfg)
+	c.Impersonate = rest.ImpersonationConfig{UserName: user}
+	// RBAC reaches the authorizer through a watch: wait until it allows what the manager
+	// does first.
+	imp, err := client.New(c, client.Options{Scheme: admin.Scheme()})
+	must(t, err)
+	eventually(t, "RBAC for the test manager", func() (bool, string) {
+		err := imp.List(ctx, &compactionv1alpha1.AgentSessionList{})
+		return err == nil, fmt.Sprint(err)
+	})
+	return c
+}
+
+func readYAML(t *testing.T, path string, out any) {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	must(t, err)
+	must(t, yaml.Unmarshal(data, out))
+}
+
 // waitEvent waits for an events.k8s.io Event about the named object.
 func (e *env) waitEvent(t *testing.T, name, eventType, reason string) {
 	t.Helper()
@@ -666,4 +900,22 @@ type testWriter struct{ t *testing.T }
 func (w testWriter) Write(p []byte) (int, error) {
 	w.t.Log(strings.TrimRight(string(p), "\n"))
 	return len(p), nil
+}
+
+// TestOperatorCannotListSecrets: issue 14. The operator's ClusterRole lets it get the Secrets
+// policies name, never list or watch them (a list or watch returns every Secret's data in
+// the cluster).
+func TestOperatorCannotListSecrets(t *testing.T) {
+	var cr rbacv1.ClusterRole
+	readYAML(t, filepath.Join(testenv.RepoRoot(t), "config", "rbac", "role.yaml"), &cr)
+	for _, r := range cr.Rules {
+		if !slices.Contains(r.APIGroups, "") || (!slices.Contains(r.Resources, "secrets") && !slices.Contains(r.Resources, "*")) {
+			continue
+		}
+		for _, v := range r.Verbs {
+			if v != "get" {
+				t.Errorf("the operator's ClusterRole allows %q on Secrets; only get", v)
+			}
+		}
+	}
 }

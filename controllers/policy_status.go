@@ -24,13 +24,19 @@ const (
 	ReasonReady              = "Ready"
 	ReasonStorageNotReady    = "StorageNotReady"
 	ReasonSummarizerNotReady = "SummarizerNotReady"
+	// ReasonInvalidNamespaceSelector: a ClusterCompactionPolicy's namespaceSelector does not
+	// parse (it then selects no namespace).
+	ReasonInvalidNamespaceSelector = "InvalidNamespaceSelector"
 )
 
 // Defaults for PolicyChecker's intervals.
 const (
 	DefaultProbeInterval = 5 * time.Minute
 	DefaultRetryInterval = 30 * time.Second
-	storageProbeTimeout  = 10 * time.Second
+	// DefaultSecretRecheckInterval bounds how long a created, rotated or fixed Secret goes
+	// unnoticed by the policy controllers, which may not watch Secrets.
+	DefaultSecretRecheckInterval = time.Minute
+	storageProbeTimeout          = 10 * time.Second
 )
 
 // PolicyChecker computes the status both policy kinds share: whether storage is reachable
@@ -38,21 +44,45 @@ const (
 // the policy. Storage is probed when the policy or one of its Secrets changed, or when the
 // last probe is older than ProbeInterval (RetryInterval after a failure), so the many
 // reconciles that only recount sessions cost no storage request.
+//
+// The operator may get Secrets but not list or watch them (a watch would need a cluster-wide
+// list of every Secret). So a policy's Secrets are looked at again (their metadata only, one
+// GET each) by a reconcile when the last look is older than half SecretRecheckInterval, and
+// the reconcile is requeued at least every SecretRecheckInterval: a Secret created, rotated or
+// fixed after the policy is noticed within that interval.
 type PolicyChecker struct {
-	// Client reads from the cache (sessions, Secret metadata).
+	// Client reads from the cache (sessions).
 	Client client.Client
-	// APIReader reads Secrets from the API server; the operator does not cache Secrets.
+	// APIReader reads Secret metadata from the API server.
 	APIReader client.Reader
-	Stores    *policy.Stores
-	Recorder  recorder.EventRecorder
+	// Secrets reads Secret values; the checker makes it forget a Secret whose
+	// resourceVersion changed.
+	Secrets  *policy.SecretCache
+	Stores   *policy.Stores
+	Recorder recorder.EventRecorder
 	// ClusterResourceNamespace holds a ClusterCompactionPolicy's Secrets when a reference
 	// names no namespace.
 	ClusterResourceNamespace string
 	ProbeInterval            time.Duration
 	RetryInterval            time.Duration
+	// SecretRecheckInterval is the longest time between two looks at a policy's Secrets
+	// (DefaultSecretRecheckInterval when 0).
+	SecretRecheckInterval time.Duration
+	// Access is what the operator's flags let policies use; a policy outside it is not
+	// Ready, and none of its Secrets is read, none of its endpoints dialled.
+	Access policy.Access
 
 	mu     sync.Mutex
 	probes map[types.UID]probeResult
+	// looks are the last fingerprints read from the API server, per policy: the many
+	// reconciles that only recount sessions reuse one younger than half the recheck
+	// interval instead of asking for every Secret again.
+	looks map[types.UID]secretLook
+}
+
+type secretLook struct {
+	fingerprint string
+	at          time.Time
 }
 
 type probeResult struct {
@@ -60,6 +90,8 @@ type probeResult struct {
 	at          time.Time
 	storage     metav1.Condition
 	summarizer  error
+	// refused is why the operator's flags do not let the policy be used (see Access).
+	refused error
 }
 
 // UpdateStatus fills status for the policy obj (p is the same object seen as a Policy) and
@@ -71,8 +103,15 @@ func (c *PolicyChecker) UpdateStatus(ctx context.Context, obj client.Object, p *
 	}
 	status.Sessions = int32(min(len(sessions.Items), 1<<31-1)) //nolint:gosec // bounded above
 
-	probe, err := c.probe(ctx, obj.GetUID(), p)
-	if err != nil {
+	var probe probeResult
+	if err := c.Access.Check(p); err != nil {
+		// Refused by the operator's flags: nothing is read or dialled.
+		c.Forget(obj.GetUID())
+		probe = probeResult{refused: err, storage: metav1.Condition{
+			Type: compactionv1alpha1.ConditionStorageReady, Status: metav1.ConditionFalse,
+			Reason: storageReason(err), Message: err.Error(),
+		}}
+	} else if probe, err = c.probe(ctx, obj.GetUID(), p); err != nil {
 		return 0, err
 	}
 	storage := probe.storage
@@ -88,7 +127,12 @@ func (c *PolicyChecker) UpdateStatus(ctx context.Context, obj client.Object, p *
 		Reason: ReasonReady, Message: "storage is reachable; sessions can use this policy",
 		ObservedGeneration: p.Generation,
 	}
+	_, selErr := p.Selector()
 	switch {
+	case probe.refused != nil:
+		ready.Status, ready.Reason, ready.Message = metav1.ConditionFalse, storage.Reason, storage.Message
+	case selErr != nil:
+		ready.Status, ready.Reason, ready.Message = metav1.ConditionFalse, ReasonInvalidNamespaceSelector, selErr.Error()
 	case storage.Status != metav1.ConditionTrue:
 		ready.Status, ready.Reason, ready.Message = metav1.ConditionFalse, ReasonStorageNotReady, storage.Message
 	case probe.summarizer != nil:
@@ -104,10 +148,21 @@ func (c *PolicyChecker) UpdateStatus(ctx context.Context, obj client.Object, p *
 	case !isReady && (prevReady.Reason != ready.Reason || prevReady.Message != ready.Message):
 		c.Recorder.Eventf(obj, nil, corev1.EventTypeWarning, ready.Reason, "Probe", "%s", ready.Message)
 	}
+	next := c.retryInterval()
 	if isReady {
-		return c.probeInterval(), nil
+		next = c.probeInterval()
 	}
-	return c.retryInterval(), nil
+	if len(p.SecretKeys(c.ClusterResourceNamespace)) > 0 {
+		next = min(next, c.secretRecheckInterval())
+	}
+	return next, nil
+}
+
+func (c *PolicyChecker) secretRecheckInterval() time.Duration {
+	if c.SecretRecheckInterval > 0 {
+		return c.SecretRecheckInterval
+	}
+	return DefaultSecretRecheckInterval
 }
 
 func (c *PolicyChecker) probeInterval() time.Duration {
@@ -127,7 +182,7 @@ func (c *PolicyChecker) retryInterval() time.Duration {
 // probe returns the storage condition and summarizer check, reusing a recent result when
 // neither the policy nor its Secrets changed since.
 func (c *PolicyChecker) probe(ctx context.Context, uid types.UID, p *policy.Policy) (probeResult, error) {
-	fp, err := c.fingerprint(ctx, p)
+	fp, err := c.fingerprint(ctx, uid, p)
 	if err != nil {
 		return probeResult{}, err
 	}
@@ -144,9 +199,16 @@ func (c *PolicyChecker) probe(ctx context.Context, uid types.UID, p *policy.Poli
 			return prev, nil
 		}
 	}
+	if !ok || prev.fingerprint != fp {
+		// A Secret changed (or this is the first look): read its values afresh.
+		for _, key := range p.SecretKeys(c.ClusterResourceNamespace) {
+			ns, name, _ := strings.Cut(key, "/")
+			c.Secrets.Forget(types.NamespacedName{Namespace: ns, Name: name})
+		}
+	}
 
 	res := probeResult{fingerprint: fp, at: now, storage: c.probeStorage(ctx, p)}
-	if _, err := p.APIKey(ctx, c.APIReader, c.ClusterResourceNamespace); err != nil {
+	if _, err := p.APIKey(ctx, c.Secrets, c.ClusterResourceNamespace); err != nil {
 		res.summarizer = err
 	}
 	c.mu.Lock()
@@ -169,19 +231,25 @@ func (c *PolicyChecker) pruneLocked(now time.Time) {
 			delete(c.probes, k)
 		}
 	}
+	for k, l := range c.looks {
+		if now.Sub(l.at) > stale {
+			delete(c.looks, k)
+		}
+	}
 }
 
 // Forget drops the cached probe of a deleted policy.
 func (c *PolicyChecker) Forget(uid types.UID) {
 	c.mu.Lock()
 	delete(c.probes, uid)
+	delete(c.looks, uid)
 	c.mu.Unlock()
 }
 
 func (c *PolicyChecker) probeStorage(ctx context.Context, p *policy.Policy) metav1.Condition {
 	cond := metav1.Condition{Type: compactionv1alpha1.ConditionStorageReady, Status: metav1.ConditionFalse}
 	loc := p.Storage(c.ClusterResourceNamespace)
-	cfg, err := policy.S3Config(ctx, c.APIReader, loc)
+	cfg, err := policy.S3Config(ctx, c.Secrets, loc)
 	if err != nil {
 		cond.Reason, cond.Message = storageReason(err), err.Error()
 		return cond
@@ -203,15 +271,23 @@ func (c *PolicyChecker) probeStorage(ctx context.Context, p *policy.Policy) meta
 }
 
 // fingerprint changes when the policy's generation or one of its Secrets changes. Secret
-// versions come from the metadata-only cache, so this costs no API request.
-func (c *PolicyChecker) fingerprint(ctx context.Context, p *policy.Policy) (string, error) {
+// versions are read from the API server as metadata (a GET, which the operator may do; no
+// Secret data is transferred).
+func (c *PolicyChecker) fingerprint(ctx context.Context, uid types.UID, p *policy.Policy) (string, error) {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%d", p.Generation)
+	now := time.Now()
+	c.mu.Lock()
+	last, ok := c.looks[uid]
+	c.mu.Unlock()
+	if ok && strings.HasPrefix(last.fingerprint, b.String()+";") && now.Sub(last.at) < c.secretRecheckInterval()/2 {
+		return last.fingerprint, nil
+	}
 	for _, key := range p.SecretKeys(c.ClusterResourceNamespace) {
 		ns, name, _ := strings.Cut(key, "/")
 		m := &metav1.PartialObjectMetadata{}
 		m.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Secret"))
-		err := c.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, m)
+		err := c.APIReader.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, m)
 		switch {
 		case apierrors.IsNotFound(err):
 			fmt.Fprintf(&b, ";%s=absent", key)
@@ -221,5 +297,11 @@ func (c *PolicyChecker) fingerprint(ctx context.Context, p *policy.Policy) (stri
 			fmt.Fprintf(&b, ";%s=%s", key, m.ResourceVersion)
 		}
 	}
+	c.mu.Lock()
+	if c.looks == nil {
+		c.looks = make(map[types.UID]secretLook)
+	}
+	c.looks[uid] = secretLook{fingerprint: b.String(), at: now}
+	c.mu.Unlock()
 	return b.String(), nil
 }

@@ -1,10 +1,15 @@
 package controllers
 
 import (
+	"context"
 	"testing"
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	compactionv1alpha1 "github.com/harness9/compaction-operator/api/v1alpha1"
+	"github.com/harness9/compaction-operator/internal/policy"
 )
 
 func TestPruneDropsProbesOfVanishedPolicies(t *testing.T) {
@@ -20,5 +25,45 @@ func TestPruneDropsProbesOfVanishedPolicies(t *testing.T) {
 		if _, ok := c.probes[uid]; ok != want {
 			t.Errorf("probe %s kept = %v, want %v", uid, ok, want)
 		}
+	}
+}
+
+// countingReader answers every Get with resourceVersion "1" and counts the calls.
+type countingReader struct{ gets int }
+
+func (r *countingReader) Get(_ context.Context, _ client.ObjectKey, obj client.Object, _ ...client.GetOption) error {
+	r.gets++
+	obj.SetResourceVersion("1")
+	return nil
+}
+
+func (r *countingReader) List(context.Context, client.ObjectList, ...client.ListOption) error {
+	return nil
+}
+
+// TestFingerprintReusesARecentLook: the reconciles that only recount sessions (many, when
+// sessions come and go) do not ask the API server for the policy's Secrets each time; a look
+// older than half the recheck interval, or a new generation, asks again.
+func TestFingerprintReusesARecentLook(t *testing.T) {
+	api := &countingReader{}
+	c := &PolicyChecker{APIReader: api, SecretRecheckInterval: time.Hour, ClusterResourceNamespace: "ops"}
+	p := &policy.Policy{Kind: compactionv1alpha1.PolicyKindNamespaced, Namespace: "team", Name: "p", Generation: 1,
+		Spec: &compactionv1alpha1.CompactionPolicySpec{Storage: compactionv1alpha1.StorageSpec{S3: compactionv1alpha1.S3StorageSpec{
+			CredentialsSecretRef: &compactionv1alpha1.S3CredentialsSecretRef{SecretReference: compactionv1alpha1.SecretReference{Name: "s"}}}}}}
+	for range 10 {
+		if _, err := c.fingerprint(context.Background(), "uid", p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if api.gets != 1 {
+		t.Errorf("%d Secret reads for 10 reconciles within the interval; want 1", api.gets)
+	}
+	p.Generation = 2
+	if _, err := c.fingerprint(context.Background(), "uid", p); err != nil || api.gets != 2 {
+		t.Errorf("a new generation: %d reads, %v; want the Secret read again", api.gets, err)
+	}
+	c.looks["uid"] = secretLook{fingerprint: c.looks["uid"].fingerprint, at: time.Now().Add(-time.Hour)}
+	if _, err := c.fingerprint(context.Background(), "uid", p); err != nil || api.gets != 3 {
+		t.Errorf("an old look: %d reads, %v; want the Secret read again", api.gets, err)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
+	"github.com/harness9/compaction-operator/internal/egress"
 	"github.com/harness9/compaction-operator/internal/policy"
 )
 
@@ -21,6 +22,17 @@ type Config struct {
 	ProbeInterval time.Duration
 	// RetryInterval is how soon a policy whose storage or Secrets failed is checked again.
 	RetryInterval time.Duration
+	// SecretRecheckInterval is the longest time a created, rotated or fixed Secret goes
+	// unnoticed by the policy controllers (they may not watch Secrets).
+	SecretRecheckInterval time.Duration
+	// ClusterSecretNamespaces are the namespaces besides ClusterResourceNamespace whose
+	// Secrets a ClusterCompactionPolicy may name.
+	ClusterSecretNamespaces []string
+	// AllowedEndpoints are the S3 endpoints (and summarizer base URLs) policies may name; nil
+	// allows all. A nil Stores is made to check it on every connection too.
+	AllowedEndpoints *egress.Allowlist
+	// Secrets reads Secret values; shared with the compaction API. nil makes a new one.
+	Secrets *policy.SecretCache
 	// RetryMaxDelay caps the backoff between attempts to delete a deleted session's objects.
 	RetryMaxDelay time.Duration
 	// SessionWorkers is how many AgentSessions are reconciled at once; 0 means
@@ -35,12 +47,16 @@ type Config struct {
 
 // Setup registers the cache indexes and the four controllers with mgr.
 func Setup(ctx context.Context, mgr ctrl.Manager, cfg Config) error {
-	if err := SetupIndexes(ctx, mgr, cfg.ClusterResourceNamespace); err != nil {
+	if err := SetupIndexes(ctx, mgr); err != nil {
 		return err
 	}
 	stores := cfg.Stores
 	if stores == nil {
-		stores = &policy.Stores{}
+		stores = &policy.Stores{Endpoints: cfg.AllowedEndpoints}
+	}
+	secrets := cfg.Secrets
+	if secrets == nil {
+		secrets = policy.NewSecretCache(mgr.GetAPIReader(), 0)
 	}
 	reg := cfg.Registerer
 	if reg == nil {
@@ -51,10 +67,15 @@ func Setup(ctx context.Context, mgr ctrl.Manager, cfg Config) error {
 		return fmt.Errorf("register metrics: %w", err)
 	}
 	rec := mgr.GetEventRecorder("compaction-operator")
+	access := policy.Access{
+		ClusterResourceNamespace: cfg.ClusterResourceNamespace, ClusterSecretNamespaces: cfg.ClusterSecretNamespaces,
+		Endpoints: cfg.AllowedEndpoints,
+	}
 	checker := &PolicyChecker{
-		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Stores: stores, Recorder: rec,
+		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Secrets: secrets, Stores: stores, Recorder: rec,
 		ClusterResourceNamespace: cfg.ClusterResourceNamespace,
 		ProbeInterval:            cfg.ProbeInterval, RetryInterval: cfg.RetryInterval,
+		SecretRecheckInterval: cfg.SecretRecheckInterval, Access: access,
 	}
 	setups := []struct {
 		name  string
@@ -63,9 +84,9 @@ func Setup(ctx context.Context, mgr ctrl.Manager, cfg Config) error {
 		{"CompactionPolicy", (&CompactionPolicyReconciler{Client: mgr.GetClient(), Checker: checker}).SetupWithManager},
 		{"ClusterCompactionPolicy", (&ClusterCompactionPolicyReconciler{Client: mgr.GetClient(), Checker: checker}).SetupWithManager},
 		{"AgentSession", (&AgentSessionReconciler{
-			Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Stores: stores, Recorder: rec,
+			Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Secrets: secrets, Stores: stores, Recorder: rec,
 			ClusterResourceNamespace: cfg.ClusterResourceNamespace, RetryMaxDelay: cfg.RetryMaxDelay,
-			Workers: cfg.SessionWorkers, Metrics: metrics,
+			Workers: cfg.SessionWorkers, Metrics: metrics, Access: access,
 		}).SetupWithManager},
 		{"Pod", (&PodReconciler{Client: mgr.GetClient(), Recorder: rec}).SetupWithManager},
 	}

@@ -21,8 +21,10 @@ import (
 )
 
 // ClusterCompactionPolicy is a cluster-scoped CompactionPolicy that AgentSessions of every
-// namespace can use (policyRef.kind: ClusterCompactionPolicy). Its Secret references may
-// name a namespace; without one they are read from the operator's namespace.
+// namespace (or of the namespaces spec.namespaceSelector selects) can use (policyRef.kind:
+// ClusterCompactionPolicy). Its Secret references may name a namespace; without one they are
+// read from the operator's namespace, and the operator reads no other namespace's Secrets
+// unless its --cluster-policy-secret-namespaces flag names it.
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:scope=Cluster,shortName=cacp,categories=compaction
@@ -39,13 +41,28 @@ type ClusterCompactionPolicy struct {
 	// +optional
 	metav1.ObjectMeta `json:"metadata,omitempty"`
 
-	// spec is the compaction configuration.
+	// spec is the compaction configuration and the namespaces that may use it.
 	// +required
-	Spec CompactionPolicySpec `json:"spec"`
+	Spec ClusterCompactionPolicySpec `json:"spec"`
 
 	// status is the observed state, written by the operator.
 	// +optional
 	Status CompactionPolicyStatus `json:"status,omitempty"`
+}
+
+// ClusterCompactionPolicySpec is a CompactionPolicySpec and the namespaces whose sessions may
+// use it.
+type ClusterCompactionPolicySpec struct {
+	CompactionPolicySpec `json:",inline"`
+
+	// namespaceSelector selects the namespaces, by their labels, whose AgentSessions may use
+	// this policy (and so its storage credentials and summarizer key). Omitted, every
+	// namespace may; an empty selector ({}) also selects every namespace. A session in a
+	// namespace it does not select is not Ready (reason NamespaceNotAllowed), and the
+	// compaction API refuses its requests (403 NamespaceNotAllowed); relabelling the
+	// namespace re-evaluates its sessions.
+	// +optional
+	NamespaceSelector *metav1.LabelSelector `json:"namespaceSelector,omitempty"`
 }
 
 // ClusterCompactionPolicyList is a list of ClusterCompactionPolicy.

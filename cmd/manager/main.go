@@ -16,6 +16,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -32,6 +33,7 @@ import (
 	wire "github.com/harness9/compaction-operator/compaction/client"
 	"github.com/harness9/compaction-operator/controllers"
 	"github.com/harness9/compaction-operator/internal/compactapi"
+	"github.com/harness9/compaction-operator/internal/egress"
 	"github.com/harness9/compaction-operator/internal/policy"
 )
 
@@ -58,8 +60,12 @@ type options struct {
 	renewDeadline            time.Duration
 	retryPeriod              time.Duration
 	clusterResourceNamespace string
+	clusterSecretNamespaces  []string
+	allowedEndpoints         []string
 	probeInterval            time.Duration
 	retryInterval            time.Duration
+	secretRecheckInterval    time.Duration
+	secretCacheTTL           time.Duration
 	gcRetryMaxDelay          time.Duration
 	enableHTTP2              bool
 	apiAddr                  string
@@ -106,8 +112,33 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.DurationVar(&o.retryPeriod, "leader-election-retry-period", 2*time.Second, "how often leader election clients retry")
 	fs.StringVar(&o.clusterResourceNamespace, "cluster-resource-namespace", envOr("POD_NAMESPACE", "compaction-system"),
 		"namespace of the Secrets a ClusterCompactionPolicy references without a namespace, and of the ConfigMaps pinning each session's storage location (tenants must not be able to write there); defaults to $POD_NAMESPACE when set")
+	fs.Func("cluster-policy-secret-namespaces",
+		"comma-separated namespaces, besides --cluster-resource-namespace, whose Secrets a ClusterCompactionPolicy may name; a cluster policy naming a Secret elsewhere is not Ready (SecretNamespaceNotAllowed) and the Secret is never read",
+		func(v string) error {
+			for n := range strings.SplitSeq(v, ",") {
+				if n = strings.TrimSpace(n); n != "" {
+					if errs := validation.IsDNS1123Label(n); len(errs) > 0 {
+						return fmt.Errorf("namespace %q: %s", n, strings.Join(errs, "; "))
+					}
+					o.clusterSecretNamespaces = append(o.clusterSecretNamespaces, n)
+				}
+			}
+			return nil
+		})
+	fs.Func("allowed-endpoints",
+		"comma-separated S3 endpoints and summarizer hosts policies may name: host names (any port), *.domain wildcards, host:port, IP addresses, CIDRs. "+
+			"A policy naming another is not Ready (EndpointNotAllowed) and never dialled; hosts no name entry matches are dialled only to addresses in the IP/CIDR entries, checked on the resolved address. "+
+			"Empty (the default) allows every endpoint; with a list, HTTP(S)_PROXY is not used for these connections",
+		func(v string) error {
+			o.allowedEndpoints = append(o.allowedEndpoints, strings.Split(v, ",")...)
+			return nil
+		})
 	fs.DurationVar(&o.probeInterval, "storage-probe-interval", controllers.DefaultProbeInterval, "how often a Ready policy's storage is probed again")
 	fs.DurationVar(&o.retryInterval, "storage-retry-interval", controllers.DefaultRetryInterval, "how soon a policy whose storage or Secrets failed is checked again")
+	fs.DurationVar(&o.secretRecheckInterval, "secret-recheck-interval", controllers.DefaultSecretRecheckInterval,
+		"how often the policy controllers look at the resourceVersions of the Secrets a policy names (the operator may get Secrets, not list or watch them): a created, rotated or fixed Secret is noticed within it")
+	fs.DurationVar(&o.secretCacheTTL, "secret-cache-ttl", policy.DefaultSecretTTL,
+		"how long a Secret value read for a policy is kept in memory (only the keys used); the compaction API uses a rotated credential within it")
 	fs.DurationVar(&o.gcRetryMaxDelay, "gc-retry-max-delay", controllers.DefaultRetryMaxDelay, "longest wait between attempts to delete a deleted session's objects while storage fails")
 	fs.BoolVar(&o.enableHTTP2, "enable-http2", false, "allow HTTP/2 on the metrics server (off by default: HTTP/2 Rapid Reset, CVE-2023-44487)")
 	fs.StringVar(&o.apiAddr, "api-bind-address", ":8082", "address of the compaction API that agents call; \"0\" disables it")
@@ -154,6 +185,12 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	if o.apiReviewQPS <= 0 || o.apiReviewBurst < 1 || o.apiNewTokenRate <= 0 || o.apiNewTokenBurst < 1 {
 		return nil, fmt.Errorf("--api-review-qps (%g), --api-review-burst (%d), --api-new-token-rate (%g) and --api-new-token-burst (%d) must be positive",
 			o.apiReviewQPS, o.apiReviewBurst, o.apiNewTokenRate, o.apiNewTokenBurst)
+	}
+	if _, err := egress.Parse(o.allowedEndpoints); err != nil {
+		return nil, err
+	}
+	if o.secretRecheckInterval <= 0 || o.secretCacheTTL <= 0 {
+		return nil, fmt.Errorf("--secret-recheck-interval (%s) and --secret-cache-ttl (%s) must be positive", o.secretRecheckInterval, o.secretCacheTTL)
 	}
 	if o.sessionWorkers < 1 {
 		return nil, fmt.Errorf("--session-workers must be at least 1, got %d", o.sessionWorkers)
@@ -232,8 +269,9 @@ func runManager(ctx context.Context, o *options) error {
 		RetryPeriod:             &o.retryPeriod,
 		// main returns right after the manager stops, so the Lease can be handed over at once.
 		LeaderElectionReleaseOnCancel: true,
-		// Secrets are read on demand and never cached: the operator only watches their
-		// metadata, so it holds no Secret data in memory and needs no cluster-wide list of it.
+		// Secrets are read on demand (policy.SecretCache keeps the values of the keys used for
+		// a short time); the operator may get Secrets but neither list nor watch them, so the
+		// manager's cache must never start an informer for them.
 		Client: client.Options{Cache: &client.CacheOptions{DisableFor: []client.Object{&corev1.Secret{}}}},
 		// The only ConfigMaps the manager reads are the sessions' pinned storage locations,
 		// in the cluster resource namespace (where its Role lets it list them).
@@ -243,9 +281,17 @@ func runManager(ctx context.Context, o *options) error {
 		return fmt.Errorf("create manager: %w", err)
 	}
 
-	stores := &policy.Stores{}
+	allowed, err := egress.Parse(o.allowedEndpoints)
+	if err != nil {
+		return err
+	}
+	stores := &policy.Stores{Endpoints: allowed}
+	secrets := policy.NewSecretCache(mgr.GetAPIReader(), o.secretCacheTTL)
 	if err := controllers.Setup(ctx, mgr, controllers.Config{
 		Stores:                   stores,
+		Secrets:                  secrets,
+		SecretRecheckInterval:    o.secretRecheckInterval,
+		ClusterSecretNamespaces:  o.clusterSecretNamespaces,
 		ClusterResourceNamespace: o.clusterResourceNamespace,
 		ProbeInterval:            o.probeInterval,
 		RetryInterval:            o.retryInterval,
@@ -261,6 +307,7 @@ func runManager(ctx context.Context, o *options) error {
 			RequestTimeout:   o.apiRequestTimeout, ReadTimeout: o.apiReadTimeout, UsageInterval: o.apiUsageInterval,
 			ClusterResourceNamespace: o.clusterResourceNamespace, TokenAudience: o.apiTokenAudience,
 			ReviewQPS: o.apiReviewQPS, ReviewBurst: o.apiReviewBurst, NewTokenRate: o.apiNewTokenRate, NewTokenBurst: o.apiNewTokenBurst,
+			Secrets: secrets, ClusterSecretNamespaces: o.clusterSecretNamespaces, AllowedEndpoints: allowed,
 		}, stores, crmetrics.Registry)
 		if err != nil {
 			return err
@@ -280,7 +327,8 @@ func runManager(ctx context.Context, o *options) error {
 	}
 
 	log.Info("starting manager", "version", versionString(), "leaderElection", o.leaderElect,
-		"clusterResourceNamespace", o.clusterResourceNamespace)
+		"clusterResourceNamespace", o.clusterResourceNamespace, "clusterPolicySecretNamespaces", o.clusterSecretNamespaces,
+		"allowedEndpoints", allowed.String())
 	if err := mgr.Start(ctx); err != nil {
 		return fmt.Errorf("run manager: %w", err)
 	}

@@ -20,6 +20,11 @@ func TestFlags(t *testing.T) {
 		{[]string{"--help"}, 0, "--api-token-audience"},
 		{[]string{"--api-token-audience", " "}, 2, "--api-token-audience must not be empty"},
 		{[]string{"--api-new-token-rate", "0"}, 2, "--api-new-token-rate (0)"},
+		{[]string{"--help"}, 0, "--allowed-endpoints"},
+		{[]string{"--help"}, 0, "--cluster-policy-secret-namespaces"},
+		{[]string{"--allowed-endpoints", "10.0.0.0/33"}, 2, `--allowed-endpoints entry "10.0.0.0/33"`},
+		{[]string{"--cluster-policy-secret-namespaces", "ok,Not_A_Namespace"}, 2, `namespace "Not_A_Namespace"`},
+		{[]string{"--secret-recheck-interval", "0s"}, 2, "must be positive"},
 		{[]string{"--leader-election-renew-deadline", "20s"}, 2, "--leader-election-renew-deadline (20s) < --leader-election-lease-duration (15s)"},
 	}
 	for _, tc := range cases {

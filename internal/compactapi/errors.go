@@ -24,6 +24,9 @@ const (
 	ReasonAuthUnavailable  = wire.ReasonAuthUnavailable
 	ReasonTooManyRequests  = wire.ReasonTooManyRequests
 	ReasonToolResultExists = wire.ReasonToolResultExists
+	// ReasonNamespaceNotAllowed (403): the session's ClusterCompactionPolicy does not select
+	// its namespace (spec.namespaceSelector).
+	ReasonNamespaceNotAllowed = "NamespaceNotAllowed"
 )
 
 func writeError(w http.ResponseWriter, code int, reason, msg string) {

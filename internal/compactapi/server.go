@@ -28,6 +28,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
 	wire "github.com/harness9/compaction-operator/compaction/client"
+	"github.com/harness9/compaction-operator/internal/egress"
 	"github.com/harness9/compaction-operator/internal/policy"
 )
 
@@ -85,6 +86,16 @@ type Config struct {
 	// are not limited.
 	NewTokenRate  float64
 	NewTokenBurst int
+	// ClusterSecretNamespaces are the namespaces besides ClusterResourceNamespace whose
+	// Secrets a ClusterCompactionPolicy may name; no other Secret is read.
+	ClusterSecretNamespaces []string
+	// AllowedEndpoints are the S3 endpoints and summarizer base URLs policies may name; the
+	// summarizer's connections are checked against it when dialling (the stores' by
+	// policy.Stores.Endpoints). nil allows all.
+	AllowedEndpoints *egress.Allowlist
+	// Secrets reads the Secrets policies name (shared with the controllers); nil makes a
+	// policy.SecretCache of its own.
+	Secrets policy.SecretReader
 }
 
 // Server is the compaction API. It runs on every manager replica (it needs no leader).
@@ -93,12 +104,14 @@ type Server struct {
 	cache     client.Reader
 	apiReader client.Reader
 	writer    client.Client
-	secrets   client.Reader
-	stores    *policy.Stores
-	auth      *authorizer
-	recorder  recorder.EventRecorder
-	metrics   *Metrics
-	log       logr.Logger
+	secrets   policy.SecretReader
+	// llm sends the summarizer's requests; nil is the default client.
+	llm      *http.Client
+	stores   *policy.Stores
+	auth     *authorizer
+	recorder recorder.EventRecorder
+	metrics  *Metrics
+	log      logr.Logger
 
 	locks    sessionLocks
 	inflight *budget
@@ -157,6 +170,9 @@ func New(mgr ctrl.Manager, cfg Config, stores *policy.Stores, reg prometheus.Reg
 	if stores == nil {
 		stores = &policy.Stores{}
 	}
+	if cfg.Secrets == nil {
+		cfg.Secrets = policy.NewSecretCache(mgr.GetAPIReader(), 0)
+	}
 	m, err := NewMetrics(reg)
 	if err != nil {
 		return nil, fmt.Errorf("register compaction API metrics: %w", err)
@@ -176,7 +192,8 @@ func New(mgr ctrl.Manager, cfg Config, stores *policy.Stores, reg prometheus.Reg
 		cache:     mgr.GetCache(),
 		apiReader: mgr.GetAPIReader(),
 		writer:    mgr.GetClient(),
-		secrets:   &policy.SecretCache{Meta: mgr.GetCache(), API: mgr.GetAPIReader()},
+		secrets:   cfg.Secrets,
+		llm:       llmClient(cfg.AllowedEndpoints),
 		stores:    stores,
 		auth:      auth,
 		recorder:  mgr.GetEventRecorder("compaction-api"),
@@ -199,6 +216,15 @@ func reviewClient(mgr ctrl.Manager, qps float64, burst int) (client.Client, erro
 		return nil, fmt.Errorf("client for TokenReviews and SubjectAccessReviews: %w", err)
 	}
 	return c, nil
+}
+
+// llmClient is the summarizer's HTTP client: the default one, or one whose dialer checks
+// allowed.
+func llmClient(allowed *egress.Allowlist) *http.Client {
+	if allowed == nil {
+		return nil
+	}
+	return &http.Client{Transport: allowed.Transport(nil)}
 }
 
 // lastViewSessions bounds the sessions whose last view size a replica remembers (an int

@@ -82,6 +82,22 @@ func (s *Server) lookup(ctx context.Context, namespace, name string) (*session, 
 		}
 		return nil, err
 	}
+	// A cluster policy is only for the namespaces its namespaceSelector selects: checked on
+	// every request, as a namespace can be relabelled after its sessions became Ready.
+	if err := p.CheckNamespace(ctx, s.cache, namespace); err != nil {
+		if errors.Is(err, policy.ErrNamespaceNotAllowed) || errors.Is(err, policy.ErrInvalidNamespaceSelector) {
+			return nil, &apiError{http.StatusForbidden, ReasonNamespaceNotAllowed, err.Error()}
+		}
+		return nil, err
+	}
+	// What the operator's flags forbid is refused before any Secret is read.
+	access := s.access()
+	if err := access.CheckLocation(pin); err != nil {
+		return nil, &apiError{http.StatusConflict, ReasonSessionNotReady, fmt.Sprintf("AgentSession %s/%s is not Ready: %v", namespace, name, err)}
+	}
+	if err := access.Check(p); err != nil {
+		return nil, &apiError{http.StatusConflict, ReasonSessionNotReady, fmt.Sprintf("AgentSession %s/%s is not Ready: %v", namespace, name, err)}
+	}
 	s3cfg, err := policy.S3Config(ctx, s.secrets, pin.Location)
 	if err != nil {
 		return nil, &apiError{http.StatusServiceUnavailable, ReasonStorage, err.Error()}
@@ -96,6 +112,14 @@ func (s *Server) lookup(ctx context.Context, namespace, name string) (*session, 
 	}
 	return &session{obj: &obj, id: string(obj.UID), cfg: engineConfig(p.Spec, obj.Spec.ContextWindow), store: store, summarizer: sum,
 		anchorsInStatus: p.Spec.AnchorsInStatus == compactionv1alpha1.AnchorsInclude}, nil
+}
+
+// access is what the operator's flags let policies use.
+func (s *Server) access() policy.Access {
+	return policy.Access{
+		ClusterResourceNamespace: s.cfg.ClusterResourceNamespace, ClusterSecretNamespaces: s.cfg.ClusterSecretNamespaces,
+		Endpoints: s.cfg.AllowedEndpoints,
+	}
 }
 
 // engineConfig maps a policy (and the session's window override) to the engine's knobs.
@@ -148,8 +172,8 @@ func engineConfig(spec *compactionv1alpha1.CompactionPolicySpec, window *int32) 
 	return cfg
 }
 
-// summarizerFor builds the policy's summarizer; the OpenAI one reads its key from the
-// Secret on each call, so a rotated key is used at once.
+// summarizerFor builds the policy's summarizer; the OpenAI one reads its key on each call
+// (through the short-lived Secret cache), so a rotated key is used within its TTL.
 func (s *Server) summarizerFor(ctx context.Context, p *policy.Policy) (compaction.Summarizer, error) {
 	if p.Spec.Summarizer.Mode != compactionv1alpha1.SummarizerOpenAI || p.Spec.Summarizer.OpenAI == nil {
 		return s.timed(compaction.ExtractiveSummarizer{}), nil
@@ -159,7 +183,9 @@ func (s *Server) summarizerFor(ctx context.Context, p *policy.Policy) (compactio
 	if err != nil {
 		return nil, err
 	}
-	cfg := openai.Config{BaseURL: oa.BaseURL, Model: oa.Model, APIKey: key, MaxOutputTokens: int(oa.MaxOutputTokens)}
+	// QuietErrors: summarizer errors reach records, events and API answers, and the endpoint
+	// is the policy author's choice; none of its answer's text is quoted.
+	cfg := openai.Config{BaseURL: oa.BaseURL, Model: oa.Model, APIKey: key, MaxOutputTokens: int(oa.MaxOutputTokens), QuietErrors: true, HTTPClient: s.llm}
 	if oa.Timeout != nil {
 		cfg.Timeout = oa.Timeout.Duration
 	}

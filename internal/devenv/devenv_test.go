@@ -81,6 +81,9 @@ func TestWalkthrough(t *testing.T) {
 			t.Errorf("kubectl explain %s lacks %q:\n%s", field, want, explain)
 		}
 	}
+	if explain := k("explain", "clustercompactionpolicy.spec.namespaceSelector"); !strings.Contains(strings.Join(strings.Fields(explain), " "), "NamespaceNotAllowed") {
+		t.Errorf("kubectl explain clustercompactionpolicy.spec.namespaceSelector lacks its documentation:\n%s", explain)
+	}
 	if resp.Usage <= 0 || resp.NextTier != compaction.TierWarn || resp.TokensToNextTier <= 0 {
 		t.Errorf("compact answer usage %v, next tier %s in %d tokens; want a positive usage and Warn ahead", resp.Usage, resp.NextTier, resp.TokensToNextTier)
 	}

@@ -26,6 +26,9 @@ type Policy struct {
 	Conditions []metav1.Condition
 	// Sessions is the status' count of sessions using the policy.
 	Sessions int32
+	// NamespaceSelector is a ClusterCompactionPolicy's: the namespaces whose sessions may
+	// use it (nil: every namespace).
+	NamespaceSelector *metav1.LabelSelector
 }
 
 // Key is the policy's index key, as returned by RefKey for a reference to it.
@@ -117,6 +120,7 @@ func FromNamespaced(p *compactionv1alpha1.CompactionPolicy) *Policy {
 func FromCluster(p *compactionv1alpha1.ClusterCompactionPolicy) *Policy {
 	return &Policy{
 		Kind: compactionv1alpha1.PolicyKindCluster, Name: p.Name,
-		Generation: p.Generation, Spec: &p.Spec, Conditions: p.Status.Conditions, Sessions: p.Status.Sessions,
+		Generation: p.Generation, Spec: &p.Spec.CompactionPolicySpec, Conditions: p.Status.Conditions, Sessions: p.Status.Sessions,
+		NamespaceSelector: p.Spec.NamespaceSelector,
 	}
 }

@@ -3,6 +3,7 @@ package policy
 import (
 	"context"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -11,7 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
-// secretsReader serves Secrets (or their metadata) from a map and counts reads.
+// secretsReader serves Secrets from a map and counts reads.
 type secretsReader struct {
 	secrets map[client.ObjectKey]*corev1.Secret
 	reads   int
@@ -23,12 +24,7 @@ func (r *secretsReader) Get(_ context.Context, key client.ObjectKey, obj client.
 	if !ok {
 		return apierrors.NewNotFound(schema.GroupResource{Resource: "secrets"}, key.Name)
 	}
-	switch o := obj.(type) {
-	case *corev1.Secret:
-		s.DeepCopyInto(o)
-	case *metav1.PartialObjectMetadata:
-		s.ObjectMeta.DeepCopyInto(&o.ObjectMeta)
-	}
+	s.DeepCopyInto(obj.(*corev1.Secret))
 	return nil
 }
 
@@ -37,39 +33,71 @@ func (r *secretsReader) List(context.Context, client.ObjectList, ...client.ListO
 }
 
 func TestSecretCache(t *testing.T) {
+	ctx := context.Background()
 	key := client.ObjectKey{Namespace: "team", Name: "minio"}
-	v1 := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "minio", ResourceVersion: "1"}, Data: map[string][]byte{"k": []byte("one")}}
-	api := &secretsReader{secrets: map[client.ObjectKey]*corev1.Secret{key: v1}}
-	meta := &secretsReader{secrets: map[client.ObjectKey]*corev1.Secret{}} // the watch has not seen it yet
-	c := &SecretCache{Meta: meta, API: api}
+	api := &secretsReader{secrets: map[client.ObjectKey]*corev1.Secret{key: {
+		ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "minio"},
+		Data:       map[string][]byte{"k": []byte("one"), "other": []byte("not-used")},
+	}}}
+	c := NewSecretCache(api, time.Hour)
 	get := func() string {
 		t.Helper()
-		var s corev1.Secret
-		if err := c.Get(context.Background(), key, &s); err != nil {
-			t.Fatalf("Get: %v", err)
+		v, err := c.SecretValues(ctx, key, "k", "absent")
+		if err != nil {
+			t.Fatalf("SecretValues: %v", err)
 		}
-		return string(s.Data["k"])
+		if _, ok := v["absent"]; ok {
+			t.Errorf("a key the Secret lacks is in the answer")
+		}
+		return string(v["k"])
+	}
+	if got := get(); got != "one" || api.reads != 1 {
+		t.Fatalf("first read: %q after %d API reads", got, api.reads)
+	}
+	get()
+	if api.reads != 1 {
+		t.Errorf("%d API reads for a cached value; want 1", api.reads)
+	}
+	// Only the keys asked for are kept, never the whole Secret.
+	for _, e := range c.entries.Values() {
+		if string(e.value) == "not-used" {
+			t.Errorf("the cache holds the value of a key nobody asked for")
+		}
 	}
 
-	if got := get(); got != "one" || api.reads != 1 {
-		t.Fatalf("Secret missing from the metadata cache: %q after %d API reads; want it read from the API server", got, api.reads)
+	// Rotated: the cache answers until told (Forget) or until the TTL passes.
+	api.secrets[key].Data["k"] = []byte("two")
+	if got := get(); got != "one" {
+		t.Errorf("before Forget: %q", got)
 	}
-	meta.secrets[key] = v1 // the watch caught up
-	get()
-	get()
+	c.Forget(key)
+	if got := get(); got != "two" || api.reads != 2 {
+		t.Errorf("after Forget: %q after %d API reads; want the new value, read once", got, api.reads)
+	}
+
+	// A missing Secret is remembered as missing.
+	gone := client.ObjectKey{Namespace: "team", Name: "gone"}
+	for range 3 {
+		if _, err := c.SecretValues(ctx, gone, "k"); !apierrors.IsNotFound(err) {
+			t.Fatalf("missing Secret: %v, want NotFound", err)
+		}
+	}
+	if api.reads != 3 {
+		t.Errorf("%d API reads after three reads of a missing Secret; want one more", api.reads)
+	}
+}
+
+func TestSecretCacheExpires(t *testing.T) {
+	key := client.ObjectKey{Namespace: "team", Name: "minio"}
+	api := &secretsReader{secrets: map[client.ObjectKey]*corev1.Secret{key: {Data: map[string][]byte{"k": []byte("one")}}}}
+	c := NewSecretCache(api, time.Millisecond)
+	for range 2 {
+		if _, err := c.SecretValues(context.Background(), key, "k"); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(5 * time.Millisecond) // past the TTL
+	}
 	if api.reads != 2 {
-		t.Errorf("%d API reads for an unchanged Secret; want one more, then none", api.reads)
-	}
-	v2 := v1.DeepCopy()
-	v2.ResourceVersion, v2.Data["k"] = "2", []byte("two")
-	api.secrets[key], meta.secrets[key] = v2, v2 // rotated
-	if got := get(); got != "two" || api.reads != 3 {
-		t.Errorf("rotated Secret: %q after %d API reads; want the new data, read once", got, api.reads)
-	}
-	delete(api.secrets, key)
-	delete(meta.secrets, key)
-	var s corev1.Secret
-	if err := c.Get(context.Background(), key, &s); !apierrors.IsNotFound(err) {
-		t.Errorf("deleted Secret: %v, want NotFound", err)
+		t.Errorf("%d API reads; an expired value must be read again", api.reads)
 	}
 }

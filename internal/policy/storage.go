@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -79,8 +78,7 @@ func (p *Policy) Storage(clusterResourceNamespace string) *compactionv1alpha1.Re
 }
 
 // S3Config reads the credentials of loc from its Secret and returns the store configuration.
-// secrets should read from the API server, not a cache: the operator does not cache Secrets.
-func S3Config(ctx context.Context, secrets client.Reader, loc *compactionv1alpha1.RecordsLocation) (s3.Config, error) {
+func S3Config(ctx context.Context, secrets SecretReader, loc *compactionv1alpha1.RecordsLocation) (s3.Config, error) {
 	cfg := s3.Config{
 		Endpoint: loc.Endpoint,
 		Bucket:   loc.Bucket,
@@ -92,21 +90,21 @@ func S3Config(ctx context.Context, secrets client.Reader, loc *compactionv1alpha
 	if ref == nil {
 		return cfg, nil
 	}
-	var secret corev1.Secret
 	key := types.NamespacedName{Namespace: ref.Namespace, Name: ref.Name}
-	if err := secrets.Get(ctx, key, &secret); err != nil {
+	data, err := secrets.SecretValues(ctx, key, ref.AccessKeyIDKey, ref.SecretAccessKeyKey)
+	if err != nil {
 		if client.IgnoreNotFound(err) == nil {
 			return cfg, fmt.Errorf("credentials Secret %s: %w", key, ErrSecretNotFound)
 		}
 		return cfg, fmt.Errorf("read credentials Secret %s: %w", key, err)
 	}
 	var missing []string
-	access, ok := secret.Data[ref.AccessKeyIDKey]
-	if !ok || len(access) == 0 {
+	access := data[ref.AccessKeyIDKey]
+	if len(access) == 0 {
 		missing = append(missing, ref.AccessKeyIDKey)
 	}
-	secretKey, ok := secret.Data[ref.SecretAccessKeyKey]
-	if !ok || len(secretKey) == 0 {
+	secretKey := data[ref.SecretAccessKeyKey]
+	if len(secretKey) == 0 {
 		missing = append(missing, ref.SecretAccessKeyKey)
 	}
 	if len(missing) > 0 {
@@ -118,22 +116,22 @@ func S3Config(ctx context.Context, secrets client.Reader, loc *compactionv1alpha
 }
 
 // APIKey reads the OpenAI summarizer's API key, if the policy names one.
-func (p *Policy) APIKey(ctx context.Context, secrets client.Reader, clusterResourceNamespace string) (string, error) {
+func (p *Policy) APIKey(ctx context.Context, secrets SecretReader, clusterResourceNamespace string) (string, error) {
 	oa := p.Spec.Summarizer.OpenAI
 	if oa == nil || oa.APIKeySecretRef == nil {
 		return "", nil
 	}
 	ref := oa.APIKeySecretRef
 	key := types.NamespacedName{Namespace: p.SecretNamespace(ref.SecretReference, clusterResourceNamespace), Name: ref.Name}
-	var secret corev1.Secret
-	if err := secrets.Get(ctx, key, &secret); err != nil {
+	data, err := secrets.SecretValues(ctx, key, ref.Key)
+	if err != nil {
 		if client.IgnoreNotFound(err) == nil {
 			return "", fmt.Errorf("API key Secret %s: %w", key, ErrSecretNotFound)
 		}
 		return "", fmt.Errorf("read API key Secret %s: %w", key, err)
 	}
-	v, ok := secret.Data[ref.Key]
-	if !ok || len(v) == 0 {
+	v := data[ref.Key]
+	if len(v) == 0 {
 		return "", fmt.Errorf("API key Secret %s has no (or an empty) %q: %w", key, ref.Key, ErrSecretKeyMissing)
 	}
 	return string(v), nil

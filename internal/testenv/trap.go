@@ -22,14 +22,31 @@ type CredentialTrap struct {
 // StartCredentialTrap starts a trap on a loopback port and stops it when the test ends.
 func StartCredentialTrap(t testing.TB) *CredentialTrap {
 	t.Helper()
+	return startTrap(t, "application/xml", `<?xml version="1.0" encoding="UTF-8"?><Error><Code>AccessDenied</Code><Message>trap</Message></Error>`, http.StatusForbidden)
+}
+
+// StartTrap is StartCredentialTrap answering 403 with body (and HEAD requests 404, so a
+// policy with createBucket goes on to create the bucket), for a test that checks what of an
+// endpoint's answer comes back in conditions and events.
+func StartTrap(t testing.TB, contentType, body string) *CredentialTrap {
+	t.Helper()
+	return startTrap(t, contentType, body, http.StatusNotFound)
+}
+
+func startTrap(t testing.TB, contentType, body string, headStatus int) *CredentialTrap {
+	t.Helper()
 	c := &CredentialTrap{}
 	c.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		c.mu.Lock()
 		c.requests = append(c.requests, r.Method+" "+r.URL.String()+" Authorization: "+r.Header.Get("Authorization"))
 		c.mu.Unlock()
-		w.Header().Set("Content-Type", "application/xml")
+		w.Header().Set("Content-Type", contentType)
+		if r.Method == http.MethodHead {
+			w.WriteHeader(headStatus)
+			return
+		}
 		w.WriteHeader(http.StatusForbidden)
-		_, _ = w.Write([]byte(`<?xml version="1.0" encoding="UTF-8"?><Error><Code>AccessDenied</Code><Message>trap</Message></Error>`))
+		_, _ = w.Write([]byte(body))
 	}))
 	t.Cleanup(c.srv.Close)
 	return c

@@ -451,7 +451,7 @@ func testRejections(t *testing.T, c client.Client) {
 	// A ClusterCompactionPolicy may name the Secrets' namespace.
 	cp := &v1alpha1.ClusterCompactionPolicy{
 		ObjectMeta: metav1.ObjectMeta{Name: "with-secret-namespace"},
-		Spec:       minimalSpec(),
+		Spec:       v1alpha1.ClusterCompactionPolicySpec{CompactionPolicySpec: minimalSpec()},
 	}
 	cp.Spec.Storage.S3.CredentialsSecretRef = &v1alpha1.S3CredentialsSecretRef{
 		SecretReference: v1alpha1.SecretReference{Name: "creds", Namespace: "compaction-system"},
@@ -467,7 +467,8 @@ func testRejections(t *testing.T, c client.Client) {
 		t.Errorf("ClusterCompactionPolicy thresholds defaulted to %+v, want targetPercent 50 and minSavingPercent 15", th)
 	}
 	// ... and its validation rules.
-	bad := &v1alpha1.ClusterCompactionPolicy{ObjectMeta: metav1.ObjectMeta{Name: "target-above-warn"}, Spec: minimalSpec()}
+	bad := &v1alpha1.ClusterCompactionPolicy{ObjectMeta: metav1.ObjectMeta{Name: "target-above-warn"},
+		Spec: v1alpha1.ClusterCompactionPolicySpec{CompactionPolicySpec: minimalSpec()}}
 	bad.Spec.Thresholds = v1alpha1.Thresholds{WarnPercent: 60, SoftPercent: 70, FullPercent: 80, EmergencyPercent: 95, TargetPercent: 60, MinSavingPercent: 15}
 	if err := c.Create(context.Background(), bad); err == nil || !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "targetPercent must be below warnPercent") {
 		t.Errorf("ClusterCompactionPolicy with targetPercent 60 and warnPercent 60: %v, want Invalid with the targetPercent message", err)

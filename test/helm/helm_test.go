@@ -544,11 +544,21 @@ func testAPITLS(t *testing.T, h *helmCLI) {
 
 func testManagerFlags(t *testing.T, h *helmCLI) {
 	_, args := managerArgs(t, h, "--set", "metrics.secure=false,manager.logLevel=debug,manager.clusterResourceNamespace=secrets,api.tokenAudience=agents.example.com",
-		"--set-json", `manager.extraArgs=["--api-request-timeout=90s"]`)
+		"--set-json", `manager.extraArgs=["--api-request-timeout=90s"]`,
+		"--set-json", `manager.clusterPolicySecretNamespaces=["shared","vault"]`,
+		"--set-json", `manager.allowedEndpoints=["minio.minio.svc:9000","*.amazonaws.com","10.0.0.0/8"]`)
 	for _, want := range []string{"--metrics-secure=false", "--zap-log-level=debug", "--cluster-resource-namespace=secrets", "--api-request-timeout=90s",
-		"--api-token-audience=agents.example.com"} {
+		"--api-token-audience=agents.example.com",
+		"--cluster-policy-secret-namespaces=shared,vault", "--allowed-endpoints=minio.minio.svc:9000,*.amazonaws.com,10.0.0.0/8"} {
 		if !slices.Contains(args, want) {
 			t.Errorf("args %q lack %s", args, want)
+		}
+	}
+	// By default neither is set: every endpoint, and only the operator's namespace's Secrets.
+	_, args = managerArgs(t, h)
+	for _, a := range args {
+		if strings.HasPrefix(a, "--allowed-endpoints") || strings.HasPrefix(a, "--cluster-policy-secret-namespaces") {
+			t.Errorf("default args have %s", a)
 		}
 	}
 }
@@ -681,9 +691,40 @@ func testServiceMonitor(t *testing.T, h *helmCLI) {
 	}
 }
 
+// testNetworkPolicy: issue 14. By default the chart admits the compaction API only from
+// namespaces labelled for agents, and lets the manager connect only to DNS, the API server
+// and the destinations of networkPolicy.egress.to.
 func testNetworkPolicy(t *testing.T, h *helmCLI) {
-	var np networkingv1.NetworkPolicy
-	typed(t, find(t, decode(t, h.template(t, "--set", "networkPolicy.enabled=true")), "NetworkPolicy", prefix+"controller-manager"), &np)
+	t.Run("Defaults", func(t *testing.T) { testNetworkPolicyDefaults(t, h) })
+	t.Run("Overrides", func(t *testing.T) { testNetworkPolicyOverrides(t, h) })
+}
+
+// networkPolicies renders the chart with args and returns its ingress and egress policies.
+func networkPolicies(t *testing.T, h *helmCLI, args ...string) (ingress, egress *networkingv1.NetworkPolicy) {
+	t.Helper()
+	for _, o := range decode(t, h.template(t, args...)) {
+		if o.GetKind() != "NetworkPolicy" {
+			continue
+		}
+		var np networkingv1.NetworkPolicy
+		typed(t, o, &np)
+		switch np.Name {
+		case prefix + "controller-manager":
+			ingress = &np
+		case prefix + "controller-manager-egress":
+			egress = &np
+		default:
+			t.Errorf("unexpected NetworkPolicy %s", np.Name)
+		}
+	}
+	return ingress, egress
+}
+
+func testNetworkPolicyDefaults(t *testing.T, h *helmCLI) {
+	np, eg := networkPolicies(t, h)
+	if np == nil || eg == nil {
+		t.Fatalf("default values: ingress policy %v, egress policy %v; want both", np != nil, eg != nil)
+	}
 	ports := map[int32]networkingv1.NetworkPolicyIngressRule{}
 	for _, r := range np.Spec.Ingress {
 		for _, p := range r.Ports {
@@ -693,12 +734,62 @@ func testNetworkPolicy(t *testing.T, h *helmCLI) {
 	if len(ports) != 3 {
 		t.Fatalf("ingress ports %v, want 8082, 8443 and 8081", ports)
 	}
+	if from := ports[8082].From; len(from) != 1 || from[0].NamespaceSelector == nil ||
+		!equality.Semantic.DeepEqual(from[0].NamespaceSelector.MatchLabels, map[string]string{"compaction.harness9.io/agents": "true"}) {
+		t.Errorf("8082 from %+v, want the namespaces labelled compaction.harness9.io/agents=true", from)
+	}
 	if from := ports[8443].From; len(from) != 1 || from[0].NamespaceSelector == nil ||
 		from[0].NamespaceSelector.MatchLabels["kubernetes.io/metadata.name"] != "monitoring" {
 		t.Errorf("8443 from %+v, want the monitoring namespace", from)
 	}
 	if _, ok := ports[8081]; !ok {
 		t.Error("no rule for the probe port 8081")
+	}
+
+	// Egress: DNS and the API server, nothing else by default.
+	if !slices.Equal(eg.Spec.PolicyTypes, []networkingv1.PolicyType{networkingv1.PolicyTypeEgress}) || len(eg.Spec.Egress) != 2 {
+		t.Fatalf("egress policy types %v, %d rules; want Egress with DNS and the API server", eg.Spec.PolicyTypes, len(eg.Spec.Egress))
+	}
+	dns, apiServer := eg.Spec.Egress[0], eg.Spec.Egress[1]
+	if len(dns.Ports) != 2 || dns.Ports[0].Port.IntVal != 53 || len(dns.To) != 1 || dns.To[0].PodSelector.MatchLabels["k8s-app"] != "kube-dns" {
+		t.Errorf("DNS rule %+v", dns)
+	}
+	apiPorts := make([]int32, 0, len(apiServer.Ports))
+	for _, p := range apiServer.Ports {
+		apiPorts = append(apiPorts, p.Port.IntVal)
+	}
+	if !slices.Equal(apiPorts, []int32{443, 6443}) || len(apiServer.To) != 2 || apiServer.To[0].IPBlock == nil || apiServer.To[0].IPBlock.CIDR != "0.0.0.0/0" {
+		t.Errorf("API server rule %+v", apiServer)
+	}
+}
+
+func testNetworkPolicyOverrides(t *testing.T, h *helmCLI) {
+	// Another agents' label, the API server's real address, S3 and an LLM.
+	np, eg := networkPolicies(t, h, "--set-json", `networkPolicy.api.namespaceSelector={"matchLabels":{"team":"agents"}}`,
+		"--set-json", `networkPolicy.egress.apiServer={"cidrs":["172.20.0.10/32"],"ports":[6443]}`,
+		"--set-json", `networkPolicy.egress.to=[{"to":[{"namespaceSelector":{"matchLabels":{"kubernetes.io/metadata.name":"minio"}}}],"ports":[{"port":9000,"protocol":"TCP"}]},{"to":[{"ipBlock":{"cidr":"203.0.113.0/24"}}],"ports":[{"port":443}]}]`)
+	if from := np.Spec.Ingress[0].From; from[0].NamespaceSelector.MatchLabels["team"] != "agents" {
+		t.Errorf("API ingress from %+v, want team=agents", from)
+	}
+	if n := len(eg.Spec.Egress); n != 4 {
+		t.Fatalf("%d egress rules, want DNS, the API server and two of egress.to", n)
+	}
+	if r := eg.Spec.Egress[1]; len(r.To) != 1 || r.To[0].IPBlock.CIDR != "172.20.0.10/32" || len(r.Ports) != 1 || r.Ports[0].Port.IntVal != 6443 {
+		t.Errorf("API server rule %+v", r)
+	}
+	if r := eg.Spec.Egress[2]; r.Ports[0].Port.IntVal != 9000 || r.To[0].NamespaceSelector.MatchLabels["kubernetes.io/metadata.name"] != "minio" {
+		t.Errorf("egress.to[0] rendered as %+v", r)
+	}
+	if r := eg.Spec.Egress[3]; r.To[0].IPBlock == nil || r.To[0].IPBlock.CIDR != "203.0.113.0/24" {
+		t.Errorf("egress.to[1] rendered as %+v", r)
+	}
+
+	// Each can be turned off.
+	if np, eg = networkPolicies(t, h, "--set", "networkPolicy.egress.enabled=false"); np == nil || eg != nil {
+		t.Errorf("egress.enabled=false: ingress %v, egress %v; want only the ingress policy", np != nil, eg != nil)
+	}
+	if np, eg = networkPolicies(t, h, "--set", "networkPolicy.enabled=false"); np != nil || eg != nil {
+		t.Errorf("enabled=false: ingress %v, egress %v; want none", np != nil, eg != nil)
 	}
 }
 
@@ -878,6 +969,25 @@ func testKubeconform(t *testing.T, h *helmCLI, kubeconform string, cfg *rest.Con
 	}
 	if s := res.Summary; s.Valid != len(objs)-1 || s.Skipped != 1 || s.Invalid != 0 || s.Errors != 0 {
 		t.Errorf("summary %+v, want %d valid and the ServiceMonitor skipped", s, len(objs)-1)
+	}
+
+	// The defaults (NetworkPolicies on) and the network overrides are valid too.
+	for name, args := range map[string][]string{
+		"defaults": nil,
+		"network overrides": {"--set-json", `networkPolicy.api.namespaceSelector={"matchLabels":{"team":"agents"}}`,
+			"--set-json", `networkPolicy.egress.apiServer={"cidrs":["172.20.0.10/32"],"ports":[6443]}`,
+			"--set-json", `networkPolicy.egress.to=[{"to":[{"namespaceSelector":{"matchLabels":{"kubernetes.io/metadata.name":"minio"}}}],"ports":[{"port":9000,"protocol":"TCP"}]},{"to":[{"ipBlock":{"cidr":"203.0.113.0/24"}}],"ports":[{"port":443}]}]`,
+			"--set-json", `manager.allowedEndpoints=["minio.minio.svc:9000"]`, "--set-json", `manager.clusterPolicySecretNamespaces=["shared"]`},
+	} {
+		res, err := validate(h.template(t, args...))
+		if s := res.Summary; err != nil || s.Invalid != 0 || s.Errors != 0 || s.Valid == 0 {
+			t.Errorf("%s: kubeconform %v, summary %+v", name, err, s)
+			for _, r := range res.Resources {
+				if r.Status != "statusValid" {
+					t.Errorf("%s: %s %s: %s: %s %+v", name, r.Kind, r.Name, r.Status, r.Msg, r.ValidationErrors)
+				}
+			}
+		}
 	}
 
 	// The schemas catch mistakes: unknown fields (-strict) and the CRDs' own rules.
@@ -1151,6 +1261,7 @@ func testInstall(t *testing.T, h *helmCLI, cfg *rest.Config, kubeconfig string) 
 		t.Errorf("metrics Service ports %+v, want https 8443", p)
 	}
 	mustGet(&networkingv1.NetworkPolicy{}, namespace, prefix+"controller-manager")
+	mustGet(&networkingv1.NetworkPolicy{}, namespace, prefix+"controller-manager-egress")
 	mustGet(&corev1.ConfigMap{}, namespace, prefix+"dashboard")
 
 	// The roles have exactly the rules of config/rbac, and every binding points at a role

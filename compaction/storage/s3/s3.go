@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"regexp"
 	"strings"
 
 	"github.com/minio/minio-go/v7"
@@ -62,10 +63,25 @@ type Store struct {
 
 var _ compaction.Store = (*Store)(nil)
 
+// Option changes how New builds a store.
+type Option func(*options)
+
+type options struct{ transport http.RoundTripper }
+
+// WithTransport makes the store send its requests with t (for example one whose dialer
+// checks the addresses it connects to), instead of minio-go's default transport.
+func WithTransport(t http.RoundTripper) Option {
+	return func(o *options) { o.transport = t }
+}
+
 // New returns a store for cfg. It does not contact the server: call Ping or EnsureBucket
 // for that. ctx is accepted for symmetry with the other constructors and is not retained.
-func New(ctx context.Context, cfg Config) (*Store, error) {
-	return newStore(ctx, cfg, nil)
+func New(ctx context.Context, cfg Config, opts ...Option) (*Store, error) {
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
+	return newStore(ctx, cfg, o.transport)
 }
 
 // newStore is New with an optional HTTP transport, which tests use to observe requests.
@@ -132,7 +148,7 @@ func (s *Store) Prefix() string { return s.prefix }
 func (s *Store) Ping(ctx context.Context) error {
 	ok, err := s.client.BucketExists(ctx, s.bucket)
 	if err != nil {
-		return fmt.Errorf("s3 store: ping bucket %s at %s: %w", s.bucket, s.client.EndpointURL().Host, err)
+		return fmt.Errorf("s3 store: ping bucket %s at %s: %w", s.bucket, s.client.EndpointURL().Host, mapErr(err))
 	}
 	if !ok {
 		return fmt.Errorf("s3 store: ping bucket %s at %s: %w", s.bucket, s.client.EndpointURL().Host, ErrBucketNotFound)
@@ -145,7 +161,7 @@ func (s *Store) Ping(ctx context.Context) error {
 func (s *Store) EnsureBucket(ctx context.Context, create bool) error {
 	ok, err := s.client.BucketExists(ctx, s.bucket)
 	if err != nil {
-		return fmt.Errorf("s3 store: check bucket %s: %w", s.bucket, err)
+		return fmt.Errorf("s3 store: check bucket %s: %w", s.bucket, mapErr(err))
 	}
 	if ok {
 		return nil
@@ -159,7 +175,7 @@ func (s *Store) EnsureBucket(ctx context.Context, create bool) error {
 		if ok, err := s.client.BucketExists(ctx, s.bucket); err == nil && ok {
 			return nil
 		}
-		return fmt.Errorf("s3 store: create bucket %s: %w", s.bucket, mkErr)
+		return fmt.Errorf("s3 store: create bucket %s: %w", s.bucket, mapErr(mkErr))
 	}
 	return nil
 }
@@ -181,11 +197,11 @@ func (s *Store) PutToolResult(ctx context.Context, sessionID, toolCallID string,
 	if _, err := s.client.PutObject(ctx, s.bucket, key, bytes.NewReader(content), int64(len(content)), opts); err != nil {
 		var resp minio.ErrorResponse
 		if !errors.As(err, &resp) || resp.Code != "PreconditionFailed" {
-			return "", fmt.Errorf("s3 store: put tool result %q of session %s: put %s: %w", toolCallID, sessionID, s.ref(key), err)
+			return "", fmt.Errorf("s3 store: put tool result %q of session %s: put %s: %w", toolCallID, sessionID, s.ref(key), mapErr(err))
 		}
 		stored, gerr := s.get(ctx, key)
 		if gerr != nil {
-			return "", fmt.Errorf("s3 store: put tool result %q of session %s: exists, and reading it back failed: %w", toolCallID, sessionID, gerr)
+			return "", fmt.Errorf("s3 store: put tool result %q of session %s: exists, and reading it back failed: %w", toolCallID, sessionID, mapErr(gerr))
 		}
 		if !bytes.Equal(stored, content) {
 			return "", fmt.Errorf("s3 store: put tool result %q of session %s: %w", toolCallID, sessionID, compaction.ErrToolResultExists)
@@ -201,7 +217,7 @@ func (s *Store) GetToolResult(ctx context.Context, sessionID, toolCallID string)
 	}
 	data, err := s.get(ctx, s.key(compaction.ToolResultKey(sessionID, toolCallID)))
 	if err != nil {
-		return nil, fmt.Errorf("s3 store: get tool result %q of session %s: %w", toolCallID, sessionID, err)
+		return nil, fmt.Errorf("s3 store: get tool result %q of session %s: %w", toolCallID, sessionID, mapErr(err))
 	}
 	return data, nil
 }
@@ -247,7 +263,7 @@ func (s *Store) AppendRecord(ctx context.Context, rec *compaction.CompactionReco
 	}
 	key := s.key(compaction.RecordSegmentKey(rec.SessionID, rec.ID))
 	if err := s.put(ctx, key, line, "application/x-ndjson"); err != nil {
-		return fmt.Errorf("s3 store: append record %s of session %s: %w", rec.ID, rec.SessionID, err)
+		return fmt.Errorf("s3 store: append record %s of session %s: %w", rec.ID, rec.SessionID, mapErr(err))
 	}
 	return nil
 }
@@ -264,7 +280,7 @@ func (s *Store) ReadRecords(ctx context.Context, sessionID string, w io.Writer) 
 		return s.copyObject(ctx, obj.Key, lw)
 	})
 	if err != nil {
-		return fmt.Errorf("s3 store: read records of session %s: %w", sessionID, err)
+		return fmt.Errorf("s3 store: read records of session %s: %w", sessionID, mapErr(err))
 	}
 	return nil
 }
@@ -286,7 +302,7 @@ func (s *Store) copyObject(ctx context.Context, key string, lw *lineWriter) erro
 			// segment is gone, so it is not part of the trail any more.
 			return nil
 		}
-		return fmt.Errorf("copy %s: %w", s.ref(key), err)
+		return fmt.Errorf("copy %s: %w", s.ref(key), mapErr(err))
 	}
 	return lw.endSegment()
 }
@@ -348,7 +364,7 @@ func (s *Store) SaveState(ctx context.Context, sessionID string, st *compaction.
 		if errors.As(err, &resp) && resp.Code == "PreconditionFailed" {
 			return fmt.Errorf("s3 store: save state %s: %w", s.ref(key), compaction.ErrConflict)
 		}
-		return fmt.Errorf("s3 store: save state of session %s: put %s: %w", sessionID, s.ref(key), err)
+		return fmt.Errorf("s3 store: save state of session %s: put %s: %w", sessionID, s.ref(key), mapErr(err))
 	}
 	st.Version = info.ETag
 	return nil
@@ -378,7 +394,7 @@ func (s *Store) DeleteSession(ctx context.Context, sessionID string) (int, error
 	var errs []error
 	for res := range s.client.RemoveObjectsWithResult(ctx, s.bucket, objects, minio.RemoveObjectsOptions{}) {
 		if res.Err != nil {
-			errs = append(errs, fmt.Errorf("delete %s: %w", s.ref(res.ObjectName), res.Err))
+			errs = append(errs, fmt.Errorf("delete %s: %w", s.ref(res.ObjectName), mapErr(res.Err)))
 			continue
 		}
 		removed++
@@ -390,7 +406,7 @@ func (s *Store) DeleteSession(ctx context.Context, sessionID string) (int, error
 		errs = append(errs, err)
 	}
 	if err := errors.Join(errs...); err != nil {
-		return removed, fmt.Errorf("s3 store: delete session %s (%d objects removed): %w", sessionID, removed, err)
+		return removed, fmt.Errorf("s3 store: delete session %s (%d objects removed): %w", sessionID, removed, mapErr(err))
 	}
 	return removed, nil
 }
@@ -417,7 +433,7 @@ func (s *Store) feedSessionObjects(ctx context.Context, sessionID string, out ch
 		if err = mapErr(err); errors.Is(err, compaction.ErrNotFound) {
 			return nil
 		}
-		return fmt.Errorf("stat %s: %w", s.ref(key), err)
+		return fmt.Errorf("stat %s: %w", s.ref(key), mapErr(err))
 	}
 	return send(minio.ObjectInfo{Key: key})
 }
@@ -434,7 +450,7 @@ func (s *Store) list(ctx context.Context, prefix string, fn func(minio.ObjectInf
 			continue // draining after a failure
 		}
 		if obj.Err != nil {
-			err = fmt.Errorf("list s3://%s/%s: %w", s.bucket, prefix, obj.Err)
+			err = fmt.Errorf("list s3://%s/%s: %w", s.bucket, prefix, mapErr(obj.Err))
 		} else {
 			err = fn(obj)
 		}
@@ -455,7 +471,7 @@ func (s *Store) put(ctx context.Context, key string, data []byte, contentType st
 	_, err := s.client.PutObject(ctx, s.bucket, key, bytes.NewReader(data), int64(len(data)),
 		minio.PutObjectOptions{ContentType: contentType})
 	if err != nil {
-		return fmt.Errorf("put %s: %w", s.ref(key), err)
+		return fmt.Errorf("put %s: %w", s.ref(key), mapErr(err))
 	}
 	return nil
 }
@@ -476,15 +492,52 @@ func (s *Store) get(ctx context.Context, key string) ([]byte, error) {
 	return data, nil
 }
 
-// mapErr adds compaction.ErrNotFound to a missing-key error and keeps the original, so
-// callers can test for both.
+// mapErr replaces an error answer of the endpoint by a ResponseError, which does not carry
+// the answer's text, and adds compaction.ErrNotFound to a missing-key error (keeping the
+// original, so callers can test for both).
 func mapErr(err error) error {
 	var resp minio.ErrorResponse
-	if errors.As(err, &resp) && resp.Code == minio.NoSuchKey {
-		return fmt.Errorf("%w: %w", compaction.ErrNotFound, err)
+	var clean *ResponseError
+	if err == nil || errors.As(err, &clean) || !errors.As(err, &resp) {
+		return err
 	}
-	return err
+	clean = &ResponseError{StatusCode: resp.StatusCode, Code: resp.Code}
+	if !s3Code.MatchString(clean.Code) {
+		clean.Code = "" // minio-go puts the status line there for a body that is not S3 XML
+	}
+	resp.Message, resp.Key, resp.Resource, resp.Server = "", "", "", ""
+	clean.resp = resp
+	if resp.Code == minio.NoSuchKey {
+		return fmt.Errorf("%w: %w", compaction.ErrNotFound, clean)
+	}
+	return clean
 }
+
+// s3Code is what an S3 error code looks like (AccessDenied, NoSuchBucket, XMinioAdminNoSuchUser).
+var s3Code = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9.]{0,63}$`)
+
+// ResponseError is an error answer of the S3 endpoint, without the text of its body: the
+// endpoint is whatever a policy names, and these errors reach conditions, events, records
+// and API answers. A body could be anything that endpoint, or an internal service a policy
+// points at, returns; only the status and a well-formed S3 error code are kept. errors.As
+// still finds the minio.ErrorResponse (with its Code and StatusCode; its Message cleared).
+type ResponseError struct {
+	StatusCode int
+	// Code is the S3 error code, or empty when the answer carried none.
+	Code string
+	resp minio.ErrorResponse
+}
+
+func (e *ResponseError) Error() string {
+	code := e.Code
+	if code == "" {
+		code = "error"
+	}
+	return fmt.Sprintf("S3 %s (HTTP %d %s)", code, e.StatusCode, http.StatusText(e.StatusCode))
+}
+
+// Unwrap returns the minio.ErrorResponse, Message cleared.
+func (e *ResponseError) Unwrap() error { return e.resp }
 
 func validate(op, sessionID string) error {
 	if err := compaction.ValidateSessionID(sessionID); err != nil {

@@ -108,6 +108,13 @@ type Config struct {
 	// HTTPClient sends the requests. Default: a client using http.DefaultTransport. Its own
 	// Timeout, if any, applies in addition to Config.Timeout.
 	HTTPClient *http.Client
+
+	// QuietErrors keeps every text of the server's answers out of errors: a status code or a
+	// fixed description only. Set it when whoever chooses BaseURL is not whoever reads the
+	// errors (the operator: a policy's author picks the endpoint, and errors reach records,
+	// events and API answers, so an endpoint pointed at an internal service could be read
+	// through them).
+	QuietErrors bool
 }
 
 // Summarizer calls an OpenAI-compatible chat-completions endpoint to produce the anchors
@@ -124,6 +131,7 @@ type Summarizer struct {
 	maxInputChars   int
 	temperature     *float64 // a private copy, so the caller cannot change it under us
 	client          *http.Client
+	quiet           bool
 }
 
 var _ compaction.UsageSummarizer = (*Summarizer)(nil)
@@ -162,6 +170,7 @@ func New(cfg Config) (*Summarizer, error) {
 		maxOutputTokens: orDefault(cfg.MaxOutputTokens, defaultMaxOutputTokens),
 		maxInputChars:   orDefault(cfg.MaxInputChars, defaultMaxInputChars),
 		client:          cfg.HTTPClient,
+		quiet:           cfg.QuietErrors,
 	}
 	switch {
 	case cfg.MaxRetries == 0:
@@ -356,6 +365,9 @@ func (s *Summarizer) attempt(ctx context.Context, body []byte) (string, compacti
 		// Best effort: a failed read only makes the snippet shorter, the status is the news.
 		data, _ := readAtMost(resp.Body, maxErrorBodyBytes)
 		serr := &StatusError{StatusCode: resp.StatusCode, Message: errorMessage(data)}
+		if s.quiet {
+			serr.Message = ""
+		}
 		if resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500 {
 			d, ok := parseRetryAfter(resp.Header.Get("Retry-After"), time.Now())
 			return "", none, &retryableError{err: serr, retryAfter: d, hasRetryAfter: ok}
@@ -373,7 +385,23 @@ func (s *Summarizer) attempt(ctx context.Context, body []byte) (string, compacti
 	if len(data) > maxResponseBytes {
 		return "", none, fmt.Errorf("response exceeds the %d MiB limit", maxResponseBytes>>20)
 	}
-	return parseCompletion(data)
+	text, usage, err := parseCompletion(data)
+	if err != nil && s.quiet {
+		err = quietError(err)
+	}
+	return text, usage, err
+}
+
+// quietError keeps the kind of a response that is no usable completion and drops the rest,
+// which may quote the response.
+func quietError(err error) error {
+	msg := err.Error()
+	for _, kind := range []string{"garbage output", "empty choices", "empty content", "response is not valid UTF-8", "message.content is not valid UTF-8"} {
+		if strings.HasPrefix(msg, kind) {
+			return errors.New(kind + " (the response's text is not shown)")
+		}
+	}
+	return errors.New("unusable response (its text is not shown)")
 }
 
 // transportError classifies a failure to exchange the request: the caller's cancellation is
