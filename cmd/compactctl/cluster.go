@@ -18,12 +18,16 @@ type clusterFlags struct {
 	token      *string
 	tokenFile  *string
 	kubeconfig *string
+	caFile     *string
 }
 
 func addClusterFlags(fs *flag.FlagSet) *clusterFlags {
 	return &clusterFlags{
 		server: fs.String("server", os.Getenv("COMPACTION_SERVER"),
-			"base URL of the compaction API, e.g. http://localhost:8082 (default $COMPACTION_SERVER)"),
+			"base URL of the compaction API, e.g. https://localhost:8082 (default $COMPACTION_SERVER)"),
+		caFile: fs.String("ca-file", os.Getenv("COMPACTION_CA_FILE"),
+			"CA bundle (PEM) to verify the API's certificate with instead of the system's roots: the operator publishes it as key ca.crt of the ConfigMap "+
+				"compaction-operator-api-ca in its namespace, e.g. kubectl get cm -n compaction-system compaction-operator-api-ca -o jsonpath='{.data.ca\\.crt}' > ca.crt (default $COMPACTION_CA_FILE)"),
 		token:     fs.String("token", "", "bearer token (default: the current kubeconfig context's token)"),
 		tokenFile: fs.String("token-file", "", "file holding the bearer token, e.g. a ServiceAccount token"),
 		kubeconfig: fs.String("kubeconfig", "",
@@ -34,7 +38,7 @@ func addClusterFlags(fs *flag.FlagSet) *clusterFlags {
 // client builds the API client; the token comes from the flags or the kubeconfig.
 func (f *clusterFlags) client() (*compactclient.Client, error) {
 	if *f.server == "" {
-		return nil, usageErrorf("--server (or $COMPACTION_SERVER) is required: the compaction API's URL, e.g. http://localhost:8082")
+		return nil, usageErrorf("--server (or $COMPACTION_SERVER) is required: the compaction API's URL, e.g. https://localhost:8082")
 	}
 	var opt compactclient.Option
 	switch {
@@ -51,7 +55,11 @@ func (f *clusterFlags) client() (*compactclient.Client, error) {
 		}
 		opt = compactclient.WithToken(token)
 	}
-	return compactclient.New(*f.server, opt)
+	opts := []compactclient.Option{opt}
+	if *f.caFile != "" {
+		opts = append(opts, compactclient.WithCAFile(*f.caFile))
+	}
+	return compactclient.New(*f.server, opts...)
 }
 
 // kubeconfigToken is the bearer token of the kubeconfig's current context.
@@ -94,7 +102,7 @@ func recordsCommand() *command {
 		help: `Streams the session's audit trail, one CompactionRecord per line, oldest first, from the
 operator's compaction API (GET /v1/namespaces/NAMESPACE/sessions/NAME/records). The caller
 needs "get" on agentsessions/records in the namespace (the compaction-agent ClusterRole).`,
-		example: `  compactctl records --server http://localhost:8082 default/swe-agent-1 | jq -c '{tier, tokensBefore, tokensAfter}'`,
+		example: `  compactctl records --server https://localhost:8082 --ca-file ca.crt default/swe-agent-1 | jq -c '{tier, tokensBefore, tokensAfter}'`,
 		flags: func(fs *flag.FlagSet) func(context.Context, *stdio, []string) error {
 			cf := addClusterFlags(fs)
 			return func(ctx context.Context, std *stdio, args []string) error {
@@ -123,7 +131,7 @@ func toolResultCommand() *command {
 		help: `Prints the full original output of an offloaded tool result, as the agent reads it back
 (GET /v1/namespaces/NAMESPACE/sessions/NAME/toolresults/TOOL_CALL_ID). The caller needs "get"
 on agentsessions/toolresults in the namespace.`,
-		example: `  compactctl tool-result --server http://localhost:8082 default/swe-agent-1 call_17 | less`,
+		example: `  compactctl tool-result --server https://localhost:8082 --ca-file ca.crt default/swe-agent-1 call_17 | less`,
 		flags: func(fs *flag.FlagSet) func(context.Context, *stdio, []string) error {
 			cf := addClusterFlags(fs)
 			return func(ctx context.Context, std *stdio, args []string) error {

@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"path/filepath"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -22,7 +21,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/certwatcher"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
@@ -46,9 +44,13 @@ const (
 type Config struct {
 	// BindAddress is host:port to listen on.
 	BindAddress string
-	// CertDir holds tls.crt and tls.key; empty serves plain HTTP. Certificates are
-	// reloaded when the files change.
-	CertDir string
+	// Certificates serves the API's certificate (HTTPS, TLS 1.2 or later). The listener
+	// opens only once it is ready, so a replica is not Ready before it has a certificate.
+	// Required unless InsecureServeHTTP.
+	Certificates CertificateSource
+	// InsecureServeHTTP serves plain HTTP: tokens and conversations cross the network in
+	// clear. An explicit opt-out only.
+	InsecureServeHTTP bool
 	// MaxBodyBytes bounds a request body.
 	MaxBodyBytes int64
 	// MaxInflightBytes is the in-flight budget: what the requests being served may hold in
@@ -71,6 +73,13 @@ type Config struct {
 	StatusFlushInterval time.Duration
 	// ClusterResourceNamespace holds a ClusterCompactionPolicy's Secrets by default.
 	ClusterResourceNamespace string
+}
+
+// CertificateSource provides the serving certificate.
+type CertificateSource interface {
+	GetCertificate(*tls.ClientHelloInfo) (*tls.Certificate, error)
+	// Ready is closed once GetCertificate has a certificate.
+	Ready() <-chan struct{}
 }
 
 // Server is the compaction API. It runs on every manager replica (it needs no leader).
@@ -198,24 +207,31 @@ func (s *Server) Start(ctx context.Context) error {
 		IdleTimeout:  120 * time.Second,
 		BaseContext:  func(net.Listener) context.Context { return ctx },
 	}
+	switch {
+	case s.cfg.InsecureServeHTTP:
+		s.log.Info("WARNING: serving the compaction API over plain HTTP (--api-insecure-serve-http): bearer tokens and conversations cross the network unencrypted")
+	case s.cfg.Certificates == nil:
+		return errors.New("compaction API: no certificate source and plain HTTP not allowed")
+	default:
+		// Not listening (so not Ready) until there is a certificate to serve.
+		select {
+		case <-s.cfg.Certificates.Ready():
+		case <-ctx.Done():
+			return nil
+		}
+	}
 	ln, err := net.Listen("tcp", s.cfg.BindAddress)
 	if err != nil {
 		return fmt.Errorf("compaction API: listen on %s: %w", s.cfg.BindAddress, err)
 	}
-	if s.cfg.CertDir != "" {
-		cw, err := certwatcher.New(filepath.Join(s.cfg.CertDir, "tls.crt"), filepath.Join(s.cfg.CertDir, "tls.key"))
-		if err != nil {
-			_ = ln.Close()
-			return fmt.Errorf("compaction API: load certificate: %w", err)
-		}
-		go func() {
-			if err := cw.Start(ctx); err != nil {
-				s.log.Error(err, "certificate watcher stopped")
-			}
-		}()
-		ln = tls.NewListener(ln, &tls.Config{GetCertificate: cw.GetCertificate, MinVersion: tls.VersionTLS12})
+	if !s.cfg.InsecureServeHTTP {
+		ln = tls.NewListener(ln, &tls.Config{
+			GetCertificate: s.cfg.Certificates.GetCertificate,
+			MinVersion:     tls.VersionTLS12,
+			NextProtos:     []string{"http/1.1"},
+		})
 	}
-	s.log.Info("serving the compaction API", "address", ln.Addr().String(), "tls", s.cfg.CertDir != "")
+	s.log.Info("serving the compaction API", "address", ln.Addr().String(), "tls", !s.cfg.InsecureServeHTTP)
 	s.serving.Store(true)
 	defer s.serving.Store(false)
 
