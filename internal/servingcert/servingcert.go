@@ -202,11 +202,12 @@ func (m *Manager) Check(ctx context.Context) (time.Time, error) {
 	if err != nil {
 		return time.Time{}, fmt.Errorf("load serving certificate: %w", err)
 	}
-	m.cert.Store(&pair)
-	m.once.Do(func() { close(m.ready) })
+	// Published before it is served: a replica is Ready only once clients can find the CA.
 	if err := m.publish(ctx, st.bundle); err != nil {
 		return time.Time{}, err
 	}
+	m.cert.Store(&pair)
+	m.once.Do(func() { close(m.ready) })
 	return st.nextCheck(m.cfg), nil
 }
 
@@ -363,7 +364,10 @@ func (st *state) nextCheck(cfg Config) time.Time {
 		points = append(points, c.NotAfter)
 	}
 	for _, p := range points {
-		if p.After(now) && p.Before(next) {
+		if !p.After(now) {
+			return now // due already (a write lost to another replica's)
+		}
+		if p.Before(next) {
 			next = p
 		}
 	}
@@ -384,8 +388,7 @@ func (st *state) issueLeaf(now time.Time, cfg Config) error {
 		Subject:      pkix.Name{CommonName: cfg.DNSNames[0]},
 		DNSNames:     cfg.DNSNames,
 		IPAddresses:  []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback},
-		// A minute back covers clocks of other nodes slightly behind.
-		NotBefore:   now.Add(-time.Minute),
+		NotBefore:   now.Add(-backdate(cfg.CertValidity)),
 		NotAfter:    notAfter,
 		KeyUsage:    x509.KeyUsageDigitalSignature,
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
@@ -408,6 +411,10 @@ func (st *state) issueLeaf(now time.Time, cfg Config) error {
 	return nil
 }
 
+// backdate is how far before its issue a certificate is valid, for clients whose clock is
+// slightly behind: a minute, or a tenth of a short validity (so renewal points stay ahead).
+func backdate(validity time.Duration) time.Duration { return min(time.Minute, validity/10) }
+
 func newCA(now time.Time, validity time.Duration) (*keyPair, error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -416,7 +423,7 @@ func newCA(now time.Time, validity time.Duration) (*keyPair, error) {
 	tmpl := &x509.Certificate{
 		SerialNumber:          serial(),
 		Subject:               pkix.Name{CommonName: caCommonName, SerialNumber: fmt.Sprint(now.Unix())},
-		NotBefore:             now.Add(-time.Minute),
+		NotBefore:             now.Add(-backdate(validity)),
 		NotAfter:              now.Add(validity),
 		IsCA:                  true,
 		BasicConstraintsValid: true,

@@ -78,7 +78,14 @@ func TestIssuePublishAndShare(t *testing.T) {
 	if _, err := a.GetCertificate(&tls.ClientHelloInfo{}); err == nil {
 		t.Fatal("a certificate before the first check")
 	}
-	check(t, a)
+	next, err := a.Check(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The next check is at the renewal point, 2/3 of the certificate's 6 hours at most.
+	if !next.After(clk.t) || next.After(clk.t.Add(4*time.Hour)) {
+		t.Errorf("next check at %s, want within 4h after %s", next, clk.t)
+	}
 	select {
 	case <-a.Ready():
 	default:
