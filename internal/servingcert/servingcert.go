@@ -388,10 +388,10 @@ func (st *state) issueLeaf(now time.Time, cfg Config) error {
 		Subject:      pkix.Name{CommonName: cfg.DNSNames[0]},
 		DNSNames:     cfg.DNSNames,
 		IPAddresses:  []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback},
-		NotBefore:   now.Add(-backdate(cfg.CertValidity)),
-		NotAfter:    notAfter,
-		KeyUsage:    x509.KeyUsageDigitalSignature,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		NotBefore:    now.Add(-backdate(cfg.CertValidity)),
+		NotAfter:     notAfter,
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, st.signing.cert, &key.PublicKey, st.signing.key)
 	if err != nil {
