@@ -7,6 +7,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"os/exec"
 	"strings"
@@ -135,6 +136,57 @@ func TestAPITLS(t *testing.T) {
 	must(t, err)
 	if err := agent.Records(ctx, ns, "no-such-session", io.Discard); !errors.As(err, &ae) || ae.Code != http.StatusNotFound {
 		t.Errorf("records after the rotation: %v, want the API's 404", err)
+	}
+
+	// Plain HTTP only when asked for, with a warning in the log.
+	plain := cl.StartManager(bin, "--api-insecure-serve-http")
+	t.Cleanup(func() { _ = plain.Stop(20 * time.Second) })
+	if !strings.HasPrefix(plain.URL, "http://") {
+		t.Fatalf("URL %s", plain.URL)
+	}
+	if err := plain.APIClient(t, agentToken).Records(ctx, ns, "no-such-session", io.Discard); !errors.As(err, &ae) || ae.Code != http.StatusNotFound {
+		t.Errorf("records over plain HTTP with --api-insecure-serve-http: %v, want the API's 404", err)
+	}
+	if !strings.Contains(plain.Output(), "WARNING: serving the compaction API over plain HTTP") {
+		t.Errorf("no warning about plain HTTP in the log")
+	}
+
+	// A replica that cannot get its certificate (it may not write Secrets where it is told
+	// to keep it) is alive but not Ready, and does not listen on the API port.
+	testNotReadyWithoutCertificate(t, cl, bin)
+}
+
+func testNotReadyWithoutCertificate(t *testing.T, cl *operator.Cluster, bin string) {
+	ports := testenv.FreePorts(t, 3)
+	p := testenv.StartProcess(t, bin, []string{
+		"--kubeconfig", cl.TokenKubeconfig(cl.Token(operator.SystemNamespace, operator.ManagerSA)),
+		"--metrics-bind-address", ports[0], "--health-probe-bind-address", ports[1], "--api-bind-address", ports[2],
+		"--leader-elect", "--leader-election-namespace", operator.SystemNamespace,
+		// Its Role lets it write the certificate's Secret only in its own namespace.
+		"--api-cert-namespace", "kube-public",
+	}, "POD_NAMESPACE="+operator.SystemNamespace)
+	t.Cleanup(func() { _ = p.Stop(20 * time.Second) })
+	eventually(t, "the certificate check to fail", func() (bool, string) {
+		if exited, err := p.Exited(); exited {
+			t.Fatalf("manager exited: %v\n%s", err, p.Output())
+		}
+		return strings.Contains(p.Output(), "serving certificate check failed"), "no failure logged yet"
+	})
+	probe := func(path string) int {
+		resp, err := http.Get("http://" + ports[1] + path)
+		if err != nil {
+			return 0
+		}
+		_ = resp.Body.Close()
+		return resp.StatusCode
+	}
+	eventually(t, "healthz", func() (bool, string) { return probe("/healthz") == http.StatusOK, "" })
+	if code := probe("/readyz"); code == http.StatusOK {
+		t.Errorf("/readyz %d without a certificate, want a failure", code)
+	}
+	if conn, err := net.Dial("tcp", ports[2]); err == nil {
+		_ = conn.Close()
+		t.Errorf("the API port accepts connections without a certificate")
 	}
 }
 
