@@ -157,9 +157,9 @@ func Start(ctx context.Context, opts Options) (_ *Env, err error) {
 		"--metrics-bind-address", "0",
 		"--health-probe-bind-address", e.ProbeAddr,
 		"--api-bind-address", e.APIAddr,
-		"--cluster-resource-namespace", "default",
+		"--cluster-resource-namespace", operatorNamespace,
 		// The self-signed certificate's Secret and the CA bundle's ConfigMap.
-		"--api-cert-namespace", "default",
+		"--api-cert-namespace", operatorNamespace,
 	}, opts.ManagerArgs...)
 	cmd := exec.Command(opts.ManagerBin, args...)
 	if e.manager, err = proc.Start(cmd, 64<<10, e.logFile); err != nil {
@@ -184,12 +184,16 @@ func Start(ctx context.Context, opts Options) (_ *Env, err error) {
 // CAConfigMap is the ConfigMap (in the default namespace) holding the API's CA bundle.
 const CAConfigMap = "compaction-operator-api-ca"
 
+// operatorNamespace plays the operator's namespace here: cluster policies' Secrets, pinned
+// locations, the API's certificate and CA bundle.
+const operatorNamespace = "default"
+
 func writeCA(ctx context.Context, cfg *rest.Config, path string) error {
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return fmt.Errorf("client: %w", err)
 	}
-	cm, err := cs.CoreV1().ConfigMaps("default").Get(ctx, CAConfigMap, metav1.GetOptions{})
+	cm, err := cs.CoreV1().ConfigMaps(operatorNamespace).Get(ctx, CAConfigMap, metav1.GetOptions{})
 	if err != nil {
 		return fmt.Errorf("read the API's CA bundle: %w", err)
 	}

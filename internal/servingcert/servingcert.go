@@ -54,6 +54,8 @@ const (
 	leafCertKey  = corev1.TLSCertKey
 	leafKeyKey   = corev1.TLSPrivateKeyKey
 	caCommonName = "compaction-operator-api-ca"
+	// pemCertificate is the PEM block type of a certificate.
+	pemCertificate = "CERTIFICATE"
 )
 
 // Defaults of Config.
@@ -343,7 +345,7 @@ func (st *state) plan(now time.Time, cfg Config) (bool, error) {
 	}
 	var bundle bytes.Buffer
 	for _, c := range cas {
-		_ = pem.Encode(&bundle, &pem.Block{Type: "CERTIFICATE", Bytes: c.Raw})
+		_ = pem.Encode(&bundle, &pem.Block{Type: pemCertificate, Bytes: c.Raw})
 	}
 	if !bytes.Equal(bundle.Bytes(), st.bundle) {
 		st.bundle, changed = bundle.Bytes(), true
@@ -406,7 +408,7 @@ func (st *state) issueLeaf(now time.Time, cfg Config) error {
 		return fmt.Errorf("encode serving key: %w", err)
 	}
 	st.leaf = leaf
-	st.leafPEM = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
+	st.leafPEM = pem.EncodeToMemory(&pem.Block{Type: pemCertificate, Bytes: der})
 	st.leafKeyPEM = pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER})
 	return nil
 }
@@ -438,7 +440,7 @@ func newCA(now time.Time, validity time.Duration) (*keyPair, error) {
 	if err != nil {
 		return nil, fmt.Errorf("encode CA key: %w", err)
 	}
-	kp := parseKeyPair(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
+	kp := parseKeyPair(pem.EncodeToMemory(&pem.Block{Type: pemCertificate, Bytes: der}),
 		pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}))
 	if kp == nil {
 		return nil, errors.New("generated CA does not parse")
@@ -467,7 +469,7 @@ func parseCerts(data []byte) []*x509.Certificate {
 		if b == nil {
 			return out
 		}
-		if c, err := x509.ParseCertificate(b.Bytes); err == nil && b.Type == "CERTIFICATE" {
+		if c, err := x509.ParseCertificate(b.Bytes); err == nil && b.Type == pemCertificate {
 			out = append(out, c)
 		}
 	}

@@ -524,101 +524,13 @@ func testLeaderElection(t *testing.T, h *helmCLI) {
 	}
 }
 
+// certDirArg is the manager flag of the CertManager and Secret modes.
+const certDirArg = "--api-cert-dir=/etc/compaction-operator/api-tls"
+
 func testAPITLS(t *testing.T, h *helmCLI) {
-	certDir := "--api-cert-dir=/etc/compaction-operator/api-tls"
-	mounted := func(t *testing.T, d *appsv1.Deployment, secret string) {
-		t.Helper()
-		pod := d.Spec.Template.Spec
-		if len(pod.Volumes) != 1 || pod.Volumes[0].Secret == nil || pod.Volumes[0].Secret.SecretName != secret {
-			t.Errorf("volumes %+v, want Secret %s", pod.Volumes, secret)
-		}
-		m := pod.Containers[0].VolumeMounts
-		if len(m) != 1 || m[0].MountPath != "/etc/compaction-operator/api-tls" || !m[0].ReadOnly {
-			t.Errorf("volumeMounts %+v", m)
-		}
-	}
-	t.Run("SelfSigned", func(t *testing.T) {
-		objs := decode(t, h.template(t))
-		var d appsv1.Deployment
-		typed(t, find(t, objs, "Deployment", prefix+"controller-manager"), &d)
-		args := d.Spec.Template.Spec.Containers[0].Args
-		for _, want := range []string{"--api-cert-secret=" + prefix + "api-cert", "--api-ca-configmap=" + prefix + "api-ca",
-			"--api-service-name=" + prefix + "api", "--metrics-service-name=" + prefix + "controller-manager-metrics-service"} {
-			if !slices.Contains(args, want) {
-				t.Errorf("args %q lack %s", args, want)
-			}
-		}
-		if slices.Contains(args, certDir) || slices.Contains(args, "--api-insecure-serve-http") || len(d.Spec.Template.Spec.Volumes) != 0 {
-			t.Errorf("SelfSigned mounts a certificate or serves HTTP: args %q", args)
-		}
-		// The manager may read and write only its Secret and ConfigMap; every ServiceAccount
-		// may read the ConfigMap.
-		var role, reader rbacv1.Role
-		typed(t, find(t, objs, "Role", prefix+"api-cert-role"), &role)
-		typed(t, find(t, objs, "Role", prefix+"api-ca-reader"), &reader)
-		var want, wantReader rbacv1.Role
-		readObject(t, "config/rbac/api_cert_role.yaml", "Role", &want)
-		readObject(t, "config/rbac/api_ca_reader_role.yaml", "Role", &wantReader)
-		if !equality.Semantic.DeepEqual(role.Rules, want.Rules) || !equality.Semantic.DeepEqual(reader.Rules, wantReader.Rules) {
-			t.Errorf("roles %+v and %+v, config/rbac has %+v and %+v", role.Rules, reader.Rules, want.Rules, wantReader.Rules)
-		}
-		for _, r := range role.Rules {
-			if slices.Contains(r.Verbs, "list") || slices.Contains(r.Verbs, "watch") || (slices.Contains(r.Resources, "secrets") && slices.Contains(r.Verbs, "get") && len(r.ResourceNames) == 0) {
-				t.Errorf("the certificate Role grants more than its objects: %+v", r)
-			}
-		}
-		var rb rbacv1.RoleBinding
-		typed(t, find(t, objs, "RoleBinding", prefix+"api-ca-reader-rolebinding"), &rb)
-		if len(rb.Subjects) != 1 || rb.Subjects[0].Kind != "Group" || rb.Subjects[0].Name != "system:serviceaccounts" {
-			t.Errorf("CA reader binding subjects %+v", rb.Subjects)
-		}
-	})
-	t.Run("Secret", func(t *testing.T) {
-		d, args := managerArgs(t, h, "--set", "api.tls.mode=Secret,api.tls.secretName=api-tls")
-		if !slices.Contains(args, certDir) || !slices.Contains(args, "--api-ca-configmap="+prefix+"api-ca") {
-			t.Errorf("args %q lack %s or the CA ConfigMap", args, certDir)
-		}
-		mounted(t, d, "api-tls")
-		if _, err := h.try("template", release, h.chart, "--set", "api.tls.mode=Secret"); err == nil ||
-			!strings.Contains(err.Error(), "api.tls.secretName is required") {
-			t.Errorf("Secret mode without secretName: %v", err)
-		}
-	})
-	t.Run("CertManager", func(t *testing.T) {
-		if _, err := h.try("template", release, h.chart, "--set", "api.tls.mode=CertManager"); err == nil ||
-			!strings.Contains(err.Error(), "needs cert-manager") {
-			t.Errorf("CertManager mode without cert-manager's API: %v, want a clear failure", err)
-		}
-		objs := decode(t, h.template(t, "--api-versions", "cert-manager.io/v1", "--set", "api.tls.mode=CertManager"))
-		var d appsv1.Deployment
-		typed(t, find(t, objs, "Deployment", prefix+"controller-manager"), &d)
-		if !slices.Contains(d.Spec.Template.Spec.Containers[0].Args, certDir) {
-			t.Errorf("args lack %s", certDir)
-		}
-		mounted(t, &d, prefix+"api-tls")
-		cert := find(t, objs, "Certificate", prefix+"api")
-		secret, _, _ := unstructured.NestedString(cert.Object, "spec", "secretName")
-		dns, _, _ := unstructured.NestedStringSlice(cert.Object, "spec", "dnsNames")
-		issuer, _, _ := unstructured.NestedStringMap(cert.Object, "spec", "issuerRef")
-		if secret != prefix+"api-tls" || !slices.Contains(dns, prefix+"api."+namespace+".svc") ||
-			!slices.Contains(dns, prefix+"controller-manager-metrics-service."+namespace+".svc") || issuer["name"] != prefix+"ca" {
-			t.Errorf("Certificate secret %s, dnsNames %q, issuer %v", secret, dns, issuer)
-		}
-		find(t, objs, "Issuer", prefix+"ca")
-		find(t, objs, "Issuer", prefix+"selfsigned")
-		// An issuer of the user's replaces the chart's CA.
-		objs = decode(t, h.template(t, "--api-versions", "cert-manager.io/v1", "--set", "api.tls.mode=CertManager",
-			"--set-json", `api.tls.certManager.issuerRef={"kind":"ClusterIssuer","name":"corp-ca"}`))
-		issuer, _, _ = unstructured.NestedStringMap(find(t, objs, "Certificate", prefix+"api").Object, "spec", "issuerRef")
-		if issuer["kind"] != "ClusterIssuer" || issuer["name"] != "corp-ca" {
-			t.Errorf("issuerRef %v, want the ClusterIssuer corp-ca", issuer)
-		}
-		for _, o := range objs {
-			if o.GetKind() == "Issuer" {
-				t.Errorf("Issuer %s rendered with an issuerRef given", o.GetName())
-			}
-		}
-	})
+	t.Run("SelfSigned", func(t *testing.T) { testTLSSelfSigned(t, h) })
+	t.Run("Secret", func(t *testing.T) { testTLSSecret(t, h) })
+	t.Run("CertManager", func(t *testing.T) { testTLSCertManager(t, h) })
 	t.Run("InsecureServeHTTP", func(t *testing.T) {
 		_, args := managerArgs(t, h, "--set", "api.tls.insecureServeHTTP=true")
 		if !slices.Contains(args, "--api-insecure-serve-http") {
@@ -635,6 +547,104 @@ func testAPITLS(t *testing.T, h *helmCLI) {
 			}
 		}
 	})
+}
+
+// mountedTLS checks that the Deployment mounts secret at the cert dir.
+func mountedTLS(t *testing.T, d *appsv1.Deployment, secret string) {
+	t.Helper()
+	pod := d.Spec.Template.Spec
+	if len(pod.Volumes) != 1 || pod.Volumes[0].Secret == nil || pod.Volumes[0].Secret.SecretName != secret {
+		t.Errorf("volumes %+v, want Secret %s", pod.Volumes, secret)
+	}
+	m := pod.Containers[0].VolumeMounts
+	if len(m) != 1 || m[0].MountPath != "/etc/compaction-operator/api-tls" || !m[0].ReadOnly {
+		t.Errorf("volumeMounts %+v", m)
+	}
+}
+
+func testTLSSelfSigned(t *testing.T, h *helmCLI) {
+	objs := decode(t, h.template(t))
+	var d appsv1.Deployment
+	typed(t, find(t, objs, "Deployment", prefix+"controller-manager"), &d)
+	args := d.Spec.Template.Spec.Containers[0].Args
+	for _, want := range []string{"--api-cert-secret=" + prefix + "api-cert", "--api-ca-configmap=" + prefix + "api-ca",
+		"--api-service-name=" + prefix + "api", "--metrics-service-name=" + prefix + "controller-manager-metrics-service"} {
+		if !slices.Contains(args, want) {
+			t.Errorf("args %q lack %s", args, want)
+		}
+	}
+	if slices.Contains(args, certDirArg) || slices.Contains(args, "--api-insecure-serve-http") || len(d.Spec.Template.Spec.Volumes) != 0 {
+		t.Errorf("SelfSigned mounts a certificate or serves HTTP: args %q", args)
+	}
+	// The manager may read and write only its Secret and ConfigMap; every ServiceAccount
+	// may read the ConfigMap.
+	var role, reader rbacv1.Role
+	typed(t, find(t, objs, "Role", prefix+"api-cert-role"), &role)
+	typed(t, find(t, objs, "Role", prefix+"api-ca-reader"), &reader)
+	var want, wantReader rbacv1.Role
+	readObject(t, "config/rbac/api_cert_role.yaml", "Role", &want)
+	readObject(t, "config/rbac/api_ca_reader_role.yaml", "Role", &wantReader)
+	if !equality.Semantic.DeepEqual(role.Rules, want.Rules) || !equality.Semantic.DeepEqual(reader.Rules, wantReader.Rules) {
+		t.Errorf("roles %+v and %+v, config/rbac has %+v and %+v", role.Rules, reader.Rules, want.Rules, wantReader.Rules)
+	}
+	for _, r := range role.Rules {
+		if slices.Contains(r.Verbs, "list") || slices.Contains(r.Verbs, "watch") || (slices.Contains(r.Resources, "secrets") && slices.Contains(r.Verbs, "get") && len(r.ResourceNames) == 0) {
+			t.Errorf("the certificate Role grants more than its objects: %+v", r)
+		}
+	}
+	var rb rbacv1.RoleBinding
+	typed(t, find(t, objs, "RoleBinding", prefix+"api-ca-reader-rolebinding"), &rb)
+	if len(rb.Subjects) != 1 || rb.Subjects[0].Kind != "Group" || rb.Subjects[0].Name != "system:serviceaccounts" {
+		t.Errorf("CA reader binding subjects %+v", rb.Subjects)
+	}
+}
+
+func testTLSSecret(t *testing.T, h *helmCLI) {
+	d, args := managerArgs(t, h, "--set", "api.tls.mode=Secret,api.tls.secretName=api-tls")
+	if !slices.Contains(args, certDirArg) || !slices.Contains(args, "--api-ca-configmap="+prefix+"api-ca") {
+		t.Errorf("args %q lack %s or the CA ConfigMap", args, certDirArg)
+	}
+	mountedTLS(t, d, "api-tls")
+	if _, err := h.try("template", release, h.chart, "--set", "api.tls.mode=Secret"); err == nil ||
+		!strings.Contains(err.Error(), "api.tls.secretName is required") {
+		t.Errorf("Secret mode without secretName: %v", err)
+	}
+}
+
+func testTLSCertManager(t *testing.T, h *helmCLI) {
+	if _, err := h.try("template", release, h.chart, "--set", "api.tls.mode=CertManager"); err == nil ||
+		!strings.Contains(err.Error(), "needs cert-manager") {
+		t.Errorf("CertManager mode without cert-manager's API: %v, want a clear failure", err)
+	}
+	objs := decode(t, h.template(t, "--api-versions", "cert-manager.io/v1", "--set", "api.tls.mode=CertManager"))
+	var d appsv1.Deployment
+	typed(t, find(t, objs, "Deployment", prefix+"controller-manager"), &d)
+	if !slices.Contains(d.Spec.Template.Spec.Containers[0].Args, certDirArg) {
+		t.Errorf("args lack %s", certDirArg)
+	}
+	mountedTLS(t, &d, prefix+"api-tls")
+	cert := find(t, objs, "Certificate", prefix+"api")
+	secret, _, _ := unstructured.NestedString(cert.Object, "spec", "secretName")
+	dns, _, _ := unstructured.NestedStringSlice(cert.Object, "spec", "dnsNames")
+	issuer, _, _ := unstructured.NestedStringMap(cert.Object, "spec", "issuerRef")
+	if secret != prefix+"api-tls" || !slices.Contains(dns, prefix+"api."+namespace+".svc") ||
+		!slices.Contains(dns, prefix+"controller-manager-metrics-service."+namespace+".svc") || issuer["name"] != prefix+"ca" {
+		t.Errorf("Certificate secret %s, dnsNames %q, issuer %v", secret, dns, issuer)
+	}
+	find(t, objs, "Issuer", prefix+"ca")
+	find(t, objs, "Issuer", prefix+"selfsigned")
+	// An issuer of the user's replaces the chart's CA.
+	objs = decode(t, h.template(t, "--api-versions", "cert-manager.io/v1", "--set", "api.tls.mode=CertManager",
+		"--set-json", `api.tls.certManager.issuerRef={"kind":"ClusterIssuer","name":"corp-ca"}`))
+	issuer, _, _ = unstructured.NestedStringMap(find(t, objs, "Certificate", prefix+"api").Object, "spec", "issuerRef")
+	if issuer["kind"] != "ClusterIssuer" || issuer["name"] != "corp-ca" {
+		t.Errorf("issuerRef %v, want the ClusterIssuer corp-ca", issuer)
+	}
+	for _, o := range objs {
+		if o.GetKind() == "Issuer" {
+			t.Errorf("Issuer %s rendered with an issuerRef given", o.GetName())
+		}
+	}
 }
 
 // TestNotes checks that NOTES.txt prints the scheme the API really serves and where agents
