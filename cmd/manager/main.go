@@ -160,6 +160,12 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		return nil, fmt.Errorf("--api-max-body-bytes (%d), --api-max-messages (%d) and --api-max-inflight-bytes (%d) must be at least 1",
 			o.apiMaxBodyBytes, o.apiMaxMessages, o.apiMaxInflightBytes)
 	}
+	if o.apiInsecureHTTP && o.apiCertDir != "" {
+		return nil, errors.New("--api-insecure-serve-http and --api-cert-dir are exclusive")
+	}
+	if o.apiCAValidity <= 0 || o.apiCertValidity <= 0 {
+		return nil, fmt.Errorf("--api-ca-validity (%s) and --api-cert-validity (%s) must be positive", o.apiCAValidity, o.apiCertValidity)
+	}
 	if o.sessionWorkers < 1 {
 		return nil, fmt.Errorf("--session-workers must be at least 1, got %d", o.sessionWorkers)
 	}
