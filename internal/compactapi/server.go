@@ -9,9 +9,11 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	stdlog "log"
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -206,6 +208,9 @@ func (s *Server) Start(ctx context.Context) error {
 		WriteTimeout: s.cfg.ReadTimeout + s.cfg.RequestTimeout + writeGrace,
 		IdleTimeout:  120 * time.Second,
 		BaseContext:  func(net.Listener) context.Context { return ctx },
+		// net/http's own messages (TLS handshakes a client aborted, e.g. one without the
+		// CA) go to the structured log, not plain text on stderr.
+		ErrorLog: stdlog.New(logWriter{s.log.WithName("http")}, "", 0),
 	}
 	switch {
 	case s.cfg.InsecureServeHTTP:
@@ -262,6 +267,14 @@ func (s *Server) Start(ctx context.Context) error {
 		return fmt.Errorf("compaction API: %w", err)
 	}
 	return nil
+}
+
+// logWriter writes each line net/http logs as one structured log entry.
+type logWriter struct{ log logr.Logger }
+
+func (w logWriter) Write(p []byte) (int, error) {
+	w.log.Info(strings.TrimSpace(string(p)))
+	return len(p), nil
 }
 
 // writeGrace is how long after a request's deadline its answer may take to write.
