@@ -44,9 +44,9 @@ func TestAPITLS(t *testing.T) {
 	ctx := context.Background()
 	agentToken := cl.BindAgent(ns, "agent")
 
-	// The agent reads the CA bundle with its own token; it cannot read the Secret with the
-	// CA's key.
-	agentCfg, err := clientcmd.BuildConfigFromFlags("", cl.TokenKubeconfig(agentToken))
+	// The agent reads the CA bundle with its own ServiceAccount's token (one for the
+	// Kubernetes API); it cannot read the Secret with the CA's key.
+	agentCfg, err := clientcmd.BuildConfigFromFlags("", cl.TokenKubeconfig(cl.Token(ns, "agent")))
 	must(t, err)
 	agentKube, err := kubernetes.NewForConfig(agentCfg)
 	must(t, err)
