@@ -199,3 +199,52 @@ func leaf(addr, serverName string, pool *x509.CertPool) (*x509.Certificate, erro
 	defer func() { _ = conn.Close() }()
 	return conn.ConnectionState().PeerCertificates[0], nil
 }
+
+// TestAPICARotation: the manager's CA is rotated without a restart, and never ahead of the
+// clients: the first certificate of the new CA verifies with the bundle an agent read
+// before that certificate was served (the next CA is published before it signs).
+func TestAPICARotation(t *testing.T) {
+	cl := operator.Install(t)
+	mgr := cl.StartManager(testenv.BuildManager(t), "--api-ca-validity=30s", "--api-cert-validity=9s")
+	ctx := context.Background()
+	bundle := func() (*x509.CertPool, error) {
+		cm, err := cl.Clientset.CoreV1().ConfigMaps(operator.SystemNamespace).Get(ctx, operator.CAConfigMap, metav1.GetOptions{})
+		if err != nil {
+			return nil, err
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM([]byte(cm.Data["ca.crt"])) {
+			return nil, errors.New("no CA in the ConfigMap")
+		}
+		return pool, nil
+	}
+	first, err := leaf(mgr.APIAddr, apiServerName, mgr.CAPool)
+	must(t, err)
+	previous := mgr.CAPool
+	eventually(t, "a certificate of a new CA", func() (bool, string) {
+		// Served after the bundle in previous was read.
+		conn, err := tls.Dial("tcp", mgr.APIAddr, &tls.Config{InsecureSkipVerify: true}) //nolint:gosec // verified below against the earlier bundle
+		if err != nil {
+			return false, err.Error()
+		}
+		served := conn.ConnectionState().PeerCertificates[0]
+		_ = conn.Close()
+		if !bytes.Equal(served.AuthorityKeyId, first.AuthorityKeyId) || !bytes.Equal(served.RawIssuer, first.RawIssuer) {
+			if _, err := served.Verify(x509.VerifyOptions{Roots: previous, DNSName: apiServerName}); err != nil {
+				t.Fatalf("the first certificate of the new CA does not verify with the bundle read before it was served: %v", err)
+			}
+			t.Logf("rotated: first %s (AKI %x) %s..%s, now %s (AKI %x) %s..%s", first.Issuer, first.AuthorityKeyId, first.NotBefore, first.NotAfter,
+				served.Issuer, served.AuthorityKeyId, served.NotBefore, served.NotAfter)
+			return true, ""
+		}
+		pool, err := bundle()
+		if err != nil {
+			return false, err.Error()
+		}
+		previous = pool
+		return false, "same CA"
+	})
+	if exited, err := mgr.Exited(); exited {
+		t.Fatalf("the manager exited during the CA rotation: %v", err)
+	}
+}
