@@ -22,12 +22,16 @@ type clusterFlags struct {
 	kubeconfig *string
 	// fromKubeconfig is set when the token came from the kubeconfig, for explain.
 	fromKubeconfig bool
+	caFile         *string
 }
 
 func addClusterFlags(fs *flag.FlagSet) *clusterFlags {
 	return &clusterFlags{
 		server: fs.String("server", os.Getenv("COMPACTION_SERVER"),
-			"base URL of the compaction API, e.g. http://localhost:8082 (default $COMPACTION_SERVER)"),
+			"base URL of the compaction API, e.g. https://localhost:8082 (default $COMPACTION_SERVER)"),
+		caFile: fs.String("ca-file", os.Getenv("COMPACTION_CA_FILE"),
+			"CA bundle (PEM) to verify the API's certificate with instead of the system's roots: the operator publishes it as key ca.crt of the ConfigMap "+
+				"compaction-operator-api-ca in its namespace, e.g. kubectl get cm -n compaction-system compaction-operator-api-ca -o jsonpath='{.data.ca\\.crt}' > ca.crt (default $COMPACTION_CA_FILE)"),
 		token: fs.String("token", "", "bearer token for the compaction API's audience, e.g. $(kubectl create token SA --audience "+
 			compactclient.DefaultTokenAudience+") (default: the current kubeconfig context's token)"),
 		tokenFile: fs.String("token-file", "", "file holding the bearer token, e.g. a projected ServiceAccount token with audience "+compactclient.DefaultTokenAudience),
@@ -39,7 +43,7 @@ func addClusterFlags(fs *flag.FlagSet) *clusterFlags {
 // client builds the API client; the token comes from the flags or the kubeconfig.
 func (f *clusterFlags) client() (*compactclient.Client, error) {
 	if *f.server == "" {
-		return nil, usageErrorf("--server (or $COMPACTION_SERVER) is required: the compaction API's URL, e.g. http://localhost:8082")
+		return nil, usageErrorf("--server (or $COMPACTION_SERVER) is required: the compaction API's URL, e.g. https://localhost:8082")
 	}
 	var opt compactclient.Option
 	switch {
@@ -56,7 +60,11 @@ func (f *clusterFlags) client() (*compactclient.Client, error) {
 		}
 		opt, f.fromKubeconfig = compactclient.WithToken(token), true
 	}
-	return compactclient.New(*f.server, opt)
+	opts := []compactclient.Option{opt}
+	if *f.caFile != "" {
+		opts = append(opts, compactclient.WithCAFile(*f.caFile))
+	}
+	return compactclient.New(*f.server, opts...)
 }
 
 // explain adds what to do to a 401 for a token taken from the kubeconfig: that token is for
@@ -111,7 +119,7 @@ func recordsCommand() *command {
 		help: `Streams the session's audit trail, one CompactionRecord per line, oldest first, from the
 operator's compaction API (GET /v1/namespaces/NAMESPACE/sessions/NAME/records). The caller
 needs "get" on agentsessions/records in the namespace (the compaction-agent ClusterRole).`,
-		example: `  compactctl records --server http://localhost:8082 default/swe-agent-1 | jq -c '{tier, tokensBefore, tokensAfter}'`,
+		example: `  compactctl records --server https://localhost:8082 --ca-file ca.crt default/swe-agent-1 | jq -c '{tier, tokensBefore, tokensAfter}'`,
 		flags: func(fs *flag.FlagSet) func(context.Context, *stdio, []string) error {
 			cf := addClusterFlags(fs)
 			return func(ctx context.Context, std *stdio, args []string) error {
@@ -140,7 +148,7 @@ func toolResultCommand() *command {
 		help: `Prints the full original output of an offloaded tool result, as the agent reads it back
 (GET /v1/namespaces/NAMESPACE/sessions/NAME/toolresults/TOOL_CALL_ID). The caller needs "get"
 on agentsessions/toolresults in the namespace.`,
-		example: `  compactctl tool-result --server http://localhost:8082 default/swe-agent-1 call_17 | less`,
+		example: `  compactctl tool-result --server https://localhost:8082 --ca-file ca.crt default/swe-agent-1 call_17 | less`,
 		flags: func(fs *flag.FlagSet) func(context.Context, *stdio, []string) error {
 			cf := addClusterFlags(fs)
 			return func(ctx context.Context, std *stdio, args []string) error {

@@ -12,10 +12,12 @@ import (
 	"os"
 	"runtime/debug"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
@@ -35,6 +37,7 @@ import (
 	"github.com/harness9/compaction-operator/internal/compactapi"
 	"github.com/harness9/compaction-operator/internal/egress"
 	"github.com/harness9/compaction-operator/internal/policy"
+	"github.com/harness9/compaction-operator/internal/servingcert"
 )
 
 // version is set at build time with -ldflags "-X main.version=v1.2.3".
@@ -70,6 +73,14 @@ type options struct {
 	enableHTTP2              bool
 	apiAddr                  string
 	apiCertDir               string
+	apiInsecureHTTP          bool
+	apiCertNamespace         string
+	apiServiceName           string
+	metricsServiceName       string
+	apiCertSecret            string
+	apiCAConfigMap           string
+	apiCAValidity            time.Duration
+	apiCertValidity          time.Duration
 	apiMaxBodyBytes          int64
 	apiMaxMessages           int
 	apiMaxInflightBytes      int64
@@ -142,7 +153,24 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.DurationVar(&o.gcRetryMaxDelay, "gc-retry-max-delay", controllers.DefaultRetryMaxDelay, "longest wait between attempts to delete a deleted session's objects while storage fails")
 	fs.BoolVar(&o.enableHTTP2, "enable-http2", false, "allow HTTP/2 on the metrics server (off by default: HTTP/2 Rapid Reset, CVE-2023-44487)")
 	fs.StringVar(&o.apiAddr, "api-bind-address", ":8082", "address of the compaction API that agents call; \"0\" disables it")
-	fs.StringVar(&o.apiCertDir, "api-cert-dir", "", "directory with tls.crt and tls.key for the compaction API (reloaded on change); empty serves plain HTTP")
+	fs.StringVar(&o.apiCertDir, "api-cert-dir", "",
+		"directory with tls.crt and tls.key for the compaction API and the metrics endpoint (reloaded on change), e.g. a cert-manager Secret; its ca.crt, if any, is published in --api-ca-configmap. "+
+			"Empty: the manager issues a self-signed CA and certificate itself, kept in --api-cert-secret and rotated before expiry")
+	fs.BoolVar(&o.apiInsecureHTTP, "api-insecure-serve-http", false,
+		"serve the compaction API over plain HTTP: bearer tokens and conversations cross the network unencrypted. Only for a network you trust end to end")
+	fs.StringVar(&o.apiCertNamespace, "api-cert-namespace", envOr("POD_NAMESPACE", "compaction-system"),
+		"namespace of --api-cert-secret, --api-ca-configmap and the Services the certificate is for; defaults to $POD_NAMESPACE when set")
+	fs.StringVar(&o.apiServiceName, "api-service-name", "compaction-operator-api", "Service of the compaction API: the self-signed certificate is for its DNS names (and localhost)")
+	fs.StringVar(&o.metricsServiceName, "metrics-service-name", "compaction-operator-controller-manager-metrics-service",
+		"Service of the metrics endpoint: the self-signed certificate is for its DNS names too, so a scraper can verify it")
+	fs.StringVar(&o.apiCertSecret, "api-cert-secret", "compaction-operator-api-cert",
+		"Secret in --api-cert-namespace holding the self-signed CA and serving certificate that every replica serves (without --api-cert-dir)")
+	fs.StringVar(&o.apiCAConfigMap, "api-ca-configmap", "compaction-operator-api-ca",
+		"ConfigMap in --api-cert-namespace where the CA bundle agents verify the API with is published (key ca.crt); every ServiceAccount may read it")
+	fs.DurationVar(&o.apiCAValidity, "api-ca-validity", servingcert.DefaultCAValidity,
+		"lifetime of a self-signed CA; the next one is published at 2/3 of it and signs from 5/6 on")
+	fs.DurationVar(&o.apiCertValidity, "api-cert-validity", servingcert.DefaultCertValidity,
+		"lifetime of a self-signed serving certificate; it is renewed at 2/3 of it, without restart")
 	fs.Int64Var(&o.apiMaxBodyBytes, "api-max-body-bytes", compactapi.DefaultMaxBodyBytes,
 		"largest request body the compaction API accepts (413 over it); a request holds a few times its body in memory, so raise the memory limit with it")
 	fs.IntVar(&o.apiMaxMessages, "api-max-messages", compactapi.DefaultMaxMessages,
@@ -191,6 +219,12 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	}
 	if o.secretRecheckInterval <= 0 || o.secretCacheTTL <= 0 {
 		return nil, fmt.Errorf("--secret-recheck-interval (%s) and --secret-cache-ttl (%s) must be positive", o.secretRecheckInterval, o.secretCacheTTL)
+	}
+	if o.apiInsecureHTTP && o.apiCertDir != "" {
+		return nil, errors.New("--api-insecure-serve-http and --api-cert-dir are exclusive")
+	}
+	if o.apiCAValidity <= 0 || o.apiCertValidity <= 0 {
+		return nil, fmt.Errorf("--api-ca-validity (%s) and --api-cert-validity (%s) must be positive", o.apiCAValidity, o.apiCertValidity)
 	}
 	if o.sessionWorkers < 1 {
 		return nil, fmt.Errorf("--session-workers must be at least 1, got %d", o.sessionWorkers)
@@ -252,6 +286,15 @@ func runManager(ctx context.Context, o *options) error {
 	if !o.enableHTTP2 {
 		tlsOpts = append(tlsOpts, func(c *tls.Config) { c.NextProtos = []string{"http/1.1"} })
 	}
+	// The API's certificate (the self-signed CA's or the one of --api-cert-dir) serves the
+	// metrics too, so a scraper can verify them with the published CA.
+	certs := &lateCertificates{}
+	if o.apiAddr != "0" && !o.apiInsecureHTTP {
+		tlsOpts = append(tlsOpts, func(c *tls.Config) {
+			c.Certificates = nil
+			c.GetCertificate = certs.GetCertificate
+		})
+	}
 	metrics := metricsserver.Options{BindAddress: o.metricsAddr, SecureServing: o.metricsSecure, TLSOpts: tlsOpts}
 	if o.metricsSecure {
 		metrics.FilterProvider = filters.WithAuthenticationAndAuthorization
@@ -301,8 +344,16 @@ func runManager(ctx context.Context, o *options) error {
 		return err
 	}
 	if o.apiAddr != "0" {
+		var src compactapi.CertificateSource
+		if !o.apiInsecureHTTP {
+			if src, err = certificateSource(mgr, o); err != nil {
+				return err
+			}
+			certs.set(src)
+		}
 		api, err := compactapi.New(mgr, compactapi.Config{
-			BindAddress: o.apiAddr, CertDir: o.apiCertDir, MaxBodyBytes: o.apiMaxBodyBytes, MaxMessages: o.apiMaxMessages,
+			BindAddress: o.apiAddr, Certificates: src, InsecureServeHTTP: o.apiInsecureHTTP,
+			MaxBodyBytes: o.apiMaxBodyBytes, MaxMessages: o.apiMaxMessages,
 			MaxInflightBytes: o.apiMaxInflightBytes,
 			RequestTimeout:   o.apiRequestTimeout, ReadTimeout: o.apiReadTimeout, UsageInterval: o.apiUsageInterval,
 			ClusterResourceNamespace: o.clusterResourceNamespace, TokenAudience: o.apiTokenAudience,
@@ -333,6 +384,58 @@ func runManager(ctx context.Context, o *options) error {
 		return fmt.Errorf("run manager: %w", err)
 	}
 	return nil
+}
+
+// certificateSource serves --api-cert-dir's certificate, or else issues and rotates a
+// self-signed one; either runs on every replica.
+func certificateSource(mgr ctrl.Manager, o *options) (compactapi.CertificateSource, error) {
+	log := ctrl.Log.WithName("serving-cert")
+	ca := types.NamespacedName{Namespace: o.apiCertNamespace, Name: o.apiCAConfigMap}
+	// Uncached reads: the manager caches no Secret, and no ConfigMap of this namespace
+	// unless it is the cluster resource namespace.
+	reader, writer := mgr.GetAPIReader(), mgr.GetClient()
+	if o.apiCertDir != "" {
+		f, err := servingcert.NewFiles(o.apiCertDir, &ca, reader, writer, log)
+		if err != nil {
+			return nil, fmt.Errorf("compaction API certificate: %w", err)
+		}
+		if err := mgr.Add(f); err != nil {
+			return nil, fmt.Errorf("add certificate watcher: %w", err)
+		}
+		return f, nil
+	}
+	names := append(servingcert.DNSNames(o.apiServiceName, o.apiCertNamespace), "localhost")
+	if o.metricsServiceName != "" {
+		names = append(names, servingcert.DNSNames(o.metricsServiceName, o.apiCertNamespace)...)
+	}
+	m, err := servingcert.New(servingcert.Config{
+		Namespace: o.apiCertNamespace, SecretName: o.apiCertSecret, ConfigMapName: o.apiCAConfigMap, DNSNames: names,
+		CAValidity: o.apiCAValidity, CertValidity: o.apiCertValidity,
+		Reader: reader, Writer: writer, Log: log,
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := mgr.Add(m); err != nil {
+		return nil, fmt.Errorf("add serving certificate manager: %w", err)
+	}
+	return m, nil
+}
+
+// lateCertificates lets the metrics server, configured before the certificate source
+// exists, serve the source's certificate.
+type lateCertificates struct {
+	src atomic.Pointer[compactapi.CertificateSource]
+}
+
+func (l *lateCertificates) set(src compactapi.CertificateSource) { l.src.Store(&src) }
+
+func (l *lateCertificates) GetCertificate(h *tls.ClientHelloInfo) (*tls.Certificate, error) {
+	src := l.src.Load()
+	if src == nil {
+		return nil, errors.New("no serving certificate")
+	}
+	return (*src).GetCertificate(h)
 }
 
 func restConfig(kubeconfig string) (*rest.Config, error) {

@@ -14,6 +14,10 @@ func TestFlags(t *testing.T) {
 		want string
 	}{
 		{[]string{"--help"}, 0, "--leader-elect"},
+		{[]string{"--help"}, 0, "--api-insecure-serve-http"},
+		{[]string{"--help"}, 0, "--api-ca-configmap"},
+		{[]string{"--api-insecure-serve-http", "--api-cert-dir", "/tls"}, 2, "--api-insecure-serve-http and --api-cert-dir are exclusive"},
+		{[]string{"--api-cert-validity", "0s"}, 2, "must be positive"},
 		{[]string{"--version"}, 0, "compaction-operator manager"},
 		{[]string{"--no-such-flag"}, 2, "flag provided but not defined"},
 		{[]string{"extra"}, 2, `unexpected argument "extra"`},

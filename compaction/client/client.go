@@ -7,6 +7,7 @@ package client
 import (
 	"bytes"
 	"context"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -30,8 +31,11 @@ const maxErrorBody = 64 << 10
 type Client struct {
 	base      *url.URL
 	hc        *http.Client
+	custom    bool // hc came from WithHTTPClient
 	token     string
 	tokenFile string
+	caFile    string
+	caPool    *x509.CertPool
 }
 
 // Option configures a Client.
@@ -44,12 +48,25 @@ func WithToken(token string) Option { return func(c *Client) { c.token, c.tokenF
 // token is picked up (the default is DefaultTokenFile).
 func WithTokenFile(path string) Option { return func(c *Client) { c.token, c.tokenFile = "", path } }
 
-// WithHTTPClient sends requests with hc (for TLS settings or timeouts); the default has a
-// 2-minute timeout.
-func WithHTTPClient(hc *http.Client) Option { return func(c *Client) { c.hc = hc } }
+// WithHTTPClient sends requests with hc (for timeouts or TLS settings of your own); the
+// default has a 2-minute timeout. It excludes WithCAFile and WithCAPool: set the transport's
+// RootCAs instead.
+func WithHTTPClient(hc *http.Client) Option { return func(c *Client) { c.hc, c.custom = hc, true } }
+
+// WithCAFile verifies the server with the CA bundle (PEM) in path instead of the system's
+// roots, such as the operator's published CA (key ca.crt of the ConfigMap
+// compaction-operator-api-ca in the operator's namespace, mounted into the agent's pod). The
+// file is read again for every new connection when it changed, so a rotated bundle is
+// picked up.
+func WithCAFile(path string) Option { return func(c *Client) { c.caFile, c.caPool = path, nil } }
+
+// WithCAPool verifies the server with pool instead of the system's roots.
+func WithCAPool(pool *x509.CertPool) Option { return func(c *Client) { c.caPool, c.caFile = pool, "" } }
 
 // New returns a client of the server at baseURL, such as
-// "http://compaction-operator.compaction-system.svc:8082".
+// "https://compaction-operator-api.compaction-system.svc:8082". An https server's
+// certificate is always verified: with the system's roots, or the CA of WithCAFile or
+// WithCAPool.
 func New(baseURL string, opts ...Option) (*Client, error) {
 	u, err := url.Parse(strings.TrimRight(baseURL, "/"))
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
@@ -58,6 +75,18 @@ func New(baseURL string, opts ...Option) (*Client, error) {
 	c := &Client{base: u, hc: &http.Client{Timeout: 2 * time.Minute}, tokenFile: DefaultTokenFile}
 	for _, o := range opts {
 		o(c)
+	}
+	if c.caFile != "" || c.caPool != nil {
+		if c.custom {
+			return nil, errors.New("compaction client: WithHTTPClient excludes WithCAFile and WithCAPool (set RootCAs in its transport)")
+		}
+		roots := &rootCAs{file: c.caFile, pool: c.caPool}
+		if _, err := roots.get(); err != nil {
+			return nil, err
+		}
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		tr.DialTLSContext = roots.dialTLS
+		c.hc.Transport = tr
 	}
 	return c, nil
 }
@@ -176,6 +205,14 @@ func (c *Client) do(ctx context.Context, method, path string, body []byte) (*htt
 	}
 	resp, err := c.hc.Do(req)
 	if err != nil {
+		var unknown x509.UnknownAuthorityError
+		var invalid x509.CertificateInvalidError
+		var hostname x509.HostnameError
+		if errors.As(err, &unknown) || errors.As(err, &invalid) || errors.As(err, &hostname) {
+			return nil, fmt.Errorf("compaction client: %s %s: the server's certificate does not verify "+
+				"(give the operator's CA bundle, key ca.crt of its ConfigMap compaction-operator-api-ca: compactctl --ca-file or $COMPACTION_CA_FILE, "+
+				"Go client.WithCAFile; and use a host name the certificate is for): %w", method, path, err)
+		}
 		return nil, fmt.Errorf("compaction client: %s %s: %w", method, path, err)
 	}
 	if resp.StatusCode/100 == 2 {

@@ -45,11 +45,11 @@ func main() {
   bin/kubectl describe agentsession swe-agent-1
   bin/kubectl explain compactionpolicy.spec.thresholds
 
-Compaction API: http://%s   agent token: %s
-  bin/compactctl records --server http://%s --token-file %s default/swe-agent-1
+Compaction API: %s   agent token: %s   CA bundle: %s
+  bin/compactctl records --server %s --ca-file %s --token-file %s default/swe-agent-1
 MinIO (S3):     http://%s  (access key %s, secret key %s)
 Manager log:    %s
-`, e.Kubeconfig, rel, e.APIAddr, e.AgentTokenFile, e.APIAddr, e.AgentTokenFile, e.MinIO.Endpoint, devenv.MinIOAccessKey, devenv.MinIOSecretKey, e.ManagerLog)
+`, e.Kubeconfig, rel, e.APIURL, e.AgentTokenFile, e.CAFile, e.APIURL, e.CAFile, e.AgentTokenFile, e.MinIO.Endpoint, devenv.MinIOAccessKey, devenv.MinIOSecretKey, e.ManagerLog)
 
 	select {
 	case <-ctx.Done():

@@ -162,7 +162,7 @@ func run(n, agents, maxTurns int, window int32, transcript string, think time.Du
 	if err != nil {
 		return err
 	}
-	api, err := compactclient.New("http://"+env.APIAddr, compactclient.WithToken(string(token)))
+	api, err := compactclient.New(env.APIURL, compactclient.WithToken(string(token)), compactclient.WithCAFile(env.CAFile))
 	if err != nil {
 		return err
 	}

@@ -9,10 +9,11 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	stdlog "log"
 	"net"
 	"net/http"
-	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -23,7 +24,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/certwatcher"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
@@ -49,9 +49,13 @@ const (
 type Config struct {
 	// BindAddress is host:port to listen on.
 	BindAddress string
-	// CertDir holds tls.crt and tls.key; empty serves plain HTTP. Certificates are
-	// reloaded when the files change.
-	CertDir string
+	// Certificates serves the API's certificate (HTTPS, TLS 1.2 or later). The listener
+	// opens only once it is ready, so a replica is not Ready before it has a certificate.
+	// Required unless InsecureServeHTTP.
+	Certificates CertificateSource
+	// InsecureServeHTTP serves plain HTTP: tokens and conversations cross the network in
+	// clear. An explicit opt-out only.
+	InsecureServeHTTP bool
 	// MaxBodyBytes bounds a request body.
 	MaxBodyBytes int64
 	// MaxInflightBytes is the in-flight budget: what the requests being served may hold in
@@ -96,6 +100,13 @@ type Config struct {
 	// Secrets reads the Secrets policies name (shared with the controllers); nil makes a
 	// policy.SecretCache of its own.
 	Secrets policy.SecretReader
+}
+
+// CertificateSource provides the serving certificate.
+type CertificateSource interface {
+	GetCertificate(*tls.ClientHelloInfo) (*tls.Certificate, error)
+	// Ready is closed once GetCertificate has a certificate.
+	Ready() <-chan struct{}
 }
 
 // Server is the compaction API. It runs on every manager replica (it needs no leader).
@@ -271,25 +282,35 @@ func (s *Server) Start(ctx context.Context) error {
 		WriteTimeout: s.cfg.ReadTimeout + s.cfg.RequestTimeout + writeGrace,
 		IdleTimeout:  120 * time.Second,
 		BaseContext:  func(net.Listener) context.Context { return ctx },
+		// net/http's own messages (TLS handshakes a client aborted, e.g. one without the
+		// CA) go to the structured log, not plain text on stderr.
+		ErrorLog: stdlog.New(logWriter{s.log.WithName("http")}, "", 0),
+	}
+	switch {
+	case s.cfg.InsecureServeHTTP:
+		s.log.Info("WARNING: serving the compaction API over plain HTTP (--api-insecure-serve-http): bearer tokens and conversations cross the network unencrypted")
+	case s.cfg.Certificates == nil:
+		return errors.New("compaction API: no certificate source and plain HTTP not allowed")
+	default:
+		// Not listening (so not Ready) until there is a certificate to serve.
+		select {
+		case <-s.cfg.Certificates.Ready():
+		case <-ctx.Done():
+			return nil
+		}
 	}
 	ln, err := net.Listen("tcp", s.cfg.BindAddress)
 	if err != nil {
 		return fmt.Errorf("compaction API: listen on %s: %w", s.cfg.BindAddress, err)
 	}
-	if s.cfg.CertDir != "" {
-		cw, err := certwatcher.New(filepath.Join(s.cfg.CertDir, "tls.crt"), filepath.Join(s.cfg.CertDir, "tls.key"))
-		if err != nil {
-			_ = ln.Close()
-			return fmt.Errorf("compaction API: load certificate: %w", err)
-		}
-		go func() {
-			if err := cw.Start(ctx); err != nil {
-				s.log.Error(err, "certificate watcher stopped")
-			}
-		}()
-		ln = tls.NewListener(ln, &tls.Config{GetCertificate: cw.GetCertificate, MinVersion: tls.VersionTLS12})
+	if !s.cfg.InsecureServeHTTP {
+		ln = tls.NewListener(ln, &tls.Config{
+			GetCertificate: s.cfg.Certificates.GetCertificate,
+			MinVersion:     tls.VersionTLS12,
+			NextProtos:     []string{"http/1.1"},
+		})
 	}
-	s.log.Info("serving the compaction API", "address", ln.Addr().String(), "tls", s.cfg.CertDir != "")
+	s.log.Info("serving the compaction API", "address", ln.Addr().String(), "tls", !s.cfg.InsecureServeHTTP)
 	s.serving.Store(true)
 	defer s.serving.Store(false)
 
@@ -320,6 +341,14 @@ func (s *Server) Start(ctx context.Context) error {
 		return fmt.Errorf("compaction API: %w", err)
 	}
 	return nil
+}
+
+// logWriter writes each line net/http logs as one structured log entry.
+type logWriter struct{ log logr.Logger }
+
+func (w logWriter) Write(p []byte) (int, error) {
+	w.log.Info(strings.TrimSpace(string(p)))
+	return len(p), nil
 }
 
 // writeGrace is how long after a request's deadline its answer may take to write.

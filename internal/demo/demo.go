@@ -95,7 +95,7 @@ func Run(ctx context.Context, o Options) error {
 	if err != nil {
 		return fmt.Errorf("read the agent token: %w", err)
 	}
-	api, err := compactclient.New("http://"+env.APIAddr, compactclient.WithToken(string(token)))
+	api, err := compactclient.New(env.APIURL, compactclient.WithToken(string(token)), compactclient.WithCAFile(env.CAFile))
 	if err != nil {
 		return err
 	}
@@ -136,9 +136,9 @@ func Run(ctx context.Context, o Options) error {
   export KUBECONFIG=%s
   bin/kubectl get agentsessions
   bin/kubectl describe agentsession %s
-  bin/compactctl records --server http://%s --token-file %s %s/%s
+  bin/compactctl records --server %s --ca-file %s --token-file %s %s/%s
 MinIO: http://%s (access key %s, secret key %s)`,
-			env.Kubeconfig, session, env.APIAddr, env.AgentTokenFile, ns, session,
+			env.Kubeconfig, session, env.APIURL, env.CAFile, env.AgentTokenFile, ns, session,
 			env.MinIO.Endpoint, devenv.MinIOAccessKey, devenv.MinIOSecretKey)
 		<-ctx.Done()
 		return nil

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -61,8 +62,13 @@ type Env struct {
 	Samples string
 	// ProbeAddr serves the manager's /healthz and /readyz.
 	ProbeAddr string
-	// APIAddr serves the compaction API (plain HTTP).
+	// APIAddr serves the compaction API (HTTPS, with the manager's self-signed certificate).
 	APIAddr string
+	// APIURL is the compaction API's base URL.
+	APIURL string
+	// CAFile holds the CA bundle the manager published (ConfigMap CAConfigMap in the
+	// default namespace): what an agent verifies the API with.
+	CAFile string
 	// AgentTokenFile holds a token of the ServiceAccount default/agent, bound to the
 	// compaction-agent ClusterRole: what an agent pod presents to the API.
 	AgentTokenFile string
@@ -152,7 +158,9 @@ func Start(ctx context.Context, opts Options) (_ *Env, err error) {
 		"--metrics-bind-address", "0",
 		"--health-probe-bind-address", e.ProbeAddr,
 		"--api-bind-address", e.APIAddr,
-		"--cluster-resource-namespace", "default",
+		"--cluster-resource-namespace", operatorNamespace,
+		// The self-signed certificate's Secret and the CA bundle's ConfigMap.
+		"--api-cert-namespace", operatorNamespace,
 	}, opts.ManagerArgs...)
 	cmd := exec.Command(opts.ManagerBin, args...)
 	if e.manager, err = proc.Start(cmd, 64<<10, e.logFile); err != nil {
@@ -161,7 +169,39 @@ func Start(ctx context.Context, opts Options) (_ *Env, err error) {
 	if err := waitReady(ctx, "http://"+e.ProbeAddr+"/readyz", e.manager); err != nil {
 		return nil, fmt.Errorf("manager: %w (log: %s)", err, e.ManagerLog)
 	}
+	e.APIURL = "https://" + e.APIAddr
+	if slices.Contains(opts.ManagerArgs, "--api-insecure-serve-http") {
+		e.APIURL = "http://" + e.APIAddr
+		return e, nil
+	}
+	// A Ready manager has published its CA bundle.
+	e.CAFile = filepath.Join(opts.Dir, "ca.crt")
+	if err := writeCA(ctx, e.Config, e.CAFile); err != nil {
+		return nil, err
+	}
 	return e, nil
+}
+
+// CAConfigMap is the ConfigMap (in the default namespace) holding the API's CA bundle.
+const CAConfigMap = "compaction-operator-api-ca"
+
+// operatorNamespace plays the operator's namespace here: cluster policies' Secrets, pinned
+// locations, the API's certificate and CA bundle.
+const operatorNamespace = "default"
+
+func writeCA(ctx context.Context, cfg *rest.Config, path string) error {
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return fmt.Errorf("client: %w", err)
+	}
+	cm, err := cs.CoreV1().ConfigMaps(operatorNamespace).Get(ctx, CAConfigMap, metav1.GetOptions{})
+	if err != nil {
+		return fmt.Errorf("read the API's CA bundle: %w", err)
+	}
+	if err := os.WriteFile(path, []byte(cm.Data["ca.crt"]), 0o600); err != nil {
+		return fmt.Errorf("write the API's CA bundle: %w", err)
+	}
+	return nil
 }
 
 // Stop stops the manager, MinIO and the control plane, in that order.

@@ -64,7 +64,7 @@ func TestWalkthrough(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cc, err := compactclient.New("http://"+e.APIAddr, compactclient.WithToken(string(token)))
+	cc, err := compactclient.New(e.APIURL, compactclient.WithToken(string(token)), compactclient.WithCAFile(e.CAFile))
 	if err != nil {
 		t.Fatal(err)
 	}

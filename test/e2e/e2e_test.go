@@ -7,7 +7,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -106,9 +105,7 @@ func TestAgentSessionEndToEnd(t *testing.T) {
 }
 
 func (s *suite) api(token string) *compactclient.Client {
-	cc, err := compactclient.New("http://"+s.mgr.APIAddr, compactclient.WithToken(token))
-	must(s.t, err)
-	return cc
+	return s.mgr.APIClient(s.t, token)
 }
 
 // setUp: 1. a policy with a small window and a session, both Ready; 2. the agent's
@@ -330,7 +327,7 @@ func (s *suite) testBadInput(t *testing.T) {
 	before := readRecords(t, agentAPI, s.session.Name)
 	stateBefore := stateObject(t, s.m, s.sid)
 	bucketBefore := bucketSnapshot(t, s.m)
-	base := "http://" + s.mgr.APIAddr + "/v1/namespaces/"
+	base := s.mgr.URL + "/v1/namespaces/"
 	url := base + ns + "/sessions/" + s.session.Name + "/compact"
 	bystanderURL := base + ns + "/sessions/" + bystander.Name
 
@@ -354,16 +351,16 @@ func (s *suite) testBadInput(t *testing.T) {
 			`{"message": {"role": "tool", "tool_call_id": "call_deep", "content": ` + deepContent + `}}`, "exceeded max depth"},
 	}
 	for _, b := range bodies {
-		r := post(t, b.url, s.agentToken, "application/json", b.body)
+		r := post(t, s.mgr.HTTPClient(), b.url, s.agentToken, "application/json", b.body)
 		if r.code != http.StatusBadRequest || !strings.Contains(r.body, `"reason"`) || !strings.Contains(r.body, b.says) {
 			t.Errorf("%s: %d %.300s, want 400 with a JSON reason saying %q", b.name, r.code, r.body, b.says)
 		}
 	}
-	if r := post(t, url, s.agentToken, "application/json", `{"messages": [{"role": "user", "content": "`+strings.Repeat("x", 33<<20)+`"}]}`); r.code != http.StatusRequestEntityTooLarge {
+	if r := post(t, s.mgr.HTTPClient(), url, s.agentToken, "application/json", `{"messages": [{"role": "user", "content": "`+strings.Repeat("x", 33<<20)+`"}]}`); r.code != http.StatusRequestEntityTooLarge {
 		t.Errorf("oversized body: %d, want 413", r.code)
 	}
 	unknown := strings.Replace(url, s.session.Name, "no-such-session", 1)
-	if r := post(t, unknown, s.agentToken, "application/json", `{"messages": [{"role": "user", "content": "hi"}]}`); r.code != http.StatusNotFound {
+	if r := post(t, s.mgr.HTTPClient(), unknown, s.agentToken, "application/json", `{"messages": [{"role": "user", "content": "hi"}]}`); r.code != http.StatusNotFound {
 		t.Errorf("unknown session: %d, want 404", r.code)
 	}
 
@@ -380,7 +377,7 @@ func (s *suite) testBadInput(t *testing.T) {
 		{bystanderURL + "/toolresults", "text/plain", offloadBody},
 		{bystanderURL + "/compact", "application/x-www-form-urlencoded", compactBody},
 	} {
-		r := post(t, m.url, s.agentToken, m.contentType, m.body)
+		r := post(t, s.mgr.HTTPClient(), m.url, s.agentToken, m.contentType, m.body)
 		var e compactclient.ErrorResponse
 		if r.code != http.StatusUnsupportedMediaType || json.Unmarshal([]byte(r.body), &e) != nil ||
 			e.Reason != compactclient.ReasonMediaType || r.header.Get("Accept") != "application/json" {
@@ -391,7 +388,7 @@ func (s *suite) testBadInput(t *testing.T) {
 	// No Content-Type, or application/json in any case with a UTF-8 charset, is JSON: these
 	// get past the media type to the body's 400.
 	for _, contentType := range []string{"", "Application/JSON; charset=UTF-8"} {
-		if r := post(t, url, s.agentToken, contentType, `{"mesages": []}`); r.code != http.StatusBadRequest || !strings.Contains(r.body, compactclient.ReasonBadRequest) {
+		if r := post(t, s.mgr.HTTPClient(), url, s.agentToken, contentType, `{"mesages": []}`); r.code != http.StatusBadRequest || !strings.Contains(r.body, compactclient.ReasonBadRequest) {
 			t.Errorf("Content-Type %q: %d %s, want the body's 400 %s", contentType, r.code, r.body, compactclient.ReasonBadRequest)
 		}
 	}
@@ -414,7 +411,7 @@ func (s *suite) testBadInput(t *testing.T) {
 		req, err := http.NewRequest(h.method, base+h.path, nil)
 		must(t, err)
 		req.Header.Set("Authorization", "Bearer "+s.agentToken)
-		resp, err := http.DefaultClient.Do(req)
+		resp, err := s.mgr.HTTPClient().Do(req)
 		must(t, err)
 		var b bytes.Buffer
 		_, _ = b.ReadFrom(resp.Body)
@@ -501,7 +498,7 @@ func (s *suite) testCompactctl(t *testing.T, r replayed) {
 	kubeconfig := s.cl.TokenKubeconfig(s.agentToken)
 	run := func(args ...string) string {
 		t.Helper()
-		args = append([]string{args[0], "--server", "http://" + s.mgr.APIAddr, "--kubeconfig", kubeconfig}, args[1:]...)
+		args = append([]string{args[0], "--server", s.mgr.URL, "--ca-file", s.mgr.CAFile, "--kubeconfig", kubeconfig}, args[1:]...)
 		out, err := exec.Command(bin, args...).Output()
 		if err != nil {
 			t.Fatalf("compactctl %v: %v", args, err)
@@ -528,7 +525,9 @@ func (s *suite) testMetrics(t *testing.T) {
 		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: operator.MetricsReader},
 		Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Namespace: ns, Name: "agent"}},
 	}))
-	hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // self-signed metrics certificate
+	// The metrics are served with the API's certificate: verified with the published CA,
+	// as the chart's ServiceMonitor does.
+	hc := s.mgr.HTTPClient()
 	// The metrics endpoint checks tokens for the Kubernetes API's audience, as Prometheus's
 	// are; the agent's token for the compaction API is not one.
 	scrapeToken := s.cl.Token(ns, "agent")
@@ -615,7 +614,7 @@ type response struct {
 }
 
 // post sends body with the agent's token and contentType ("": no Content-Type header).
-func post(t *testing.T, url, token, contentType, body string) response {
+func post(t *testing.T, hc *http.Client, url, token, contentType, body string) response {
 	t.Helper()
 	req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
 	must(t, err)
@@ -623,7 +622,7 @@ func post(t *testing.T, url, token, contentType, body string) response {
 	if contentType != "" {
 		req.Header.Set("Content-Type", contentType)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := hc.Do(req)
 	must(t, err)
 	defer func() { _ = resp.Body.Close() }()
 	var b bytes.Buffer

@@ -75,7 +75,9 @@ func (s *suite) testTwoReplicas(t *testing.T) {
 	// A second replica serves the API too; it is not the controllers' leader.
 	second := s.cl.StartManager(s.bin)
 	t.Cleanup(func() { _ = second.Stop(20 * time.Second) })
-	api2, err := compactclient.New("http://"+second.APIAddr, compactclient.WithToken(s.agentToken))
+	// Both replicas serve the certificate of one CA: the bundle the first published verifies
+	// the second.
+	api2, err := compactclient.New(second.URL, compactclient.WithToken(s.agentToken), compactclient.WithCAPool(s.mgr.CAPool))
 	must(t, err)
 	replicas := [2]*compactclient.Client{s.api(s.agentToken), api2}
 	for i, cc := range replicas {

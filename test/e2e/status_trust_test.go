@@ -68,9 +68,7 @@ func TestStatusIsNotTrusted(t *testing.T) {
 	byRecords := cl.CreateReadySession(ns, "attacker-records", "shared")
 	agentToken := cl.BindAgent(ns, "agent")
 	agentOf := func(mgr *operator.Manager) *compactclient.Client {
-		cc, err := compactclient.New("http://"+mgr.APIAddr, compactclient.WithToken(agentToken))
-		must(t, err)
-		return cc
+		return mgr.APIClient(t, agentToken)
 	}
 	agent := agentOf(mgr)
 

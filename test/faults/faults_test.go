@@ -49,10 +49,7 @@ func TestFaults(t *testing.T) {
 	mgr := cl.StartManager(bin, "--api-request-timeout", "20s",
 		"--leader-election-lease-duration", "90s", "--leader-election-renew-deadline", "75s")
 	token := cl.BindAgent(ns, "agent")
-	api, err := compactclient.New("http://"+mgr.APIAddr, compactclient.WithToken(token))
-	if err != nil {
-		t.Fatal(err)
-	}
+	api := mgr.APIClient(t, token)
 
 	t.Run("StorageDiesMidReplay", func(t *testing.T) { testStorageDies(t, cl, m, api, history) })
 	t.Run("SummarizerFaults", func(t *testing.T) { testSummarizerFaults(t, cl, m, api, history) })
@@ -98,8 +95,7 @@ func testKilledMidCompaction(t *testing.T, cl *operator.Cluster, m *testenv.MinI
 	store, err := s3.New(ctx, s3.Config{Endpoint: m.Endpoint, Bucket: "agent-context", Prefix: "killed", Insecure: true, AccessKey: m.AccessKey, SecretKey: m.SecretKey})
 	must(t, err)
 
-	api, err := compactclient.New("http://"+mgr.APIAddr, compactclient.WithToken(token))
-	must(t, err)
+	api := mgr.APIClient(t, token)
 	agent := &compactclient.Session{Client: api, Namespace: ns, Name: "killed"}
 	turns := replay.AssistantTurns(history)
 	var (
@@ -177,8 +173,7 @@ func testKilledMidCompaction(t *testing.T, cl *operator.Cluster, m *testenv.MinI
 
 	next := cl.StartManager(bin, "--api-request-timeout", "20s",
 		"--leader-election-lease-duration", "90s", "--leader-election-renew-deadline", "75s")
-	api, err = compactclient.New("http://"+next.APIAddr, compactclient.WithToken(token))
-	must(t, err)
+	api = next.APIClient(t, token)
 	agent.Client = api
 	// The same turn again, as the agent's retry, and a few more.
 	for n := killedTurn; n < min(killedTurn+5, len(turns)); n++ {

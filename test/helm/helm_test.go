@@ -196,7 +196,8 @@ func TestLint(t *testing.T) {
 	h := newHelm(t)
 	h.run(t, "lint", "--strict", h.chart)
 	h.run(t, append([]string{"lint", "--strict", h.chart}, allOptions...)...)
-	h.run(t, "lint", "--strict", h.chart, "--set", "replicaCount=3,api.tls.enabled=true,api.tls.secretName=api-tls,metrics.secure=false,crds.install=false,rbac.create=false")
+	h.run(t, "lint", "--strict", h.chart, "--set", "replicaCount=3,api.tls.mode=Secret,api.tls.secretName=api-tls,metrics.secure=false,crds.install=false,rbac.create=false")
+	h.run(t, "lint", "--strict", h.chart, "--set", "api.tls.insecureServeHTTP=true,serviceMonitor.enabled=true")
 }
 
 // TestValuesDocumented checks that values.yaml documents every value: each key has a
@@ -523,22 +524,163 @@ func testLeaderElection(t *testing.T, h *helmCLI) {
 	}
 }
 
+// certDirArg is the manager flag of the CertManager and Secret modes.
+const certDirArg = "--api-cert-dir=/etc/compaction-operator/api-tls"
+
 func testAPITLS(t *testing.T, h *helmCLI) {
-	d, args := managerArgs(t, h, "--set", "api.tls.enabled=true,api.tls.secretName=api-tls")
-	if !slices.Contains(args, "--api-cert-dir=/etc/compaction-operator/api-tls") {
-		t.Errorf("args %q lack --api-cert-dir", args)
-	}
+	t.Run("SelfSigned", func(t *testing.T) { testTLSSelfSigned(t, h) })
+	t.Run("Secret", func(t *testing.T) { testTLSSecret(t, h) })
+	t.Run("CertManager", func(t *testing.T) { testTLSCertManager(t, h) })
+	t.Run("InsecureServeHTTP", func(t *testing.T) {
+		_, args := managerArgs(t, h, "--set", "api.tls.insecureServeHTTP=true")
+		if !slices.Contains(args, "--api-insecure-serve-http") {
+			t.Errorf("args %q lack --api-insecure-serve-http", args)
+		}
+	})
+	t.Run("Errors", func(t *testing.T) {
+		for set, says := range map[string]string{
+			"api.tls.enabled=true": "replaced by api.tls.mode",
+			"api.tls.mode=Plain":   `api.tls.mode "Plain"`,
+		} {
+			if _, err := h.try("template", release, h.chart, "--set", set); err == nil || !strings.Contains(err.Error(), says) {
+				t.Errorf("%s: %v, want an error saying %q", set, err, says)
+			}
+		}
+	})
+}
+
+// mountedTLS checks that the Deployment mounts secret at the cert dir.
+func mountedTLS(t *testing.T, d *appsv1.Deployment, secret string) {
+	t.Helper()
 	pod := d.Spec.Template.Spec
-	if len(pod.Volumes) != 1 || pod.Volumes[0].Secret == nil || pod.Volumes[0].Secret.SecretName != "api-tls" {
-		t.Errorf("volumes %+v", pod.Volumes)
+	if len(pod.Volumes) != 1 || pod.Volumes[0].Secret == nil || pod.Volumes[0].Secret.SecretName != secret {
+		t.Errorf("volumes %+v, want Secret %s", pod.Volumes, secret)
 	}
 	m := pod.Containers[0].VolumeMounts
 	if len(m) != 1 || m[0].MountPath != "/etc/compaction-operator/api-tls" || !m[0].ReadOnly {
 		t.Errorf("volumeMounts %+v", m)
 	}
-	if _, err := h.try("template", release, h.chart, "--set", "api.tls.enabled=true"); err == nil ||
+}
+
+func testTLSSelfSigned(t *testing.T, h *helmCLI) {
+	objs := decode(t, h.template(t))
+	var d appsv1.Deployment
+	typed(t, find(t, objs, "Deployment", prefix+"controller-manager"), &d)
+	args := d.Spec.Template.Spec.Containers[0].Args
+	for _, want := range []string{"--api-cert-secret=" + prefix + "api-cert", "--api-ca-configmap=" + prefix + "api-ca",
+		"--api-service-name=" + prefix + "api", "--metrics-service-name=" + prefix + "controller-manager-metrics-service"} {
+		if !slices.Contains(args, want) {
+			t.Errorf("args %q lack %s", args, want)
+		}
+	}
+	if slices.Contains(args, certDirArg) || slices.Contains(args, "--api-insecure-serve-http") || len(d.Spec.Template.Spec.Volumes) != 0 {
+		t.Errorf("SelfSigned mounts a certificate or serves HTTP: args %q", args)
+	}
+	// The manager may read and write only its Secret and ConfigMap; every ServiceAccount
+	// may read the ConfigMap.
+	var role, reader rbacv1.Role
+	typed(t, find(t, objs, "Role", prefix+"api-cert-role"), &role)
+	typed(t, find(t, objs, "Role", prefix+"api-ca-reader"), &reader)
+	var want, wantReader rbacv1.Role
+	readObject(t, "config/rbac/api_cert_role.yaml", "Role", &want)
+	readObject(t, "config/rbac/api_ca_reader_role.yaml", "Role", &wantReader)
+	if !equality.Semantic.DeepEqual(role.Rules, want.Rules) || !equality.Semantic.DeepEqual(reader.Rules, wantReader.Rules) {
+		t.Errorf("roles %+v and %+v, config/rbac has %+v and %+v", role.Rules, reader.Rules, want.Rules, wantReader.Rules)
+	}
+	for _, r := range role.Rules {
+		if slices.Contains(r.Verbs, "list") || slices.Contains(r.Verbs, "watch") || (slices.Contains(r.Resources, "secrets") && slices.Contains(r.Verbs, "get") && len(r.ResourceNames) == 0) {
+			t.Errorf("the certificate Role grants more than its objects: %+v", r)
+		}
+	}
+	var rb rbacv1.RoleBinding
+	typed(t, find(t, objs, "RoleBinding", prefix+"api-ca-reader-rolebinding"), &rb)
+	if len(rb.Subjects) != 1 || rb.Subjects[0].Kind != "Group" || rb.Subjects[0].Name != "system:serviceaccounts" {
+		t.Errorf("CA reader binding subjects %+v", rb.Subjects)
+	}
+}
+
+func testTLSSecret(t *testing.T, h *helmCLI) {
+	d, args := managerArgs(t, h, "--set", "api.tls.mode=Secret,api.tls.secretName=api-tls")
+	if !slices.Contains(args, certDirArg) || !slices.Contains(args, "--api-ca-configmap="+prefix+"api-ca") {
+		t.Errorf("args %q lack %s or the CA ConfigMap", args, certDirArg)
+	}
+	mountedTLS(t, d, "api-tls")
+	if _, err := h.try("template", release, h.chart, "--set", "api.tls.mode=Secret"); err == nil ||
 		!strings.Contains(err.Error(), "api.tls.secretName is required") {
-		t.Errorf("api.tls.enabled without secretName: %v", err)
+		t.Errorf("Secret mode without secretName: %v", err)
+	}
+}
+
+func testTLSCertManager(t *testing.T, h *helmCLI) {
+	if _, err := h.try("template", release, h.chart, "--set", "api.tls.mode=CertManager"); err == nil ||
+		!strings.Contains(err.Error(), "needs cert-manager") {
+		t.Errorf("CertManager mode without cert-manager's API: %v, want a clear failure", err)
+	}
+	objs := decode(t, h.template(t, "--api-versions", "cert-manager.io/v1", "--set", "api.tls.mode=CertManager"))
+	var d appsv1.Deployment
+	typed(t, find(t, objs, "Deployment", prefix+"controller-manager"), &d)
+	if !slices.Contains(d.Spec.Template.Spec.Containers[0].Args, certDirArg) {
+		t.Errorf("args lack %s", certDirArg)
+	}
+	mountedTLS(t, &d, prefix+"api-tls")
+	cert := find(t, objs, "Certificate", prefix+"api")
+	secret, _, _ := unstructured.NestedString(cert.Object, "spec", "secretName")
+	dns, _, _ := unstructured.NestedStringSlice(cert.Object, "spec", "dnsNames")
+	issuer, _, _ := unstructured.NestedStringMap(cert.Object, "spec", "issuerRef")
+	if secret != prefix+"api-tls" || !slices.Contains(dns, prefix+"api."+namespace+".svc") ||
+		!slices.Contains(dns, prefix+"controller-manager-metrics-service."+namespace+".svc") || issuer["name"] != prefix+"ca" {
+		t.Errorf("Certificate secret %s, dnsNames %q, issuer %v", secret, dns, issuer)
+	}
+	find(t, objs, "Issuer", prefix+"ca")
+	find(t, objs, "Issuer", prefix+"selfsigned")
+	// An issuer of the user's replaces the chart's CA.
+	objs = decode(t, h.template(t, "--api-versions", "cert-manager.io/v1", "--set", "api.tls.mode=CertManager",
+		"--set-json", `api.tls.certManager.issuerRef={"kind":"ClusterIssuer","name":"corp-ca"}`))
+	issuer, _, _ = unstructured.NestedStringMap(find(t, objs, "Certificate", prefix+"api").Object, "spec", "issuerRef")
+	if issuer["kind"] != "ClusterIssuer" || issuer["name"] != "corp-ca" {
+		t.Errorf("issuerRef %v, want the ClusterIssuer corp-ca", issuer)
+	}
+	for _, o := range objs {
+		if o.GetKind() == "Issuer" {
+			t.Errorf("Issuer %s rendered with an issuerRef given", o.GetName())
+		}
+	}
+}
+
+// TestNotes checks that NOTES.txt prints the scheme the API really serves and where agents
+// find its CA. (helm install --dry-run cannot pretend cert-manager's API is there, so the
+// CertManager mode's notes, which differ by one line, are not rendered here.)
+func TestNotes(t *testing.T) {
+	h := newHelm(t)
+	notes := func(args ...string) string {
+		t.Helper()
+		out := h.run(t, append([]string{"install", release, h.chart, "-n", namespace, "--dry-run=client"}, args...)...)
+		_, n, ok := strings.Cut(out, "NOTES:")
+		if !ok {
+			t.Fatalf("no NOTES in:\n%s", out)
+		}
+		return n
+	}
+	api := prefix + "api." + namespace + ".svc:8082"
+	for name, c := range map[string]struct {
+		args       []string
+		want, lack []string
+	}{
+		"SelfSigned": {nil, []string{"https://" + api, "ConfigMap " + prefix + "api-ca", "--ca-file ca.crt", "ca\\.crt"}, []string{"http://" + api}},
+		"Secret":     {[]string{"--set", "api.tls.mode=Secret,api.tls.secretName=mine"}, []string{"https://" + api, "Secret mine", "your Secret has a ca.crt"}, []string{"http://" + api}},
+		"Insecure":   {[]string{"--set", "api.tls.insecureServeHTTP=true"}, []string{"http://" + api, "WARNING"}, []string{"https://" + api, "--ca-file"}},
+	} {
+		n := notes(c.args...)
+		for _, w := range c.want {
+			if !strings.Contains(n, w) {
+				t.Errorf("%s: NOTES lack %q:\n%s", name, w, n)
+			}
+		}
+		for _, l := range c.lack {
+			if strings.Contains(n, l) {
+				t.Errorf("%s: NOTES contain %q:\n%s", name, l, n)
+			}
+		}
 	}
 }
 
@@ -675,6 +817,39 @@ func testServiceMonitor(t *testing.T, h *helmCLI) {
 	eps, _, _ := unstructured.NestedSlice(sm.Object, "spec", "endpoints")
 	if len(eps) != 1 || eps[0].(map[string]any)["scheme"] != "http" || eps[0].(map[string]any)["tlsConfig"] != nil {
 		t.Errorf("metrics.secure=false: endpoints %v", eps)
+	}
+	// With HTTPS the scrape verifies the certificate: the published CA and the metrics
+	// Service's name, never insecureSkipVerify (but with a plain HTTP API, whose metrics
+	// certificate nothing signs).
+	tlsConfig := func(args ...string) map[string]any {
+		t.Helper()
+		sm := find(t, decode(t, h.template(t, args...)), "ServiceMonitor", prefix+"controller-manager-metrics-monitor")
+		eps, _, _ := unstructured.NestedSlice(sm.Object, "spec", "endpoints")
+		if len(eps) != 1 {
+			t.Fatalf("endpoints %v", eps)
+		}
+		c, _ := eps[0].(map[string]any)["tlsConfig"].(map[string]any)
+		return c
+	}
+	verified := map[string]any{
+		"serverName": prefix + "controller-manager-metrics-service." + namespace + ".svc",
+		"ca":         map[string]any{"configMap": map[string]any{"name": prefix + "api-ca", "key": "ca.crt"}},
+	}
+	for _, args := range [][]string{
+		{"--set", "serviceMonitor.enabled=true"},
+		{"--api-versions", "cert-manager.io/v1", "--set", "serviceMonitor.enabled=true,api.tls.mode=CertManager"},
+		{"--set", "serviceMonitor.enabled=true,api.tls.mode=Secret,api.tls.secretName=mine"},
+	} {
+		if c := tlsConfig(args...); !equality.Semantic.DeepEqual(c, verified) {
+			t.Errorf("%q: tlsConfig %v, want %v", args, c, verified)
+		}
+	}
+	if c := tlsConfig("--set", "serviceMonitor.enabled=true,api.tls.insecureServeHTTP=true"); c["insecureSkipVerify"] != true {
+		t.Errorf("insecureServeHTTP: tlsConfig %v", c)
+	}
+	override := tlsConfig("--set", "serviceMonitor.enabled=true", "--set-json", `serviceMonitor.tlsConfig={"serverName":"x","ca":{"secret":{"name":"s","key":"ca.crt"}}}`)
+	if override["serverName"] != "x" || override["insecureSkipVerify"] != nil {
+		t.Errorf("serviceMonitor.tlsConfig override: %v", override)
 	}
 	// The ServiceMonitor selects the metrics Service and no other.
 	objs := decode(t, h.template(t, "--set", "serviceMonitor.enabled=true"))
@@ -990,6 +1165,18 @@ func testKubeconform(t *testing.T, h *helmCLI, kubeconform string, cfg *rest.Con
 		}
 	}
 
+	// The CertManager mode's manifests, but for cert-manager's own kinds (Issuer,
+	// Certificate): their CRDs belong to cert-manager, which is not vendored here (the
+	// render tests check their content).
+	cmManifests := h.template(t, append([]string{"--api-versions", "cert-manager.io/v1", "--set", "api.tls.mode=CertManager"}, allOptions...)...)
+	cmd := exec.Command(kubeconform, "-strict", "-summary", "-output", "json",
+		"-schema-location", filepath.Join(schemas, "{{ .Group }}/{{ .ResourceKind }}_{{ .ResourceAPIVersion }}.json"),
+		"-skip", "monitoring.coreos.com/v1/ServiceMonitor,cert-manager.io/v1/Issuer,cert-manager.io/v1/Certificate")
+	cmd.Stdin = bytes.NewReader(cmManifests)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Errorf("kubeconform, api.tls.mode=CertManager: %v\n%s", err, out)
+	}
+
 	// The schemas catch mistakes: unknown fields (-strict) and the CRDs' own rules.
 	for name, bad := range map[string]string{
 		"unknown Deployment field": `
@@ -1290,6 +1477,20 @@ func testInstall(t *testing.T, h *helmCLI, cfg *rest.Config, kubeconfig string) 
 	if !equality.Semantic.DeepEqual(locRole.Rules, locWant.Rules) {
 		t.Errorf("session location Role rules %+v, want %+v", locRole.Rules, locWant.Rules)
 	}
+	for file, name := range map[string]string{
+		"config/rbac/api_cert_role.yaml":      prefix + "api-cert-role",
+		"config/rbac/api_ca_reader_role.yaml": prefix + "api-ca-reader",
+	} {
+		var got, want rbacv1.Role
+		readObject(t, file, "Role", &want)
+		mustGet(&got, namespace, name)
+		if !equality.Semantic.DeepEqual(got.Rules, want.Rules) {
+			t.Errorf("Role %s rules %+v, %s has %+v", name, got.Rules, file, want.Rules)
+		}
+	}
+	var certRB rbacv1.RoleBinding
+	mustGet(&certRB, namespace, prefix+"api-cert-rolebinding")
+	checkBinding(t, get, certRB.RoleRef, certRB.Subjects, namespace)
 	var crb rbacv1.ClusterRoleBinding
 	mustGet(&crb, "", prefix+"manager-rolebinding")
 	var rb, locRB rbacv1.RoleBinding

@@ -210,13 +210,29 @@ func (e *env) checkPeak(t *testing.T, what string) {
 }
 
 func (e *env) url(session, rest string) string {
-	return "http://" + e.mgr.APIAddr + "/v1/namespaces/" + ns + "/sessions/" + session + "/" + rest
+	return e.mgr.URL + "/v1/namespaces/" + ns + "/sessions/" + session + "/" + rest
+}
+
+// httpClient verifies the API with the CA the manager published.
+func (e *env) httpClient(timeout time.Duration) *http.Client {
+	hc := e.mgr.HTTPClient()
+	hc.Timeout = timeout
+	return hc
+}
+
+// dial opens a raw TLS connection to the API, verified with the published CA.
+func (e *env) dial(t *testing.T) net.Conn {
+	t.Helper()
+	conn, err := tls.Dial("tcp", e.mgr.APIAddr, &tls.Config{RootCAs: e.mgr.CAPool, MinVersion: tls.VersionTLS12})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return conn
 }
 
 func (e *env) client(t *testing.T, timeout time.Duration) *compactclient.Client {
 	t.Helper()
-	c, err := compactclient.New("http://"+e.mgr.APIAddr, compactclient.WithToken(e.token),
-		compactclient.WithHTTPClient(&http.Client{Timeout: timeout}))
+	c, err := compactclient.New(e.mgr.URL, compactclient.WithToken(e.token), compactclient.WithHTTPClient(e.httpClient(timeout)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -312,7 +328,7 @@ func (e *env) post(url string, body []byte, timeout time.Duration) response {
 	}
 	req.Header.Set("Authorization", "Bearer "+e.token)
 	req.Header.Set("Content-Type", "application/json")
-	resp, err := (&http.Client{Timeout: timeout}).Do(req)
+	resp, err := e.httpClient(timeout).Do(req)
 	if err != nil {
 		return response{err: err}
 	}
@@ -336,10 +352,7 @@ func (r response) reason() string {
 func (e *env) testStalledUpload(t *testing.T) {
 	sess := e.cl.CreateReadySession(ns, "stalled", policy)
 	body := compactBody(t, history(20, 500))
-	conn, err := net.Dial("tcp", e.mgr.APIAddr)
-	if err != nil {
-		t.Fatal(err)
-	}
+	conn := e.dial(t)
 	defer func() { _ = conn.Close() }()
 	header := fmt.Sprintf("POST /v1/namespaces/%s/sessions/%s/compact HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\n"+
 		"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n", ns, sess.Name, e.mgr.APIAddr, e.token, len(body))
@@ -541,10 +554,7 @@ func (e *env) testToolResultReaders(t *testing.T) {
 		ns, sess.Name, callID, e.mgr.APIAddr, e.token)
 	conns := make([]net.Conn, readers)
 	for i := range conns {
-		conn, err := net.Dial("tcp", e.mgr.APIAddr)
-		if err != nil {
-			t.Fatal(err)
-		}
+		conn := e.dial(t)
 		defer func() { _ = conn.Close() }()
 		if _, err := io.WriteString(conn, request); err != nil {
 			t.Fatal(err)
@@ -600,7 +610,8 @@ func (e *env) metric(t *testing.T, series string) float64 {
 		}
 		e.metricsToken = e.cl.Token(ns, "scraper")
 	}
-	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // the manager's self-signed certificate
+	// The metrics are served with the API's certificate: verified with the published CA.
+	hc := e.httpClient(10 * time.Second)
 	deadline := time.Now().Add(time.Minute)
 	for {
 		req, err := http.NewRequest(http.MethodGet, "https://"+e.mgr.MetricsAddr+"/metrics", nil)

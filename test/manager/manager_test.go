@@ -101,9 +101,21 @@ func TestManagerWithGeneratedRBAC(t *testing.T) {
 		t.Errorf("tool result of the deleted session is still stored")
 	}
 
-	t.Run("Metrics", func(t *testing.T) { testMetrics(t, c, cl, metricsAddr) })
+	// The manager publishes the cert dir's ca.crt where agents read it: clients verify the
+	// API and the metrics (served with the same certificate) with it.
+	pool := x509.NewCertPool()
+	eventually(t, mgr.Process, "the CA published", func() (bool, string) {
+		var cm corev1.ConfigMap
+		if err := c.Get(ctx, client.ObjectKey{Namespace: operator.SystemNamespace, Name: operator.CAConfigMap}, &cm); err != nil {
+			return false, err.Error()
+		}
+		want, err := os.ReadFile(filepath.Join(certDir, "ca.crt"))
+		must(t, err)
+		return cm.Data["ca.crt"] == string(want) && pool.AppendCertsFromPEM(want), fmt.Sprint(cm.Data)
+	})
+	hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}}
+	t.Run("Metrics", func(t *testing.T) { testMetrics(t, c, cl, metricsAddr, hc) })
 	t.Run("APIServesTLS", func(t *testing.T) {
-		hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // self-signed test certificate
 		resp, err := hc.Post("https://"+mgr.APIAddr+"/v1/namespaces/default/sessions/swe-agent-1/compact", "application/json", strings.NewReader(`{}`))
 		if err != nil {
 			t.Fatalf("HTTPS request to the compaction API: %v", err)
@@ -127,7 +139,7 @@ func TestManagerWithGeneratedRBAC(t *testing.T) {
 
 // testMetrics scrapes /metrics over HTTPS as a ServiceAccount bound to the metrics-reader
 // ClusterRole, and checks that an anonymous caller is refused.
-func testMetrics(t *testing.T, c client.Client, cl *operator.Cluster, addr string) {
+func testMetrics(t *testing.T, c client.Client, cl *operator.Cluster, addr string, hc *http.Client) {
 	ctx := context.Background()
 	must(t, c.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "prometheus"}}))
 	must(t, c.Create(ctx, &rbacv1.ClusterRoleBinding{
@@ -136,8 +148,6 @@ func testMetrics(t *testing.T, c client.Client, cl *operator.Cluster, addr strin
 		Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Namespace: ns, Name: "prometheus"}},
 	}))
 	token := cl.Token(ns, "prometheus")
-	// The metrics server's certificate is self-signed unless a cert dir is given.
-	hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // self-signed test certificate
 
 	get := func(token string) (int, string) {
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "https://"+addr+"/metrics", nil)
@@ -248,5 +258,7 @@ func selfSignedCert(t *testing.T) string {
 	dir := t.TempDir()
 	must(t, os.WriteFile(filepath.Join(dir, "tls.crt"), pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600))
 	must(t, os.WriteFile(filepath.Join(dir, "tls.key"), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), 0o600))
+	// As cert-manager's Secrets have it: the CA, here the certificate itself.
+	must(t, os.WriteFile(filepath.Join(dir, "ca.crt"), pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600))
 	return dir
 }

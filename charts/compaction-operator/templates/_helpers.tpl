@@ -115,3 +115,49 @@ limit, the percentage is 0, or manager.extraEnv sets GOMEMLIMIT itself.
 {{- divf (mulf (float64 $number) (get $units $suffix) $percent) 100 | floor | int64 }}
 {{- end }}
 {{- end }}
+
+{{/*
+The compaction API's certificate mode (api.tls.mode), checked; "Insecure" with
+api.tls.insecureServeHTTP.
+*/}}
+{{- define "compaction-operator.tlsMode" -}}
+{{- if hasKey .Values.api.tls "enabled" }}
+{{- fail "api.tls.enabled was replaced by api.tls.mode: SelfSigned (the default, the manager's own CA), CertManager, or Secret with api.tls.secretName" }}
+{{- end }}
+{{- if .Values.api.tls.insecureServeHTTP }}Insecure
+{{- else if has .Values.api.tls.mode (list "SelfSigned" "CertManager" "Secret") }}{{ .Values.api.tls.mode }}
+{{- else }}
+{{- fail (printf "api.tls.mode %q: want SelfSigned, CertManager or Secret" (toString .Values.api.tls.mode)) }}
+{{- end }}
+{{- end }}
+
+{{/*
+The Secret mounted as --api-cert-dir (CertManager and Secret modes).
+*/}}
+{{- define "compaction-operator.apiTLSSecret" -}}
+{{- if eq (include "compaction-operator.tlsMode" .) "Secret" }}
+{{- required "api.tls.secretName is required when api.tls.mode is Secret" .Values.api.tls.secretName }}
+{{- else }}
+{{- default (printf "%s-api-tls" (include "compaction-operator.fullname" .)) .Values.api.tls.secretName }}
+{{- end }}
+{{- end }}
+
+{{/*
+The ConfigMap where the manager publishes the API's CA bundle (key ca.crt).
+*/}}
+{{- define "compaction-operator.apiCAConfigMap" -}}
+{{- include "compaction-operator.fullname" . }}-api-ca
+{{- end }}
+
+{{/*
+The DNS names the API's certificate is for: the API Service's and the metrics Service's.
+*/}}
+{{- define "compaction-operator.apiDNSNames" -}}
+{{- $ns := .Release.Namespace }}
+{{- range list (printf "%s-api" (include "compaction-operator.fullname" .)) (printf "%s-controller-manager-metrics-service" (include "compaction-operator.fullname" .)) }}
+- {{ . }}
+- {{ . }}.{{ $ns }}
+- {{ . }}.{{ $ns }}.svc
+- {{ . }}.{{ $ns }}.svc.cluster.local
+{{- end }}
+{{- end }}

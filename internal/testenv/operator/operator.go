@@ -4,10 +4,13 @@ package operator
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -29,7 +32,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	compactionv1alpha1 "github.com/harness9/compaction-operator/api/v1alpha1"
-	wire "github.com/harness9/compaction-operator/compaction/client"
+	compactclient "github.com/harness9/compaction-operator/compaction/client"
 	"github.com/harness9/compaction-operator/internal/proc"
 	"github.com/harness9/compaction-operator/internal/testenv"
 	"github.com/harness9/compaction-operator/internal/testenv/kubeenv"
@@ -136,7 +139,7 @@ func (c *Cluster) Token(namespace, name string) string {
 // compaction API's audience, as an agent's projected token is.
 func (c *Cluster) AgentToken(namespace, name string) string {
 	c.t.Helper()
-	return c.requestToken(namespace, name, authenticationv1.TokenRequestSpec{Audiences: []string{wire.DefaultTokenAudience}})
+	return c.requestToken(namespace, name, authenticationv1.TokenRequestSpec{Audiences: []string{compactclient.DefaultTokenAudience}})
 }
 
 // PodToken returns a one-hour token for the compaction API's audience of the ServiceAccount
@@ -154,7 +157,7 @@ func (c *Cluster) PodToken(namespace, pod string) string {
 		sa = "default"
 	}
 	return c.requestToken(namespace, sa, authenticationv1.TokenRequestSpec{
-		Audiences:      []string{wire.DefaultTokenAudience},
+		Audiences:      []string{compactclient.DefaultTokenAudience},
 		BoundObjectRef: &authenticationv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: p.Name, UID: p.UID},
 	})
 }
@@ -189,6 +192,36 @@ func (c *Cluster) TokenKubeconfig(token string) string {
 type Manager struct {
 	*proc.Process
 	MetricsAddr, ProbeAddr, APIAddr string
+	// URL is the compaction API's base URL: https unless --api-insecure-serve-http.
+	URL string
+	// CAFile and CAPool hold the CA bundle the manager published (ConfigMap CAConfigMap),
+	// when it issued its own certificate (no --api-cert-dir, no plain HTTP).
+	CAFile string
+	CAPool *x509.CertPool
+}
+
+// CAConfigMap is the ConfigMap in SystemNamespace where the manager publishes its CA bundle.
+const CAConfigMap = "compaction-operator-api-ca"
+
+// HTTPClient is an HTTP client that verifies the API with the published CA.
+func (m *Manager) HTTPClient() *http.Client {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.TLSClientConfig = &tls.Config{RootCAs: m.CAPool, MinVersion: tls.VersionTLS12}
+	return &http.Client{Timeout: 2 * time.Minute, Transport: tr}
+}
+
+// APIClient is a compaction API client with token that verifies the API with the published CA.
+func (m *Manager) APIClient(t testing.TB, token string, opts ...compactclient.Option) *compactclient.Client {
+	t.Helper()
+	opts = append([]compactclient.Option{compactclient.WithToken(token)}, opts...)
+	if m.CAPool != nil {
+		opts = append(opts, compactclient.WithCAPool(m.CAPool))
+	}
+	c, err := compactclient.New(m.URL, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }
 
 // StartManager builds (once per call; the build cache makes it quick) and starts the
@@ -220,6 +253,7 @@ func (c *Cluster) StartManager(bin string, extra ...string) *Manager {
 		if err == nil {
 			_ = resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
+				c.apiTrust(m, extra)
 				return m
 			}
 		}
@@ -228,6 +262,29 @@ func (c *Cluster) StartManager(bin string, extra ...string) *Manager {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+}
+
+// apiTrust sets the manager's URL and, when it issued its own certificate, reads the CA
+// bundle it published (a Ready manager has published it).
+func (c *Cluster) apiTrust(m *Manager, args []string) {
+	c.t.Helper()
+	m.URL = "https://" + m.APIAddr
+	if slices.Contains(args, "--api-insecure-serve-http") {
+		m.URL = "http://" + m.APIAddr
+		return
+	}
+	if slices.Contains(args, "--api-cert-dir") {
+		return
+	}
+	cm, err := c.Clientset.CoreV1().ConfigMaps(SystemNamespace).Get(context.Background(), CAConfigMap, metav1.GetOptions{})
+	if err != nil {
+		c.t.Fatalf("read the published CA bundle: %v", err)
+	}
+	m.CAPool = x509.NewCertPool()
+	if !m.CAPool.AppendCertsFromPEM([]byte(cm.Data["ca.crt"])) {
+		c.t.Fatalf("ConfigMap %s holds no CA: %v", CAConfigMap, cm.Data)
+	}
+	m.CAFile = WriteFile(c.t, "ca.crt", []byte(cm.Data["ca.crt"]))
 }
 
 // WriteFile writes data to a new file in a temporary directory and returns its path.
