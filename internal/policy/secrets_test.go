@@ -2,6 +2,7 @@ package policy
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -16,10 +17,14 @@ import (
 type secretsReader struct {
 	secrets map[client.ObjectKey]*corev1.Secret
 	reads   int
+	down    error // every read fails with it, as when the API server is restarting
 }
 
 func (r *secretsReader) Get(_ context.Context, key client.ObjectKey, obj client.Object, _ ...client.GetOption) error {
 	r.reads++
+	if r.down != nil {
+		return r.down
+	}
 	s, ok := r.secrets[key]
 	if !ok {
 		return apierrors.NewNotFound(schema.GroupResource{Resource: "secrets"}, key.Name)
@@ -99,5 +104,37 @@ func TestSecretCacheExpires(t *testing.T) {
 	}
 	if api.reads != 2 {
 		t.Errorf("%d API reads; an expired value must be read again", api.reads)
+	}
+}
+
+// While the API server cannot answer, a value read before is used for secretStaleGrace past
+// its TTL, so agents keep compacting through an API server restart; after that, the error.
+func TestSecretCacheServesStaleWhileAPIServerIsDown(t *testing.T) {
+	ctx := context.Background()
+	key := client.ObjectKey{Namespace: "team", Name: "minio"}
+	api := &secretsReader{secrets: map[client.ObjectKey]*corev1.Secret{key: {Data: map[string][]byte{"k": []byte("one")}}}}
+	c := NewSecretCache(api, time.Minute)
+	now := time.Date(2026, 12, 3, 0, 0, 0, 0, time.UTC)
+	c.now = func() time.Time { return now }
+	if _, err := c.SecretValues(ctx, key, "k"); err != nil {
+		t.Fatal(err)
+	}
+	api.down = errors.New("connect: connection refused")
+	now = now.Add(time.Minute + secretStaleGrace - time.Second)
+	v, err := c.SecretValues(ctx, key, "k")
+	if err != nil || string(v["k"]) != "one" {
+		t.Fatalf("API server down, value within the grace: %q, %v; want the value read before", v["k"], err)
+	}
+	if api.reads != 2 {
+		t.Errorf("%d API reads; an expired value must be asked for again first", api.reads)
+	}
+	now = now.Add(2 * time.Second)
+	if _, err := c.SecretValues(ctx, key, "k"); !errors.Is(err, api.down) {
+		t.Errorf("API server down, value past the grace: error %v, want the API server's", err)
+	}
+	// A missing Secret is not made up from nothing: with no value ever read, the error.
+	other := client.ObjectKey{Namespace: "team", Name: "other"}
+	if _, err := c.SecretValues(ctx, other, "k"); !errors.Is(err, api.down) {
+		t.Errorf("never read, API server down: error %v, want the API server's", err)
 	}
 }

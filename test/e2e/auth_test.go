@@ -53,7 +53,6 @@ func TestCompactionAPIAuth(t *testing.T) {
 	c, ctx := cl.Client, context.Background()
 	history := mustLoad(t, filepath.Join(testenv.RepoRoot(t), "testdata", "long-session.jsonl"))
 	turns := replay.AssistantTurns(history)
-	base := "http://" + mgr.APIAddr
 
 	cl.CreateMinIOPolicy(ns, "omit", "auth-omit", m, window, nil)
 	cl.CreateMinIOPolicy(ns, "include", "auth-include", m, window, func(s *compactionv1alpha1.CompactionPolicySpec) {
@@ -64,9 +63,7 @@ func TestCompactionAPIAuth(t *testing.T) {
 	sessA, sessB := podSession(t, c, podA), podSession(t, c, podB)
 	tokenA, tokenB := cl.PodToken(ns, podA.Name), cl.PodToken(ns, podB.Name)
 	api := func(token string) *compactclient.Client {
-		cc, err := compactclient.New(base, compactclient.WithToken(token))
-		must(t, err)
-		return cc
+		return mgr.APIClient(t, token)
 	}
 	small := compactclient.CompactRequest{Messages: history[:turns[2]]}
 
@@ -186,9 +183,10 @@ func TestCompactionAPIAuth(t *testing.T) {
 		var codes [600]atomic.Int64
 		var next atomic.Int64
 		var wg sync.WaitGroup
-		url := base + "/v1/namespaces/" + ns + "/sessions/" + sessA.Name + "/compact"
+		url := mgr.URL + "/v1/namespaces/" + ns + "/sessions/" + sessA.Name + "/compact"
 		body := `{"messages":[{"role":"user","content":"hi"}]}`
-		httpc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: workers}}
+		httpc := mgr.HTTPClient()
+		httpc.Transport.(*http.Transport).MaxIdleConnsPerHost = workers
 		for range workers {
 			wg.Go(func() {
 				for i := next.Add(1); i <= junk; i = next.Add(1) {
