@@ -220,10 +220,21 @@ func TestCompactStdinAndJSONArray(t *testing.T) {
 	}
 }
 
-// The default store is the current directory (./.harness9); an empty --store writes nothing.
+// The default store is in the per-user cache directory, never the current one (a run inside
+// a checkout must leave nothing to commit), and the run says where it writes; -h names it
+// too. An empty --store writes nothing.
 func TestCompactStoreLocation(t *testing.T) {
 	dir := t.TempDir()
 	t.Chdir(dir)
+	home := t.TempDir()
+	t.Setenv("HOME", home)
+	t.Setenv("XDG_CACHE_HOME", filepath.Join(home, "cache"))
+	cacheDir, err := os.UserCacheDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantRoot := filepath.Join(cacheDir, "compaction-operator")
+
 	msgs := genTranscript(genOptions{rounds: 10, bigResult: 6000})
 	in := filepath.Join(t.TempDir(), "t.jsonl")
 	writeTranscript(t, filepath.Dir(in), filepath.Base(in), msgs)
@@ -240,19 +251,38 @@ func TestCompactStoreLocation(t *testing.T) {
 	if files := listFiles(t, dir); len(files) != 0 {
 		t.Fatalf("--store '' wrote %v", files)
 	}
+	if strings.Contains(r.stderr, "writing") {
+		t.Errorf("--store '' announced a store: %q", r.stderr)
+	}
 
 	r = runCLI(t, "", "compact", "--context-window", window, "--session-id", "s-1", in)
 	if r.code != exitOK {
 		t.Fatalf("default store: %v", r)
+	}
+	if files := listFiles(t, dir); len(files) != 0 {
+		t.Errorf("default store wrote into the current directory: %v", files)
 	}
 	for _, rel := range []string{
 		".harness9/tool_results/s-1/call_0.txt",
 		".harness9/compaction_records/s-1.jsonl",
 		".harness9/state/s-1.json",
 	} {
-		if _, err := os.Stat(filepath.Join(dir, rel)); err != nil {
-			t.Errorf("default store: %v (have %v)", err, listFiles(t, dir))
+		if _, err := os.Stat(filepath.Join(wantRoot, rel)); err != nil {
+			t.Errorf("default store: %v (have %v)", err, listFiles(t, home))
 		}
+	}
+	if want := "writing offloaded results, records and state under " + filepath.Join(wantRoot, ".harness9"); strings.Count(r.stderr, want) != 1 {
+		t.Errorf("stderr does not say once where the default store writes (%q):\n%s", want, r.stderr)
+	}
+
+	// An explicit --store is not announced.
+	r = runCLI(t, "", "compact", "--context-window", window, "--store", t.TempDir(), in)
+	if r.code != exitOK || strings.Contains(r.stderr, "writing") {
+		t.Errorf("explicit --store: %v", r)
+	}
+
+	if r := runCLI(t, "", "compact", "-h"); !strings.Contains(r.stdout+r.stderr, wantRoot) {
+		t.Errorf("compact -h does not name the default store %s:\n%v", wantRoot, r)
 	}
 }
 

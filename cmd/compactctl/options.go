@@ -8,6 +8,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -31,7 +32,6 @@ const (
 const (
 	defaultContextWindow = 128000
 	defaultSessionID     = "local"
-	defaultStoreDir      = "."
 	defaultOpenAIBaseURL = "https://api.openai.com/v1"
 	defaultOpenAITimeout = 60 * time.Second
 )
@@ -87,7 +87,7 @@ func addEngineFlags(fs *flag.FlagSet) *engineFlags {
 	fs.IntVar(&f.pinPercent, "pin-percent", percent(d.PinBudget), "pin budget, `percent` of the window (1..50); a pin over it keeps its head and tail, its full text\nis offloaded and readable back by the tool_call_id its note names")
 	fs.BoolVar(&f.rawHistory, "raw-history", false, "compact the full raw history every turn, as the seed spec does, instead of the derived view\nafter the watermark (a session past the window then stays in Emergency); for comparison")
 	fs.StringVar(&f.sessionID, "session-id", defaultSessionID, "session `ID` the store files offloaded results, records and state under (letters, digits, '-', '_', '.')")
-	fs.StringVar(&f.storeDir, "store", defaultStoreDir, "store root `DIR`: results go to DIR/.harness9/{tool_results,compaction_records,state}/;\nan empty value keeps everything in memory and writes nothing (dry run)")
+	fs.StringVar(&f.storeDir, "store", defaultStoreDir(), "store root `DIR`: results go to DIR/.harness9/{tool_results,compaction_records,state}/;\nby default a per-user cache directory, never the current one; an empty value keeps everything\nin memory and writes nothing (dry run)")
 	fs.StringVar(&f.summarizer, "summarizer", summarizerExtractive, "summarizer: `extractive|openai` (extractive is deterministic and needs no network)")
 	fs.StringVar(&f.openaiBaseURL, "openai-base-url", defaultOpenAIBaseURL, "`URL` of the OpenAI-compatible API for --summarizer openai (vLLM, Ollama, LiteLLM, OpenAI);\n\"/v1/chat/completions\" is appended as needed")
 	fs.StringVar(&f.openaiModel, "openai-model", "", "`model` name for --summarizer openai (required with it)")
@@ -97,6 +97,18 @@ func addEngineFlags(fs *flag.FlagSet) *engineFlags {
 	fs.IntVar(&f.openaiMaxOutputTokens, "openai-max-output-tokens", 1024, "max_tokens of a summarizer request, in `tokens`")
 	fs.IntVar(&f.verbosity, "v", 0, "log `level` on stderr: 0 errors only, 1 also what failed open (memory extraction, todos)")
 	return f
+}
+
+// defaultStoreDir is --store's default: compaction-operator in the per-user cache directory
+// ($XDG_CACHE_HOME or ~/.cache on Linux). Not the current directory: a run inside a checkout
+// would leave a store there to be committed by mistake. Empty (memory, nothing written) on a
+// system without one ($HOME unset).
+func defaultStoreDir() string {
+	dir, err := os.UserCacheDir()
+	if err != nil {
+		return ""
+	}
+	return filepath.Join(dir, "compaction-operator")
 }
 
 func percent(ratio float64) int { return int(math.Round(ratio * 100)) }
@@ -234,8 +246,10 @@ func (f *engineFlags) newSummarizer() (compaction.Summarizer, error) {
 }
 
 // openStore opens the store named by --store. Call it only once the input is known to be
-// good: the filesystem store creates its directory.
-func (f *engineFlags) openStore() (compaction.Store, string, error) {
+// good: the filesystem store creates its directory. When --store was not given, it says on
+// notices where the default store writes, so files outside the current directory are no
+// surprise.
+func (f *engineFlags) openStore(notices io.Writer) (compaction.Store, string, error) {
 	if f.storeDir == "" {
 		return memstore.New(), "memory (nothing written)", nil
 	}
@@ -243,7 +257,17 @@ func (f *engineFlags) openStore() (compaction.Store, string, error) {
 	if err != nil {
 		return nil, "", fmt.Errorf("open store: %w", err)
 	}
+	if !f.isSet("store") {
+		warnf(notices, "compactctl: writing offloaded results, records and state under %s (--store DIR to choose, --store '' for none)\n", s.Dir())
+	}
 	return s, s.Dir(), nil
+}
+
+// isSet says whether the flag name was given on the command line.
+func (f *engineFlags) isSet(name string) bool {
+	set := false
+	f.fs.Visit(func(fl *flag.Flag) { set = set || fl.Name == name })
+	return set
 }
 
 // logger logs the engine's messages on w, prefixed with the program name.
