@@ -62,6 +62,7 @@ type engineFlags struct {
 	openaiTimeout         time.Duration
 	openaiMaxRetries      int
 	openaiMaxOutputTokens int
+	openaiMaxTokensField  string
 
 	verbosity int
 
@@ -94,7 +95,8 @@ func addEngineFlags(fs *flag.FlagSet) *engineFlags {
 	fs.StringVar(&f.openaiAPIKeyFile, "openai-api-key-file", "", "`file` holding the API key for --summarizer openai; otherwise the key is read from\n$OPENAI_API_KEY, and without one no Authorization header is sent (local servers)")
 	fs.DurationVar(&f.openaiTimeout, "openai-timeout", defaultOpenAITimeout, "per-attempt `timeout` of a summarizer request")
 	fs.IntVar(&f.openaiMaxRetries, "openai-max-retries", 2, "`retries` of a failed summarizer request (network error, timeout, 429, 5xx); 0 disables retries")
-	fs.IntVar(&f.openaiMaxOutputTokens, "openai-max-output-tokens", 1024, "max_tokens of a summarizer request, in `tokens`")
+	fs.IntVar(&f.openaiMaxOutputTokens, "openai-max-output-tokens", 1024, "bound of a summarizer answer, in `tokens`, sent as --openai-max-tokens-field")
+	fs.StringVar(&f.openaiMaxTokensField, "openai-max-tokens-field", string(openai.MaxTokens), "request `field` of --openai-max-output-tokens: max_tokens (vLLM, Ollama, LiteLLM, OpenAI's\nchat models) or max_completion_tokens (OpenAI's reasoning models, which refuse max_tokens)")
 	fs.IntVar(&f.verbosity, "v", 0, "log `level` on stderr: 0 errors only, 1 also what failed open (memory extraction, todos)")
 	return f
 }
@@ -238,6 +240,7 @@ func (f *engineFlags) newSummarizer() (compaction.Summarizer, error) {
 		Timeout:         f.openaiTimeout,
 		MaxRetries:      retries,
 		MaxOutputTokens: f.openaiMaxOutputTokens,
+		MaxTokensField:  openai.TokenLimitField(f.openaiMaxTokensField),
 	})
 	if err != nil {
 		return nil, &usageError{err: err}
