@@ -54,8 +54,9 @@ func TestConfigValidateNamesTheField(t *testing.T) {
 	if !ok {
 		t.Fatalf("Validate returned %T, want an errors.Join", c.Validate())
 	}
-	var fields []string
-	for _, err := range joined.Unwrap() {
+	errs := joined.Unwrap()
+	fields := make([]string, 0, len(errs))
+	for _, err := range errs {
 		var fe *FieldError
 		if !errors.As(err, &fe) {
 			t.Fatalf("%v is a %T, want a *FieldError", err, err)

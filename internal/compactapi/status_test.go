@@ -139,7 +139,9 @@ func TestUsageMarksPaceEachSession(t *testing.T) {
 		t.Error("a still held back after its interval")
 	}
 	var none usageMarks
-	if !none.due("a", 0) || !none.due("a", 0) {
-		t.Error("interval 0 held a write back")
+	for range 2 {
+		if !none.due("a", 0) {
+			t.Error("interval 0 held a write back")
+		}
 	}
 }
