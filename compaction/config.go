@@ -153,53 +153,70 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
-// Validate reports every problem with the config at once.
+// FieldError is one rule of Validate that a field of the Config breaks. Field is the Config
+// field's name, so a caller that sets the field under a name of its own (a command-line flag,
+// a policy field) can say which of its settings is at fault without repeating the rule.
+type FieldError struct {
+	// Field is the name of the Config field, for example "SoftThreshold"; for a rule between
+	// two fields, the one that must change (the later threshold, the target).
+	Field string
+	msg   string
+}
+
+func (e *FieldError) Error() string { return e.msg }
+
+func fieldErrorf(field, format string, args ...any) *FieldError {
+	return &FieldError{Field: field, msg: fmt.Sprintf(format, args...)}
+}
+
+// Validate reports every problem with the config at once: an errors.Join of *FieldError, one
+// per broken rule, or nil.
 func (c Config) Validate() error {
 	var errs []error
 	if c.ContextWindow < 0 {
-		errs = append(errs, fmt.Errorf("context window %d is negative", c.ContextWindow))
+		errs = append(errs, fieldErrorf("ContextWindow", "context window %d is negative", c.ContextWindow))
 	}
 	th := []struct {
-		name string
-		v    float64
-	}{{"warn", c.WarnThreshold}, {"soft", c.SoftThreshold}, {"full", c.FullThreshold}, {"emergency", c.EmergencyThreshold}}
+		field, name string
+		v           float64
+	}{{"WarnThreshold", "warn", c.WarnThreshold}, {"SoftThreshold", "soft", c.SoftThreshold}, {"FullThreshold", "full", c.FullThreshold}, {"EmergencyThreshold", "emergency", c.EmergencyThreshold}}
 	for i, t := range th {
 		if t.v <= 0 || t.v > 1 {
-			errs = append(errs, fmt.Errorf("%s threshold %.2f must be in (0, 1]", t.name, t.v))
+			errs = append(errs, fieldErrorf(t.field, "%s threshold %.2f must be in (0, 1]", t.name, t.v))
 		}
 		if i > 0 && t.v <= th[i-1].v {
-			errs = append(errs, fmt.Errorf("%s threshold %.2f must be above %s threshold %.2f", t.name, t.v, th[i-1].name, th[i-1].v))
+			errs = append(errs, fieldErrorf(t.field, "%s threshold %.2f must be above %s threshold %.2f", t.name, t.v, th[i-1].name, th[i-1].v))
 		}
 	}
 	if c.TargetThreshold <= 0 || c.TargetThreshold >= c.WarnThreshold {
-		errs = append(errs, fmt.Errorf("target threshold %.2f must be in (0, warn threshold %.2f)", c.TargetThreshold, c.WarnThreshold))
+		errs = append(errs, fieldErrorf("TargetThreshold", "target threshold %.2f must be in (0, warn threshold %.2f)", c.TargetThreshold, c.WarnThreshold))
 	}
 	if c.MinSaving <= 0 || c.MinSaving > 0.5 {
-		errs = append(errs, fmt.Errorf("min saving %.2f must be in (0, 0.5]", c.MinSaving))
+		errs = append(errs, fieldErrorf("MinSaving", "min saving %.2f must be in (0, 0.5]", c.MinSaving))
 	}
 	if c.SummarizerCallsPerHour < 0 || c.SummarizerCallsPerHour > maxSummarizerCallsPerHour {
-		errs = append(errs, fmt.Errorf("summarizer calls per hour %d must be between 0 (no limit) and %d", c.SummarizerCallsPerHour, maxSummarizerCallsPerHour))
+		errs = append(errs, fieldErrorf("SummarizerCallsPerHour", "summarizer calls per hour %d must be between 0 (no limit) and %d", c.SummarizerCallsPerHour, maxSummarizerCallsPerHour))
 	}
 	if c.OffloadThreshold < 1 {
-		errs = append(errs, fmt.Errorf("offload threshold %d must be positive", c.OffloadThreshold))
+		errs = append(errs, fieldErrorf("OffloadThreshold", "offload threshold %d must be positive", c.OffloadThreshold))
 	}
 	if c.HookThreshold < 1 {
-		errs = append(errs, fmt.Errorf("hook threshold %d must be positive", c.HookThreshold))
+		errs = append(errs, fieldErrorf("HookThreshold", "hook threshold %d must be positive", c.HookThreshold))
 	}
 	if c.PreviewLines < 0 || c.PreviewLines > 1000 {
-		errs = append(errs, fmt.Errorf("preview lines %d must be between 0 and 1000", c.PreviewLines))
+		errs = append(errs, fieldErrorf("PreviewLines", "preview lines %d must be between 0 and 1000", c.PreviewLines))
 	}
 	if c.MinTailMessages < 1 {
-		errs = append(errs, fmt.Errorf("min tail messages %d must be at least 1", c.MinTailMessages))
+		errs = append(errs, fieldErrorf("MinTailMessages", "min tail messages %d must be at least 1", c.MinTailMessages))
 	}
 	if c.MaxSummaryChars < 200 {
-		errs = append(errs, fmt.Errorf("max summary chars %d must be at least 200", c.MaxSummaryChars))
+		errs = append(errs, fieldErrorf("MaxSummaryChars", "max summary chars %d must be at least 200", c.MaxSummaryChars))
 	}
 	if !c.PinRule.valid() {
-		errs = append(errs, fmt.Errorf("pin rule %q must be one of %s, %s, %s, %s", c.PinRule, PinTaskAndInstructions, PinTask, PinMarked, PinNone))
+		errs = append(errs, fieldErrorf("PinRule", "pin rule %q must be one of %s, %s, %s, %s", c.PinRule, PinTaskAndInstructions, PinTask, PinMarked, PinNone))
 	}
 	if c.PinBudget <= 0 || c.PinBudget > 0.5 {
-		errs = append(errs, fmt.Errorf("pin budget %.2f must be in (0, 0.5]", c.PinBudget))
+		errs = append(errs, fieldErrorf("PinBudget", "pin budget %.2f must be in (0, 0.5]", c.PinBudget))
 	}
 	return errors.Join(errs...)
 }

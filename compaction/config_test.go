@@ -1,6 +1,8 @@
 package compaction
 
 import (
+	"errors"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -37,6 +39,32 @@ func TestConfigValidate(t *testing.T) {
 	}
 	if _, err := NewProgressiveCompactor(c); err == nil {
 		t.Error("NewProgressiveCompactor accepted an invalid config")
+	}
+}
+
+// Every problem Validate reports names the Config field at fault, so a caller can name its
+// own setting for it (the CLI its flag) without repeating the rule.
+func TestConfigValidateNamesTheField(t *testing.T) {
+	c := DefaultConfig(100)
+	c.SoftThreshold = 0.5 // below warn
+	c.EmergencyThreshold = 1.5
+	c.MinTailMessages = -1
+	c.PinRule = "Everything"
+	joined, ok := c.Validate().(interface{ Unwrap() []error })
+	if !ok {
+		t.Fatalf("Validate returned %T, want an errors.Join", c.Validate())
+	}
+	errs := joined.Unwrap()
+	fields := make([]string, 0, len(errs))
+	for _, err := range errs {
+		var fe *FieldError
+		if !errors.As(err, &fe) {
+			t.Fatalf("%v is a %T, want a *FieldError", err, err)
+		}
+		fields = append(fields, fe.Field)
+	}
+	if want := []string{"SoftThreshold", "EmergencyThreshold", "MinTailMessages", "PinRule"}; !slices.Equal(fields, want) {
+		t.Errorf("fields %v, want %v", fields, want)
 	}
 }
 

@@ -300,13 +300,34 @@ type OpenAISummarizerSpec struct {
 	// +kubebuilder:default="60s"
 	Timeout *metav1.Duration `json:"timeout,omitempty"`
 
-	// maxOutputTokens bounds the length of the model's summary, in tokens.
+	// maxOutputTokens bounds the length of the model's summary, in tokens; it is sent in the
+	// request field maxTokensField names.
 	// +optional
 	// +kubebuilder:default=1024
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=65536
 	MaxOutputTokens int32 `json:"maxOutputTokens,omitempty"`
+
+	// maxTokensField is the request field maxOutputTokens is sent in. MaxTokens (the default)
+	// sends max_tokens, which vLLM, Ollama, llama.cpp, LiteLLM and OpenAI's chat models
+	// accept. MaxCompletionTokens sends max_completion_tokens, the only one OpenAI's reasoning
+	// models (o1, o3, o4-mini, gpt-5) accept: they refuse a request with max_tokens, and every
+	// summary then falls back to Extractive.
+	// +optional
+	// +kubebuilder:default=MaxTokens
+	MaxTokensField OpenAIMaxTokensField `json:"maxTokensField,omitempty"`
 }
+
+// OpenAIMaxTokensField is the chat completions request field that bounds a summary's length.
+// +kubebuilder:validation:Enum=MaxTokens;MaxCompletionTokens
+type OpenAIMaxTokensField string
+
+const (
+	// OpenAIMaxTokens sends the bound as max_tokens (the default).
+	OpenAIMaxTokens OpenAIMaxTokensField = "MaxTokens"
+	// OpenAIMaxCompletionTokens sends the bound as max_completion_tokens.
+	OpenAIMaxCompletionTokens OpenAIMaxTokensField = "MaxCompletionTokens"
+)
 
 // StorageSpec is where a session's offloaded tool results, compaction records and state live.
 type StorageSpec struct {

@@ -33,7 +33,8 @@ before they entered the history.
 
 Offloaded tool results, the record (appended to the session's JSONL trail) and the session's
 incremental state (last summary and anchors, merged into by the next run with the same
---session-id) are written under --store: by default ./.harness9/ in the current directory.
+--session-id) are written under --store: by default .harness9/ in a per-user cache directory
+(see -h), never the current one, and a line on standard error says where.
 The transcript is read and validated first: bad input writes nothing at all.`,
 		example: `  compactctl compact --context-window 32000 --store /tmp/work session.jsonl | jq .record
   compactctl compact --force --store '' - < session.jsonl
@@ -67,7 +68,7 @@ func runCompact(ctx context.Context, std *stdio, ef *engineFlags, force bool, ar
 		return err
 	}
 	// Only now, with good input, is anything created.
-	store, _, err := ef.openStore()
+	store, _, err := ef.openStore(std.err)
 	if err != nil {
 		return err
 	}

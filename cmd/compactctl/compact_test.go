@@ -220,10 +220,21 @@ func TestCompactStdinAndJSONArray(t *testing.T) {
 	}
 }
 
-// The default store is the current directory (./.harness9); an empty --store writes nothing.
+// The default store is in the per-user cache directory, never the current one (a run inside
+// a checkout must leave nothing to commit), and the run says where it writes; -h names it
+// too. An empty --store writes nothing.
 func TestCompactStoreLocation(t *testing.T) {
 	dir := t.TempDir()
 	t.Chdir(dir)
+	home := t.TempDir()
+	t.Setenv("HOME", home)
+	t.Setenv("XDG_CACHE_HOME", filepath.Join(home, "cache"))
+	cacheDir, err := os.UserCacheDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantRoot := filepath.Join(cacheDir, "compaction-operator")
+
 	msgs := genTranscript(genOptions{rounds: 10, bigResult: 6000})
 	in := filepath.Join(t.TempDir(), "t.jsonl")
 	writeTranscript(t, filepath.Dir(in), filepath.Base(in), msgs)
@@ -240,19 +251,38 @@ func TestCompactStoreLocation(t *testing.T) {
 	if files := listFiles(t, dir); len(files) != 0 {
 		t.Fatalf("--store '' wrote %v", files)
 	}
+	if strings.Contains(r.stderr, "writing") {
+		t.Errorf("--store '' announced a store: %q", r.stderr)
+	}
 
 	r = runCLI(t, "", "compact", "--context-window", window, "--session-id", "s-1", in)
 	if r.code != exitOK {
 		t.Fatalf("default store: %v", r)
+	}
+	if files := listFiles(t, dir); len(files) != 0 {
+		t.Errorf("default store wrote into the current directory: %v", files)
 	}
 	for _, rel := range []string{
 		".harness9/tool_results/s-1/call_0.txt",
 		".harness9/compaction_records/s-1.jsonl",
 		".harness9/state/s-1.json",
 	} {
-		if _, err := os.Stat(filepath.Join(dir, rel)); err != nil {
-			t.Errorf("default store: %v (have %v)", err, listFiles(t, dir))
+		if _, err := os.Stat(filepath.Join(wantRoot, rel)); err != nil {
+			t.Errorf("default store: %v (have %v)", err, listFiles(t, home))
 		}
+	}
+	if want := "writing offloaded results, records and state under " + filepath.Join(wantRoot, ".harness9"); strings.Count(r.stderr, want) != 1 {
+		t.Errorf("stderr does not say once where the default store writes (%q):\n%s", want, r.stderr)
+	}
+
+	// An explicit --store is not announced.
+	r = runCLI(t, "", "compact", "--context-window", window, "--store", t.TempDir(), in)
+	if r.code != exitOK || strings.Contains(r.stderr, "writing") {
+		t.Errorf("explicit --store: %v", r)
+	}
+
+	if r := runCLI(t, "", "compact", "-h"); !strings.Contains(r.stdout+r.stderr, wantRoot) {
+		t.Errorf("compact -h does not name the default store %s:\n%v", wantRoot, r)
 	}
 }
 
@@ -333,18 +363,19 @@ func TestBadFlagsAreUsageErrors(t *testing.T) {
 		{[]string{"--nope", path}, "flag provided but not defined: -nope"},
 		{[]string{"--context-window", "abc", path}, "invalid value"},
 		{[]string{"--context-window", "0", path}, "--context-window 0"},
-		{[]string{"--warn", "70", "--soft", "60", path}, "--soft 60 must be above --warn 70"},
-		{[]string{"--warn", "0", path}, "--warn 0 must be a percentage between 1 and 100"},
+		{[]string{"--warn", "70", "--soft", "60", path}, "--soft 60: soft threshold 0.60 must be above warn threshold 0.70"},
+		{[]string{"--warn", "0", path}, "--warn 0: warn threshold 0.00 must be in (0, 1]"},
 		{[]string{"--emergency", "101", path}, "--emergency 101"},
-		{[]string{"--full", "95", path}, "--emergency 95 must be above --full 95"},
+		{[]string{"--full", "95", path}, "--emergency 95: emergency threshold 0.95 must be above full threshold 0.95"},
+		{[]string{"--warn", "50", path}, "target threshold 0.50 must be in (0, warn threshold 0.50) (TargetThreshold is the engine's default: no flag sets it)"},
 		{[]string{"--offload-threshold", "0", path}, "--offload-threshold"},
 		{[]string{"--hook-threshold", "-1", path}, "--hook-threshold"},
 		{[]string{"--preview-lines", "0", path}, "--preview-lines"},
 		{[]string{"--min-tail", "0", path}, "--min-tail"},
 		{[]string{"--max-summary-chars", "10", path}, "--max-summary-chars"},
 		{[]string{"--session-id", "../x", path}, "--session-id"},
-		{[]string{"--pin-rule", "Everything", path}, `--pin-rule "Everything"`},
-		{[]string{"--pin-percent", "51", path}, "--pin-percent 51 must be between 1 and 50"},
+		{[]string{"--pin-rule", "Everything", path}, `--pin-rule Everything: pin rule "Everything" must be one of`},
+		{[]string{"--pin-percent", "51", path}, "--pin-percent 51: pin budget 0.51 must be in (0, 0.5]"},
 		{[]string{"--summarizer", "magic", path}, `--summarizer "magic"`},
 		{[]string{"--summarizer", "openai", path}, "--openai-model is required"},
 		{[]string{"--summarizer", "openai", "--openai-model", "m", "--openai-base-url", "ftp://x", path}, "scheme must be http or https"},

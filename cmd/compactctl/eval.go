@@ -685,7 +685,7 @@ type evalRun struct {
 func evalOne(ctx context.Context, ef *engineFlags, base compaction.Config, summarizer compaction.Summarizer, p prices, logTo io.Writer, in evalInput, w evalWindow) (*evalRun, error) {
 	cfg := base
 	cfg.ContextWindow = w.tokens
-	store, _, err := ef.openStore() // memory: a new store per replay
+	store, _, err := ef.openStore(logTo) // memory: a new store per replay
 	if err != nil {
 		return nil, err
 	}

@@ -32,8 +32,11 @@ type fakeLLM struct {
 	key    string
 	model  string
 	status int
-	calls  atomic.Int64
-	bad    atomic.Value // first protocol problem seen, as a string
+	// tokensField is the only length bound the endpoint accepts, max_tokens or
+	// max_completion_tokens (OpenAI's reasoning models refuse max_tokens).
+	tokensField string
+	calls       atomic.Int64
+	bad         atomic.Value // first protocol problem seen, as a string
 }
 
 func (f *fakeLLM) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -56,14 +59,23 @@ func (f *fakeLLM) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			Role    string `json:"role"`
 			Content string `json:"content"`
 		} `json:"messages"`
-		MaxTokens int `json:"max_tokens"`
+		MaxTokens           *int `json:"max_tokens"`
+		MaxCompletionTokens *int `json:"max_completion_tokens"`
 	}
 	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
 		complain("bad body: " + err.Error())
 		return
 	}
+	bound, other := req.MaxTokens, req.MaxCompletionTokens
+	if f.tokensField == "max_completion_tokens" {
+		bound, other = other, bound
+	}
+	if other != nil || bound == nil || *bound != 777 {
+		complain("unexpected length bound: want only " + f.tokensField + " 777")
+		return
+	}
 	if req.Model != f.model || len(req.Messages) != 2 || req.Messages[0].Role != "system" ||
-		!strings.Contains(req.Messages[1].Content, "TestEviction") || req.MaxTokens != 777 {
+		!strings.Contains(req.Messages[1].Content, "TestEviction") {
 		complain("unexpected request: model " + req.Model)
 		return
 	}
@@ -90,7 +102,13 @@ func (f *fakeLLM) check() {
 
 func startFakeLLM(t *testing.T, status int) (*fakeLLM, string, string) {
 	t.Helper()
-	f := &fakeLLM{t: t, key: "sk-test-123", model: "test-model", status: status}
+	return startFakeLLMWithField(t, status, "max_tokens")
+}
+
+// startFakeLLMWithField starts a fake LLM that accepts only tokensField as the length bound.
+func startFakeLLMWithField(t *testing.T, status int, tokensField string) (*fakeLLM, string, string) {
+	t.Helper()
+	f := &fakeLLM{t: t, key: "sk-test-123", model: "test-model", status: status, tokensField: tokensField}
 	srv := httptest.NewServer(f)
 	t.Cleanup(srv.Close)
 	keyFile := filepath.Join(t.TempDir(), "key")
@@ -126,6 +144,32 @@ func TestCompactWithOpenAISummarizer(t *testing.T) {
 	}
 	if msg := out.Messages[2].Content; !strings.Contains(msg, "guard the eviction list with the cache mutex") {
 		t.Errorf("compaction message lacks the LLM's anchors:\n%s", msg)
+	}
+}
+
+// --openai-max-tokens-field max_completion_tokens reaches an endpoint that refuses max_tokens,
+// as OpenAI's reasoning models do; the default, max_tokens, does not.
+func TestOpenAIMaxTokensField(t *testing.T) {
+	t.Parallel()
+	msgs := genTranscript(genOptions{rounds: 10, bigResult: 6000})
+	llm, url, keyFile := startFakeLLMWithField(t, 0, "max_completion_tokens")
+	out, _ := compactAt(t, msgs, 0.87, append(openaiArgs(url, keyFile), "--openai-max-tokens-field", "max_completion_tokens")...)
+	llm.check()
+	if out.Record.Error != "" || llm.calls.Load() != 1 {
+		t.Fatalf("%d calls, record error %q; want one call that succeeded", llm.calls.Load(), out.Record.Error)
+	}
+
+	refusing, url, keyFile := startFakeLLMWithField(t, 0, "max_completion_tokens")
+	out, _ = compactAt(t, msgs, 0.87, append(openaiArgs(url, keyFile), "--openai-max-retries", "0")...)
+	if out.Record.Error == "" || refusing.calls.Load() != 1 {
+		t.Errorf("max_tokens to an endpoint that refuses it: %d calls, record error %q; want a refused call", refusing.calls.Load(), out.Record.Error)
+	}
+
+	dir := t.TempDir()
+	path := writeTranscript(t, dir, "t.jsonl", msgs)
+	r := runCLI(t, "", append([]string{"compact", "--store", ""}, append(openaiArgs(url, keyFile), "--openai-max-tokens-field", "maxTokens", path)...)...)
+	if r.code != exitUsage || !strings.Contains(r.stderr, `max tokens field "maxTokens"`) {
+		t.Errorf("an unknown field: %v", r)
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -31,7 +32,6 @@ const (
 const (
 	defaultContextWindow = 128000
 	defaultSessionID     = "local"
-	defaultStoreDir      = "."
 	defaultOpenAIBaseURL = "https://api.openai.com/v1"
 	defaultOpenAITimeout = 60 * time.Second
 )
@@ -62,6 +62,7 @@ type engineFlags struct {
 	openaiTimeout         time.Duration
 	openaiMaxRetries      int
 	openaiMaxOutputTokens int
+	openaiMaxTokensField  string
 
 	verbosity int
 
@@ -87,72 +88,60 @@ func addEngineFlags(fs *flag.FlagSet) *engineFlags {
 	fs.IntVar(&f.pinPercent, "pin-percent", percent(d.PinBudget), "pin budget, `percent` of the window (1..50); a pin over it keeps its head and tail, its full text\nis offloaded and readable back by the tool_call_id its note names")
 	fs.BoolVar(&f.rawHistory, "raw-history", false, "compact the full raw history every turn, as the seed spec does, instead of the derived view\nafter the watermark (a session past the window then stays in Emergency); for comparison")
 	fs.StringVar(&f.sessionID, "session-id", defaultSessionID, "session `ID` the store files offloaded results, records and state under (letters, digits, '-', '_', '.')")
-	fs.StringVar(&f.storeDir, "store", defaultStoreDir, "store root `DIR`: results go to DIR/.harness9/{tool_results,compaction_records,state}/;\nan empty value keeps everything in memory and writes nothing (dry run)")
+	fs.StringVar(&f.storeDir, "store", defaultStoreDir(), "store root `DIR`: results go to DIR/.harness9/{tool_results,compaction_records,state}/;\nby default a per-user cache directory, never the current one; an empty value keeps everything\nin memory and writes nothing (dry run)")
 	fs.StringVar(&f.summarizer, "summarizer", summarizerExtractive, "summarizer: `extractive|openai` (extractive is deterministic and needs no network)")
 	fs.StringVar(&f.openaiBaseURL, "openai-base-url", defaultOpenAIBaseURL, "`URL` of the OpenAI-compatible API for --summarizer openai (vLLM, Ollama, LiteLLM, OpenAI);\n\"/v1/chat/completions\" is appended as needed")
 	fs.StringVar(&f.openaiModel, "openai-model", "", "`model` name for --summarizer openai (required with it)")
 	fs.StringVar(&f.openaiAPIKeyFile, "openai-api-key-file", "", "`file` holding the API key for --summarizer openai; otherwise the key is read from\n$OPENAI_API_KEY, and without one no Authorization header is sent (local servers)")
 	fs.DurationVar(&f.openaiTimeout, "openai-timeout", defaultOpenAITimeout, "per-attempt `timeout` of a summarizer request")
 	fs.IntVar(&f.openaiMaxRetries, "openai-max-retries", 2, "`retries` of a failed summarizer request (network error, timeout, 429, 5xx); 0 disables retries")
-	fs.IntVar(&f.openaiMaxOutputTokens, "openai-max-output-tokens", 1024, "max_tokens of a summarizer request, in `tokens`")
+	fs.IntVar(&f.openaiMaxOutputTokens, "openai-max-output-tokens", 1024, "bound of a summarizer answer, in `tokens`, sent as --openai-max-tokens-field")
+	fs.StringVar(&f.openaiMaxTokensField, "openai-max-tokens-field", string(openai.MaxTokens), "request `field` of --openai-max-output-tokens: max_tokens (vLLM, Ollama, LiteLLM, OpenAI's\nchat models) or max_completion_tokens (OpenAI's reasoning models, which refuse max_tokens)")
 	fs.IntVar(&f.verbosity, "v", 0, "log `level` on stderr: 0 errors only, 1 also what failed open (memory extraction, todos)")
 	return f
 }
 
+// defaultStoreDir is --store's default: compaction-operator in the per-user cache directory
+// ($XDG_CACHE_HOME or ~/.cache on Linux). Not the current directory: a run inside a checkout
+// would leave a store there to be committed by mistake. Empty (memory, nothing written) on a
+// system without one ($HOME unset).
+func defaultStoreDir() string {
+	dir, err := os.UserCacheDir()
+	if err != nil {
+		return ""
+	}
+	return filepath.Join(dir, "compaction-operator")
+}
+
 func percent(ratio float64) int { return int(math.Round(ratio * 100)) }
 
-// config validates the flags and returns the engine configuration. Every problem is a
-// usage error, and all of them are reported at once.
+// config validates the flags and returns the engine configuration. Every problem is a usage
+// error, and all of them are reported at once. The engine's knobs are checked by the
+// engine's own rules (compaction.Config.Validate), each reported against the flag that sets
+// it; only what the CLI adds is checked here.
 func (f *engineFlags) config() (compaction.Config, error) {
 	var errs []error
-	if f.contextWindow < 1 {
+	own := map[string]bool{} // engine fields whose flag broke a CLI rule: reported once
+	if f.contextWindow < 1 { // the engine reads 0 as "no window"; the CLI needs one
 		errs = append(errs, fmt.Errorf("--context-window %d must be at least 1 token", f.contextWindow))
-	}
-	th := []struct {
-		name string
-		v    int
-	}{{"warn", f.warn}, {"soft", f.soft}, {"full", f.full}, {"emergency", f.emergency}}
-	for i, t := range th {
-		if t.v < 1 || t.v > 100 {
-			errs = append(errs, fmt.Errorf("--%s %d must be a percentage between 1 and 100", t.name, t.v))
-		}
-		if i > 0 && t.v <= th[i-1].v {
-			errs = append(errs, fmt.Errorf("--%s %d must be above --%s %d (thresholds are strictly increasing)", t.name, t.v, th[i-1].name, th[i-1].v))
-		}
-	}
-	if f.offloadThreshold < 1 {
-		errs = append(errs, fmt.Errorf("--offload-threshold %d must be at least 1 byte", f.offloadThreshold))
+		own["ContextWindow"] = true
 	}
 	if f.hookThreshold < 0 {
 		errs = append(errs, fmt.Errorf("--hook-threshold %d must not be negative (0 disables the hook)", f.hookThreshold))
+		own["HookThreshold"] = true
 	}
 	// The engine treats 0 as "use the default", so 0 preview lines cannot be expressed.
-	if f.previewLines < 1 || f.previewLines > 1000 {
-		errs = append(errs, fmt.Errorf("--preview-lines %d must be between 1 and 1000", f.previewLines))
-	}
-	if f.minTail < 1 {
-		errs = append(errs, fmt.Errorf("--min-tail %d must be at least 1 message", f.minTail))
-	}
-	switch compaction.PinRule(f.pinRule) {
-	case compaction.PinTaskAndInstructions, compaction.PinTask, compaction.PinMarked, compaction.PinNone:
-	default:
-		errs = append(errs, fmt.Errorf("--pin-rule %q must be TaskAndInstructions, Task, Marked or None", f.pinRule))
-	}
-	if f.pinPercent < 1 || f.pinPercent > 50 {
-		errs = append(errs, fmt.Errorf("--pin-percent %d must be between 1 and 50", f.pinPercent))
-	}
-	if f.maxSummaryChars < 200 {
-		errs = append(errs, fmt.Errorf("--max-summary-chars %d must be at least 200", f.maxSummaryChars))
+	if f.previewLines == 0 {
+		errs = append(errs, errors.New("--preview-lines 0 must be between 1 and 1000 (the engine reads 0 as its default)"))
+		own["PreviewLines"] = true
 	}
 	if err := compaction.ValidateSessionID(f.sessionID); err != nil {
 		errs = append(errs, fmt.Errorf("--session-id: %w", err))
 	}
 	errs = append(errs, f.checkSummarizerFlags()...)
-	if len(errs) > 0 {
-		return compaction.Config{}, &usageError{err: errors.Join(errs...)}
-	}
-	// Start from the engine's defaults: a knob without a flag (PinRule, PinBudget) keeps its
-	// default instead of a zero value Validate rejects.
+
+	// Start from the engine's defaults: a knob without a flag (TargetThreshold, MinSaving)
+	// keeps its default instead of a zero value Validate rejects.
 	cfg := compaction.DefaultConfig(f.contextWindow)
 	cfg.WarnThreshold = float64(f.warn) / 100
 	cfg.SoftThreshold = float64(f.soft) / 100
@@ -169,10 +158,73 @@ func (f *engineFlags) config() (compaction.Config, error) {
 	if cfg.HookThreshold == 0 { // disabled: the hook is the CLI's, the engine wants a value
 		cfg.HookThreshold = compaction.DefaultConfig(0).HookThreshold
 	}
-	if err := cfg.Validate(); err != nil { // belt and braces: the engine's own rules
-		return compaction.Config{}, &usageError{err: err}
+	if err := cfg.Validate(); err != nil {
+		errs = append(errs, f.flagErrors(err, own)...)
+	}
+	if len(errs) > 0 {
+		return compaction.Config{}, &usageError{err: errors.Join(errs...)}
 	}
 	return cfg, nil
+}
+
+// flagErrors names, in each of the engine's Validate errors, the flag that sets the field at
+// fault and its value as given ("--soft 60: soft threshold 0.60 must be above warn threshold
+// 0.70"), and drops those of the fields in skip.
+func (f *engineFlags) flagErrors(err error, skip map[string]bool) []error {
+	all := []error{err}
+	if joined, ok := err.(interface{ Unwrap() []error }); ok {
+		all = joined.Unwrap()
+	}
+	var out []error
+	for _, e := range all {
+		var fe *compaction.FieldError
+		if !errors.As(e, &fe) {
+			out = append(out, e)
+			continue
+		}
+		if skip[fe.Field] {
+			continue
+		}
+		if fl := f.fs.Lookup(flagOfField(fe.Field)); fl != nil {
+			e = fmt.Errorf("--%s %s: %w", fl.Name, fl.Value, e)
+		} else {
+			e = fmt.Errorf("%w (%s is the engine's default: no flag sets it)", e, fe.Field)
+		}
+		out = append(out, e)
+	}
+	return out
+}
+
+// flagOfField is the flag that sets the engine's Config field, or "" for a field the CLI
+// leaves at its default.
+func flagOfField(field string) string {
+	switch field {
+	case "ContextWindow":
+		return "context-window"
+	case "WarnThreshold":
+		return "warn"
+	case "SoftThreshold":
+		return "soft"
+	case "FullThreshold":
+		return "full"
+	case "EmergencyThreshold":
+		return "emergency"
+	case "OffloadThreshold":
+		return "offload-threshold"
+	case "HookThreshold":
+		return "hook-threshold"
+	case "PreviewLines":
+		return "preview-lines"
+	case "MinTailMessages":
+		return "min-tail"
+	case "MaxSummaryChars":
+		return "max-summary-chars"
+	case "PinRule":
+		return "pin-rule"
+	case "PinBudget":
+		return "pin-percent"
+	}
+	return ""
 }
 
 // checkSummarizerFlags rejects an unknown summarizer and --openai-* flags that would be
@@ -226,6 +278,7 @@ func (f *engineFlags) newSummarizer() (compaction.Summarizer, error) {
 		Timeout:         f.openaiTimeout,
 		MaxRetries:      retries,
 		MaxOutputTokens: f.openaiMaxOutputTokens,
+		MaxTokensField:  openai.TokenLimitField(f.openaiMaxTokensField),
 	})
 	if err != nil {
 		return nil, &usageError{err: err}
@@ -234,8 +287,10 @@ func (f *engineFlags) newSummarizer() (compaction.Summarizer, error) {
 }
 
 // openStore opens the store named by --store. Call it only once the input is known to be
-// good: the filesystem store creates its directory.
-func (f *engineFlags) openStore() (compaction.Store, string, error) {
+// good: the filesystem store creates its directory. When --store was not given, it says on
+// notices where the default store writes, so files outside the current directory are no
+// surprise.
+func (f *engineFlags) openStore(notices io.Writer) (compaction.Store, string, error) {
 	if f.storeDir == "" {
 		return memstore.New(), "memory (nothing written)", nil
 	}
@@ -243,7 +298,17 @@ func (f *engineFlags) openStore() (compaction.Store, string, error) {
 	if err != nil {
 		return nil, "", fmt.Errorf("open store: %w", err)
 	}
+	if !f.isSet("store") {
+		warnf(notices, "compactctl: writing offloaded results, records and state under %s (--store DIR to choose, --store '' for none)\n", s.Dir())
+	}
 	return s, s.Dir(), nil
+}
+
+// isSet says whether the flag name was given on the command line.
+func (f *engineFlags) isSet(name string) bool {
+	set := false
+	f.fs.Visit(func(fl *flag.Flag) { set = set || fl.Name == name })
+	return set
 }
 
 // logger logs the engine's messages on w, prefixed with the program name.

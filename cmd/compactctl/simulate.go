@@ -108,8 +108,8 @@ compaction, an unbounded window), counted the same way; the cache-hit ratios are
 input tokens.
 
 The replay always starts the session from an empty state, whatever an earlier run left in the
-store; offloaded results and records are written under --store (./.harness9/ by default;
---store '' keeps everything in memory).`,
+store; offloaded results and records are written under --store (by default .harness9/ in a
+per-user cache directory, see -h; --store '' keeps everything in memory).`,
 		example: `  compactctl simulate --context-window 32000 --store '' --plot usage.svg session.jsonl
   compactctl simulate --json --store '' session.jsonl | jq -c 'select(.tier != "None")'`,
 		flags: func(fs *flag.FlagSet) func(context.Context, *stdio, []string) error {
@@ -151,7 +151,7 @@ func runSimulate(ctx context.Context, std *stdio, ef *engineFlags, sf *simulateF
 	if err != nil {
 		return err
 	}
-	store, storeDesc, err := ef.openStore()
+	store, storeDesc, err := ef.openStore(std.err)
 	if err != nil {
 		return err
 	}

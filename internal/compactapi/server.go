@@ -21,7 +21,6 @@ import (
 	"github.com/go-logr/logr"
 	lru "github.com/hashicorp/golang-lru/v2"
 	"github.com/prometheus/client_golang/prometheus"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -135,8 +134,8 @@ type Server struct {
 	// serving is set once the listener is bound, for the readiness probe.
 	serving atomic.Bool
 
-	mu           sync.Mutex
-	usageWritten map[types.UID]time.Time
+	// usageWritten paces the status writes of turns that compact nothing.
+	usageWritten usageMarks
 }
 
 // New builds the server on the manager's clients and cache; stores may be shared with the

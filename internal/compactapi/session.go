@@ -185,7 +185,8 @@ func (s *Server) summarizerFor(ctx context.Context, p *policy.Policy) (compactio
 	}
 	// QuietErrors: summarizer errors reach records, events and API answers, and the endpoint
 	// is the policy author's choice; none of its answer's text is quoted.
-	cfg := openai.Config{BaseURL: oa.BaseURL, Model: oa.Model, APIKey: key, MaxOutputTokens: int(oa.MaxOutputTokens), QuietErrors: true, HTTPClient: s.llm}
+	cfg := openai.Config{BaseURL: oa.BaseURL, Model: oa.Model, APIKey: key, MaxOutputTokens: int(oa.MaxOutputTokens),
+		MaxTokensField: policy.MaxTokensField(oa.MaxTokensField), QuietErrors: true, HTTPClient: s.llm}
 	if oa.Timeout != nil {
 		cfg.Timeout = oa.Timeout.Duration
 	}

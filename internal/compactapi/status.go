@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hashicorp/golang-lru/v2/expirable"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -117,6 +118,35 @@ func addSummarizerUsage(dst *compactionv1alpha1.SummarizerUsage, src compactionv
 	dst.Throttled += src.Throttled
 }
 
+// maxUsageMarks bounds usageMarks: past it, the least recently written session may have its
+// usage written again before its interval is over, which costs one status write.
+const maxUsageMarks = 100000
+
+// usageMarks remembers the sessions whose TierNone usage was written less than an interval
+// ago, in an expiring LRU: an entry lives as long as it matters. The zero value is ready.
+type usageMarks struct {
+	mu     sync.Mutex // makes due's look and mark one step
+	recent *expirable.LRU[types.UID, struct{}]
+}
+
+// due reports whether the usage of session uid may be written now, at most once per
+// interval, and if so counts it as written.
+func (u *usageMarks) due(uid types.UID, interval time.Duration) bool {
+	if interval <= 0 {
+		return true
+	}
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.recent == nil {
+		u.recent = expirable.NewLRU[types.UID, struct{}](maxUsageMarks, nil, interval)
+	}
+	if _, written := u.recent.Get(uid); written {
+		return false
+	}
+	u.recent.Add(uid, struct{}{})
+	return true
+}
+
 func (b *statusBatcher) wake() {
 	select {
 	case b.kick <- struct{}{}:
@@ -129,20 +159,10 @@ func (b *statusBatcher) wake() {
 // always counted, also in a turn whose tier is None (the engine may call the summarizer and
 // then not apply a summary that saves too little).
 func (s *Server) recordStatus(sess *session, rec *compaction.CompactionRecord) {
-	now := time.Now()
 	spent := summarizerUsage(rec)
 	turn := true
 	if rec.Tier == compaction.TierNone {
-		s.mu.Lock()
-		due := now.Sub(s.usageWritten[sess.obj.UID]) >= s.cfg.UsageInterval
-		if due {
-			if s.usageWritten == nil || len(s.usageWritten) >= 100000 {
-				s.usageWritten = make(map[types.UID]time.Time)
-			}
-			s.usageWritten[sess.obj.UID] = now
-		}
-		s.mu.Unlock()
-		turn = due
+		turn = s.usageWritten.due(sess.obj.UID, s.cfg.UsageInterval)
 		if !turn && spent == (compactionv1alpha1.SummarizerUsage{}) {
 			return
 		}

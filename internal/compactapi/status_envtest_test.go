@@ -9,7 +9,6 @@ import (
 	"github.com/go-logr/logr"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -84,7 +83,7 @@ func TestStatusWriteSummarizerUsage(t *testing.T) {
 	// Later work adds to the status, also from a turn whose tier stays None and that is not
 	// due for a usage write (the session's first None turn was never written: make it due
 	// later).
-	s.usageWritten = map[types.UID]time.Time{obj.UID: now}
+	s.usageWritten.due(obj.UID, s.cfg.UsageInterval) // counts it as written now
 	s.recordStatus(sess, &compaction.CompactionRecord{ID: "3", Timestamp: now, Tier: compaction.TierNone, TokensBefore: 41000, TokensAfter: 41000,
 		Calibration: 1.05, UsageBefore: 0.43, UsageAfter: 0.43, SummarizerCalls: 1, SummarizerInputTokens: 500, SummarizerOutputTokens: 40})
 	if failed := s.flushStatus(ctx); failed != 0 {

@@ -121,3 +121,27 @@ func TestSummarizerUsageCountsThrottled(t *testing.T) {
 		t.Errorf("status.summarizer %+v, want %+v", total, want)
 	}
 }
+
+// A session's None-tier usage is due once per interval; other sessions are paced apart, and
+// an interval of 0 never holds a write back.
+func TestUsageMarksPaceEachSession(t *testing.T) {
+	t.Parallel()
+	var u usageMarks
+	const interval = 50 * time.Millisecond
+	if !u.due("a", interval) || u.due("a", interval) {
+		t.Fatal("want the first turn of a due and the second held back")
+	}
+	if !u.due("b", interval) {
+		t.Error("session b held back by a's write")
+	}
+	time.Sleep(interval + 10*time.Millisecond)
+	if !u.due("a", interval) {
+		t.Error("a still held back after its interval")
+	}
+	var none usageMarks
+	for range 2 {
+		if !none.due("a", 0) {
+			t.Error("interval 0 held a write back")
+		}
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -36,20 +37,13 @@ func (p *Policy) Key() string { return Key(p.Kind, p.Namespace, p.Name) }
 
 // Ready reports whether the policy's Ready condition is True for its current generation.
 func (p *Policy) Ready() bool {
-	c := findCondition(p.Conditions, compactionv1alpha1.ConditionReady)
+	c := meta.FindStatusCondition(p.Conditions, compactionv1alpha1.ConditionReady)
 	return c != nil && c.Status == metav1.ConditionTrue && c.ObservedGeneration == p.Generation
 }
 
 // Condition returns the policy's condition of type t, or nil.
-func (p *Policy) Condition(t string) *metav1.Condition { return findCondition(p.Conditions, t) }
-
-func findCondition(cs []metav1.Condition, t string) *metav1.Condition {
-	for i := range cs {
-		if cs[i].Type == t {
-			return &cs[i]
-		}
-	}
-	return nil
+func (p *Policy) Condition(t string) *metav1.Condition {
+	return meta.FindStatusCondition(p.Conditions, t)
 }
 
 // Key names a policy in indexes: "CompactionPolicy/ns/name" or "ClusterCompactionPolicy//name".

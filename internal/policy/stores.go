@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync"
 
+	lru "github.com/hashicorp/golang-lru/v2"
 	"github.com/minio/minio-go/v7"
 
 	"github.com/harness9/compaction-operator/compaction/storage/s3"
@@ -12,7 +13,8 @@ import (
 )
 
 // maxStores bounds the cache; configurations change only when policies or their credentials
-// do, so a full cache is simply emptied.
+// do, so the least recently used store is the one to drop (nothing to close: its idle
+// connections time out).
 const maxStores = 256
 
 // Stores hands out one S3 store per configuration, so every reconcile and request for the same
@@ -21,15 +23,29 @@ type Stores struct {
 	// Endpoints, when set, is checked on every connection a store makes (see egress).
 	Endpoints *egress.Allowlist
 
+	// mu is held across the creation of a store, so concurrent first uses of a configuration
+	// share one client.
 	mu     sync.Mutex
-	stores map[s3.Config]*s3.Store
+	stores *lru.Cache[s3.Config, *s3.Store] // created on first use
+	size   int                              // of stores; maxStores when 0 (tests set less)
 }
 
 // Get returns the store for cfg, creating it on first use.
 func (c *Stores) Get(ctx context.Context, cfg s3.Config) (*s3.Store, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if st, ok := c.stores[cfg]; ok {
+	if c.stores == nil {
+		size := c.size
+		if size <= 0 {
+			size = maxStores
+		}
+		stores, err := lru.New[s3.Config, *s3.Store](size)
+		if err != nil {
+			return nil, fmt.Errorf("s3 store cache: %w", err)
+		}
+		c.stores = stores
+	}
+	if st, ok := c.stores.Get(cfg); ok {
 		return st, nil
 	}
 	var opts []s3.Option
@@ -44,9 +60,6 @@ func (c *Stores) Get(ctx context.Context, cfg s3.Config) (*s3.Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	if c.stores == nil || len(c.stores) >= maxStores {
-		c.stores = make(map[s3.Config]*s3.Store)
-	}
-	c.stores[cfg] = st
+	c.stores.Add(cfg, st)
 	return st, nil
 }

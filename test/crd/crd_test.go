@@ -238,6 +238,25 @@ func testDefaults(t *testing.T, c client.Client) {
 	if o.Timeout == nil || o.Timeout.Duration.String() != "1m0s" || o.MaxOutputTokens != 1024 {
 		t.Errorf("openAI defaults: timeout %v, maxOutputTokens %d", o.Timeout, o.MaxOutputTokens)
 	}
+	if o.MaxTokensField != v1alpha1.OpenAIMaxTokens {
+		t.Errorf("openAI defaults: maxTokensField %q, want %q", o.MaxTokensField, v1alpha1.OpenAIMaxTokens)
+	}
+	// The other field, for OpenAI's reasoning models, is kept as set.
+	reasoning := &v1alpha1.CompactionPolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: "openai-reasoning", Namespace: ns},
+		Spec:       minimalSpec(),
+	}
+	reasoning.Spec.Summarizer = v1alpha1.SummarizerSpec{
+		Mode: v1alpha1.SummarizerOpenAI,
+		OpenAI: &v1alpha1.OpenAISummarizerSpec{BaseURL: "https://api.openai.com/v1", Model: "o3-mini",
+			MaxTokensField: v1alpha1.OpenAIMaxCompletionTokens},
+	}
+	if err := c.Create(ctx, reasoning); err != nil {
+		t.Fatalf("create OpenAI policy with maxTokensField MaxCompletionTokens: %v", err)
+	}
+	if f := reasoning.Spec.Summarizer.OpenAI.MaxTokensField; f != v1alpha1.OpenAIMaxCompletionTokens {
+		t.Errorf("maxTokensField MaxCompletionTokens read back as %q", f)
+	}
 
 	// A minimal AgentSession defaults its policyRef kind.
 	as := &v1alpha1.AgentSession{
@@ -370,6 +389,15 @@ func testRejections(t *testing.T, c client.Client) {
 				s["summarizer"] = map[string]any{"mode": "OpenAI", "openAI": map[string]any{"baseURL": "ftp://x/v1", "model": "m"}}
 			},
 			want: "spec.summarizer.openAI.baseURL",
+		},
+		{
+			// The wire name is not an enum value: the API speaks CamelCase.
+			name: "openai-max-tokens-field-wire-name",
+			mutate: func(s map[string]any) {
+				s["summarizer"] = map[string]any{"mode": "OpenAI", "openAI": map[string]any{
+					"baseURL": "https://x/v1", "model": "m", "maxTokensField": "max_completion_tokens"}}
+			},
+			want: `spec.summarizer.openAI.maxTokensField: Unsupported value: "max_completion_tokens"`,
 		},
 		{
 			name:   "context-window-too-small",

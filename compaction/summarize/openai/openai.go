@@ -95,9 +95,14 @@ type Config struct {
 	// is capped at 30s and jittered. Default 500ms. A Retry-After header replaces it.
 	RetryBackoff time.Duration
 
-	// MaxOutputTokens is sent as max_tokens. Default 1024. (OpenAI's reasoning models want
-	// max_completion_tokens instead; the servers this package targets accept max_tokens.)
+	// MaxOutputTokens bounds the length of the answer, sent in the field MaxTokensField
+	// names. Default 1024.
 	MaxOutputTokens int
+
+	// MaxTokensField is the request field MaxOutputTokens is sent in. Default MaxTokens, which
+	// every OpenAI-compatible server reads; OpenAI's reasoning models refuse it and want
+	// MaxCompletionTokens.
+	MaxTokensField TokenLimitField
 
 	// MaxInputChars bounds the user prompt, see compaction.BuildSummaryPrompt. Default 120000.
 	MaxInputChars int
@@ -117,6 +122,19 @@ type Config struct {
 	QuietErrors bool
 }
 
+// TokenLimitField is the chat-completions request field that bounds the answer's length.
+type TokenLimitField string
+
+const (
+	// MaxTokens is "max_tokens", the field vLLM, Ollama, llama.cpp, LiteLLM and OpenAI's
+	// non-reasoning models read (OpenAI has deprecated it, but still accepts it there).
+	MaxTokens TokenLimitField = "max_tokens"
+	// MaxCompletionTokens is "max_completion_tokens", the only one OpenAI's reasoning models
+	// (o1, o3, o4-mini, gpt-5) accept; servers that do not know it ignore it or refuse the
+	// request.
+	MaxCompletionTokens TokenLimitField = "max_completion_tokens"
+)
+
 // Summarizer calls an OpenAI-compatible chat-completions endpoint to produce the anchors
 // and summary text that compaction.ParseAnchorsAndSummary reads. It is immutable after New
 // and safe for concurrent use.
@@ -128,6 +146,7 @@ type Summarizer struct {
 	maxRetries      int
 	retryBackoff    time.Duration
 	maxOutputTokens int
+	maxTokensField  TokenLimitField
 	maxInputChars   int
 	temperature     *float64 // a private copy, so the caller cannot change it under us
 	client          *http.Client
@@ -160,6 +179,14 @@ func New(cfg Config) (*Summarizer, error) {
 	case cfg.MaxInputChars < 0:
 		return nil, fmt.Errorf("openai summarizer: max input chars must not be negative, got %d", cfg.MaxInputChars)
 	}
+	field := cfg.MaxTokensField
+	switch field {
+	case "":
+		field = MaxTokens
+	case MaxTokens, MaxCompletionTokens:
+	default:
+		return nil, fmt.Errorf("openai summarizer: max tokens field %q must be %s or %s", field, MaxTokens, MaxCompletionTokens)
+	}
 	s := &Summarizer{
 		endpoint:        endpoint,
 		model:           model,
@@ -168,6 +195,7 @@ func New(cfg Config) (*Summarizer, error) {
 		maxRetries:      cfg.MaxRetries,
 		retryBackoff:    orDefault(cfg.RetryBackoff, defaultRetryBackoff),
 		maxOutputTokens: orDefault(cfg.MaxOutputTokens, defaultMaxOutputTokens),
+		maxTokensField:  field,
 		maxInputChars:   orDefault(cfg.MaxInputChars, defaultMaxInputChars),
 		client:          cfg.HTTPClient,
 		quiet:           cfg.QuietErrors,
@@ -270,11 +298,14 @@ type chatMessage struct {
 	Content string `json:"content"`
 }
 
+// chatRequest is a chat-completions request; exactly one of the two length bounds is set
+// (the output bound is always at least 1), so the other is omitted.
 type chatRequest struct {
-	Model       string        `json:"model"`
-	Messages    []chatMessage `json:"messages"`
-	MaxTokens   int           `json:"max_tokens"`
-	Temperature *float64      `json:"temperature,omitempty"`
+	Model               string        `json:"model"`
+	Messages            []chatMessage `json:"messages"`
+	MaxTokens           int           `json:"max_tokens,omitempty"`
+	MaxCompletionTokens int           `json:"max_completion_tokens,omitempty"`
+	Temperature         *float64      `json:"temperature,omitempty"`
 }
 
 // Summarize asks the model for the anchors-plus-summary text of req and returns the raw
@@ -291,15 +322,20 @@ func (s *Summarizer) Summarize(ctx context.Context, req compaction.SummaryReques
 // 2^31, is 0; it never fails the call. Failed attempts are not counted.
 func (s *Summarizer) SummarizeWithUsage(ctx context.Context, req compaction.SummaryRequest) (string, compaction.SummaryUsage, error) {
 	var none compaction.SummaryUsage
-	body, err := json.Marshal(chatRequest{
+	chat := chatRequest{
 		Model: s.model,
 		Messages: []chatMessage{
 			{Role: "system", Content: compaction.SummaryInstructions},
 			{Role: "user", Content: compaction.BuildSummaryPrompt(req, s.maxInputChars)},
 		},
-		MaxTokens:   s.maxOutputTokens,
 		Temperature: s.temperature,
-	})
+	}
+	if s.maxTokensField == MaxCompletionTokens {
+		chat.MaxCompletionTokens = s.maxOutputTokens
+	} else {
+		chat.MaxTokens = s.maxOutputTokens
+	}
+	body, err := json.Marshal(chat)
 	if err != nil {
 		return "", none, fmt.Errorf("openai summarizer: encode request: %w", err)
 	}

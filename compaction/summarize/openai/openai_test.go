@@ -207,6 +207,47 @@ func TestSummarizeOmitsUnsetOptionalFields(t *testing.T) {
 	}
 }
 
+// The answer's length bound goes in the field the endpoint accepts, and only there: OpenAI's
+// reasoning models refuse max_tokens, and servers that predate max_completion_tokens refuse
+// or ignore it. Each server below refuses a request with the other field, as they do.
+func TestSummarizeSendsTheConfiguredMaxTokensField(t *testing.T) {
+	for _, tc := range []struct {
+		field       TokenLimitField
+		want, other string
+	}{
+		{"", "max_tokens", "max_completion_tokens"}, // the default
+		{MaxTokens, "max_tokens", "max_completion_tokens"},
+		{MaxCompletionTokens, "max_completion_tokens", "max_tokens"},
+	} {
+		t.Run(string(tc.field), func(t *testing.T) {
+			var got gotRequest
+			srv := newServer(t, func(w http.ResponseWriter, r *http.Request) {
+				got = readRequest(t, r)
+				if _, ok := got.Raw[tc.other]; ok {
+					w.WriteHeader(http.StatusBadRequest)
+					_, _ = io.WriteString(w, `{"error":{"message":"Unsupported parameter: '`+tc.other+`'","type":"invalid_request_error"}}`)
+					return
+				}
+				writeCompletion(w, anchorsReply)
+			})
+			s := newSummarizer(t, srv, func(c *Config) {
+				c.MaxTokensField = tc.field
+				c.MaxOutputTokens = 777
+			})
+			if _, err := s.Summarize(context.Background(), sampleRequest()); err != nil {
+				t.Fatalf("Summarize: %v", err)
+			}
+			if v := string(got.Raw[tc.want]); v != "777" {
+				t.Errorf("%s = %q, want 777 (request %v)", tc.want, v, got.Raw)
+			}
+		})
+	}
+	if _, err := New(Config{BaseURL: "http://h/v1", Model: "m", APIKey: "k", MaxTokensField: "maxTokens"}); err == nil ||
+		!strings.Contains(err.Error(), `max tokens field "maxTokens"`) {
+		t.Errorf("an unknown field: %v", err)
+	}
+}
+
 func TestSummarizeOutputParsesIntoFiveAnchors(t *testing.T) {
 	srv := newServer(t, func(w http.ResponseWriter, r *http.Request) {
 		readRequest(t, r)
