@@ -6,7 +6,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/hashicorp/golang-lru/v2/expirable"
+	lru "github.com/hashicorp/golang-lru/v2"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -122,11 +122,12 @@ func addSummarizerUsage(dst *compactionv1alpha1.SummarizerUsage, src compactionv
 // usage written again before its interval is over, which costs one status write.
 const maxUsageMarks = 100000
 
-// usageMarks remembers the sessions whose TierNone usage was written less than an interval
-// ago, in an expiring LRU: an entry lives as long as it matters. The zero value is ready.
+// usageMarks remembers when the TierNone usage of recent sessions was written, in an LRU
+// (not golang-lru's expirable one, whose cleanup goroutine would outlive the server). The
+// zero value is ready.
 type usageMarks struct {
 	mu     sync.Mutex // makes due's look and mark one step
-	recent *expirable.LRU[types.UID, struct{}]
+	recent *lru.Cache[types.UID, time.Time]
 }
 
 // due reports whether the usage of session uid may be written now, at most once per
@@ -138,12 +139,13 @@ func (u *usageMarks) due(uid types.UID, interval time.Duration) bool {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	if u.recent == nil {
-		u.recent = expirable.NewLRU[types.UID, struct{}](maxUsageMarks, nil, interval)
+		u.recent, _ = lru.New[types.UID, time.Time](maxUsageMarks) // errors only for a size below 1
 	}
-	if _, written := u.recent.Get(uid); written {
+	now := time.Now()
+	if at, written := u.recent.Get(uid); written && now.Sub(at) < interval {
 		return false
 	}
-	u.recent.Add(uid, struct{}{})
+	u.recent.Add(uid, now)
 	return true
 }
 
