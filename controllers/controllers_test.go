@@ -174,7 +174,7 @@ func (e *env) testMetrics(t *testing.T) {
 	}{
 		{"compaction_gc_sessions_total", 3},
 		{"compaction_gc_deleted_objects_total", 15},
-		{"compaction_gc_failures_total,reason=" + controllers.ReasonStorageUnreachable, 1},
+		{"compaction_gc_failures_total,reason=" + compactionv1alpha1.ReasonStorageUnreachable, 1},
 		{"compaction_sessions,ready=true,tier=None", 1},
 		{"compaction_policy_ready,kind=CompactionPolicy,name=ready,namespace=default,reason=Ready", 1},
 		{"compaction_policy_sessions,kind=CompactionPolicy,name=for-sessions,namespace=default", 2},
@@ -260,11 +260,11 @@ func conditionsOf(obj client.Object) []metav1.Condition {
 func (e *env) testPolicyReady(t *testing.T) {
 	p := e.createPolicy(t, "ready", credsSecret)
 	c := e.waitCondition(t, p, compactionv1alpha1.ConditionReady, metav1.ConditionTrue)
-	if c.Reason != controllers.ReasonReady {
+	if c.Reason != compactionv1alpha1.ReasonReady {
 		t.Errorf("Ready reason = %q", c.Reason)
 	}
 	st := meta.FindStatusCondition(p.Status.Conditions, compactionv1alpha1.ConditionStorageReady)
-	if st == nil || st.Status != metav1.ConditionTrue || st.Reason != controllers.ReasonStorageReachable {
+	if st == nil || st.Status != metav1.ConditionTrue || st.Reason != compactionv1alpha1.ReasonReachable {
 		t.Errorf("StorageReady = %+v", st)
 	}
 	// createBucket: the operator made it.
@@ -281,10 +281,10 @@ func (e *env) testPolicyWaitsForSecret(t *testing.T) {
 	p := e.createPolicy(t, "late-secret", "created-later")
 	e.waitCondition(t, p, compactionv1alpha1.ConditionReady, metav1.ConditionFalse)
 	st := e.waitCondition(t, p, compactionv1alpha1.ConditionStorageReady, metav1.ConditionFalse)
-	if st.Reason != controllers.ReasonSecretNotFound || !strings.Contains(st.Message, "created-later") {
-		t.Errorf("StorageReady = %s: %s; want reason %s naming the Secret", st.Reason, st.Message, controllers.ReasonSecretNotFound)
+	if st.Reason != compactionv1alpha1.ReasonSecretNotFound || !strings.Contains(st.Message, "created-later") {
+		t.Errorf("StorageReady = %s: %s; want reason %s naming the Secret", st.Reason, st.Message, compactionv1alpha1.ReasonSecretNotFound)
 	}
-	e.waitEvent(t, p.Name, corev1.EventTypeWarning, controllers.ReasonStorageNotReady)
+	e.waitEvent(t, p.Name, corev1.EventTypeWarning, compactionv1alpha1.ReasonStorageNotReady)
 
 	// A Secret without the secret key: still not Ready, now for the missing key.
 	bad := e.credentials(ns, "created-later")
@@ -292,7 +292,7 @@ func (e *env) testPolicyWaitsForSecret(t *testing.T) {
 	must(t, e.c.Create(context.Background(), bad))
 	eventually(t, "StorageReady reason SecretKeyMissing", func() (bool, string) {
 		c := e.waitCondition(t, p, compactionv1alpha1.ConditionStorageReady, metav1.ConditionFalse)
-		return c.Reason == controllers.ReasonSecretKeyMissing, c.Reason + ": " + c.Message
+		return c.Reason == compactionv1alpha1.ReasonSecretKeyMissing, c.Reason + ": " + c.Message
 	})
 
 	// Fixing the Secret makes the policy Ready when its Secrets are looked at again (the
@@ -340,14 +340,14 @@ func (e *env) testClusterPolicySecretNamespace(t *testing.T) {
 		Spec: compactionv1alpha1.ClusterCompactionPolicySpec{CompactionPolicySpec: spec}}
 	must(t, e.c.Create(ctx, p))
 	c := e.waitCondition(t, p, compactionv1alpha1.ConditionReady, metav1.ConditionFalse)
-	if c.Reason != controllers.ReasonSecretNamespaceNotAllowed || !strings.Contains(c.Message, "kube-system/cloud-admin") {
-		t.Errorf("Ready = %s: %s; want %s naming the Secret", c.Reason, c.Message, controllers.ReasonSecretNamespaceNotAllowed)
+	if c.Reason != compactionv1alpha1.ReasonSecretNamespaceNotAllowed || !strings.Contains(c.Message, "kube-system/cloud-admin") {
+		t.Errorf("Ready = %s: %s; want %s naming the Secret", c.Reason, c.Message, compactionv1alpha1.ReasonSecretNamespaceNotAllowed)
 	}
 	st := meta.FindStatusCondition(p.Status.Conditions, compactionv1alpha1.ConditionStorageReady)
-	if st == nil || st.Reason != controllers.ReasonSecretNamespaceNotAllowed {
+	if st == nil || st.Reason != compactionv1alpha1.ReasonSecretNamespaceNotAllowed {
 		t.Errorf("StorageReady = %+v", st)
 	}
-	e.waitEvent(t, p.Name, corev1.EventTypeWarning, controllers.ReasonSecretNamespaceNotAllowed)
+	e.waitEvent(t, p.Name, corev1.EventTypeWarning, compactionv1alpha1.ReasonSecretNamespaceNotAllowed)
 	if reqs := trap.Requests(); len(reqs) > 0 {
 		t.Errorf("the operator contacted the policy's endpoint: %q", reqs)
 	}
@@ -359,7 +359,7 @@ func (e *env) testClusterPolicySecretNamespace(t *testing.T) {
 	}
 	must(t, e.c.Create(ctx, s))
 	sc := e.waitCondition(t, s, compactionv1alpha1.ConditionReady, metav1.ConditionFalse)
-	if sc.Reason != controllers.ReasonPolicyNotReady || !strings.Contains(sc.Message, "not allowed") {
+	if sc.Reason != compactionv1alpha1.ReasonPolicyNotReady || !strings.Contains(sc.Message, "not allowed") {
 		t.Errorf("session Ready = %s: %s", sc.Reason, sc.Message)
 	}
 	if s.Status.Records != nil {
@@ -411,11 +411,11 @@ func (e *env) testClusterPolicyNamespaceSelector(t *testing.T) {
 	podSession := &compactionv1alpha1.AgentSession{ObjectMeta: metav1.ObjectMeta{Namespace: nsObj.Name, Name: pod.Name}}
 	for _, obj := range []*compactionv1alpha1.AgentSession{s, podSession} {
 		c := e.waitCondition(t, obj, compactionv1alpha1.ConditionReady, metav1.ConditionFalse)
-		if c.Reason != controllers.ReasonNamespaceNotAllowed || !strings.Contains(c.Message, nsObj.Name) {
-			t.Errorf("%s: Ready = %s: %s; want %s", obj.Name, c.Reason, c.Message, controllers.ReasonNamespaceNotAllowed)
+		if c.Reason != compactionv1alpha1.ReasonNamespaceNotAllowed || !strings.Contains(c.Message, nsObj.Name) {
+			t.Errorf("%s: Ready = %s: %s; want %s", obj.Name, c.Reason, c.Message, compactionv1alpha1.ReasonNamespaceNotAllowed)
 		}
 		pr := meta.FindStatusCondition(obj.Status.Conditions, compactionv1alpha1.ConditionPolicyResolved)
-		if pr == nil || pr.Reason != controllers.ReasonNamespaceNotAllowed {
+		if pr == nil || pr.Reason != compactionv1alpha1.ReasonNamespaceNotAllowed {
 			t.Errorf("%s: PolicyResolved = %+v", obj.Name, pr)
 		}
 		if obj.Status.Records != nil {
@@ -433,7 +433,7 @@ func (e *env) testClusterPolicyNamespaceSelector(t *testing.T) {
 	nsObj.Labels = nil
 	must(t, e.c.Update(ctx, nsObj))
 	c := e.waitCondition(t, s, compactionv1alpha1.ConditionReady, metav1.ConditionFalse)
-	if c.Reason != controllers.ReasonNamespaceNotAllowed {
+	if c.Reason != compactionv1alpha1.ReasonNamespaceNotAllowed {
 		t.Errorf("after removing the label: Ready = %s: %s", c.Reason, c.Message)
 	}
 }
@@ -460,7 +460,7 @@ func (e *env) testStorageErrorsDoNotEcho(t *testing.T) {
 		if !strings.Contains(c.Message, "403") {
 			t.Errorf("StorageReady message %q does not give the status code", c.Message)
 		}
-		e.waitEvent(t, p.Name, corev1.EventTypeWarning, controllers.ReasonStorageNotReady)
+		e.waitEvent(t, p.Name, corev1.EventTypeWarning, compactionv1alpha1.ReasonStorageNotReady)
 		for _, cond := range p.Status.Conditions {
 			if strings.Contains(cond.Message, canary) {
 				t.Errorf("condition %s echoes the endpoint's body: %s", cond.Type, cond.Message)
@@ -510,7 +510,7 @@ func (e *env) testSessionReady(t *testing.T) {
 func (e *env) testSessionPolicyAppearsLater(t *testing.T) {
 	s := e.createSession(t, "early", "appears-later")
 	c := e.waitCondition(t, s, compactionv1alpha1.ConditionPolicyResolved, metav1.ConditionFalse)
-	if c.Reason != controllers.ReasonPolicyNotFound {
+	if c.Reason != compactionv1alpha1.ReasonPolicyNotFound {
 		t.Errorf("PolicyResolved reason = %q", c.Reason)
 	}
 	e.waitCondition(t, s, compactionv1alpha1.ConditionReady, metav1.ConditionFalse)
@@ -605,7 +605,7 @@ func (e *env) testDeleteAfterPolicyDeleted(t *testing.T) {
 
 	must(t, e.c.Delete(context.Background(), p))
 	c := e.waitCondition(t, s, compactionv1alpha1.ConditionPolicyResolved, metav1.ConditionFalse)
-	if c.Reason != controllers.ReasonPolicyNotFound {
+	if c.Reason != compactionv1alpha1.ReasonPolicyNotFound {
 		t.Errorf("PolicyResolved reason = %q after the policy was deleted", c.Reason)
 	}
 	must(t, e.c.Delete(context.Background(), s))
@@ -632,10 +632,10 @@ func (e *env) testDeleteWhileStorageDown(t *testing.T) {
 	must(t, e.c.Delete(context.Background(), s))
 
 	c := e.waitCondition(t, s, compactionv1alpha1.ConditionStorageReady, metav1.ConditionFalse)
-	if c.Reason != controllers.ReasonDeleteFailed {
-		t.Errorf("StorageReady reason = %q while storage is down, want %s", c.Reason, controllers.ReasonDeleteFailed)
+	if c.Reason != compactionv1alpha1.ReasonStorageDeleteFailed {
+		t.Errorf("StorageReady reason = %q while storage is down, want %s", c.Reason, compactionv1alpha1.ReasonStorageDeleteFailed)
 	}
-	e.waitEvent(t, s.Name, corev1.EventTypeWarning, controllers.ReasonDeleteFailed)
+	e.waitEvent(t, s.Name, corev1.EventTypeWarning, compactionv1alpha1.ReasonStorageDeleteFailed)
 	// Several failed attempts later, the session is still held by its finalizer.
 	time.Sleep(3 * time.Second)
 	must(t, e.c.Get(context.Background(), client.ObjectKeyFromObject(s), s))
@@ -761,7 +761,7 @@ func (e *env) testTamperedStatusCorrected(t *testing.T) {
 		return s.Status.SessionID == string(s.UID) && equality.Semantic.DeepEqual(s.Status.Records, kept),
 			fmt.Sprintf("sessionID %q, records %+v", s.Status.SessionID, s.Status.Records)
 	})
-	e.waitEvent(t, s.Name, corev1.EventTypeWarning, controllers.ReasonStatusCorrected)
+	e.waitEvent(t, s.Name, corev1.EventTypeWarning, compactionv1alpha1.ReasonStatusCorrected)
 	if !meta.IsStatusConditionTrue(s.Status.Conditions, compactionv1alpha1.ConditionReady) {
 		t.Errorf("the session is not Ready after its status was put back: %+v", s.Status.Conditions)
 	}

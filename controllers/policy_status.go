@@ -19,16 +19,6 @@ import (
 	"github.com/harness9/compaction-operator/internal/policy"
 )
 
-// Policy condition reasons besides the storage ones.
-const (
-	ReasonReady              = "Ready"
-	ReasonStorageNotReady    = "StorageNotReady"
-	ReasonSummarizerNotReady = "SummarizerNotReady"
-	// ReasonInvalidNamespaceSelector: a ClusterCompactionPolicy's namespaceSelector does not
-	// parse (it then selects no namespace).
-	ReasonInvalidNamespaceSelector = "InvalidNamespaceSelector"
-)
-
 // Defaults for PolicyChecker's intervals.
 const (
 	DefaultProbeInterval = 5 * time.Minute
@@ -124,7 +114,7 @@ func (c *PolicyChecker) UpdateStatus(ctx context.Context, obj client.Object, p *
 	}
 	ready := metav1.Condition{
 		Type: compactionv1alpha1.ConditionReady, Status: metav1.ConditionTrue,
-		Reason: ReasonReady, Message: "storage is reachable; sessions can use this policy",
+		Reason: compactionv1alpha1.ReasonReady, Message: "storage is reachable; sessions can use this policy",
 		ObservedGeneration: p.Generation,
 	}
 	_, selErr := p.Selector()
@@ -132,11 +122,11 @@ func (c *PolicyChecker) UpdateStatus(ctx context.Context, obj client.Object, p *
 	case probe.refused != nil:
 		ready.Status, ready.Reason, ready.Message = metav1.ConditionFalse, storage.Reason, storage.Message
 	case selErr != nil:
-		ready.Status, ready.Reason, ready.Message = metav1.ConditionFalse, ReasonInvalidNamespaceSelector, selErr.Error()
+		ready.Status, ready.Reason, ready.Message = metav1.ConditionFalse, compactionv1alpha1.ReasonInvalidNamespaceSelector, selErr.Error()
 	case storage.Status != metav1.ConditionTrue:
-		ready.Status, ready.Reason, ready.Message = metav1.ConditionFalse, ReasonStorageNotReady, storage.Message
+		ready.Status, ready.Reason, ready.Message = metav1.ConditionFalse, compactionv1alpha1.ReasonStorageNotReady, storage.Message
 	case probe.summarizer != nil:
-		ready.Status, ready.Reason, ready.Message = metav1.ConditionFalse, ReasonSummarizerNotReady, probe.summarizer.Error()
+		ready.Status, ready.Reason, ready.Message = metav1.ConditionFalse, compactionv1alpha1.ReasonSummarizerNotReady, probe.summarizer.Error()
 	}
 	meta.SetStatusCondition(&status.Conditions, ready)
 	status.ObservedGeneration = p.Generation
@@ -144,7 +134,7 @@ func (c *PolicyChecker) UpdateStatus(ctx context.Context, obj client.Object, p *
 	isReady := ready.Status == metav1.ConditionTrue
 	switch {
 	case isReady && prevReady.Status != metav1.ConditionTrue:
-		c.Recorder.Eventf(obj, nil, corev1.EventTypeNormal, "PolicyReady", "Probe", "Storage s3://%s is reachable", p.Spec.Storage.S3.Bucket)
+		c.Recorder.Eventf(obj, nil, corev1.EventTypeNormal, compactionv1alpha1.ReasonPolicyReady, "Probe", "Storage s3://%s is reachable", p.Spec.Storage.S3.Bucket)
 	case !isReady && (prevReady.Reason != ready.Reason || prevReady.Message != ready.Message):
 		c.Recorder.Eventf(obj, nil, corev1.EventTypeWarning, ready.Reason, "Probe", "%s", ready.Message)
 	}
@@ -256,7 +246,7 @@ func (c *PolicyChecker) probeStorage(ctx context.Context, p *policy.Policy) meta
 	}
 	store, err := c.Stores.Get(ctx, cfg)
 	if err != nil {
-		cond.Reason, cond.Message = ReasonInvalidStorage, err.Error()
+		cond.Reason, cond.Message = compactionv1alpha1.ReasonInvalidStorageConfig, err.Error()
 		return cond
 	}
 	pctx, cancel := context.WithTimeout(ctx, storageProbeTimeout)
@@ -265,7 +255,7 @@ func (c *PolicyChecker) probeStorage(ctx context.Context, p *policy.Policy) meta
 		cond.Reason, cond.Message = storageReason(err), err.Error()
 		return cond
 	}
-	cond.Status, cond.Reason = metav1.ConditionTrue, ReasonStorageReachable
+	cond.Status, cond.Reason = metav1.ConditionTrue, compactionv1alpha1.ReasonReachable
 	cond.Message = fmt.Sprintf("bucket %s at %s is reachable", loc.Bucket, loc.Endpoint)
 	return cond
 }
