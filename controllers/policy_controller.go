@@ -51,7 +51,9 @@ func NewCompactionPolicyReconciler(c client.Client, checker *PolicyChecker) *Pol
 func NewClusterCompactionPolicyReconciler(c client.Client, checker *PolicyChecker) *PolicyReconciler[*compactionv1alpha1.ClusterCompactionPolicy] {
 	return &PolicyReconciler[*compactionv1alpha1.ClusterCompactionPolicy]{Client: c, Checker: checker, kind: policyKind[*compactionv1alpha1.ClusterCompactionPolicy]{
 		kind: compactionv1alpha1.PolicyKindCluster, controller: "clustercompactionpolicy",
-		newObject: func() *compactionv1alpha1.ClusterCompactionPolicy { return &compactionv1alpha1.ClusterCompactionPolicy{} },
+		newObject: func() *compactionv1alpha1.ClusterCompactionPolicy {
+			return &compactionv1alpha1.ClusterCompactionPolicy{}
+		},
 		view: func(p *compactionv1alpha1.ClusterCompactionPolicy) (*policy.Policy, *compactionv1alpha1.CompactionPolicyStatus) {
 			return policy.FromCluster(p), &p.Status
 		},
