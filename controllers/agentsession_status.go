@@ -32,11 +32,11 @@ func (r *AgentSessionReconciler) locations(fresh bool) policy.Locations {
 // the object's UID and the pinned location, never read, and put back (with a Warning event)
 // when someone else changed them. A problem is a condition, and a later policy event
 // re-resolves the session; the error is only for failures worth a retry (reading or pinning
-// the location).
-func (r *AgentSessionReconciler) updateStatus(ctx context.Context, s *compactionv1alpha1.AgentSession) error {
+// the location). Events go to events, to be emitted once the status is written.
+func (r *AgentSessionReconciler) updateStatus(ctx context.Context, s *compactionv1alpha1.AgentSession, events *pendingEvents) error {
 	gen := s.Generation
 	if id := s.Status.SessionID; id != "" && id != string(s.UID) {
-		r.Recorder.Eventf(s, nil, corev1.EventTypeWarning, compactionv1alpha1.ReasonStatusCorrected, "CorrectStatus",
+		events.add(corev1.EventTypeWarning, compactionv1alpha1.ReasonStatusCorrected, "CorrectStatus",
 			"status.sessionID was %q, not the session's metadata.uid %s: the operator identifies a session by its UID only, and put it back", id, s.UID)
 	}
 	s.Status.SessionID = string(s.UID)
@@ -52,13 +52,13 @@ func (r *AgentSessionReconciler) updateStatus(ctx context.Context, s *compaction
 	pin, err := r.locations(false).Get(ctx, s)
 	switch {
 	case errors.Is(err, policy.ErrInvalidLocation):
-		r.Recorder.Eventf(s, nil, corev1.EventTypeWarning, compactionv1alpha1.ReasonStorageLocationInvalid, "ReadLocation", "%v", err)
+		events.add(corev1.EventTypeWarning, compactionv1alpha1.ReasonStorageLocationInvalid, "ReadLocation", "%v", err)
 		set(compactionv1alpha1.ConditionReady, false, compactionv1alpha1.ReasonStorageLocationInvalid, err.Error())
 		return nil
 	case err != nil:
 		return err
 	case pin != nil:
-		r.reportLocation(s, pin.Location)
+		r.reportLocation(s, pin.Location, events)
 	}
 
 	p, err := policy.Get(ctx, r.Client, s.Namespace, s.Spec.PolicyRef)
@@ -122,7 +122,7 @@ func (r *AgentSessionReconciler) updateStatus(ctx context.Context, s *compaction
 			set(compactionv1alpha1.ConditionReady, false, compactionv1alpha1.ReasonStorageLocationNotPinned, err.Error())
 			return err
 		}
-		r.reportLocation(s, pin.Location)
+		r.reportLocation(s, pin.Location, events)
 	}
 	set(compactionv1alpha1.ConditionReady, true, compactionv1alpha1.ReasonReady,
 		fmt.Sprintf("compacting with %s %s; objects in s3://%s/%s", p.Kind, p.Name, pin.Location.Bucket, pin.Location.SessionPrefix))
@@ -132,9 +132,9 @@ func (r *AgentSessionReconciler) updateStatus(ctx context.Context, s *compaction
 // reportLocation writes the pinned location into status.records, with a Warning event when
 // the status said something else (changed by someone else, or written by an operator version
 // that kept the location only there and from a policy whose storage changed since).
-func (r *AgentSessionReconciler) reportLocation(s *compactionv1alpha1.AgentSession, loc *compactionv1alpha1.RecordsLocation) {
+func (r *AgentSessionReconciler) reportLocation(s *compactionv1alpha1.AgentSession, loc *compactionv1alpha1.RecordsLocation, events *pendingEvents) {
 	if old := s.Status.Records; old != nil && !policy.SameLocation(old, loc) {
-		r.Recorder.Eventf(s, nil, corev1.EventTypeWarning, compactionv1alpha1.ReasonStatusCorrected, "CorrectStatus",
+		events.add(corev1.EventTypeWarning, compactionv1alpha1.ReasonStatusCorrected, "CorrectStatus",
 			"status.records named %s, not where the operator keeps the session's objects (%s): status is a report and never read back; put back",
 			describeLocation(old), describeLocation(loc))
 	}

@@ -53,8 +53,11 @@ const (
 // env is one control plane, one MinIO and one in-process manager running the controllers,
 // shared by the subtests of TestControllers.
 type env struct {
-	c     client.Client
-	minio *testenv.MinIO
+	c client.Client
+	// operator is a client of the operator's user (operatorUser), for requests that must
+	// meet what the manager's meet.
+	operator client.Client
+	minio    *testenv.MinIO
 	s3    *minio.Client
 	reg   *prometheus.Registry
 }
@@ -80,6 +83,7 @@ func TestControllers(t *testing.T) {
 	t.Run("TamperedRecordsSendNoCredentials", e.testTamperedRecords)
 	t.Run("TamperedStatusIsCorrected", e.testTamperedStatusCorrected)
 	t.Run("AnnotatedPod", e.testAnnotatedPod)
+	t.Run("EventsAfterStatusWrite", e.testEventsAfterStatusWrite)
 	t.Run("Metrics", e.testMetrics)
 }
 
@@ -146,7 +150,9 @@ func startEnv(t *testing.T, configure func(*testenv.MinIO, *controllers.Config))
 	// as soon as they happen.
 	direct, err := client.New(cfg, client.Options{Scheme: scheme})
 	must(t, err)
-	return &env{c: direct, minio: m, s3: s3c, reg: reg}
+	operator, err := client.New(mgrCfg, client.Options{Scheme: scheme})
+	must(t, err)
+	return &env{c: direct, operator: operator, minio: m, s3: s3c, reg: reg}
 }
 
 // testMetrics runs last: garbage collection above deleted sessions (one after an outage).
@@ -810,10 +816,13 @@ func (e *env) testAnnotatedPod(t *testing.T) {
 // bindOperatorRBAC grants the user "compaction-operator-test" the rules of
 // config/rbac/role.yaml cluster-wide and those of session_location_role.yaml in namespace,
 // and returns cfg impersonating that user.
+// operatorUser is the user the test manager runs as.
+const operatorUser = "compaction-operator-test"
+
 func bindOperatorRBAC(t *testing.T, admin client.Client, cfg *rest.Config, root, namespace string) *rest.Config {
 	t.Helper()
 	ctx := context.Background()
-	const user = "compaction-operator-test"
+	const user = operatorUser
 	var cr rbacv1.ClusterRole
 	readYAML(t, filepath.Join(root, "config", "rbac", "role.yaml"), &cr)
 	cr.ObjectMeta = metav1.ObjectMeta{Name: user}

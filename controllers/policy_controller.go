@@ -79,7 +79,7 @@ func (r *PolicyReconciler[T]) Reconcile(ctx context.Context, req ctrl.Request) (
 
 	base, _ := obj.DeepCopyObject().(T)
 	p, status := r.kind.view(obj)
-	requeue, err := r.Checker.UpdateStatus(ctx, obj, p, status)
+	requeue, events, err := r.Checker.UpdateStatus(ctx, obj, p, status)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -88,6 +88,7 @@ func (r *PolicyReconciler[T]) Reconcile(ctx context.Context, req ctrl.Request) (
 			return ctrl.Result{}, fmt.Errorf("patch status: %w", err)
 		}
 	}
+	events.emit(r.Checker.Recorder, obj)
 	return ctrl.Result{RequeueAfter: requeue}, nil
 }
 

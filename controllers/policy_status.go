@@ -85,11 +85,11 @@ type probeResult struct {
 }
 
 // UpdateStatus fills status for the policy obj (p is the same object seen as a Policy) and
-// returns when to look again.
-func (c *PolicyChecker) UpdateStatus(ctx context.Context, obj client.Object, p *policy.Policy, status *compactionv1alpha1.CompactionPolicyStatus) (time.Duration, error) {
+// returns when to look again, and the events to emit once the status is written.
+func (c *PolicyChecker) UpdateStatus(ctx context.Context, obj client.Object, p *policy.Policy, status *compactionv1alpha1.CompactionPolicyStatus) (time.Duration, pendingEvents, error) {
 	var sessions compactionv1alpha1.AgentSessionList
 	if err := c.Client.List(ctx, &sessions, client.MatchingFields{sessionPolicyIndex: p.Key()}, client.UnsafeDisableDeepCopy); err != nil {
-		return 0, fmt.Errorf("list sessions of %s: %w", p.Key(), err)
+		return 0, nil, fmt.Errorf("list sessions of %s: %w", p.Key(), err)
 	}
 	status.Sessions = int32(min(len(sessions.Items), 1<<31-1)) //nolint:gosec // bounded above
 
@@ -102,7 +102,7 @@ func (c *PolicyChecker) UpdateStatus(ctx context.Context, obj client.Object, p *
 			Reason: storageReason(err), Message: err.Error(),
 		}}
 	} else if probe, err = c.probe(ctx, obj.GetUID(), p); err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	storage := probe.storage
 	storage.ObservedGeneration = p.Generation
@@ -132,11 +132,12 @@ func (c *PolicyChecker) UpdateStatus(ctx context.Context, obj client.Object, p *
 	status.ObservedGeneration = p.Generation
 
 	isReady := ready.Status == metav1.ConditionTrue
+	var events pendingEvents
 	switch {
 	case isReady && prevReady.Status != metav1.ConditionTrue:
-		c.Recorder.Eventf(obj, nil, corev1.EventTypeNormal, compactionv1alpha1.ReasonPolicyReady, "Probe", "Storage s3://%s is reachable", p.Spec.Storage.S3.Bucket)
+		events.add(corev1.EventTypeNormal, compactionv1alpha1.ReasonPolicyReady, "Probe", "Storage s3://%s is reachable", p.Spec.Storage.S3.Bucket)
 	case !isReady && (prevReady.Reason != ready.Reason || prevReady.Message != ready.Message):
-		c.Recorder.Eventf(obj, nil, corev1.EventTypeWarning, ready.Reason, "Probe", "%s", ready.Message)
+		events.add(corev1.EventTypeWarning, ready.Reason, "Probe", "%s", ready.Message)
 	}
 	next := c.retryInterval()
 	if isReady {
@@ -145,7 +146,7 @@ func (c *PolicyChecker) UpdateStatus(ctx context.Context, obj client.Object, p *
 	if len(p.SecretKeys(c.ClusterResourceNamespace)) > 0 {
 		next = min(next, c.secretRecheckInterval())
 	}
-	return next, nil
+	return next, events, nil
 }
 
 func (c *PolicyChecker) secretRecheckInterval() time.Duration {
