@@ -58,8 +58,8 @@ type env struct {
 	// meet what the manager's meet.
 	operator client.Client
 	minio    *testenv.MinIO
-	s3    *minio.Client
-	reg   *prometheus.Registry
+	s3       *minio.Client
+	reg      *prometheus.Registry
 }
 
 func TestControllers(t *testing.T) {
