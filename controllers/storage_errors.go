@@ -3,8 +3,6 @@ package controllers
 import (
 	"errors"
 
-	"github.com/minio/minio-go/v7"
-
 	compactionv1alpha1 "github.com/harness9/compaction-operator/api/v1alpha1"
 	"github.com/harness9/compaction-operator/compaction/storage/s3"
 	"github.com/harness9/compaction-operator/internal/egress"
@@ -13,7 +11,6 @@ import (
 
 // storageReason names what went wrong with storage, for a condition reason.
 func storageReason(err error) string {
-	var resp minio.ErrorResponse
 	switch {
 	case errors.Is(err, policy.ErrSecretNamespaceNotAllowed):
 		return compactionv1alpha1.ReasonSecretNamespaceNotAllowed
@@ -25,17 +22,9 @@ func storageReason(err error) string {
 		return compactionv1alpha1.ReasonSecretKeyMissing
 	case errors.Is(err, s3.ErrBucketNotFound):
 		return compactionv1alpha1.ReasonBucketNotFound
-	case errors.As(err, &resp) && isAuthError(resp.Code):
+	case errors.Is(err, s3.ErrAccessDenied):
 		return compactionv1alpha1.ReasonAccessDenied
 	default:
 		return compactionv1alpha1.ReasonStorageUnreachable
 	}
-}
-
-func isAuthError(code string) bool {
-	switch code {
-	case "AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch", "InvalidToken", "ExpiredToken":
-		return true
-	}
-	return false
 }
