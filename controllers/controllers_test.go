@@ -24,6 +24,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -456,8 +457,7 @@ func (e *env) testStorageErrorsDoNotEcho(t *testing.T) {
 		p := e.createPolicy(t, fmt.Sprintf("echo-%d", i), credsSecret)
 		// HEAD (does the bucket exist?) is answered 404 without a body, so the probe goes
 		// on to create the bucket, a PUT answered 403 with the body.
-		p.Spec.Storage.S3.Endpoint = trap.Endpoint()
-		must(t, e.c.Update(context.Background(), p))
+		e.update(t, p, func() { p.Spec.Storage.S3.Endpoint = trap.Endpoint() })
 		c := e.waitCondition(t, p, compactionv1alpha1.ConditionStorageReady, metav1.ConditionFalse)
 		eventually(t, "a probe of the trap", func() (bool, string) {
 			c = e.waitCondition(t, p, compactionv1alpha1.ConditionStorageReady, metav1.ConditionFalse)
@@ -880,6 +880,19 @@ func (e *env) waitEvent(t *testing.T, name, eventType, reason string) {
 		}
 		return false, fmt.Sprint("events: ", seen)
 	})
+}
+
+// update applies change to a fresh copy of obj and writes it, again after a conflict (the
+// operator writing the status since obj was read).
+func (e *env) update(t *testing.T, obj client.Object, change func()) {
+	t.Helper()
+	must(t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := e.c.Get(context.Background(), client.ObjectKeyFromObject(obj), obj); err != nil {
+			return err
+		}
+		change()
+		return e.c.Update(context.Background(), obj)
+	}))
 }
 
 func eventually(t *testing.T, what string, cond func() (bool, string)) {

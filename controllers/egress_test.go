@@ -34,8 +34,7 @@ func TestAllowedEndpoints(t *testing.T) {
 	e.waitCondition(t, ok, compactionv1alpha1.ConditionReady, metav1.ConditionTrue)
 	// localhost is no name entry: it is dialled, as its address is allowed.
 	byName := e.createPolicy(t, "allowed-by-address", credsSecret)
-	byName.Spec.Storage.S3.Endpoint = "localhost:" + minioPort
-	must(t, e.c.Update(ctx, byName))
+	e.update(t, byName, func() { byName.Spec.Storage.S3.Endpoint = "localhost:" + minioPort })
 	e.waitCondition(t, byName, compactionv1alpha1.ConditionReady, metav1.ConditionTrue)
 
 	trap := testenv.StartCredentialTrap(t)

@@ -49,8 +49,7 @@ func (e *env) testEventsAfterStatusWrite(t *testing.T) {
 	// A session whose status.sessionID someone else changed: the operator puts it back.
 	s := e.createSession(t, "refused-correction", p.Name)
 	e.waitCondition(t, s, compactionv1alpha1.ConditionReady, metav1.ConditionTrue)
-	s.Annotations = map[string]string{refuseStatusAnnotation: "true"}
-	must(t, e.c.Update(ctx, s))
+	e.update(t, s, func() { s.Annotations = map[string]string{refuseStatusAnnotation: "true"} })
 	e.patchStatus(t, s, func(st *compactionv1alpha1.AgentSessionStatus) { st.SessionID = "someone-else" })
 	e.expectNoEventWhileRefused(t, s.Name, compactionv1alpha1.ReasonStatusCorrected)
 	must(t, e.c.Get(ctx, client.ObjectKeyFromObject(s), s))
@@ -124,11 +123,11 @@ func (e *env) refuseOperatorStatusWrites(t *testing.T) {
 // reconcile follows but the retries of the failed ones).
 func (e *env) allowStatusWrites(t *testing.T, obj client.Object) {
 	t.Helper()
-	must(t, e.c.Get(context.Background(), client.ObjectKeyFromObject(obj), obj))
-	a := obj.GetAnnotations()
-	delete(a, refuseStatusAnnotation)
-	obj.SetAnnotations(a)
-	must(t, e.c.Update(context.Background(), obj))
+	e.update(t, obj, func() {
+		a := obj.GetAnnotations()
+		delete(a, refuseStatusAnnotation)
+		obj.SetAnnotations(a)
+	})
 }
 
 // expectNoEventWhileRefused lets the operator retry its refused status write for a while
