@@ -99,10 +99,12 @@ func (r *AgentSessionReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	}
 
 	base := s.DeepCopy()
-	err := r.updateStatus(ctx, &s)
+	var events pendingEvents
+	err := r.updateStatus(ctx, &s, &events)
 	if perr := r.patchStatus(ctx, base, &s); perr != nil {
 		return ctrl.Result{}, perr
 	}
+	events.emit(r.Recorder, &s)
 	return ctrl.Result{}, err
 }
 

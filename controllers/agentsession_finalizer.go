@@ -34,7 +34,7 @@ func (r *AgentSessionReconciler) finalize(ctx context.Context, s *compactionv1al
 	var loc *compactionv1alpha1.RecordsLocation
 	switch {
 	case errors.Is(err, policy.ErrInvalidLocation):
-		return r.holdFinalizer(ctx, s, ReasonLocationInvalid, err.Error())
+		return r.holdFinalizer(ctx, s, compactionv1alpha1.ReasonStorageLocationInvalid, err.Error())
 	case err != nil:
 		return ctrl.Result{}, err
 	case pin != nil:
@@ -46,7 +46,7 @@ func (r *AgentSessionReconciler) finalize(ctx context.Context, s *compactionv1al
 		// says now.
 		var why string
 		if loc, why = r.verifiedStatusLocation(ctx, s); loc == nil {
-			return r.holdFinalizer(ctx, s, ReasonLocationUnverified, why)
+			return r.holdFinalizer(ctx, s, compactionv1alpha1.ReasonStorageLocationUnverified, why)
 		}
 	}
 	// Without a location the session never became Ready, and the compaction API stores
@@ -64,9 +64,9 @@ func (r *AgentSessionReconciler) finalize(ctx context.Context, s *compactionv1al
 			if r.Metrics != nil {
 				r.Metrics.GCFailures.WithLabelValues(reason).Inc()
 			}
-			r.Recorder.Eventf(s, nil, corev1.EventTypeWarning, ReasonDeleteFailed, "DeleteStorage",
+			r.Recorder.Eventf(s, nil, corev1.EventTypeWarning, compactionv1alpha1.ReasonStorageDeleteFailed, "DeleteStorage",
 				"Cannot delete the session's objects in s3://%s (%s), retrying: %v", loc.Bucket, reason, err)
-			r.setDeletingConditions(ctx, s, ReasonDeleteFailed, fmt.Sprintf("%s: %v", reason, err))
+			r.setDeletingConditions(ctx, s, compactionv1alpha1.ReasonStorageDeleteFailed, fmt.Sprintf("%s: %v", reason, err))
 			return ctrl.Result{}, fmt.Errorf("delete objects of session %s: %w", sid, err)
 		}
 		if r.Metrics != nil {
@@ -74,7 +74,7 @@ func (r *AgentSessionReconciler) finalize(ctx context.Context, s *compactionv1al
 			r.Metrics.GCDeletedObjects.Add(float64(removed))
 		}
 		log.Info("deleted session objects", "objects", removed, "bucket", loc.Bucket, "prefix", loc.Prefix)
-		r.Recorder.Eventf(s, nil, corev1.EventTypeNormal, "StorageDeleted", "DeleteStorage",
+		r.Recorder.Eventf(s, nil, corev1.EventTypeNormal, compactionv1alpha1.ReasonStorageDeleted, "DeleteStorage",
 			"Deleted %d objects of session %s from s3://%s", removed, sid, loc.Bucket)
 	}
 
@@ -129,7 +129,7 @@ func (r *AgentSessionReconciler) setDeletingConditions(ctx context.Context, s *c
 	})
 	meta.SetStatusCondition(&s.Status.Conditions, metav1.Condition{
 		Type: compactionv1alpha1.ConditionReady, Status: metav1.ConditionFalse,
-		Reason: ReasonDeleting, Message: "waiting for storage to delete the session's objects", ObservedGeneration: s.Generation,
+		Reason: compactionv1alpha1.ReasonDeleting, Message: "waiting for storage to delete the session's objects", ObservedGeneration: s.Generation,
 	})
 	if err := r.patchStatus(ctx, base, s); err != nil {
 		ctrl.LoggerFrom(ctx).Error(err, "record storage deletion failure")

@@ -14,30 +14,6 @@ import (
 	"github.com/harness9/compaction-operator/internal/policy"
 )
 
-// AgentSession condition and event reasons.
-const (
-	ReasonPolicyResolved = "PolicyFound"
-	ReasonPolicyNotFound = "PolicyNotFound"
-	ReasonPolicyNotReady = "PolicyNotReady"
-	ReasonPolicyError    = "PolicyLookupFailed"
-	// ReasonNamespaceNotAllowed: the ClusterCompactionPolicy's namespaceSelector does not
-	// select the session's namespace (or does not parse).
-	ReasonNamespaceNotAllowed = "NamespaceNotAllowed"
-	ReasonDeleting            = "Deleting"
-	ReasonDeleteFailed        = "StorageDeleteFailed"
-	// ReasonStatusCorrected is a Warning event: status.sessionID or status.records had been
-	// changed by someone else than the operator and were put back.
-	ReasonStatusCorrected = "StatusCorrected"
-	// ReasonLocationInvalid: the pinned location ConfigMap does not hold together (see
-	// policy.ErrInvalidLocation); the session is neither served nor garbage-collected with it.
-	ReasonLocationInvalid = "StorageLocationInvalid"
-	// ReasonLocationUnverified: a session being deleted has no pinned location, and its
-	// status.records is not where its policy stores; the finalizer stays.
-	ReasonLocationUnverified = "StorageLocationUnverified"
-	// ReasonLocationNotPinned: pinning the storage location failed (retried).
-	ReasonLocationNotPinned = "StorageLocationNotPinned"
-)
-
 // locations reads and writes the sessions' pinned storage locations. With fresh, a location
 // the cache has not seen is asked of the API server (one request, for the finalizer, which
 // must not take a cache that lags for "nothing pinned"); without, only the cache is read
@@ -56,11 +32,11 @@ func (r *AgentSessionReconciler) locations(fresh bool) policy.Locations {
 // the object's UID and the pinned location, never read, and put back (with a Warning event)
 // when someone else changed them. A problem is a condition, and a later policy event
 // re-resolves the session; the error is only for failures worth a retry (reading or pinning
-// the location).
-func (r *AgentSessionReconciler) updateStatus(ctx context.Context, s *compactionv1alpha1.AgentSession) error {
+// the location). Events go to events, to be emitted once the status is written.
+func (r *AgentSessionReconciler) updateStatus(ctx context.Context, s *compactionv1alpha1.AgentSession, events *pendingEvents) error {
 	gen := s.Generation
 	if id := s.Status.SessionID; id != "" && id != string(s.UID) {
-		r.Recorder.Eventf(s, nil, corev1.EventTypeWarning, ReasonStatusCorrected, "CorrectStatus",
+		events.add(corev1.EventTypeWarning, compactionv1alpha1.ReasonStatusCorrected, "CorrectStatus",
 			"status.sessionID was %q, not the session's metadata.uid %s: the operator identifies a session by its UID only, and put it back", id, s.UID)
 	}
 	s.Status.SessionID = string(s.UID)
@@ -76,20 +52,20 @@ func (r *AgentSessionReconciler) updateStatus(ctx context.Context, s *compaction
 	pin, err := r.locations(false).Get(ctx, s)
 	switch {
 	case errors.Is(err, policy.ErrInvalidLocation):
-		r.Recorder.Eventf(s, nil, corev1.EventTypeWarning, ReasonLocationInvalid, "ReadLocation", "%v", err)
-		set(compactionv1alpha1.ConditionReady, false, ReasonLocationInvalid, err.Error())
+		events.add(corev1.EventTypeWarning, compactionv1alpha1.ReasonStorageLocationInvalid, "ReadLocation", "%v", err)
+		set(compactionv1alpha1.ConditionReady, false, compactionv1alpha1.ReasonStorageLocationInvalid, err.Error())
 		return nil
 	case err != nil:
 		return err
 	case pin != nil:
-		r.reportLocation(s, pin.Location)
+		r.reportLocation(s, pin.Location, events)
 	}
 
 	p, err := policy.Get(ctx, r.Client, s.Namespace, s.Spec.PolicyRef)
 	if err != nil {
-		reason := ReasonPolicyError
+		reason := compactionv1alpha1.ReasonPolicyLookupFailed
 		if errors.Is(err, policy.ErrNotFound) {
-			reason = ReasonPolicyNotFound
+			reason = compactionv1alpha1.ReasonPolicyNotFound
 		} else {
 			ctrl.LoggerFrom(ctx).Error(err, "resolve policy")
 		}
@@ -107,15 +83,15 @@ func (r *AgentSessionReconciler) updateStatus(ctx context.Context, s *compaction
 		}
 		// Not this namespace's policy: nothing is pinned, and the compaction API refuses the
 		// session; relabelling the namespace re-evaluates it (namespaceToSessions).
-		set(compactionv1alpha1.ConditionPolicyResolved, false, ReasonNamespaceNotAllowed, err.Error())
+		set(compactionv1alpha1.ConditionPolicyResolved, false, compactionv1alpha1.ReasonNamespaceNotAllowed, err.Error())
 		meta.SetStatusCondition(&s.Status.Conditions, metav1.Condition{
 			Type: compactionv1alpha1.ConditionStorageReady, Status: metav1.ConditionUnknown,
-			Reason: ReasonNamespaceNotAllowed, Message: "the policy may not be used in this namespace", ObservedGeneration: gen,
+			Reason: compactionv1alpha1.ReasonNamespaceNotAllowed, Message: "the policy may not be used in this namespace", ObservedGeneration: gen,
 		})
-		set(compactionv1alpha1.ConditionReady, false, ReasonNamespaceNotAllowed, err.Error())
+		set(compactionv1alpha1.ConditionReady, false, compactionv1alpha1.ReasonNamespaceNotAllowed, err.Error())
 		return nil
 	}
-	set(compactionv1alpha1.ConditionPolicyResolved, true, ReasonPolicyResolved,
+	set(compactionv1alpha1.ConditionPolicyResolved, true, compactionv1alpha1.ReasonPolicyFound,
 		fmt.Sprintf("using %s %s", p.Kind, p.Name))
 	// Anchors are conversation content: status keeps them only while the policy asks.
 	if p.Spec.AnchorsInStatus != compactionv1alpha1.AnchorsInclude {
@@ -128,7 +104,7 @@ func (r *AgentSessionReconciler) updateStatus(ctx context.Context, s *compaction
 	} else {
 		meta.SetStatusCondition(&s.Status.Conditions, metav1.Condition{
 			Type: compactionv1alpha1.ConditionStorageReady, Status: metav1.ConditionUnknown,
-			Reason: ReasonPolicyNotReady, Message: "the policy's storage has not been probed yet", ObservedGeneration: gen,
+			Reason: compactionv1alpha1.ReasonPolicyNotReady, Message: "the policy's storage has not been probed yet", ObservedGeneration: gen,
 		})
 	}
 
@@ -137,18 +113,18 @@ func (r *AgentSessionReconciler) updateStatus(ctx context.Context, s *compaction
 		if c := p.Condition(compactionv1alpha1.ConditionReady); c != nil && c.Message != "" {
 			msg += ": " + c.Message
 		}
-		set(compactionv1alpha1.ConditionReady, false, ReasonPolicyNotReady, msg)
+		set(compactionv1alpha1.ConditionReady, false, compactionv1alpha1.ReasonPolicyNotReady, msg)
 		return nil
 	}
 	// The location is pinned once: the session's objects stay where they were written.
 	if pin == nil {
 		if pin, err = r.locations(true).Pin(ctx, s, p, r.ClusterResourceNamespace); err != nil {
-			set(compactionv1alpha1.ConditionReady, false, ReasonLocationNotPinned, err.Error())
+			set(compactionv1alpha1.ConditionReady, false, compactionv1alpha1.ReasonStorageLocationNotPinned, err.Error())
 			return err
 		}
-		r.reportLocation(s, pin.Location)
+		r.reportLocation(s, pin.Location, events)
 	}
-	set(compactionv1alpha1.ConditionReady, true, ReasonReady,
+	set(compactionv1alpha1.ConditionReady, true, compactionv1alpha1.ReasonReady,
 		fmt.Sprintf("compacting with %s %s; objects in s3://%s/%s", p.Kind, p.Name, pin.Location.Bucket, pin.Location.SessionPrefix))
 	return nil
 }
@@ -156,9 +132,9 @@ func (r *AgentSessionReconciler) updateStatus(ctx context.Context, s *compaction
 // reportLocation writes the pinned location into status.records, with a Warning event when
 // the status said something else (changed by someone else, or written by an operator version
 // that kept the location only there and from a policy whose storage changed since).
-func (r *AgentSessionReconciler) reportLocation(s *compactionv1alpha1.AgentSession, loc *compactionv1alpha1.RecordsLocation) {
+func (r *AgentSessionReconciler) reportLocation(s *compactionv1alpha1.AgentSession, loc *compactionv1alpha1.RecordsLocation, events *pendingEvents) {
 	if old := s.Status.Records; old != nil && !policy.SameLocation(old, loc) {
-		r.Recorder.Eventf(s, nil, corev1.EventTypeWarning, ReasonStatusCorrected, "CorrectStatus",
+		events.add(corev1.EventTypeWarning, compactionv1alpha1.ReasonStatusCorrected, "CorrectStatus",
 			"status.records named %s, not where the operator keeps the session's objects (%s): status is a report and never read back; put back",
 			describeLocation(old), describeLocation(loc))
 	}

@@ -24,6 +24,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -53,10 +54,13 @@ const (
 // env is one control plane, one MinIO and one in-process manager running the controllers,
 // shared by the subtests of TestControllers.
 type env struct {
-	c     client.Client
-	minio *testenv.MinIO
-	s3    *minio.Client
-	reg   *prometheus.Registry
+	c client.Client
+	// operator is a client of the operator's user (operatorUser), for requests that must
+	// meet what the manager's meet.
+	operator client.Client
+	minio    *testenv.MinIO
+	s3       *minio.Client
+	reg      *prometheus.Registry
 }
 
 func TestControllers(t *testing.T) {
@@ -80,6 +84,7 @@ func TestControllers(t *testing.T) {
 	t.Run("TamperedRecordsSendNoCredentials", e.testTamperedRecords)
 	t.Run("TamperedStatusIsCorrected", e.testTamperedStatusCorrected)
 	t.Run("AnnotatedPod", e.testAnnotatedPod)
+	t.Run("EventsAfterStatusWrite", e.testEventsAfterStatusWrite)
 	t.Run("Metrics", e.testMetrics)
 }
 
@@ -146,7 +151,9 @@ func startEnv(t *testing.T, configure func(*testenv.MinIO, *controllers.Config))
 	// as soon as they happen.
 	direct, err := client.New(cfg, client.Options{Scheme: scheme})
 	must(t, err)
-	return &env{c: direct, minio: m, s3: s3c, reg: reg}
+	operator, err := client.New(mgrCfg, client.Options{Scheme: scheme})
+	must(t, err)
+	return &env{c: direct, operator: operator, minio: m, s3: s3c, reg: reg}
 }
 
 // testMetrics runs last: garbage collection above deleted sessions (one after an outage).
@@ -174,7 +181,7 @@ func (e *env) testMetrics(t *testing.T) {
 	}{
 		{"compaction_gc_sessions_total", 3},
 		{"compaction_gc_deleted_objects_total", 15},
-		{"compaction_gc_failures_total,reason=" + controllers.ReasonStorageUnreachable, 1},
+		{"compaction_gc_failures_total,reason=" + compactionv1alpha1.ReasonStorageUnreachable, 1},
 		{"compaction_sessions,ready=true,tier=None", 1},
 		{"compaction_policy_ready,kind=CompactionPolicy,name=ready,namespace=default,reason=Ready", 1},
 		{"compaction_policy_sessions,kind=CompactionPolicy,name=for-sessions,namespace=default", 2},
@@ -260,11 +267,11 @@ func conditionsOf(obj client.Object) []metav1.Condition {
 func (e *env) testPolicyReady(t *testing.T) {
 	p := e.createPolicy(t, "ready", credsSecret)
 	c := e.waitCondition(t, p, compactionv1alpha1.ConditionReady, metav1.ConditionTrue)
-	if c.Reason != controllers.ReasonReady {
+	if c.Reason != compactionv1alpha1.ReasonReady {
 		t.Errorf("Ready reason = %q", c.Reason)
 	}
 	st := meta.FindStatusCondition(p.Status.Conditions, compactionv1alpha1.ConditionStorageReady)
-	if st == nil || st.Status != metav1.ConditionTrue || st.Reason != controllers.ReasonStorageReachable {
+	if st == nil || st.Status != metav1.ConditionTrue || st.Reason != compactionv1alpha1.ReasonReachable {
 		t.Errorf("StorageReady = %+v", st)
 	}
 	// createBucket: the operator made it.
@@ -281,10 +288,10 @@ func (e *env) testPolicyWaitsForSecret(t *testing.T) {
 	p := e.createPolicy(t, "late-secret", "created-later")
 	e.waitCondition(t, p, compactionv1alpha1.ConditionReady, metav1.ConditionFalse)
 	st := e.waitCondition(t, p, compactionv1alpha1.ConditionStorageReady, metav1.ConditionFalse)
-	if st.Reason != controllers.ReasonSecretNotFound || !strings.Contains(st.Message, "created-later") {
-		t.Errorf("StorageReady = %s: %s; want reason %s naming the Secret", st.Reason, st.Message, controllers.ReasonSecretNotFound)
+	if st.Reason != compactionv1alpha1.ReasonSecretNotFound || !strings.Contains(st.Message, "created-later") {
+		t.Errorf("StorageReady = %s: %s; want reason %s naming the Secret", st.Reason, st.Message, compactionv1alpha1.ReasonSecretNotFound)
 	}
-	e.waitEvent(t, p.Name, corev1.EventTypeWarning, controllers.ReasonStorageNotReady)
+	e.waitEvent(t, p.Name, corev1.EventTypeWarning, compactionv1alpha1.ReasonStorageNotReady)
 
 	// A Secret without the secret key: still not Ready, now for the missing key.
 	bad := e.credentials(ns, "created-later")
@@ -292,7 +299,7 @@ func (e *env) testPolicyWaitsForSecret(t *testing.T) {
 	must(t, e.c.Create(context.Background(), bad))
 	eventually(t, "StorageReady reason SecretKeyMissing", func() (bool, string) {
 		c := e.waitCondition(t, p, compactionv1alpha1.ConditionStorageReady, metav1.ConditionFalse)
-		return c.Reason == controllers.ReasonSecretKeyMissing, c.Reason + ": " + c.Message
+		return c.Reason == compactionv1alpha1.ReasonSecretKeyMissing, c.Reason + ": " + c.Message
 	})
 
 	// Fixing the Secret makes the policy Ready when its Secrets are looked at again (the
@@ -340,14 +347,14 @@ func (e *env) testClusterPolicySecretNamespace(t *testing.T) {
 		Spec: compactionv1alpha1.ClusterCompactionPolicySpec{CompactionPolicySpec: spec}}
 	must(t, e.c.Create(ctx, p))
 	c := e.waitCondition(t, p, compactionv1alpha1.ConditionReady, metav1.ConditionFalse)
-	if c.Reason != controllers.ReasonSecretNamespaceNotAllowed || !strings.Contains(c.Message, "kube-system/cloud-admin") {
-		t.Errorf("Ready = %s: %s; want %s naming the Secret", c.Reason, c.Message, controllers.ReasonSecretNamespaceNotAllowed)
+	if c.Reason != compactionv1alpha1.ReasonSecretNamespaceNotAllowed || !strings.Contains(c.Message, "kube-system/cloud-admin") {
+		t.Errorf("Ready = %s: %s; want %s naming the Secret", c.Reason, c.Message, compactionv1alpha1.ReasonSecretNamespaceNotAllowed)
 	}
 	st := meta.FindStatusCondition(p.Status.Conditions, compactionv1alpha1.ConditionStorageReady)
-	if st == nil || st.Reason != controllers.ReasonSecretNamespaceNotAllowed {
+	if st == nil || st.Reason != compactionv1alpha1.ReasonSecretNamespaceNotAllowed {
 		t.Errorf("StorageReady = %+v", st)
 	}
-	e.waitEvent(t, p.Name, corev1.EventTypeWarning, controllers.ReasonSecretNamespaceNotAllowed)
+	e.waitEvent(t, p.Name, corev1.EventTypeWarning, compactionv1alpha1.ReasonSecretNamespaceNotAllowed)
 	if reqs := trap.Requests(); len(reqs) > 0 {
 		t.Errorf("the operator contacted the policy's endpoint: %q", reqs)
 	}
@@ -359,7 +366,7 @@ func (e *env) testClusterPolicySecretNamespace(t *testing.T) {
 	}
 	must(t, e.c.Create(ctx, s))
 	sc := e.waitCondition(t, s, compactionv1alpha1.ConditionReady, metav1.ConditionFalse)
-	if sc.Reason != controllers.ReasonPolicyNotReady || !strings.Contains(sc.Message, "not allowed") {
+	if sc.Reason != compactionv1alpha1.ReasonPolicyNotReady || !strings.Contains(sc.Message, "not allowed") {
 		t.Errorf("session Ready = %s: %s", sc.Reason, sc.Message)
 	}
 	if s.Status.Records != nil {
@@ -411,11 +418,11 @@ func (e *env) testClusterPolicyNamespaceSelector(t *testing.T) {
 	podSession := &compactionv1alpha1.AgentSession{ObjectMeta: metav1.ObjectMeta{Namespace: nsObj.Name, Name: pod.Name}}
 	for _, obj := range []*compactionv1alpha1.AgentSession{s, podSession} {
 		c := e.waitCondition(t, obj, compactionv1alpha1.ConditionReady, metav1.ConditionFalse)
-		if c.Reason != controllers.ReasonNamespaceNotAllowed || !strings.Contains(c.Message, nsObj.Name) {
-			t.Errorf("%s: Ready = %s: %s; want %s", obj.Name, c.Reason, c.Message, controllers.ReasonNamespaceNotAllowed)
+		if c.Reason != compactionv1alpha1.ReasonNamespaceNotAllowed || !strings.Contains(c.Message, nsObj.Name) {
+			t.Errorf("%s: Ready = %s: %s; want %s", obj.Name, c.Reason, c.Message, compactionv1alpha1.ReasonNamespaceNotAllowed)
 		}
 		pr := meta.FindStatusCondition(obj.Status.Conditions, compactionv1alpha1.ConditionPolicyResolved)
-		if pr == nil || pr.Reason != controllers.ReasonNamespaceNotAllowed {
+		if pr == nil || pr.Reason != compactionv1alpha1.ReasonNamespaceNotAllowed {
 			t.Errorf("%s: PolicyResolved = %+v", obj.Name, pr)
 		}
 		if obj.Status.Records != nil {
@@ -433,7 +440,7 @@ func (e *env) testClusterPolicyNamespaceSelector(t *testing.T) {
 	nsObj.Labels = nil
 	must(t, e.c.Update(ctx, nsObj))
 	c := e.waitCondition(t, s, compactionv1alpha1.ConditionReady, metav1.ConditionFalse)
-	if c.Reason != controllers.ReasonNamespaceNotAllowed {
+	if c.Reason != compactionv1alpha1.ReasonNamespaceNotAllowed {
 		t.Errorf("after removing the label: Ready = %s: %s", c.Reason, c.Message)
 	}
 }
@@ -450,8 +457,7 @@ func (e *env) testStorageErrorsDoNotEcho(t *testing.T) {
 		p := e.createPolicy(t, fmt.Sprintf("echo-%d", i), credsSecret)
 		// HEAD (does the bucket exist?) is answered 404 without a body, so the probe goes
 		// on to create the bucket, a PUT answered 403 with the body.
-		p.Spec.Storage.S3.Endpoint = trap.Endpoint()
-		must(t, e.c.Update(context.Background(), p))
+		e.update(t, p, func() { p.Spec.Storage.S3.Endpoint = trap.Endpoint() })
 		c := e.waitCondition(t, p, compactionv1alpha1.ConditionStorageReady, metav1.ConditionFalse)
 		eventually(t, "a probe of the trap", func() (bool, string) {
 			c = e.waitCondition(t, p, compactionv1alpha1.ConditionStorageReady, metav1.ConditionFalse)
@@ -460,7 +466,7 @@ func (e *env) testStorageErrorsDoNotEcho(t *testing.T) {
 		if !strings.Contains(c.Message, "403") {
 			t.Errorf("StorageReady message %q does not give the status code", c.Message)
 		}
-		e.waitEvent(t, p.Name, corev1.EventTypeWarning, controllers.ReasonStorageNotReady)
+		e.waitEvent(t, p.Name, corev1.EventTypeWarning, compactionv1alpha1.ReasonStorageNotReady)
 		for _, cond := range p.Status.Conditions {
 			if strings.Contains(cond.Message, canary) {
 				t.Errorf("condition %s echoes the endpoint's body: %s", cond.Type, cond.Message)
@@ -510,7 +516,7 @@ func (e *env) testSessionReady(t *testing.T) {
 func (e *env) testSessionPolicyAppearsLater(t *testing.T) {
 	s := e.createSession(t, "early", "appears-later")
 	c := e.waitCondition(t, s, compactionv1alpha1.ConditionPolicyResolved, metav1.ConditionFalse)
-	if c.Reason != controllers.ReasonPolicyNotFound {
+	if c.Reason != compactionv1alpha1.ReasonPolicyNotFound {
 		t.Errorf("PolicyResolved reason = %q", c.Reason)
 	}
 	e.waitCondition(t, s, compactionv1alpha1.ConditionReady, metav1.ConditionFalse)
@@ -605,7 +611,7 @@ func (e *env) testDeleteAfterPolicyDeleted(t *testing.T) {
 
 	must(t, e.c.Delete(context.Background(), p))
 	c := e.waitCondition(t, s, compactionv1alpha1.ConditionPolicyResolved, metav1.ConditionFalse)
-	if c.Reason != controllers.ReasonPolicyNotFound {
+	if c.Reason != compactionv1alpha1.ReasonPolicyNotFound {
 		t.Errorf("PolicyResolved reason = %q after the policy was deleted", c.Reason)
 	}
 	must(t, e.c.Delete(context.Background(), s))
@@ -632,10 +638,10 @@ func (e *env) testDeleteWhileStorageDown(t *testing.T) {
 	must(t, e.c.Delete(context.Background(), s))
 
 	c := e.waitCondition(t, s, compactionv1alpha1.ConditionStorageReady, metav1.ConditionFalse)
-	if c.Reason != controllers.ReasonDeleteFailed {
-		t.Errorf("StorageReady reason = %q while storage is down, want %s", c.Reason, controllers.ReasonDeleteFailed)
+	if c.Reason != compactionv1alpha1.ReasonStorageDeleteFailed {
+		t.Errorf("StorageReady reason = %q while storage is down, want %s", c.Reason, compactionv1alpha1.ReasonStorageDeleteFailed)
 	}
-	e.waitEvent(t, s.Name, corev1.EventTypeWarning, controllers.ReasonDeleteFailed)
+	e.waitEvent(t, s.Name, corev1.EventTypeWarning, compactionv1alpha1.ReasonStorageDeleteFailed)
 	// Several failed attempts later, the session is still held by its finalizer.
 	time.Sleep(3 * time.Second)
 	must(t, e.c.Get(context.Background(), client.ObjectKeyFromObject(s), s))
@@ -761,7 +767,7 @@ func (e *env) testTamperedStatusCorrected(t *testing.T) {
 		return s.Status.SessionID == string(s.UID) && equality.Semantic.DeepEqual(s.Status.Records, kept),
 			fmt.Sprintf("sessionID %q, records %+v", s.Status.SessionID, s.Status.Records)
 	})
-	e.waitEvent(t, s.Name, corev1.EventTypeWarning, controllers.ReasonStatusCorrected)
+	e.waitEvent(t, s.Name, corev1.EventTypeWarning, compactionv1alpha1.ReasonStatusCorrected)
 	if !meta.IsStatusConditionTrue(s.Status.Conditions, compactionv1alpha1.ConditionReady) {
 		t.Errorf("the session is not Ready after its status was put back: %+v", s.Status.Conditions)
 	}
@@ -810,10 +816,13 @@ func (e *env) testAnnotatedPod(t *testing.T) {
 // bindOperatorRBAC grants the user "compaction-operator-test" the rules of
 // config/rbac/role.yaml cluster-wide and those of session_location_role.yaml in namespace,
 // and returns cfg impersonating that user.
+// operatorUser is the user the test manager runs as.
+const operatorUser = "compaction-operator-test"
+
 func bindOperatorRBAC(t *testing.T, admin client.Client, cfg *rest.Config, root, namespace string) *rest.Config {
 	t.Helper()
 	ctx := context.Background()
-	const user = "compaction-operator-test"
+	const user = operatorUser
 	var cr rbacv1.ClusterRole
 	readYAML(t, filepath.Join(root, "config", "rbac", "role.yaml"), &cr)
 	cr.ObjectMeta = metav1.ObjectMeta{Name: user}
@@ -871,6 +880,19 @@ func (e *env) waitEvent(t *testing.T, name, eventType, reason string) {
 		}
 		return false, fmt.Sprint("events: ", seen)
 	})
+}
+
+// update applies change to a fresh copy of obj and writes it, again after a conflict (the
+// operator writing the status since obj was read).
+func (e *env) update(t *testing.T, obj client.Object, change func()) {
+	t.Helper()
+	must(t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := e.c.Get(context.Background(), client.ObjectKeyFromObject(obj), obj); err != nil {
+			return err
+		}
+		change()
+		return e.c.Update(context.Background(), obj)
+	}))
 }
 
 func eventually(t *testing.T, what string, cond func() (bool, string)) {

@@ -34,8 +34,7 @@ func TestAllowedEndpoints(t *testing.T) {
 	e.waitCondition(t, ok, compactionv1alpha1.ConditionReady, metav1.ConditionTrue)
 	// localhost is no name entry: it is dialled, as its address is allowed.
 	byName := e.createPolicy(t, "allowed-by-address", credsSecret)
-	byName.Spec.Storage.S3.Endpoint = "localhost:" + minioPort
-	must(t, e.c.Update(ctx, byName))
+	e.update(t, byName, func() { byName.Spec.Storage.S3.Endpoint = "localhost:" + minioPort })
 	e.waitCondition(t, byName, compactionv1alpha1.ConditionReady, metav1.ConditionTrue)
 
 	trap := testenv.StartCredentialTrap(t)
@@ -60,9 +59,9 @@ func TestAllowedEndpoints(t *testing.T) {
 			c.mutate(&p.Spec)
 			must(t, e.c.Create(ctx, p))
 			var st metav1.Condition
-			eventually(t, "StorageReady "+controllers.ReasonEndpointNotAllowed, func() (bool, string) {
+			eventually(t, "StorageReady "+compactionv1alpha1.ReasonEndpointNotAllowed, func() (bool, string) {
 				st = e.waitCondition(t, p, compactionv1alpha1.ConditionStorageReady, metav1.ConditionFalse)
-				return st.Reason == controllers.ReasonEndpointNotAllowed, st.Reason + ": " + st.Message
+				return st.Reason == compactionv1alpha1.ReasonEndpointNotAllowed, st.Reason + ": " + st.Message
 			})
 			if !strings.Contains(st.Message, c.want) {
 				t.Errorf("StorageReady message %q does not name %s", st.Message, c.want)

@@ -55,7 +55,7 @@ func (r *PodReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.R
 
 	spec, err := sessionSpecFor(pod)
 	if err != nil {
-		r.Recorder.Eventf(pod, nil, corev1.EventTypeWarning, "InvalidAnnotation", "CreateSession", "%v", err)
+		r.Recorder.Eventf(pod, nil, corev1.EventTypeWarning, compactionv1alpha1.ReasonInvalidAnnotation, "CreateSession", "%v", err)
 		return ctrl.Result{}, nil // fixed by editing the pod, which triggers a new reconcile
 	}
 
@@ -75,7 +75,7 @@ func (r *PodReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.R
 		if err := r.Create(ctx, &s); err != nil {
 			return ctrl.Result{}, fmt.Errorf("create AgentSession: %w", err)
 		}
-		r.Recorder.Eventf(pod, &s, corev1.EventTypeNormal, "SessionCreated", "CreateSession",
+		r.Recorder.Eventf(pod, &s, corev1.EventTypeNormal, compactionv1alpha1.ReasonSessionCreated, "CreateSession",
 			"Created AgentSession %s with %s %s", s.Name, spec.PolicyRef.Kind, spec.PolicyRef.Name)
 		return ctrl.Result{}, nil
 	case err != nil:
@@ -83,7 +83,7 @@ func (r *PodReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.R
 	}
 
 	if !metav1.IsControlledBy(&s, pod) {
-		r.Recorder.Eventf(pod, &s, corev1.EventTypeWarning, "SessionNameTaken", "CreateSession",
+		r.Recorder.Eventf(pod, &s, corev1.EventTypeWarning, compactionv1alpha1.ReasonSessionNameTaken, "CreateSession",
 			"AgentSession %s exists and is not controlled by this pod; leaving it alone", s.Name)
 		return ctrl.Result{}, nil
 	}

@@ -19,16 +19,6 @@ import (
 	"github.com/harness9/compaction-operator/internal/policy"
 )
 
-// Policy condition reasons besides the storage ones.
-const (
-	ReasonReady              = "Ready"
-	ReasonStorageNotReady    = "StorageNotReady"
-	ReasonSummarizerNotReady = "SummarizerNotReady"
-	// ReasonInvalidNamespaceSelector: a ClusterCompactionPolicy's namespaceSelector does not
-	// parse (it then selects no namespace).
-	ReasonInvalidNamespaceSelector = "InvalidNamespaceSelector"
-)
-
 // Defaults for PolicyChecker's intervals.
 const (
 	DefaultProbeInterval = 5 * time.Minute
@@ -95,11 +85,11 @@ type probeResult struct {
 }
 
 // UpdateStatus fills status for the policy obj (p is the same object seen as a Policy) and
-// returns when to look again.
-func (c *PolicyChecker) UpdateStatus(ctx context.Context, obj client.Object, p *policy.Policy, status *compactionv1alpha1.CompactionPolicyStatus) (time.Duration, error) {
+// returns when to look again, and the events to emit once the status is written.
+func (c *PolicyChecker) UpdateStatus(ctx context.Context, obj client.Object, p *policy.Policy, status *compactionv1alpha1.CompactionPolicyStatus) (time.Duration, pendingEvents, error) {
 	var sessions compactionv1alpha1.AgentSessionList
 	if err := c.Client.List(ctx, &sessions, client.MatchingFields{sessionPolicyIndex: p.Key()}, client.UnsafeDisableDeepCopy); err != nil {
-		return 0, fmt.Errorf("list sessions of %s: %w", p.Key(), err)
+		return 0, nil, fmt.Errorf("list sessions of %s: %w", p.Key(), err)
 	}
 	status.Sessions = int32(min(len(sessions.Items), 1<<31-1)) //nolint:gosec // bounded above
 
@@ -112,7 +102,7 @@ func (c *PolicyChecker) UpdateStatus(ctx context.Context, obj client.Object, p *
 			Reason: storageReason(err), Message: err.Error(),
 		}}
 	} else if probe, err = c.probe(ctx, obj.GetUID(), p); err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	storage := probe.storage
 	storage.ObservedGeneration = p.Generation
@@ -124,7 +114,7 @@ func (c *PolicyChecker) UpdateStatus(ctx context.Context, obj client.Object, p *
 	}
 	ready := metav1.Condition{
 		Type: compactionv1alpha1.ConditionReady, Status: metav1.ConditionTrue,
-		Reason: ReasonReady, Message: "storage is reachable; sessions can use this policy",
+		Reason: compactionv1alpha1.ReasonReady, Message: "storage is reachable; sessions can use this policy",
 		ObservedGeneration: p.Generation,
 	}
 	_, selErr := p.Selector()
@@ -132,21 +122,22 @@ func (c *PolicyChecker) UpdateStatus(ctx context.Context, obj client.Object, p *
 	case probe.refused != nil:
 		ready.Status, ready.Reason, ready.Message = metav1.ConditionFalse, storage.Reason, storage.Message
 	case selErr != nil:
-		ready.Status, ready.Reason, ready.Message = metav1.ConditionFalse, ReasonInvalidNamespaceSelector, selErr.Error()
+		ready.Status, ready.Reason, ready.Message = metav1.ConditionFalse, compactionv1alpha1.ReasonInvalidNamespaceSelector, selErr.Error()
 	case storage.Status != metav1.ConditionTrue:
-		ready.Status, ready.Reason, ready.Message = metav1.ConditionFalse, ReasonStorageNotReady, storage.Message
+		ready.Status, ready.Reason, ready.Message = metav1.ConditionFalse, compactionv1alpha1.ReasonStorageNotReady, storage.Message
 	case probe.summarizer != nil:
-		ready.Status, ready.Reason, ready.Message = metav1.ConditionFalse, ReasonSummarizerNotReady, probe.summarizer.Error()
+		ready.Status, ready.Reason, ready.Message = metav1.ConditionFalse, compactionv1alpha1.ReasonSummarizerNotReady, probe.summarizer.Error()
 	}
 	meta.SetStatusCondition(&status.Conditions, ready)
 	status.ObservedGeneration = p.Generation
 
 	isReady := ready.Status == metav1.ConditionTrue
+	var events pendingEvents
 	switch {
 	case isReady && prevReady.Status != metav1.ConditionTrue:
-		c.Recorder.Eventf(obj, nil, corev1.EventTypeNormal, "PolicyReady", "Probe", "Storage s3://%s is reachable", p.Spec.Storage.S3.Bucket)
+		events.add(corev1.EventTypeNormal, compactionv1alpha1.ReasonPolicyReady, "Probe", "Storage s3://%s is reachable", p.Spec.Storage.S3.Bucket)
 	case !isReady && (prevReady.Reason != ready.Reason || prevReady.Message != ready.Message):
-		c.Recorder.Eventf(obj, nil, corev1.EventTypeWarning, ready.Reason, "Probe", "%s", ready.Message)
+		events.add(corev1.EventTypeWarning, ready.Reason, "Probe", "%s", ready.Message)
 	}
 	next := c.retryInterval()
 	if isReady {
@@ -155,7 +146,7 @@ func (c *PolicyChecker) UpdateStatus(ctx context.Context, obj client.Object, p *
 	if len(p.SecretKeys(c.ClusterResourceNamespace)) > 0 {
 		next = min(next, c.secretRecheckInterval())
 	}
-	return next, nil
+	return next, events, nil
 }
 
 func (c *PolicyChecker) secretRecheckInterval() time.Duration {
@@ -256,7 +247,7 @@ func (c *PolicyChecker) probeStorage(ctx context.Context, p *policy.Policy) meta
 	}
 	store, err := c.Stores.Get(ctx, cfg)
 	if err != nil {
-		cond.Reason, cond.Message = ReasonInvalidStorage, err.Error()
+		cond.Reason, cond.Message = compactionv1alpha1.ReasonInvalidStorageConfig, err.Error()
 		return cond
 	}
 	pctx, cancel := context.WithTimeout(ctx, storageProbeTimeout)
@@ -265,7 +256,7 @@ func (c *PolicyChecker) probeStorage(ctx context.Context, p *policy.Policy) meta
 		cond.Reason, cond.Message = storageReason(err), err.Error()
 		return cond
 	}
-	cond.Status, cond.Reason = metav1.ConditionTrue, ReasonStorageReachable
+	cond.Status, cond.Reason = metav1.ConditionTrue, compactionv1alpha1.ReasonReachable
 	cond.Message = fmt.Sprintf("bucket %s at %s is reachable", loc.Bucket, loc.Endpoint)
 	return cond
 }

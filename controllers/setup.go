@@ -81,8 +81,8 @@ func Setup(ctx context.Context, mgr ctrl.Manager, cfg Config) error {
 		name  string
 		setup func(ctrl.Manager) error
 	}{
-		{"CompactionPolicy", (&CompactionPolicyReconciler{Client: mgr.GetClient(), Checker: checker}).SetupWithManager},
-		{"ClusterCompactionPolicy", (&ClusterCompactionPolicyReconciler{Client: mgr.GetClient(), Checker: checker}).SetupWithManager},
+		{"CompactionPolicy", NewCompactionPolicyReconciler(mgr.GetClient(), checker).SetupWithManager},
+		{"ClusterCompactionPolicy", NewClusterCompactionPolicyReconciler(mgr.GetClient(), checker).SetupWithManager},
 		{"AgentSession", (&AgentSessionReconciler{
 			Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Secrets: secrets, Stores: stores, Recorder: rec,
 			ClusterResourceNamespace: cfg.ClusterResourceNamespace, RetryMaxDelay: cfg.RetryMaxDelay,

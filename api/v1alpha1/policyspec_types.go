@@ -20,16 +20,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// Condition types set on CompactionPolicy, ClusterCompactionPolicy and AgentSession.
-const (
-	// ConditionReady is the summary condition: the object is usable.
-	ConditionReady = "Ready"
-	// ConditionStorageReady reports whether the S3 storage is reachable with the credentials.
-	ConditionStorageReady = "StorageReady"
-	// ConditionPolicyResolved reports whether an AgentSession's policyRef points at a policy.
-	ConditionPolicyResolved = "PolicyResolved"
-)
-
 // CompactionPolicySpec is the compaction configuration shared by CompactionPolicy and
 // ClusterCompactionPolicy.
 type CompactionPolicySpec struct {

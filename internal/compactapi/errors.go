@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 
+	compactionv1alpha1 "github.com/harness9/compaction-operator/api/v1alpha1"
 	wire "github.com/harness9/compaction-operator/compaction/client"
 )
 
@@ -25,8 +26,8 @@ const (
 	ReasonTooManyRequests  = wire.ReasonTooManyRequests
 	ReasonToolResultExists = wire.ReasonToolResultExists
 	// ReasonNamespaceNotAllowed (403): the session's ClusterCompactionPolicy does not select
-	// its namespace (spec.namespaceSelector).
-	ReasonNamespaceNotAllowed = "NamespaceNotAllowed"
+	// its namespace (spec.namespaceSelector); the session's condition reason, too.
+	ReasonNamespaceNotAllowed = compactionv1alpha1.ReasonNamespaceNotAllowed
 )
 
 func writeError(w http.ResponseWriter, code int, reason, msg string) {

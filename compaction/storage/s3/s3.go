@@ -29,8 +29,17 @@ import (
 	"github.com/harness9/compaction-operator/compaction"
 )
 
-// ErrBucketNotFound is returned by Ping and EnsureBucket when the bucket does not exist.
-var ErrBucketNotFound = errors.New("bucket does not exist")
+// What went wrong, for callers that act on it (a condition reason, say) without knowing S3's
+// error codes: the store's errors wrap these; test with errors.Is. An error answer of the
+// endpoint is also a *ResponseError.
+var (
+	// ErrBucketNotFound: the bucket does not exist (Ping and EnsureBucket without create, or
+	// any request answered NoSuchBucket).
+	ErrBucketNotFound = errors.New("bucket does not exist")
+	// ErrAccessDenied: the endpoint refused the credentials (unknown key, wrong secret,
+	// expired or invalid token) or what they were used for.
+	ErrAccessDenied = errors.New("access denied")
+)
 
 // Config says where the store lives and how to reach it.
 type Config struct {
@@ -538,6 +547,21 @@ func (e *ResponseError) Error() string {
 
 // Unwrap returns the minio.ErrorResponse, Message cleared.
 func (e *ResponseError) Unwrap() error { return e.resp }
+
+// Is reports whether the answer's S3 error code means target (ErrAccessDenied,
+// ErrBucketNotFound).
+func (e *ResponseError) Is(target error) bool {
+	switch target {
+	case ErrAccessDenied:
+		switch e.Code {
+		case "AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch", "InvalidToken", "ExpiredToken":
+			return true
+		}
+	case ErrBucketNotFound:
+		return e.Code == minio.NoSuchBucket
+	}
+	return false
+}
 
 func validate(op, sessionID string) error {
 	if err := compaction.ValidateSessionID(sessionID); err != nil {
