@@ -175,6 +175,12 @@ func run(n, agents, maxTurns int, window int32, transcript string, think time.Du
 		}
 		close(collected)
 	}()
+	storage := &scraper{url: env.MinIO.URL() + "/minio/v2/metrics/cluster"}
+	time.Sleep(minioMetricsCache)
+	s3Before, err := storage.scrape(ctx)
+	if err != nil {
+		return err
+	}
 	cpu1 := cpuSeconds(env.Manager().Pid())
 	start = time.Now()
 	var wg sync.WaitGroup
@@ -201,8 +207,15 @@ func run(n, agents, maxTurns int, window int32, transcript string, think time.Du
 	if err != nil {
 		return err
 	}
-	report(all, elapsed, agents, cpuSeconds(env.Manager().Pid())-cpu1, rss(env.Manager().Pid(), "VmHWM:"))
+	cpu := cpuSeconds(env.Manager().Pid()) - cpu1
+	time.Sleep(minioMetricsCache)
+	s3After, err := storage.scrape(ctx)
+	if err != nil {
+		return err
+	}
+	report(all, elapsed, agents, cpu, rss(env.Manager().Pid(), "VmHWM:"))
 	reportStatusWrites(afterRun.sub(afterReady))
+	reportStorage(s3After.sub(s3Before), all, cpu)
 	return nil
 }
 
@@ -253,6 +266,32 @@ func reportStatusWrites(m samples) {
 		written, m.get(`compaction_api_status_writes_total{result="unchanged"}`), m.get(`compaction_api_status_writes_total{result="failed"}`),
 		written/max(turns, 1), turns, written/max(compactions, 1), compactions)
 	fmt.Printf("manager requests to kube-apiserver during the run: %s\n", m.byLabel("rest_client_requests_total", "method", 1))
+}
+
+// minioMetricsCache is longer than MinIO caches its cluster metrics (10 s): a scrape after it
+// counts every request before it.
+const minioMetricsCache = 11 * time.Second
+
+// reportStorage prints the S3 requests MinIO served during the run (minio_s3_requests_total
+// by API) per turn and per request, and the manager's CPU per request.
+func reportStorage(m samples, all []sample, cpu float64) {
+	turns, none := 0, 0
+	for _, s := range all {
+		switch s.kind {
+		case "hook":
+		case "None":
+			none++
+			turns++
+		default:
+			turns++
+		}
+	}
+	requests := len(all)
+	total := m.sum("minio_s3_requests_total")
+	fmt.Printf("manager CPU per API request: %.3f ms (%d requests: %d turns, %d of them None, %d hook offloads)\n",
+		cpu*1000/float64(max(requests, 1)), requests, turns, none, requests-turns)
+	fmt.Printf("S3 requests: %.0f, %.2f per API request, %.2f per turn (hooks included); by API: %s\n",
+		total, total/float64(max(requests, 1)), total/float64(max(turns, 1)), m.byLabel("minio_s3_requests_total", "api", 1))
 }
 
 func agent(ctx context.Context, api *compactclient.Client, name string, history []compaction.Message, maxTurns int, think time.Duration, out chan<- sample) error {
