@@ -27,6 +27,9 @@ const (
 	// ReasonInvalidNamespaceSelector: a ClusterCompactionPolicy's namespaceSelector does not
 	// parse (it then selects no namespace).
 	ReasonInvalidNamespaceSelector = "InvalidNamespaceSelector"
+	// ReasonInvalidEngineConfig: the compaction engine refuses the configuration the policy
+	// makes (policy.EngineConfig), so its sessions could not compact.
+	ReasonInvalidEngineConfig = "InvalidEngineConfig"
 )
 
 // Defaults for PolicyChecker's intervals.
@@ -128,11 +131,16 @@ func (c *PolicyChecker) UpdateStatus(ctx context.Context, obj client.Object, p *
 		ObservedGeneration: p.Generation,
 	}
 	_, selErr := p.Selector()
+	// Checked with the policy's own window; a session's contextWindow override has the same
+	// bounds in its CRD.
+	_, engineErr := policy.EngineConfig(p.Spec, nil)
 	switch {
 	case probe.refused != nil:
 		ready.Status, ready.Reason, ready.Message = metav1.ConditionFalse, storage.Reason, storage.Message
 	case selErr != nil:
 		ready.Status, ready.Reason, ready.Message = metav1.ConditionFalse, ReasonInvalidNamespaceSelector, selErr.Error()
+	case engineErr != nil:
+		ready.Status, ready.Reason, ready.Message = metav1.ConditionFalse, ReasonInvalidEngineConfig, engineErr.Error()
 	case storage.Status != metav1.ConditionTrue:
 		ready.Status, ready.Reason, ready.Message = metav1.ConditionFalse, ReasonStorageNotReady, storage.Message
 	case probe.summarizer != nil:

@@ -356,7 +356,8 @@ const writeGrace = 30 * time.Second
 
 // route wraps a handler with the request deadline, authentication and authorization, the
 // media type of a POST body, the session lookup, reading and parsing the body, per-session
-// serialization (for writes) and metrics. The body is read and parsed before the session's
+// serialization and the policy's engine configuration and summarizer (for the routes that
+// change the session: serialize) and metrics. The body is read and parsed before the session's
 // lock is taken: a slow or stalled upload, or a malformed body, never holds up the session's
 // other requests. parse is nil for routes without a body.
 func route[Req any](s *Server, name, verb, subresource string, serialize bool,
@@ -411,7 +412,7 @@ func route[Req any](s *Server, name, verb, subresource string, serialize bool,
 			return
 		}
 		defer share.release()
-		sess, err := s.lookup(ctx, ns, sessionName)
+		sess, err := s.lookup(ctx, ns, sessionName, serialize)
 		if err != nil {
 			s.fail(rw, log, err)
 			return
