@@ -20,6 +20,7 @@ import (
 
 	"github.com/go-logr/logr"
 	lru "github.com/hashicorp/golang-lru/v2"
+	"github.com/hashicorp/golang-lru/v2/expirable"
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
@@ -132,6 +133,8 @@ type Server struct {
 	// calibrates the session's estimate. Bounded; a session served elsewhere just skips a
 	// calibration sample.
 	lastViews *lru.Cache[string, int]
+	// engines are the sessions' compactors on this replica, by session UID (see engine).
+	engines *expirable.LRU[string, *engine]
 	// serving is set once the listener is bound, for the readiness probe.
 	serving atomic.Bool
 
@@ -213,6 +216,7 @@ func New(mgr ctrl.Manager, cfg Config, stores *policy.Stores, reg prometheus.Reg
 		status:    newStatusBatcher(),
 		inflight:  newBudget(cfg.MaxInflightBytes, m.Inflight),
 		lastViews: lastViews,
+		engines:   newEngines(),
 	}, nil
 }
 

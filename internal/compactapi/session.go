@@ -26,8 +26,12 @@ type session struct {
 	obj   *compactionv1alpha1.AgentSession
 	id    string
 	store *s3.Store
-	// Set for the routes that change the session only.
+	// Set for the routes that change the session only: the engine configuration and the
+	// summarizer's (sumCfg, when sumOpenAI; else the extractive one). summarizer, when set,
+	// is used instead (tests).
 	cfg        compaction.Config
+	sumCfg     openai.Config
+	sumOpenAI  bool
 	summarizer compaction.Summarizer
 	// anchorsInStatus: the policy asks for the anchors in status (conversation content,
 	// readable by anyone who may get the session).
@@ -139,11 +143,12 @@ func (s *Server) resolveEngine(ctx context.Context, sess *session, p *policy.Pol
 	if err != nil {
 		return &apiError{http.StatusConflict, ReasonSessionNotReady, fmt.Sprintf("AgentSession %s/%s is not Ready: %v", obj.Namespace, obj.Name, err)}
 	}
-	sum, err := s.summarizerFor(ctx, p)
+	// The summarizer itself is built with the session's engine (engineFor), once per engine.
+	sumCfg, ok, err := p.OpenAIConfig(ctx, s.secrets, s.cfg.ClusterResourceNamespace)
 	if err != nil {
 		return &apiError{http.StatusServiceUnavailable, ReasonSessionNotReady, err.Error()}
 	}
-	sess.cfg, sess.summarizer = cfg, sum
+	sess.cfg, sess.sumCfg, sess.sumOpenAI = cfg, sumCfg, ok
 	sess.anchorsInStatus = p.Spec.AnchorsInStatus == compactionv1alpha1.AnchorsInclude
 	return nil
 }
@@ -164,7 +169,12 @@ func (s *Server) summarizerFor(ctx context.Context, p *policy.Policy) (compactio
 	if err != nil {
 		return nil, err
 	}
-	if !ok {
+	return s.newSummarizer(cfg, ok)
+}
+
+// newSummarizer is the OpenAI summarizer of cfg when openAI, else the extractive one.
+func (s *Server) newSummarizer(cfg openai.Config, openAI bool) (compaction.Summarizer, error) {
+	if !openAI {
 		return s.timed(compaction.ExtractiveSummarizer{}), nil
 	}
 	cfg.HTTPClient = s.llm
