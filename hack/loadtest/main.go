@@ -14,7 +14,9 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"math/rand/v2"
+	"net/http"
 	"os"
 	"path/filepath"
 	"sort"
@@ -45,12 +47,14 @@ func main() {
 	turns := flag.Int("turns", 60, "assistant turns each agent replays (0: the whole transcript)")
 	window := flag.Int("window", 8000, "the policy's context window")
 	transcript := flag.String("transcript", "testdata/long-session.jsonl", "agent transcript (JSONL)")
+	managerBin := flag.String("manager", "", "the manager binary (default bin/manager)")
+	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the manager, taken over the first 30 s of the agents' run, to this file")
 	think := flag.Duration("think", 0, "mean pause of an agent before each turn, standing for its LLM call (uniform in [0.5, 1.5] x think); 0: closed loop, as fast as answered")
 	flag.Parse()
 	if *agents < 0 || *agents > *sessions {
 		*agents = *sessions
 	}
-	if err := run(*sessions, *agents, *turns, int32(*window), *transcript, *think); err != nil { //nolint:gosec // flag value, bounded by the CRD
+	if err := run(*sessions, *agents, *turns, int32(*window), *transcript, *think, *managerBin, *cpuProfile); err != nil { //nolint:gosec // flag value, bounded by the CRD
 		fmt.Fprintln(os.Stderr, "loadtest:", err)
 		os.Exit(1)
 	}
@@ -64,7 +68,7 @@ type sample struct {
 	d    time.Duration
 }
 
-func run(n, agents, maxTurns int, window int32, transcript string, think time.Duration) error {
+func run(n, agents, maxTurns int, window int32, transcript string, think time.Duration, managerBin, cpuProfile string) error {
 	ctx := context.Background()
 	root, err := os.Getwd()
 	if err != nil {
@@ -79,13 +83,16 @@ func run(n, agents, maxTurns int, window int32, transcript string, think time.Du
 		return err
 	}
 	defer func() { _ = os.RemoveAll(dir) }()
-	ports, err := proc.FreeLoopbackPorts(1)
+	ports, err := proc.FreeLoopbackPorts(2)
 	if err != nil {
 		return err
 	}
 	metrics := &scraper{url: "http://" + ports[0] + "/metrics"}
-	env, err := devenv.Start(ctx, devenv.Options{Root: root, Dir: dir,
-		ManagerArgs: []string{"--metrics-bind-address", ports[0], "--metrics-secure=false"}})
+	args := []string{"--metrics-bind-address", ports[0], "--metrics-secure=false"}
+	if cpuProfile != "" {
+		args = append(args, "--pprof-bind-address", ports[1])
+	}
+	env, err := devenv.Start(ctx, devenv.Options{Root: root, Dir: dir, ManagerBin: managerBin, ManagerArgs: args})
 	if err != nil {
 		return err
 	}
@@ -162,10 +169,6 @@ func run(n, agents, maxTurns int, window int32, transcript string, think time.Du
 	if err != nil {
 		return err
 	}
-	api, err := compactclient.New(env.APIURL, compactclient.WithToken(string(token)), compactclient.WithCAFile(env.CAFile))
-	if err != nil {
-		return err
-	}
 	samples := make(chan sample, 4096)
 	var all []sample
 	collected := make(chan struct{})
@@ -181,6 +184,12 @@ func run(n, agents, maxTurns int, window int32, transcript string, think time.Du
 	if err != nil {
 		return err
 	}
+	profiled := make(chan error, 1)
+	if cpuProfile != "" {
+		go func() { profiled <- saveProfile(ctx, "http://"+ports[1]+"/debug/pprof/profile?seconds=30", cpuProfile) }()
+	} else {
+		profiled <- nil
+	}
 	cpu1 := cpuSeconds(env.Manager().Pid())
 	start = time.Now()
 	var wg sync.WaitGroup
@@ -189,6 +198,13 @@ func run(n, agents, maxTurns int, window int32, transcript string, think time.Du
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			// A client each, as each agent pod has its own: one shared client would keep two
+			// idle connections and make the others do a TLS handshake per request.
+			api, err := compactclient.New(env.APIURL, compactclient.WithToken(string(token)), compactclient.WithCAFile(env.CAFile))
+			if err != nil {
+				errs <- err
+				return
+			}
 			if err := agent(ctx, api, fmt.Sprintf("agent-%04d", i), history, maxTurns, think, samples); err != nil {
 				errs <- err
 			}
@@ -200,6 +216,9 @@ func run(n, agents, maxTurns int, window int32, transcript string, think time.Du
 	<-collected
 	close(errs)
 	for err := range errs {
+		return err
+	}
+	if err := <-profiled; err != nil {
 		return err
 	}
 	time.Sleep(2 * time.Second) // the status writer's last flush
@@ -266,6 +285,24 @@ func reportStatusWrites(m samples) {
 		written, m.get(`compaction_api_status_writes_total{result="unchanged"}`), m.get(`compaction_api_status_writes_total{result="failed"}`),
 		written/max(turns, 1), turns, written/max(compactions, 1), compactions)
 	fmt.Printf("manager requests to kube-apiserver during the run: %s\n", m.byLabel("rest_client_requests_total", "method", 1))
+}
+
+// saveProfile fetches a pprof profile from url into path.
+func saveProfile(ctx context.Context, url, path string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("CPU profile: %w", err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("CPU profile: %s, %v", resp.Status, err)
+	}
+	return os.WriteFile(path, data, 0o600)
 }
 
 // minioMetricsCache is longer than MinIO caches its cluster metrics (10 s): a scrape after it
