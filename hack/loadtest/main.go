@@ -63,8 +63,11 @@ func main() {
 // ns holds the load test's objects.
 const ns = "default"
 
+// hookKind is the kind of the samples of offload-hook calls.
+const hookKind = "hook"
+
 type sample struct {
-	kind string // "hook" or the tier
+	kind string // hookKind or the tier
 	d    time.Duration
 }
 
@@ -315,7 +318,7 @@ func reportStorage(m samples, all []sample, cpu float64) {
 	turns, none := 0, 0
 	for _, s := range all {
 		switch s.kind {
-		case "hook":
+		case hookKind:
 		case "None":
 			none++
 			turns++
@@ -345,7 +348,7 @@ func agent(ctx context.Context, api *compactclient.Client, name string, history 
 			if err != nil {
 				return fmt.Errorf("%s: offload: %w", name, err)
 			}
-			out <- sample{"hook", time.Since(t0)}
+			out <- sample{hookKind, time.Since(t0)}
 			live = append(live, off.Message)
 			continue
 		case compaction.RoleAssistant:
@@ -375,15 +378,15 @@ func report(all []sample, elapsed time.Duration, n int, cpu float64, rss int64) 
 	turns := 0
 	for _, s := range all {
 		by[s.kind] = append(by[s.kind], s.d)
-		if s.kind != "hook" {
+		if s.kind != hookKind {
 			turns++
 		}
 	}
 	fmt.Printf("%d agents, %d turns and %d hook offloads in %s: %.1f turns/s; manager CPU %.1fs (%.2f cores), peak RSS %d MiB\n",
-		n, turns, len(by["hook"]), elapsed.Round(time.Millisecond), float64(turns)/elapsed.Seconds(), cpu, cpu/elapsed.Seconds(), rss>>20)
+		n, turns, len(by[hookKind]), elapsed.Round(time.Millisecond), float64(turns)/elapsed.Seconds(), cpu, cpu/elapsed.Seconds(), rss>>20)
 	fmt.Println("| request | count | p50 | p90 | p99 | max |")
 	fmt.Println("|---|---|---|---|---|---|")
-	for _, k := range []string{"None", "Warn", "Soft", "Full", "Emergency", "hook"} {
+	for _, k := range []string{"None", "Warn", "Soft", "Full", "Emergency", hookKind} {
 		d := by[k]
 		if len(d) == 0 {
 			continue
