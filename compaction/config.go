@@ -41,7 +41,8 @@ type Config struct {
 	// HookThreshold: the OffloadHook offloads results longer than this at source, before
 	// they enter the history. Default 10000.
 	HookThreshold int
-	// PreviewLines is how many leading lines of an offloaded result stay in context. Default 10.
+	// PreviewLines is how many leading lines of an offloaded result stay in context. Default
+	// 10; NoPreviewLines keeps none (0 takes the default, as for every field).
 	PreviewLines int
 	// MinTailMessages is the number of most recent messages always kept verbatim. Default 6.
 	MinTailMessages int
@@ -84,6 +85,10 @@ func (r PinRule) valid() bool {
 	}
 	return false
 }
+
+// NoPreviewLines as Config.PreviewLines keeps no line of an offloaded result in its
+// placeholder: only its size and how to read it back.
+const NoPreviewLines = -1
 
 // maxSummarizerCallsPerHour bounds SummarizerCallsPerHour, and so the call times a state keeps.
 const maxSummarizerCallsPerHour = 3600
@@ -203,8 +208,8 @@ func (c Config) Validate() error {
 	if c.HookThreshold < 1 {
 		errs = append(errs, fieldErrorf("HookThreshold", "hook threshold %d must be positive", c.HookThreshold))
 	}
-	if c.PreviewLines < 0 || c.PreviewLines > 1000 {
-		errs = append(errs, fieldErrorf("PreviewLines", "preview lines %d must be between 0 and 1000", c.PreviewLines))
+	if c.PreviewLines < NoPreviewLines || c.PreviewLines > 1000 {
+		errs = append(errs, fieldErrorf("PreviewLines", "preview lines %d must be between 0 and 1000 (or NoPreviewLines)", c.PreviewLines))
 	}
 	if c.MinTailMessages < 1 {
 		errs = append(errs, fieldErrorf("MinTailMessages", "min tail messages %d must be at least 1", c.MinTailMessages))

@@ -128,7 +128,7 @@ func (m *Message) UnmarshalJSON(data []byte) error {
 	*m = Message{}
 	if v, ok := raw["role"]; ok {
 		var s string
-		if err := json.Unmarshal(v, &s); err != nil {
+		if err := unmarshalString(v, &s); err != nil {
 			return fmt.Errorf("role: %w", err)
 		}
 		m.Role = Role(s)
@@ -140,7 +140,7 @@ func (m *Message) UnmarshalJSON(data []byte) error {
 		case len(t) > 0 && t[0] == '[':
 			m.ContentParts = append(json.RawMessage(nil), t...)
 		default:
-			if err := json.Unmarshal(v, &m.Content); err != nil {
+			if err := unmarshalString(v, &m.Content); err != nil {
 				return fmt.Errorf("content must be a string, an array of parts or null: %w", err)
 			}
 		}
@@ -151,12 +151,12 @@ func (m *Message) UnmarshalJSON(data []byte) error {
 		}
 	}
 	if v, ok := raw["tool_call_id"]; ok && !bytes.Equal(bytes.TrimSpace(v), []byte("null")) {
-		if err := json.Unmarshal(v, &m.ToolCallID); err != nil {
+		if err := unmarshalString(v, &m.ToolCallID); err != nil {
 			return fmt.Errorf("tool_call_id: %w", err)
 		}
 	}
 	if v, ok := raw["name"]; ok && !bytes.Equal(bytes.TrimSpace(v), []byte("null")) {
-		if err := json.Unmarshal(v, &m.Name); err != nil {
+		if err := unmarshalString(v, &m.Name); err != nil {
 			return fmt.Errorf("name: %w", err)
 		}
 	}
@@ -266,4 +266,15 @@ func marshalNoEscape(v any) ([]byte, error) {
 		return nil, err
 	}
 	return bytes.TrimRight(buf.Bytes(), "\n"), nil
+}
+
+// unmarshalString decodes a JSON value that should be a string. v comes from a document
+// already parsed as valid JSON: a string without escapes is its bytes between the quotes,
+// taken without scanning them again (the content of messages is most of a request body).
+func unmarshalString(v json.RawMessage, dst *string) error {
+	if n := len(v); n >= 2 && v[0] == '"' && v[n-1] == '"' && bytes.IndexByte(v[1:n-1], '\\') < 0 {
+		*dst = string(v[1 : n-1])
+		return nil
+	}
+	return json.Unmarshal(v, dst)
 }

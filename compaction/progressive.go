@@ -47,9 +47,15 @@ type ProgressiveCompactor struct {
 	log        logr.Logger
 	now        func() time.Time
 
+	// revalidate: every call starts from the stored state (WithStateRevalidation).
+	revalidate bool
+
 	mu          sync.Mutex
 	state       *State
 	stateLoaded bool
+	// stored is the state as last loaded or saved, with its version (revalidate only): each
+	// call works on a copy of it while the store says it is current.
+	stored *State
 	// lastViewTokens is the estimate of the view returned last: the prompt the caller's next
 	// reported promptTokens measured (0 when unknown, such as after a restart).
 	lastViewTokens int
@@ -110,6 +116,13 @@ func WithClock(now func() time.Time) Option { return func(c *ProgressiveCompacto
 func WithLastViewTokens(n int) Option {
 	return func(c *ProgressiveCompactor) { c.lastViewTokens = max(n, 0) }
 }
+
+// WithStateRevalidation is for a compactor kept between the requests of a session that other
+// processes (replicas) serve too: every call starts from the stored state, as a compactor
+// built for one request would, but reads it again only when the store says it changed (one
+// conditional request when the store is a StateRevalidator, else a full read). What a call
+// changes and does not save is never carried into the next one.
+func WithStateRevalidation() Option { return func(c *ProgressiveCompactor) { c.revalidate = true } }
 
 // NewProgressiveCompactor returns a compactor for one session. Zero fields of cfg take the
 // spec's defaults.
@@ -678,8 +691,12 @@ func (c *ProgressiveCompactor) offload(ctx context.Context, msgs []Message, rec 
 	return c.offloader.OffloadMessages(ctx, msgs, rec)
 }
 
-// loadState reads the persisted state once; a missing state is an empty one.
+// loadState reads the persisted state once (on every call with revalidate); a missing state
+// is an empty one.
 func (c *ProgressiveCompactor) loadState(ctx context.Context) error {
+	if c.revalidate && c.states != nil {
+		return c.refreshState(ctx)
+	}
 	if c.stateLoaded {
 		return nil
 	}
@@ -707,6 +724,48 @@ func (c *ProgressiveCompactor) loadState(ctx context.Context) error {
 	return nil
 }
 
+// refreshState starts a call from the stored state: the copy kept from the last call while
+// the store says it is current, else the stored state read again. The offloader starts from
+// the state's offloads, as a new compactor's would.
+func (c *ProgressiveCompactor) refreshState(ctx context.Context) error {
+	var st *State
+	var err error
+	rv, ok := c.states.(StateRevalidator)
+	if ok && c.stored != nil && c.stored.Version != "" {
+		st, err = rv.LoadStateIfChanged(ctx, c.sessionID, c.stored.Version)
+		if err == nil && st == nil {
+			st = c.stored
+		}
+	} else {
+		st, err = c.states.LoadState(ctx, c.sessionID)
+	}
+	if errors.Is(err, ErrNotFound) {
+		st, err = &State{}, nil
+	}
+	if err != nil {
+		c.stored, c.state, c.stateLoaded = nil, &State{}, false
+		c.resetOffloader(nil)
+		return err
+	}
+	if st != c.stored {
+		st.Calibration = clampCalibration(st.Calibration)
+		c.stored = st
+	}
+	c.state, c.stateLoaded = c.stored.clone(), true
+	c.savedCalibration = c.stored.Calibration
+	c.resetOffloader(c.stored.Offloaded)
+	return nil
+}
+
+// resetOffloader gives the compactor a new offloader that knows entries.
+func (c *ProgressiveCompactor) resetOffloader(entries map[string]OffloadEntry) {
+	if c.store == nil {
+		return
+	}
+	c.offloader = NewOffloader(c.store, c.sessionID, c.cfg.OffloadThreshold, c.cfg.PreviewLines)
+	c.offloader.Seed(entries)
+}
+
 // saveState persists the state. A failure fails open (the record says so), except a
 // conflict: another compaction saved first, so this one's merge must not overwrite it. The
 // in-memory state is then dropped, to be reloaded by the next call, and ErrStateConflict
@@ -719,10 +778,13 @@ func (c *ProgressiveCompactor) saveState(ctx context.Context, rec *CompactionRec
 	err := c.states.SaveState(ctx, c.sessionID, c.state)
 	if err == nil {
 		c.savedCalibration = c.state.Calibration
+		if c.revalidate {
+			c.stored = c.state.clone()
+		}
 	}
 	switch {
 	case errors.Is(err, ErrConflict):
-		c.state, c.stateLoaded = &State{}, false
+		c.state, c.stateLoaded, c.stored = &State{}, false, nil
 		return fmt.Errorf("%w: %v", ErrStateConflict, err)
 	case err != nil:
 		rec.addError("state save: %v", err)

@@ -50,6 +50,15 @@ type StateStore interface {
 	SaveState(ctx context.Context, sessionID string, st *State) error
 }
 
+// StateRevalidator is a StateStore that can tell in one conditional request whether the
+// stored state is still the version a caller holds (an HTTP GET with If-None-Match), so a
+// compactor that keeps the state between calls need not read it again while it is current.
+type StateRevalidator interface {
+	// LoadStateIfChanged returns the stored state when its version is not version, and nil
+	// without an error while it still is. A missing state is an error wrapping ErrNotFound.
+	LoadStateIfChanged(ctx context.Context, sessionID, version string) (*State, error)
+}
+
 // Store is a complete backend: tool results, records, state, and session deletion.
 type Store interface {
 	ToolResultStore

@@ -118,11 +118,16 @@ func (c *PolicyChecker) UpdateStatus(ctx context.Context, obj client.Object, p *
 		ObservedGeneration: p.Generation,
 	}
 	_, selErr := p.Selector()
+	// Checked with the policy's own window; a session's contextWindow override has the same
+	// bounds in its CRD.
+	_, engineErr := policy.EngineConfig(p.Spec, nil)
 	switch {
 	case probe.refused != nil:
 		ready.Status, ready.Reason, ready.Message = metav1.ConditionFalse, storage.Reason, storage.Message
 	case selErr != nil:
 		ready.Status, ready.Reason, ready.Message = metav1.ConditionFalse, compactionv1alpha1.ReasonInvalidNamespaceSelector, selErr.Error()
+	case engineErr != nil:
+		ready.Status, ready.Reason, ready.Message = metav1.ConditionFalse, compactionv1alpha1.ReasonInvalidEngineConfig, engineErr.Error()
 	case storage.Status != metav1.ConditionTrue:
 		ready.Status, ready.Reason, ready.Message = metav1.ConditionFalse, compactionv1alpha1.ReasonStorageNotReady, storage.Message
 	case probe.summarizer != nil:

@@ -2,11 +2,17 @@ package controllers
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	compactionv1alpha1 "github.com/harness9/compaction-operator/api/v1alpha1"
 	"github.com/harness9/compaction-operator/internal/policy"
@@ -65,5 +71,32 @@ func TestFingerprintReusesARecentLook(t *testing.T) {
 	c.looks["uid"] = secretLook{fingerprint: c.looks["uid"].fingerprint, at: time.Now().Add(-time.Hour)}
 	if _, err := c.fingerprint(context.Background(), "uid", p); err != nil || api.gets != 3 {
 		t.Errorf("an old look: %d reads, %v; want the Secret read again", api.gets, err)
+	}
+}
+
+// TestInvalidEngineConfigIsNotReady: issue 15. A policy the engine would refuse is never
+// Ready, whatever its storage says. The CRD's rules are the engine's today, so such a policy
+// can only be one stored before a rule existed; it is built here directly.
+func TestInvalidEngineConfigIsNotReady(t *testing.T) {
+	scheme := runtime.NewScheme()
+	if err := compactionv1alpha1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	c := fake.NewClientBuilder().WithScheme(scheme).WithIndex(&compactionv1alpha1.AgentSession{}, sessionPolicyIndex, func(o client.Object) []string {
+		s := o.(*compactionv1alpha1.AgentSession)
+		return []string{policy.RefKey(s.Namespace, s.Spec.PolicyRef)}
+	}).Build()
+	checker := &PolicyChecker{Client: c, APIReader: &countingReader{}, Secrets: policy.NewSecretCache(&countingReader{}, 0),
+		Stores: &policy.Stores{}, Recorder: events.NewFakeRecorder(10)}
+	cp := &compactionv1alpha1.CompactionPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "p", UID: "uid", Generation: 3},
+		Spec: compactionv1alpha1.CompactionPolicySpec{ContextWindow: 100000,
+			Thresholds: compactionv1alpha1.Thresholds{WarnPercent: 60, SoftPercent: 55, FullPercent: 80, EmergencyPercent: 95, TargetPercent: 50, MinSavingPercent: 15},
+			Storage:    compactionv1alpha1.StorageSpec{S3: compactionv1alpha1.S3StorageSpec{Endpoint: "127.0.0.1:1", Bucket: "b", Insecure: true}}}}
+	if _, _, err := checker.UpdateStatus(context.Background(), cp, policy.FromNamespaced(cp), &cp.Status); err != nil {
+		t.Fatal(err)
+	}
+	ready := meta.FindStatusCondition(cp.Status.Conditions, compactionv1alpha1.ConditionReady)
+	if ready == nil || ready.Status != metav1.ConditionFalse || ready.Reason != compactionv1alpha1.ReasonInvalidEngineConfig || !strings.Contains(ready.Message, "soft threshold") {
+		t.Errorf("Ready = %+v, want False %s naming the soft threshold", ready, compactionv1alpha1.ReasonInvalidEngineConfig)
 	}
 }

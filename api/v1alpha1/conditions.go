@@ -42,6 +42,9 @@ const (
 	// ReasonInvalidNamespaceSelector: a ClusterCompactionPolicy's namespaceSelector does not
 	// parse (it then selects no namespace).
 	ReasonInvalidNamespaceSelector = "InvalidNamespaceSelector"
+	// ReasonInvalidEngineConfig: the compaction engine refuses the configuration the policy
+	// makes (a policy stored before a CRD rule existed), so its sessions could not compact.
+	ReasonInvalidEngineConfig = "InvalidEngineConfig"
 )
 
 // Reasons of StorageReady (and of Ready when storage is why it is False), shared by policies

@@ -175,7 +175,8 @@ type OffloadSpec struct {
 	// +kubebuilder:validation:Maximum=100000000
 	HookThresholdChars int32 `json:"hookThresholdChars,omitempty"`
 
-	// previewLines is the number of leading lines of an offloaded result kept in the context.
+	// previewLines is the number of leading lines of an offloaded result kept in the context;
+	// 0 keeps none (the placeholder then gives only the result's size and how to read it back).
 	// +optional
 	// +kubebuilder:default=10
 	// +kubebuilder:validation:Minimum=0

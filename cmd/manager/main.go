@@ -54,6 +54,7 @@ func main() {
 type options struct {
 	kubeconfig               string
 	metricsAddr              string
+	pprofAddr                string
 	metricsSecure            bool
 	probeAddr                string
 	leaderElect              bool
@@ -113,6 +114,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "path to a kubeconfig; default: $KUBECONFIG, the in-cluster config, then ~/.kube/config")
 	fs.StringVar(&o.metricsAddr, "metrics-bind-address", ":8443", "address of the metrics endpoint; \"0\" disables it")
 	fs.BoolVar(&o.metricsSecure, "metrics-secure", true, "serve metrics over HTTPS, for callers authenticated and authorized (TokenReview, SubjectAccessReview on GET /metrics); false serves plain HTTP without auth")
+	fs.StringVar(&o.pprofAddr, "pprof-bind-address", "", "address of Go's /debug/pprof endpoints (plain HTTP, no auth: for profiling on a development machine); empty disables them")
 	fs.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "address of the /healthz and /readyz endpoints")
 	fs.BoolVar(&o.leaderElect, "leader-elect", false, "elect one active controller replica with a Lease (needed when replicas > 1)")
 	fs.StringVar(&o.leaderElectionID, "leader-election-id", "compaction-operator.harness9.io", "name of the leader election Lease")
@@ -304,6 +306,7 @@ func runManager(ctx context.Context, o *options) error {
 		Scheme:                  scheme,
 		Metrics:                 metrics,
 		HealthProbeBindAddress:  o.probeAddr,
+		PprofBindAddress:        o.pprofAddr,
 		LeaderElection:          o.leaderElect,
 		LeaderElectionID:        o.leaderElectionID,
 		LeaderElectionNamespace: o.leaderElectionNamespace,

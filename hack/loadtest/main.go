@@ -14,7 +14,9 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"math/rand/v2"
+	"net/http"
 	"os"
 	"path/filepath"
 	"sort"
@@ -45,12 +47,14 @@ func main() {
 	turns := flag.Int("turns", 60, "assistant turns each agent replays (0: the whole transcript)")
 	window := flag.Int("window", 8000, "the policy's context window")
 	transcript := flag.String("transcript", "testdata/long-session.jsonl", "agent transcript (JSONL)")
+	managerBin := flag.String("manager", "", "the manager binary (default bin/manager)")
+	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the manager, taken over the first 30 s of the agents' run, to this file")
 	think := flag.Duration("think", 0, "mean pause of an agent before each turn, standing for its LLM call (uniform in [0.5, 1.5] x think); 0: closed loop, as fast as answered")
 	flag.Parse()
 	if *agents < 0 || *agents > *sessions {
 		*agents = *sessions
 	}
-	if err := run(*sessions, *agents, *turns, int32(*window), *transcript, *think); err != nil { //nolint:gosec // flag value, bounded by the CRD
+	if err := run(*sessions, *agents, *turns, int32(*window), *transcript, *think, *managerBin, *cpuProfile); err != nil { //nolint:gosec // flag value, bounded by the CRD
 		fmt.Fprintln(os.Stderr, "loadtest:", err)
 		os.Exit(1)
 	}
@@ -59,12 +63,15 @@ func main() {
 // ns holds the load test's objects.
 const ns = "default"
 
+// hookKind is the kind of the samples of offload-hook calls.
+const hookKind = "hook"
+
 type sample struct {
-	kind string // "hook" or the tier
+	kind string // hookKind or the tier
 	d    time.Duration
 }
 
-func run(n, agents, maxTurns int, window int32, transcript string, think time.Duration) error {
+func run(n, agents, maxTurns int, window int32, transcript string, think time.Duration, managerBin, cpuProfile string) error {
 	ctx := context.Background()
 	root, err := os.Getwd()
 	if err != nil {
@@ -79,13 +86,16 @@ func run(n, agents, maxTurns int, window int32, transcript string, think time.Du
 		return err
 	}
 	defer func() { _ = os.RemoveAll(dir) }()
-	ports, err := proc.FreeLoopbackPorts(1)
+	ports, err := proc.FreeLoopbackPorts(2)
 	if err != nil {
 		return err
 	}
 	metrics := &scraper{url: "http://" + ports[0] + "/metrics"}
-	env, err := devenv.Start(ctx, devenv.Options{Root: root, Dir: dir,
-		ManagerArgs: []string{"--metrics-bind-address", ports[0], "--metrics-secure=false"}})
+	args := []string{"--metrics-bind-address", ports[0], "--metrics-secure=false"}
+	if cpuProfile != "" {
+		args = append(args, "--pprof-bind-address", ports[1])
+	}
+	env, err := devenv.Start(ctx, devenv.Options{Root: root, Dir: dir, ManagerBin: managerBin, ManagerArgs: args})
 	if err != nil {
 		return err
 	}
@@ -162,10 +172,6 @@ func run(n, agents, maxTurns int, window int32, transcript string, think time.Du
 	if err != nil {
 		return err
 	}
-	api, err := compactclient.New(env.APIURL, compactclient.WithToken(string(token)), compactclient.WithCAFile(env.CAFile))
-	if err != nil {
-		return err
-	}
 	samples := make(chan sample, 4096)
 	var all []sample
 	collected := make(chan struct{})
@@ -175,6 +181,18 @@ func run(n, agents, maxTurns int, window int32, transcript string, think time.Du
 		}
 		close(collected)
 	}()
+	storage := &scraper{url: env.MinIO.URL() + "/minio/v2/metrics/cluster"}
+	time.Sleep(minioMetricsCache)
+	s3Before, err := storage.scrape(ctx)
+	if err != nil {
+		return err
+	}
+	profiled := make(chan error, 1)
+	if cpuProfile != "" {
+		go func() { profiled <- saveProfile(ctx, "http://"+ports[1]+"/debug/pprof/profile?seconds=30", cpuProfile) }()
+	} else {
+		profiled <- nil
+	}
 	cpu1 := cpuSeconds(env.Manager().Pid())
 	start = time.Now()
 	var wg sync.WaitGroup
@@ -183,6 +201,13 @@ func run(n, agents, maxTurns int, window int32, transcript string, think time.Du
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			// A client each, as each agent pod has its own: one shared client would keep two
+			// idle connections and make the others do a TLS handshake per request.
+			api, err := compactclient.New(env.APIURL, compactclient.WithToken(string(token)), compactclient.WithCAFile(env.CAFile))
+			if err != nil {
+				errs <- err
+				return
+			}
 			if err := agent(ctx, api, fmt.Sprintf("agent-%04d", i), history, maxTurns, think, samples); err != nil {
 				errs <- err
 			}
@@ -196,13 +221,23 @@ func run(n, agents, maxTurns int, window int32, transcript string, think time.Du
 	for err := range errs {
 		return err
 	}
+	if err := <-profiled; err != nil {
+		return err
+	}
 	time.Sleep(2 * time.Second) // the status writer's last flush
 	afterRun, err := metrics.scrape(ctx)
 	if err != nil {
 		return err
 	}
-	report(all, elapsed, agents, cpuSeconds(env.Manager().Pid())-cpu1, rss(env.Manager().Pid(), "VmHWM:"))
+	cpu := cpuSeconds(env.Manager().Pid()) - cpu1
+	time.Sleep(minioMetricsCache)
+	s3After, err := storage.scrape(ctx)
+	if err != nil {
+		return err
+	}
+	report(all, elapsed, agents, cpu, rss(env.Manager().Pid(), "VmHWM:"))
 	reportStatusWrites(afterRun.sub(afterReady))
+	reportStorage(s3After.sub(s3Before), all, cpu)
 	return nil
 }
 
@@ -255,6 +290,50 @@ func reportStatusWrites(m samples) {
 	fmt.Printf("manager requests to kube-apiserver during the run: %s\n", m.byLabel("rest_client_requests_total", "method", 1))
 }
 
+// saveProfile fetches a pprof profile from url into path.
+func saveProfile(ctx context.Context, url, path string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("CPU profile: %w", err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("CPU profile: %s, %v", resp.Status, err)
+	}
+	return os.WriteFile(path, data, 0o600)
+}
+
+// minioMetricsCache is longer than MinIO caches its cluster metrics (10 s): a scrape after it
+// counts every request before it.
+const minioMetricsCache = 11 * time.Second
+
+// reportStorage prints the S3 requests MinIO served during the run (minio_s3_requests_total
+// by API) per turn and per request, and the manager's CPU per request.
+func reportStorage(m samples, all []sample, cpu float64) {
+	turns, none := 0, 0
+	for _, s := range all {
+		switch s.kind {
+		case hookKind:
+		case "None":
+			none++
+			turns++
+		default:
+			turns++
+		}
+	}
+	requests := len(all)
+	total := m.sum("minio_s3_requests_total")
+	fmt.Printf("manager CPU per API request: %.3f ms (%d requests: %d turns, %d of them None, %d hook offloads)\n",
+		cpu*1000/float64(max(requests, 1)), requests, turns, none, requests-turns)
+	fmt.Printf("S3 requests: %.0f, %.2f per API request, %.2f per turn (hooks included); by API: %s\n",
+		total, total/float64(max(requests, 1)), total/float64(max(turns, 1)), m.byLabel("minio_s3_requests_total", "api", 1))
+}
+
 func agent(ctx context.Context, api *compactclient.Client, name string, history []compaction.Message, maxTurns int, think time.Duration, out chan<- sample) error {
 	s := &compactclient.Session{Client: api, Namespace: ns, Name: name}
 	var live []compaction.Message
@@ -269,7 +348,7 @@ func agent(ctx context.Context, api *compactclient.Client, name string, history 
 			if err != nil {
 				return fmt.Errorf("%s: offload: %w", name, err)
 			}
-			out <- sample{"hook", time.Since(t0)}
+			out <- sample{hookKind, time.Since(t0)}
 			live = append(live, off.Message)
 			continue
 		case compaction.RoleAssistant:
@@ -299,15 +378,15 @@ func report(all []sample, elapsed time.Duration, n int, cpu float64, rss int64) 
 	turns := 0
 	for _, s := range all {
 		by[s.kind] = append(by[s.kind], s.d)
-		if s.kind != "hook" {
+		if s.kind != hookKind {
 			turns++
 		}
 	}
 	fmt.Printf("%d agents, %d turns and %d hook offloads in %s: %.1f turns/s; manager CPU %.1fs (%.2f cores), peak RSS %d MiB\n",
-		n, turns, len(by["hook"]), elapsed.Round(time.Millisecond), float64(turns)/elapsed.Seconds(), cpu, cpu/elapsed.Seconds(), rss>>20)
+		n, turns, len(by[hookKind]), elapsed.Round(time.Millisecond), float64(turns)/elapsed.Seconds(), cpu, cpu/elapsed.Seconds(), rss>>20)
 	fmt.Println("| request | count | p50 | p90 | p99 | max |")
 	fmt.Println("|---|---|---|---|---|---|")
-	for _, k := range []string{"None", "Warn", "Soft", "Full", "Emergency", "hook"} {
+	for _, k := range []string{"None", "Warn", "Soft", "Full", "Emergency", hookKind} {
 		d := by[k]
 		if len(d) == 0 {
 			continue

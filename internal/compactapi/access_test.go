@@ -79,7 +79,7 @@ func TestLookupAccess(t *testing.T) {
 	s.cfg.ClusterResourceNamespace = crn
 	lookup := func() error {
 		t.Helper()
-		_, err := s.lookup(ctx, "team", "agent")
+		_, err := s.lookup(ctx, "team", "agent", true)
 		return err
 	}
 
@@ -122,7 +122,7 @@ func TestLookupAccess(t *testing.T) {
 	must(c.Create(ctx, old))
 	_, err = policy.Locations{Namespace: crn, Reader: c, Writer: c}.Pin(ctx, old, policy.FromCluster(legacy), crn)
 	must(err)
-	if _, err := s.lookup(ctx, "team", "old-agent"); !errors.As(err, &ae) || ae.code != http.StatusConflict || !containsText(err, "kube-system/minio") {
+	if _, err := s.lookup(ctx, "team", "old-agent", true); !errors.As(err, &ae) || ae.code != http.StatusConflict || !containsText(err, "kube-system/minio") {
 		t.Errorf("Secret namespace not allowed: %v, want 409 naming the Secret", err)
 	}
 	if len(secrets.reads) > 0 {

@@ -108,21 +108,17 @@ func (s *Server) compact(w http.ResponseWriter, r *http.Request, sess *session, 
 		d.PromptTokens = req.Usage.PromptTokens
 	}
 
+	e, err := s.engineFor(sess)
+	if err != nil {
+		return err
+	}
 	var out []compaction.Message
 	var rec *compaction.CompactionRecord
-	var err error
 	// Requests for a session are serialized on this replica; another replica may still
 	// save the session's state first. The engine then records nothing and says so, and the
 	// compaction runs again on the new state.
 	for attempt := 1; ; attempt++ {
-		c, cerr := compaction.NewProgressiveCompactor(sess.cfg,
-			compaction.WithStore(sess.store), compaction.WithSessionID(sess.id),
-			compaction.WithSummarizer(sess.summarizer), compaction.WithLastViewTokens(s.lastViewTokens(sess.id)),
-			compaction.WithLogger(s.log.WithValues("session", sess.obj.Namespace+"/"+sess.obj.Name)))
-		if cerr != nil {
-			return &apiError{http.StatusConflict, ReasonSessionNotReady, "the session's policy does not make a valid configuration: " + cerr.Error()}
-		}
-		out, rec, err = c.CompactDeltaWithRecord(r.Context(), d, req.Messages, req.Force)
+		out, rec, err = e.c.CompactDeltaWithRecord(r.Context(), d, req.Messages, req.Force)
 		if !errors.Is(err, compaction.ErrStateConflict) || attempt == maxConflictRetries {
 			break
 		}
@@ -143,7 +139,7 @@ func (s *Server) compact(w http.ResponseWriter, r *http.Request, sess *session, 
 	if s.lastViews != nil {
 		s.lastViews.Add(sess.id, rec.TokensAfter)
 	}
-	s.metrics.observeCompaction(sess.summarizer.Name(), rec)
+	s.metrics.observeCompaction(e.summarizer.Name(), rec)
 	s.emitEvent(sess, rec)
 	s.recordStatus(sess, rec)
 	writeJSON(w, http.StatusOK, compactResponse(sess.cfg, out, rec))

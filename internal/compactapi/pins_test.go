@@ -18,6 +18,7 @@ import (
 	compactionv1alpha1 "github.com/harness9/compaction-operator/api/v1alpha1"
 	"github.com/harness9/compaction-operator/compaction"
 	"github.com/harness9/compaction-operator/compaction/storage/s3"
+	"github.com/harness9/compaction-operator/internal/policy"
 	"github.com/harness9/compaction-operator/internal/testenv"
 )
 
@@ -41,7 +42,11 @@ func pinTestServer(t *testing.T, spec *compactionv1alpha1.CompactionPolicySpec) 
 	s := &Server{cfg: Config{UsageInterval: DefaultUsageInterval, MaxMessages: DefaultMaxMessages}, metrics: metrics, recorder: events.NewFakeRecorder(100),
 		log: logr.Discard(), status: newStatusBatcher()}
 	obj := &compactionv1alpha1.AgentSession{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "agent", UID: "uid-1"}}
-	return s, &session{obj: obj, id: "uid-1", cfg: engineConfig(spec, nil), store: store, summarizer: compaction.ExtractiveSummarizer{}}
+	cfg, err := policy.EngineConfig(spec, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, &session{obj: obj, id: "uid-1", cfg: cfg, store: store, summarizer: compaction.ExtractiveSummarizer{}}
 }
 
 // pinHistory: system, the task, a marked user message of markedBytes, then tool turns.

@@ -20,6 +20,7 @@ import (
 
 	"github.com/go-logr/logr"
 	lru "github.com/hashicorp/golang-lru/v2"
+	"github.com/hashicorp/golang-lru/v2/expirable"
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -131,6 +132,8 @@ type Server struct {
 	// calibrates the session's estimate. Bounded; a session served elsewhere just skips a
 	// calibration sample.
 	lastViews *lru.Cache[string, int]
+	// engines are the sessions' compactors on this replica, by session UID (see engine).
+	engines *expirable.LRU[string, *engine]
 	// serving is set once the listener is bound, for the readiness probe.
 	serving atomic.Bool
 
@@ -212,6 +215,7 @@ func New(mgr ctrl.Manager, cfg Config, stores *policy.Stores, reg prometheus.Reg
 		status:    newStatusBatcher(),
 		inflight:  newBudget(cfg.MaxInflightBytes, m.Inflight),
 		lastViews: lastViews,
+		engines:   newEngines(),
 	}, nil
 }
 
@@ -355,7 +359,8 @@ const writeGrace = 30 * time.Second
 
 // route wraps a handler with the request deadline, authentication and authorization, the
 // media type of a POST body, the session lookup, reading and parsing the body, per-session
-// serialization (for writes) and metrics. The body is read and parsed before the session's
+// serialization and the policy's engine configuration and summarizer (for the routes that
+// change the session: serialize) and metrics. The body is read and parsed before the session's
 // lock is taken: a slow or stalled upload, or a malformed body, never holds up the session's
 // other requests. parse is nil for routes without a body.
 func route[Req any](s *Server, name, verb, subresource string, serialize bool,
@@ -410,7 +415,7 @@ func route[Req any](s *Server, name, verb, subresource string, serialize bool,
 			return
 		}
 		defer share.release()
-		sess, err := s.lookup(ctx, ns, sessionName)
+		sess, err := s.lookup(ctx, ns, sessionName, serialize)
 		if err != nil {
 			s.fail(rw, log, err)
 			return

@@ -154,6 +154,8 @@ func (m *Server) start() error {
 		// and no update checks: neither is needed, both cost time and resources.
 		"MINIO_BROWSER=off",
 		"MINIO_UPDATE=off",
+		// Its Prometheus metrics without a token, so load tests can count S3 requests.
+		"MINIO_PROMETHEUS_AUTH_TYPE=public",
 	)
 	p, err := proc.Start(cmd, outputTailBytes, nil)
 	if err != nil {

@@ -5,8 +5,10 @@ package crd
 
 import (
 	"context"
+	"math"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -23,6 +25,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	v1alpha1 "github.com/harness9/compaction-operator/api/v1alpha1"
+	"github.com/harness9/compaction-operator/compaction"
+	"github.com/harness9/compaction-operator/internal/policy"
 	"github.com/harness9/compaction-operator/internal/testenv"
 	"github.com/harness9/compaction-operator/internal/testenv/kubeenv"
 )
@@ -147,22 +151,31 @@ func testDefaults(t *testing.T, c client.Client) {
 		t.Fatal(err)
 	}
 	s := got.Spec
+	// The CRD's defaults are the engine's: compared with compaction.DefaultConfig, so the two
+	// cannot drift apart.
+	d := compaction.DefaultConfig(int(s.ContextWindow))
+	percent := func(f float64) int64 { return int64(math.Round(f * 100)) }
 	checks := []struct {
 		field     string
 		got, want int64
 	}{
-		{"thresholds.warnPercent", int64(s.Thresholds.WarnPercent), 60},
-		{"thresholds.softPercent", int64(s.Thresholds.SoftPercent), 70},
-		{"thresholds.fullPercent", int64(s.Thresholds.FullPercent), 80},
-		{"thresholds.emergencyPercent", int64(s.Thresholds.EmergencyPercent), 95},
-		{"thresholds.targetPercent", int64(s.Thresholds.TargetPercent), 50},
-		{"thresholds.minSavingPercent", int64(s.Thresholds.MinSavingPercent), 15},
-		{"offload.thresholdChars", int64(s.Offload.ThresholdChars), 4000},
-		{"offload.hookThresholdChars", int64(s.Offload.HookThresholdChars), 10000},
-		{"offload.previewLines", int64(ptr.Deref(s.Offload.PreviewLines, -1)), 10},
-		{"minTailMessages", int64(s.MinTailMessages), 6},
-		{"maxSummaryChars", int64(s.MaxSummaryChars), 6000},
+		{"thresholds.warnPercent", int64(s.Thresholds.WarnPercent), percent(d.WarnThreshold)},
+		{"thresholds.softPercent", int64(s.Thresholds.SoftPercent), percent(d.SoftThreshold)},
+		{"thresholds.fullPercent", int64(s.Thresholds.FullPercent), percent(d.FullThreshold)},
+		{"thresholds.emergencyPercent", int64(s.Thresholds.EmergencyPercent), percent(d.EmergencyThreshold)},
+		{"thresholds.targetPercent", int64(s.Thresholds.TargetPercent), percent(d.TargetThreshold)},
+		{"thresholds.minSavingPercent", int64(s.Thresholds.MinSavingPercent), percent(d.MinSaving)},
+		{"offload.thresholdChars", int64(s.Offload.ThresholdChars), int64(d.OffloadThreshold)},
+		{"offload.hookThresholdChars", int64(s.Offload.HookThresholdChars), int64(d.HookThreshold)},
+		{"offload.previewLines", int64(ptr.Deref(s.Offload.PreviewLines, -1)), int64(d.PreviewLines)},
+		{"minTailMessages", int64(s.MinTailMessages), int64(d.MinTailMessages)},
+		{"maxSummaryChars", int64(s.MaxSummaryChars), int64(d.MaxSummaryChars)},
+		{"pins.budgetPercent", int64(s.Pins.BudgetPercent), percent(d.PinBudget)},
+		// Only the OpenAI summarizer is limited (the engine's default is no limit).
 		{"summarizer.maxCallsPerHour", int64(ptr.Deref(s.Summarizer.MaxCallsPerHour, -1)), 60},
+	}
+	if cfg, err := policy.EngineConfig(&s, nil); err != nil || !reflect.DeepEqual(cfg, d) {
+		t.Errorf("the defaulted policy makes the engine configuration\n%+v (%v)\nthe engine's defaults are\n%+v", cfg, err, d)
 	}
 	for _, ch := range checks {
 		if ch.got != ch.want {
@@ -220,6 +233,10 @@ func testDefaults(t *testing.T, c client.Client) {
 	}
 	if p := got.Spec.Offload.PreviewLines; p == nil || *p != 0 {
 		t.Errorf("previewLines 0 read back as %v", p)
+	}
+	// ... and keeps no preview line in the engine (it used to become the default of 10).
+	if cfg, err := policy.EngineConfig(&got.Spec, nil); err != nil || cfg.PreviewLines != compaction.NoPreviewLines {
+		t.Errorf("previewLines 0 makes engine PreviewLines %d (%v), want NoPreviewLines", cfg.PreviewLines, err)
 	}
 
 	// The OpenAI summarizer's defaults, through the typed client.

@@ -70,7 +70,10 @@ type Store struct {
 	prefix string // normalized: empty or ending in exactly one '/'
 }
 
-var _ compaction.Store = (*Store)(nil)
+var (
+	_ compaction.Store            = (*Store)(nil)
+	_ compaction.StateRevalidator = (*Store)(nil)
+)
 
 // Option changes how New builds a store.
 type Option func(*options)
@@ -332,6 +335,40 @@ func (s *Store) LoadState(ctx context.Context, sessionID string) (*compaction.St
 		return nil, fmt.Errorf("s3 store: load state of session %s: %w", sessionID, mapErr(err))
 	}
 	info, err := obj.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("s3 store: load state of session %s: %w", sessionID, mapErr(err))
+	}
+	var st compaction.State
+	if err := json.Unmarshal(data, &st); err != nil {
+		return nil, fmt.Errorf("s3 store: decode state %s: %w", s.ref(key), err)
+	}
+	st.Version = info.ETag
+	return &st, nil
+}
+
+// LoadStateIfChanged reads the session's state unless it is still version: one GET with
+// If-None-Match, which S3 answers 304, without a body, while it is. A missing state is
+// ErrNotFound.
+func (s *Store) LoadStateIfChanged(ctx context.Context, sessionID, version string) (*compaction.State, error) {
+	if err := validate("load state", sessionID); err != nil {
+		return nil, err
+	}
+	key := s.key(compaction.StateKey(sessionID))
+	var opts minio.GetObjectOptions
+	if err := opts.SetMatchETagExcept(version); err != nil {
+		return nil, fmt.Errorf("s3 store: load state of session %s: %w", sessionID, err)
+	}
+	// Core's GetObject sends the request now and returns the answer's status as an error.
+	body, info, _, err := minio.Core{Client: s.client}.GetObject(ctx, s.bucket, key, opts)
+	if err != nil {
+		var resp minio.ErrorResponse
+		if errors.As(err, &resp) && resp.StatusCode == http.StatusNotModified {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("s3 store: load state of session %s: %w", sessionID, mapErr(err))
+	}
+	defer func() { _ = body.Close() }() // read stream: see copyObject
+	data, err := io.ReadAll(body)
 	if err != nil {
 		return nil, fmt.Errorf("s3 store: load state of session %s: %w", sessionID, mapErr(err))
 	}

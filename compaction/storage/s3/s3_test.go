@@ -659,6 +659,39 @@ func TestSaveStateIsConditional(t *testing.T) {
 	}
 }
 
+// TestLoadStateIfChanged: the conditional read answers "unchanged" (no body) while the stored
+// state is the version held, the state when another writer saved since, ErrNotFound when none.
+func TestLoadStateIfChanged(t *testing.T) {
+	srv := startServer(t)
+	bucket := srv.newBucket(t)
+	a, err := New(ctx(t), srv.config(bucket, "p"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.LoadStateIfChanged(ctx(t), "s", "abc"); !errors.Is(err, compaction.ErrNotFound) {
+		t.Fatalf("no state: %v, want ErrNotFound", err)
+	}
+	st := &compaction.State{Watermark: 1}
+	if err := a.SaveState(ctx(t), "s", st); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := a.LoadStateIfChanged(ctx(t), "s", st.Version); got != nil || err != nil {
+		t.Fatalf("unchanged state: %+v, %v; want nil, nil", got, err)
+	}
+	other, err := a.LoadState(ctx(t), "s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	other.Watermark = 2
+	if err := a.SaveState(ctx(t), "s", other); err != nil {
+		t.Fatal(err)
+	}
+	got, err := a.LoadStateIfChanged(ctx(t), "s", st.Version)
+	if err != nil || got == nil || got.Watermark != 2 || got.Version != other.Version {
+		t.Fatalf("changed state: %+v, %v; want watermark 2 at version %q", got, err, other.Version)
+	}
+}
+
 // TestRewrittenHistoryOverStoredState: a history whose summarized prefix changed starts over
 // from the raw history, and its save replaces the stored state (it was loaded, so its
 // version is known) instead of conflicting with it forever.

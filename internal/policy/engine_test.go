@@ -1,12 +1,14 @@
-package compactapi
+package policy
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -17,6 +19,12 @@ import (
 	"github.com/harness9/compaction-operator/compaction"
 	"github.com/harness9/compaction-operator/internal/testenv"
 )
+
+// engineConfig is EngineConfig without its error: the tests check what the engine says.
+func engineConfig(spec *compactionv1alpha1.CompactionPolicySpec, window *int32) compaction.Config {
+	cfg, _ := EngineConfig(spec, window)
+	return cfg
+}
 
 // defaultedSpec is a policy spec as the API server returns it: every default filled in.
 func defaultedSpec() *compactionv1alpha1.CompactionPolicySpec {
@@ -211,5 +219,35 @@ func TestEngineConfigSummarizerBudget(t *testing.T) {
 	spec := defaultedSpec()
 	if got := engineConfig(spec, nil).SummarizerCallsPerHour; got != 0 {
 		t.Errorf("extractive mode: %d calls per hour, want no limit", got)
+	}
+}
+
+// TestEngineConfigPreviewLines: previewLines 0 (legal in the CRD) keeps no preview line; it
+// used to become the engine's default of 10.
+func TestEngineConfigPreviewLines(t *testing.T) {
+	for _, tc := range []struct {
+		v    *int32
+		want int
+	}{{ptr.To[int32](0), compaction.NoPreviewLines}, {ptr.To[int32](3), 3}, {nil, compaction.DefaultConfig(1).PreviewLines}} {
+		spec := defaultedSpec()
+		spec.Offload.PreviewLines = tc.v
+		cfg, err := EngineConfig(spec, nil)
+		if err != nil || cfg.PreviewLines != tc.want {
+			t.Errorf("previewLines %v: %d, %v; want %d", ptr.Deref(tc.v, -1), cfg.PreviewLines, err, tc.want)
+		}
+	}
+}
+
+// TestEngineConfigRefused: no policy the CRD accepts today is refused by the engine (its CEL
+// rules and bounds are the engine's), but one stored before a rule existed can be; EngineConfig
+// says so, and the controllers keep such a policy from being Ready.
+func TestEngineConfigRefused(t *testing.T) {
+	spec := defaultedSpec()
+	spec.Thresholds.SoftPercent = 55 // below warnPercent 60: the CEL rule refuses it now
+	if _, err := EngineConfig(spec, nil); !errors.Is(err, ErrInvalidEngineConfig) || !strings.Contains(err.Error(), "soft threshold") {
+		t.Errorf("EngineConfig of soft < warn: %v, want ErrInvalidEngineConfig naming the soft threshold", err)
+	}
+	if _, err := EngineConfig(defaultedSpec(), nil); err != nil {
+		t.Errorf("EngineConfig of the defaults: %v", err)
 	}
 }

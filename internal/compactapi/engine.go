@@ -1,0 +1,82 @@
+package compactapi
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/hashicorp/golang-lru/v2/expirable"
+
+	"github.com/harness9/compaction-operator/compaction"
+)
+
+// Bounds of the engines a replica keeps.
+const (
+	// engineSessions bounds the sessions whose engine a replica keeps (an engine holds the
+	// session's state: its anchors, summary and offload index, tens of KiB).
+	engineSessions = 4096
+	// engineIdle is how long an engine is kept after its session's last compaction.
+	engineIdle = 10 * time.Minute
+)
+
+// engine is a session's compactor, kept on this replica between its requests so a turn does
+// not build a compactor, validate its configuration and read the session's state again. The
+// state is still the stored one on every turn: the compactor revalidates its copy with one
+// conditional read (compaction.WithStateRevalidation), so what other replicas saved is seen,
+// and its conditional write never overwrites a newer state. Correctness comes from the
+// store's versions, never from this cache.
+type engine struct {
+	// key is what the engine was built from: another key (the policy, the session's window,
+	// the summarizer's settings or key, the store changed) replaces it.
+	key        string
+	c          *compaction.ProgressiveCompactor
+	summarizer compaction.Summarizer
+}
+
+func newEngines() *expirable.LRU[string, *engine] {
+	return expirable.NewLRU[string, *engine](engineSessions, nil, engineIdle)
+}
+
+// engineKey identifies what sess's engine is built from. The API key enters as its hash.
+func engineKey(sess *session) string {
+	sum := sess.sumCfg
+	if sum.APIKey != "" {
+		h := sha256.Sum256([]byte(sum.APIKey))
+		sum.APIKey = hex.EncodeToString(h[:])
+	}
+	return fmt.Sprintf("%+v|%t|%+v|%p", sess.cfg, sess.sumOpenAI, sum, sess.store)
+}
+
+// engineFor returns the session's engine, building it when the replica has none for the
+// session's current configuration. The caller holds the session's lock.
+func (s *Server) engineFor(sess *session) (*engine, error) {
+	key := engineKey(sess)
+	if s.engines != nil {
+		if e, ok := s.engines.Get(sess.id); ok && e.key == key {
+			s.engines.Add(sess.id, e) // kept engineIdle from now
+			return e, nil
+		}
+	}
+	sum := sess.summarizer
+	if sum == nil {
+		var err error
+		if sum, err = s.newSummarizer(sess.sumCfg, sess.sumOpenAI); err != nil {
+			return nil, &apiError{code: http.StatusServiceUnavailable, reason: ReasonSessionNotReady, msg: err.Error()}
+		}
+	}
+	c, err := compaction.NewProgressiveCompactor(sess.cfg,
+		compaction.WithStore(sess.store), compaction.WithSessionID(sess.id),
+		compaction.WithSummarizer(sum), compaction.WithLastViewTokens(s.lastViewTokens(sess.id)),
+		compaction.WithLogger(s.log.WithValues("session", sess.obj.Namespace+"/"+sess.obj.Name)),
+		compaction.WithStateRevalidation())
+	if err != nil {
+		return nil, &apiError{code: http.StatusConflict, reason: ReasonSessionNotReady, msg: "the session's policy does not make a valid configuration: " + err.Error()}
+	}
+	e := &engine{key: key, c: c, summarizer: sum}
+	if s.engines != nil {
+		s.engines.Add(sess.id, e)
+	}
+	return e, nil
+}
