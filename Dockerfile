@@ -9,7 +9,6 @@ RUN go mod download
 COPY api/ api/
 COPY cmd/ cmd/
 COPY compaction/ compaction/
-COPY controllers/ controllers/
 COPY internal/ internal/
 COPY hack/build-static.sh hack/build-static.sh
 ARG VERSION=dev

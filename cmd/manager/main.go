@@ -33,8 +33,8 @@ import (
 
 	compactionv1alpha1 "github.com/harness9/compaction-operator/api/v1alpha1"
 	wire "github.com/harness9/compaction-operator/compaction/client"
-	"github.com/harness9/compaction-operator/controllers"
 	"github.com/harness9/compaction-operator/internal/compactapi"
+	"github.com/harness9/compaction-operator/internal/controller"
 	"github.com/harness9/compaction-operator/internal/egress"
 	"github.com/harness9/compaction-operator/internal/policy"
 	"github.com/harness9/compaction-operator/internal/servingcert"
@@ -108,7 +108,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		_, _ = fmt.Fprintf(stderr, "Usage: manager [flags]\n\n"+
 			"Runs the compaction-operator: reconciles CompactionPolicy, ClusterCompactionPolicy and\n"+
 			"AgentSession objects, creates AgentSessions for pods annotated with %s,\n"+
-			"and deletes a session's stored objects when the session is deleted.\n\nFlags:\n", controllers.PolicyAnnotation)
+			"and deletes a session's stored objects when the session is deleted.\n\nFlags:\n", controller.PolicyAnnotation)
 		fs.PrintDefaults()
 	}
 	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "path to a kubeconfig; default: $KUBECONFIG, the in-cluster config, then ~/.kube/config")
@@ -146,13 +146,13 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 			o.allowedEndpoints = append(o.allowedEndpoints, strings.Split(v, ",")...)
 			return nil
 		})
-	fs.DurationVar(&o.probeInterval, "storage-probe-interval", controllers.DefaultProbeInterval, "how often a Ready policy's storage is probed again")
-	fs.DurationVar(&o.retryInterval, "storage-retry-interval", controllers.DefaultRetryInterval, "how soon a policy whose storage or Secrets failed is checked again")
-	fs.DurationVar(&o.secretRecheckInterval, "secret-recheck-interval", controllers.DefaultSecretRecheckInterval,
+	fs.DurationVar(&o.probeInterval, "storage-probe-interval", controller.DefaultProbeInterval, "how often a Ready policy's storage is probed again")
+	fs.DurationVar(&o.retryInterval, "storage-retry-interval", controller.DefaultRetryInterval, "how soon a policy whose storage or Secrets failed is checked again")
+	fs.DurationVar(&o.secretRecheckInterval, "secret-recheck-interval", controller.DefaultSecretRecheckInterval,
 		"how often the policy controllers look at the resourceVersions of the Secrets a policy names (the operator may get Secrets, not list or watch them): a created, rotated or fixed Secret is noticed within it")
 	fs.DurationVar(&o.secretCacheTTL, "secret-cache-ttl", policy.DefaultSecretTTL,
 		"how long a Secret value read for a policy is kept in memory (only the keys used); the compaction API uses a rotated credential within it")
-	fs.DurationVar(&o.gcRetryMaxDelay, "gc-retry-max-delay", controllers.DefaultRetryMaxDelay, "longest wait between attempts to delete a deleted session's objects while storage fails")
+	fs.DurationVar(&o.gcRetryMaxDelay, "gc-retry-max-delay", controller.DefaultRetryMaxDelay, "longest wait between attempts to delete a deleted session's objects while storage fails")
 	fs.BoolVar(&o.enableHTTP2, "enable-http2", false, "allow HTTP/2 on the metrics server (off by default: HTTP/2 Rapid Reset, CVE-2023-44487)")
 	fs.StringVar(&o.apiAddr, "api-bind-address", ":8082", "address of the compaction API that agents call; \"0\" disables it")
 	fs.StringVar(&o.apiCertDir, "api-cert-dir", "",
@@ -196,7 +196,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.Float64Var(&o.kubeQPS, "kube-api-qps", 100,
 		"steady requests per second to the Kubernetes API (a new session costs three writes; status writes of the compaction API count here)")
 	fs.IntVar(&o.kubeBurst, "kube-api-burst", 200, "burst of requests to the Kubernetes API")
-	fs.IntVar(&o.sessionWorkers, "session-workers", controllers.DefaultSessionWorkers, "AgentSessions reconciled (and their storage cleaned up) at once")
+	fs.IntVar(&o.sessionWorkers, "session-workers", controller.DefaultSessionWorkers, "AgentSessions reconciled (and their storage cleaned up) at once")
 	fs.BoolVar(&o.showVersion, "version", false, "print the version and exit")
 	o.zap.BindFlags(fs)
 	if err := fs.Parse(args); err != nil {
@@ -333,7 +333,7 @@ func runManager(ctx context.Context, o *options) error {
 	}
 	stores := &policy.Stores{Endpoints: allowed}
 	secrets := policy.NewSecretCache(mgr.GetAPIReader(), o.secretCacheTTL)
-	if err := controllers.Setup(ctx, mgr, controllers.Config{
+	if err := controller.Setup(ctx, mgr, controller.Config{
 		Stores:                   stores,
 		Secrets:                  secrets,
 		SecretRecheckInterval:    o.secretRecheckInterval,

@@ -1054,7 +1054,7 @@ func registeredMetrics(t *testing.T, root string) map[string]bool {
 	t.Helper()
 	re := regexp.MustCompile(`"(compaction_[a-z_]+)"`)
 	out := map[string]bool{}
-	for _, f := range []string{"controllers/metrics.go", "internal/compactapi/metrics.go"} {
+	for _, f := range []string{"internal/controller/metrics.go", "internal/compactapi/metrics.go"} {
 		b, err := os.ReadFile(filepath.Join(root, f))
 		if err != nil {
 			t.Fatal(err)
@@ -1065,7 +1065,7 @@ func registeredMetrics(t *testing.T, root string) map[string]bool {
 	}
 	for _, m := range dashboardMetrics {
 		if !out[m] {
-			t.Fatalf("%s is not registered in controllers/ or internal/compactapi/ any more", m)
+			t.Fatalf("%s is not registered in internal/controller/ or internal/compactapi/ any more", m)
 		}
 	}
 	return out

@@ -1,4 +1,4 @@
-package controllers_test
+package controller_test
 
 import (
 	"context"
@@ -37,7 +37,7 @@ import (
 	compactionv1alpha1 "github.com/harness9/compaction-operator/api/v1alpha1"
 	"github.com/harness9/compaction-operator/compaction"
 	"github.com/harness9/compaction-operator/compaction/storage/s3"
-	"github.com/harness9/compaction-operator/controllers"
+	"github.com/harness9/compaction-operator/internal/controller"
 	"github.com/harness9/compaction-operator/internal/policy"
 	"github.com/harness9/compaction-operator/internal/testenv"
 	"github.com/harness9/compaction-operator/internal/testenv/kubeenv"
@@ -64,7 +64,7 @@ type env struct {
 }
 
 func TestControllers(t *testing.T) {
-	e := startEnv(t, func(m *testenv.MinIO, cfg *controllers.Config) {
+	e := startEnv(t, func(m *testenv.MinIO, cfg *controller.Config) {
 		cfg.ClusterSecretNamespaces = []string{"shared-secrets"}
 	})
 	must(t, e.c.Create(context.Background(), e.credentials(ns, credsSecret)))
@@ -90,7 +90,7 @@ func TestControllers(t *testing.T) {
 
 // startEnv starts a control plane, MinIO and a manager running the controllers with the
 // test's settings, changed by configure.
-func startEnv(t *testing.T, configure func(*testenv.MinIO, *controllers.Config)) *env {
+func startEnv(t *testing.T, configure func(*testenv.MinIO, *controller.Config)) *env {
 	t.Helper()
 	root := testenv.RepoRoot(t)
 	_, cfg := kubeenv.Start(t, kubeenv.Options{CRDDirectoryPaths: []string{filepath.Join(root, "config", "crd", "bases")}})
@@ -124,7 +124,7 @@ func startEnv(t *testing.T, configure func(*testenv.MinIO, *controllers.Config))
 	// changed, not because a probe timer fired. Secrets are not watched: the policy
 	// controllers look at them again every SecretRecheckInterval, short here. The session
 	// GC retries quickly.
-	ccfg := controllers.Config{
+	ccfg := controller.Config{
 		Registerer:               reg,
 		ClusterResourceNamespace: "compaction-system",
 		ProbeInterval:            time.Hour,
@@ -135,7 +135,7 @@ func startEnv(t *testing.T, configure func(*testenv.MinIO, *controllers.Config))
 	if configure != nil {
 		configure(m, &ccfg)
 	}
-	must(t, controllers.Setup(ctx, mgr, ccfg))
+	must(t, controller.Setup(ctx, mgr, ccfg))
 	done := make(chan error, 1)
 	go func() { done <- mgr.Start(ctx) }()
 	t.Cleanup(func() {
@@ -411,7 +411,7 @@ func (e *env) testClusterPolicyNamespaceSelector(t *testing.T) {
 	must(t, e.c.Create(ctx, s))
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Namespace: nsObj.Name, Name: "agent-pod", Annotations: map[string]string{
-			controllers.PolicyAnnotation: p.Name, controllers.PolicyKindAnnotation: string(compactionv1alpha1.PolicyKindCluster)}},
+			controller.PolicyAnnotation: p.Name, controller.PolicyKindAnnotation: string(compactionv1alpha1.PolicyKindCluster)}},
 		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "agent", Image: "busybox"}}},
 	}
 	must(t, e.c.Create(ctx, pod))
@@ -490,8 +490,8 @@ func (e *env) testSessionReady(t *testing.T) {
 	if s.Status.SessionID != string(s.UID) {
 		t.Errorf("sessionID = %q, want the UID %q", s.Status.SessionID, s.UID)
 	}
-	if !slices.Contains(s.Finalizers, controllers.SessionFinalizer) {
-		t.Errorf("finalizers = %v, want %s", s.Finalizers, controllers.SessionFinalizer)
+	if !slices.Contains(s.Finalizers, controller.SessionFinalizer) {
+		t.Errorf("finalizers = %v, want %s", s.Finalizers, controller.SessionFinalizer)
 	}
 	want := prefix + "/compaction_records/" + string(s.UID) + "/"
 	if r := s.Status.Records; r == nil || r.Bucket != bucket || r.SessionPrefix != want || r.Endpoint != e.minio.Endpoint {
@@ -645,7 +645,7 @@ func (e *env) testDeleteWhileStorageDown(t *testing.T) {
 	// Several failed attempts later, the session is still held by its finalizer.
 	time.Sleep(3 * time.Second)
 	must(t, e.c.Get(context.Background(), client.ObjectKeyFromObject(s), s))
-	if !slices.Contains(s.Finalizers, controllers.SessionFinalizer) {
+	if !slices.Contains(s.Finalizers, controller.SessionFinalizer) {
 		t.Fatalf("finalizer removed while storage was down: %v", s.Finalizers)
 	}
 
@@ -777,8 +777,8 @@ func (e *env) testAnnotatedPod(t *testing.T) {
 	p := e.createPolicy(t, "for-pods", credsSecret)
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "coding-agent", Annotations: map[string]string{
-			controllers.PolicyAnnotation:        p.Name,
-			controllers.ContextWindowAnnotation: "200000",
+			controller.PolicyAnnotation:        p.Name,
+			controller.ContextWindowAnnotation: "200000",
 		}},
 		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "agent", Image: "busybox"}}},
 	}
@@ -796,7 +796,7 @@ func (e *env) testAnnotatedPod(t *testing.T) {
 	// An invalid annotation creates nothing and says why on the pod.
 	bad := pod.DeepCopy()
 	bad.ObjectMeta = metav1.ObjectMeta{Namespace: ns, Name: "bad-agent", Annotations: map[string]string{
-		controllers.PolicyAnnotation: p.Name, controllers.ContextWindowAnnotation: "lots"}}
+		controller.PolicyAnnotation: p.Name, controller.ContextWindowAnnotation: "lots"}}
 	must(t, e.c.Create(context.Background(), bad))
 	e.waitEvent(t, bad.Name, corev1.EventTypeWarning, "InvalidAnnotation")
 	err := e.c.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: bad.Name}, &compactionv1alpha1.AgentSession{})

@@ -1,4 +1,4 @@
-package controllers_test
+package controller_test
 
 import (
 	"context"
@@ -10,7 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	compactionv1alpha1 "github.com/harness9/compaction-operator/api/v1alpha1"
-	"github.com/harness9/compaction-operator/controllers"
+	"github.com/harness9/compaction-operator/internal/controller"
 	"github.com/harness9/compaction-operator/internal/egress"
 	"github.com/harness9/compaction-operator/internal/testenv"
 )
@@ -21,7 +21,7 @@ import (
 // allowed addresses gets no connection either. The allowed MinIO works.
 func TestAllowedEndpoints(t *testing.T) {
 	var minioPort string
-	e := startEnv(t, func(m *testenv.MinIO, cfg *controllers.Config) {
+	e := startEnv(t, func(m *testenv.MinIO, cfg *controller.Config) {
 		_, minioPort, _ = net.SplitHostPort(m.Endpoint)
 		allowed, err := egress.Parse([]string{"127.0.0.1:" + minioPort, "10.0.0.0/8"})
 		must(t, err)
