@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	compactclient "github.com/harness9/compaction-operator/compaction/client"
+	"github.com/harness9/compaction-operator/compaction/compactclient"
 )
 
 // TestKubeconfigTokenWrongAudience: a token taken from the kubeconfig is usually for the

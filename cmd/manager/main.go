@@ -32,7 +32,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	compactionv1alpha1 "github.com/harness9/compaction-operator/api/v1alpha1"
-	wire "github.com/harness9/compaction-operator/compaction/client"
+	"github.com/harness9/compaction-operator/compaction/compactclient"
 	"github.com/harness9/compaction-operator/internal/compactapi"
 	"github.com/harness9/compaction-operator/internal/controller"
 	"github.com/harness9/compaction-operator/internal/egress"
@@ -184,7 +184,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.DurationVar(&o.apiReadTimeout, "api-read-timeout", compactapi.DefaultReadTimeout,
 		"longest time a client may take to send a compaction API request, headers and body; a stalled upload is answered 408 after it")
 	fs.DurationVar(&o.apiUsageInterval, "api-usage-interval", compactapi.DefaultUsageInterval, "least time between two status writes of a session for turns that needed no compaction")
-	fs.StringVar(&o.apiTokenAudience, "api-token-audience", wire.DefaultTokenAudience,
+	fs.StringVar(&o.apiTokenAudience, "api-token-audience", compactclient.DefaultTokenAudience,
 		"audience a caller's bearer token must be for (TokenReview audiences): agents send a projected ServiceAccount token with this audience; a token for the Kubernetes API itself is refused")
 	fs.Float64Var(&o.apiReviewQPS, "api-review-qps", compactapi.DefaultReviewQPS,
 		"steady TokenReviews and SubjectAccessReviews per second of the compaction API, on a client of their own (not counted in --kube-api-qps)")

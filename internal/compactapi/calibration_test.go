@@ -11,7 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/client-go/tools/events"
 
-	"github.com/harness9/compaction-operator/compaction/client"
+	"github.com/harness9/compaction-operator/compaction/compactclient"
 )
 
 // TestCompactCalibratesFromPromptTokens: the agent's usage.promptTokens, reported for the
@@ -31,7 +31,7 @@ func TestCompactCalibratesFromPromptTokens(t *testing.T) {
 		return c
 	}
 	s.lastViews = newLRU()
-	compact := func(srv *Server, turns, promptTokens int) *client.CompactResponse {
+	compact := func(srv *Server, turns, promptTokens int) *compactclient.CompactResponse {
 		t.Helper()
 		body := map[string]any{"messages": toolHistory(turns)}
 		if promptTokens > 0 {
@@ -41,7 +41,7 @@ func TestCompactCalibratesFromPromptTokens(t *testing.T) {
 		if err != nil || w.Code != http.StatusOK {
 			t.Fatalf("compact: %v %d %s", err, w.Code, w.Body)
 		}
-		var resp client.CompactResponse
+		var resp compactclient.CompactResponse
 		if err := json.Unmarshal(w.Body.Bytes(), &resp); err != nil {
 			t.Fatal(err)
 		}

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"unicode/utf8"
 
-	wire "github.com/harness9/compaction-operator/compaction/client"
+	"github.com/harness9/compaction-operator/compaction/compactclient"
 )
 
 // FuzzDecodeCompactRequest: any body either decodes into a request whose messages are valid
@@ -32,7 +32,7 @@ func FuzzDecodeCompactRequest(f *testing.F) {
 	s := &Server{cfg: Config{MaxMessages: 100}}
 	f.Fuzz(func(t *testing.T, body string) {
 		_, err := s.checkValues([]byte(body))
-		var req *wire.CompactRequest
+		var req *compactclient.CompactRequest
 		if err == nil {
 			req, err = s.parseCompact([]byte(body))
 		}

@@ -12,7 +12,7 @@ import (
 	"k8s.io/client-go/tools/events"
 
 	"github.com/harness9/compaction-operator/compaction"
-	"github.com/harness9/compaction-operator/compaction/client"
+	"github.com/harness9/compaction-operator/compaction/compactclient"
 	"github.com/harness9/compaction-operator/compaction/storage/s3"
 	"github.com/harness9/compaction-operator/internal/testenv"
 )
@@ -76,7 +76,7 @@ func TestTwoReplicasAlternate(t *testing.T) {
 			t.Fatalf("turn %d on replica %d: %v %d %s", turn, turn%2, err, w.Code, w.Body)
 		}
 		requests := counter.n.Load() - before
-		var resp client.CompactResponse
+		var resp compactclient.CompactResponse
 		if err := json.Unmarshal(w.Body.Bytes(), &resp); err != nil {
 			t.Fatal(err)
 		}

@@ -5,26 +5,26 @@ import (
 	"net/http"
 
 	compactionv1alpha1 "github.com/harness9/compaction-operator/api/v1alpha1"
-	wire "github.com/harness9/compaction-operator/compaction/client"
+	"github.com/harness9/compaction-operator/compaction/compactclient"
 )
 
-// Reasons in error responses (the wire values are in compaction/client).
+// Reasons in error responses (the wire values are in compaction/compactclient).
 const (
-	ReasonUnauthorized     = wire.ReasonUnauthorized
-	ReasonForbidden        = wire.ReasonForbidden
-	ReasonNotFound         = wire.ReasonNotFound
-	ReasonSessionNotReady  = wire.ReasonSessionNotReady
-	ReasonBadRequest       = wire.ReasonBadRequest
-	ReasonInvalidMessages  = wire.ReasonInvalidMessages
-	ReasonTooLarge         = wire.ReasonTooLarge
-	ReasonStaleWatermark   = wire.ReasonStaleWatermark
-	ReasonStorage          = wire.ReasonStorage
-	ReasonInternal         = wire.ReasonInternal
-	ReasonTimeout          = wire.ReasonTimeout
-	ReasonMediaType        = wire.ReasonMediaType
-	ReasonAuthUnavailable  = wire.ReasonAuthUnavailable
-	ReasonTooManyRequests  = wire.ReasonTooManyRequests
-	ReasonToolResultExists = wire.ReasonToolResultExists
+	ReasonUnauthorized     = compactclient.ReasonUnauthorized
+	ReasonForbidden        = compactclient.ReasonForbidden
+	ReasonNotFound         = compactclient.ReasonNotFound
+	ReasonSessionNotReady  = compactclient.ReasonSessionNotReady
+	ReasonBadRequest       = compactclient.ReasonBadRequest
+	ReasonInvalidMessages  = compactclient.ReasonInvalidMessages
+	ReasonTooLarge         = compactclient.ReasonTooLarge
+	ReasonStaleWatermark   = compactclient.ReasonStaleWatermark
+	ReasonStorage          = compactclient.ReasonStorage
+	ReasonInternal         = compactclient.ReasonInternal
+	ReasonTimeout          = compactclient.ReasonTimeout
+	ReasonMediaType        = compactclient.ReasonMediaType
+	ReasonAuthUnavailable  = compactclient.ReasonAuthUnavailable
+	ReasonTooManyRequests  = compactclient.ReasonTooManyRequests
+	ReasonToolResultExists = compactclient.ReasonToolResultExists
 	// ReasonNamespaceNotAllowed (403): the session's ClusterCompactionPolicy does not select
 	// its namespace (spec.namespaceSelector); the session's condition reason, too.
 	ReasonNamespaceNotAllowed = compactionv1alpha1.ReasonNamespaceNotAllowed
@@ -34,7 +34,7 @@ func writeError(w http.ResponseWriter, code int, reason, msg string) {
 	if code == http.StatusServiceUnavailable || code == http.StatusTooManyRequests {
 		w.Header().Set("Retry-After", "1")
 	}
-	writeJSON(w, code, wire.ErrorResponse{Code: code, Reason: reason, Message: msg})
+	writeJSON(w, code, compactclient.ErrorResponse{Code: code, Reason: reason, Message: msg})
 }
 
 func writeJSON(w http.ResponseWriter, code int, v any) {

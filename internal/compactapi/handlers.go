@@ -12,7 +12,7 @@ import (
 	"strings"
 
 	"github.com/harness9/compaction-operator/compaction"
-	wire "github.com/harness9/compaction-operator/compaction/client"
+	"github.com/harness9/compaction-operator/compaction/compactclient"
 )
 
 // maxConflictRetries bounds the reruns of a compaction whose state another replica saved
@@ -82,8 +82,8 @@ func decode(body []byte, v any) error {
 // parseCompact decodes and checks the body of a compaction, before the session is locked.
 // What needs the session's state (tool calls answered across the watermark, the watermark
 // itself) is checked by the engine.
-func (s *Server) parseCompact(body []byte) (*wire.CompactRequest, error) {
-	var req wire.CompactRequest
+func (s *Server) parseCompact(body []byte) (*compactclient.CompactRequest, error) {
+	var req compactclient.CompactRequest
 	if err := decode(body, &req); err != nil {
 		return nil, err
 	}
@@ -102,7 +102,7 @@ func (s *Server) parseCompact(body []byte) (*wire.CompactRequest, error) {
 	return &req, nil
 }
 
-func (s *Server) compact(w http.ResponseWriter, r *http.Request, sess *session, req *wire.CompactRequest) error {
+func (s *Server) compact(w http.ResponseWriter, r *http.Request, sess *session, req *compactclient.CompactRequest) error {
 	d := compaction.Delta{Watermark: req.Watermark, PrefixHash: req.PrefixHash}
 	if req.Usage != nil {
 		d.PromptTokens = req.Usage.PromptTokens
@@ -147,9 +147,9 @@ func (s *Server) compact(w http.ResponseWriter, r *http.Request, sess *session, 
 }
 
 // compactResponse is the answer to a compaction that made the view out.
-func compactResponse(cfg compaction.Config, out []compaction.Message, rec *compaction.CompactionRecord) wire.CompactResponse {
+func compactResponse(cfg compaction.Config, out []compaction.Message, rec *compaction.CompactionRecord) compactclient.CompactResponse {
 	u := usageOf(cfg, rec)
-	return wire.CompactResponse{Messages: out, Record: rec, Watermark: rec.WatermarkAfter, PrefixHash: rec.PrefixHash,
+	return compactclient.CompactResponse{Messages: out, Record: rec, Watermark: rec.WatermarkAfter, PrefixHash: rec.PrefixHash,
 		Usage: u.after, NextTier: u.next, TokensToNextTier: u.toNext}
 }
 
@@ -183,8 +183,8 @@ func (s *Server) lastViewTokens(id string) int {
 }
 
 // parseOffload decodes and checks the body of an offload, before the session is locked.
-func (s *Server) parseOffload(body []byte) (*wire.OffloadRequest, error) {
-	var req wire.OffloadRequest
+func (s *Server) parseOffload(body []byte) (*compactclient.OffloadRequest, error) {
+	var req compactclient.OffloadRequest
 	if err := decode(body, &req); err != nil {
 		return nil, err
 	}
@@ -201,7 +201,7 @@ func (s *Server) parseOffload(body []byte) (*wire.OffloadRequest, error) {
 	return &req, nil
 }
 
-func (s *Server) offload(w http.ResponseWriter, r *http.Request, sess *session, req *wire.OffloadRequest) error {
+func (s *Server) offload(w http.ResponseWriter, r *http.Request, sess *session, req *compactclient.OffloadRequest) error {
 	m := req.Message
 	o := compaction.NewOffloader(sess.store, sess.id, sess.cfg.OffloadThreshold, sess.cfg.PreviewLines)
 	out, entry, err := o.Hook(r.Context(), m, sess.cfg.HookThreshold)
@@ -216,7 +216,7 @@ func (s *Server) offload(w http.ResponseWriter, r *http.Request, sess *session, 
 		s.metrics.OffloadBytes.Add(float64(entry.Bytes))
 		s.recordOffload(sess, entry.Bytes)
 	}
-	writeJSON(w, http.StatusOK, wire.OffloadResponse{Message: out, Offloaded: entry})
+	writeJSON(w, http.StatusOK, compactclient.OffloadResponse{Message: out, Offloaded: entry})
 	return nil
 }
 

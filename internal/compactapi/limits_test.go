@@ -11,7 +11,7 @@ import (
 	"testing"
 
 	"github.com/harness9/compaction-operator/compaction"
-	wire "github.com/harness9/compaction-operator/compaction/client"
+	"github.com/harness9/compaction-operator/compaction/compactclient"
 )
 
 func TestJSONValues(t *testing.T) {
@@ -70,7 +70,7 @@ func unknownCall(n int) string {
 }
 
 // parseBody is what the compact route does with a body before the session is locked.
-func parseBody(s *Server, body []byte) (*wire.CompactRequest, error) {
+func parseBody(s *Server, body []byte) (*compactclient.CompactRequest, error) {
 	if _, err := s.checkValues(body); err != nil {
 		return nil, err
 	}
@@ -225,7 +225,7 @@ func BenchmarkDecodeHostileBody(b *testing.B) {
 				var before, after runtime.MemStats
 				runtime.GC()
 				runtime.ReadMemStats(&before)
-				var req wire.CompactRequest
+				var req compactclient.CompactRequest
 				_ = decode(h.body, &req)
 				runtime.GC()
 				runtime.ReadMemStats(&after)
@@ -244,7 +244,7 @@ func BenchmarkParseHistory(b *testing.B) {
 	for i := range DefaultMaxMessages {
 		msgs = append(msgs, compaction.Message{Role: compaction.RoleUser, Content: fmt.Sprintf("message %d: %s", i, strings.Repeat("text ", 100))})
 	}
-	body, err := json.Marshal(wire.CompactRequest{Messages: msgs})
+	body, err := json.Marshal(compactclient.CompactRequest{Messages: msgs})
 	if err != nil {
 		b.Fatal(err)
 	}

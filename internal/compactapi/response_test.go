@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/harness9/compaction-operator/compaction"
-	wire "github.com/harness9/compaction-operator/compaction/client"
+	"github.com/harness9/compaction-operator/compaction/compactclient"
 )
 
 // TestCompactResponseUsageFromRecord: usage, nextTier and tokensToNextTier are the record's
@@ -105,7 +105,7 @@ func TestCompactResponseUsage(t *testing.T) {
 					t.Errorf("response has no %q member", k)
 				}
 			}
-			var resp wire.CompactResponse
+			var resp compactclient.CompactResponse
 			if err := json.Unmarshal(w.Body.Bytes(), &resp); err != nil {
 				t.Fatal(err)
 			}

@@ -27,7 +27,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
-	wire "github.com/harness9/compaction-operator/compaction/client"
+	"github.com/harness9/compaction-operator/compaction/compactclient"
 	"github.com/harness9/compaction-operator/internal/egress"
 	"github.com/harness9/compaction-operator/internal/policy"
 )
@@ -79,7 +79,7 @@ type Config struct {
 	// ClusterResourceNamespace holds a ClusterCompactionPolicy's Secrets by default.
 	ClusterResourceNamespace string
 	// TokenAudience is the audience a caller's token must be for (default
-	// wire.DefaultTokenAudience); a token for the Kubernetes API itself is refused.
+	// compactclient.DefaultTokenAudience); a token for the Kubernetes API itself is refused.
 	TokenAudience string
 	// ReviewQPS and ReviewBurst limit the TokenReviews and SubjectAccessReviews, sent on a
 	// client of their own so they never share the controllers' and status writes' limiter.
@@ -166,7 +166,7 @@ func New(mgr ctrl.Manager, cfg Config, stores *policy.Stores, reg prometheus.Reg
 		cfg.StatusFlushInterval = DefaultStatusFlush
 	}
 	if cfg.TokenAudience == "" {
-		cfg.TokenAudience = wire.DefaultTokenAudience
+		cfg.TokenAudience = compactclient.DefaultTokenAudience
 	}
 	if cfg.ReviewQPS <= 0 {
 		cfg.ReviewQPS = DefaultReviewQPS

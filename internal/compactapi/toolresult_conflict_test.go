@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	wire "github.com/harness9/compaction-operator/compaction/client"
+	"github.com/harness9/compaction-operator/compaction/compactclient"
 )
 
 // TestOffloadNeverReplacesAnOriginal is issue 14's weakness 8 as an attack: a second
@@ -50,12 +50,12 @@ func TestOffloadNeverReplacesAnOriginal(t *testing.T) {
 		t.Fatalf("the same result again (a retry): %d %s", w.Code, w.Body)
 	}
 	w := post(strings.Repeat("a later result under the reused ID call_0\n", 100))
-	var resp wire.ErrorResponse
+	var resp compactclient.ErrorResponse
 	if err := json.Unmarshal(w.Body.Bytes(), &resp); err != nil {
 		t.Fatalf("409 body: %v: %s", err, w.Body)
 	}
-	if w.Code != http.StatusConflict || resp.Reason != wire.ReasonToolResultExists {
-		t.Fatalf("a different result under call_0: %d %s, want 409 %s", w.Code, w.Body, wire.ReasonToolResultExists)
+	if w.Code != http.StatusConflict || resp.Reason != compactclient.ReasonToolResultExists {
+		t.Fatalf("a different result under call_0: %d %s, want 409 %s", w.Code, w.Body, compactclient.ReasonToolResultExists)
 	}
 	rw := httptest.NewRecorder()
 	r := httptest.NewRequest(http.MethodGet, "/v1/namespaces/ns/sessions/agent/toolresults/call_0", nil)

@@ -25,7 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/yaml"
 
-	wire "github.com/harness9/compaction-operator/compaction/client"
+	"github.com/harness9/compaction-operator/compaction/compactclient"
 	"github.com/harness9/compaction-operator/internal/localminio"
 	"github.com/harness9/compaction-operator/internal/proc"
 )
@@ -322,7 +322,7 @@ func createAgent(ctx context.Context, root string, cfg *rest.Config, tokenFile s
 	tr, err := cs.CoreV1().ServiceAccounts("default").CreateToken(ctx, "agent", &authenticationv1.TokenRequest{
 		// For the compaction API's audience, as an agent's projected token: the API refuses
 		// tokens for the Kubernetes API itself.
-		Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](24 * 3600), Audiences: []string{wire.DefaultTokenAudience}},
+		Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](24 * 3600), Audiences: []string{compactclient.DefaultTokenAudience}},
 	}, metav1.CreateOptions{})
 	if err != nil {
 		return fmt.Errorf("token for default/agent: %w", err)

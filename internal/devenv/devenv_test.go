@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/harness9/compaction-operator/compaction"
-	compactclient "github.com/harness9/compaction-operator/compaction/client"
+	"github.com/harness9/compaction-operator/compaction/compactclient"
 	"github.com/harness9/compaction-operator/internal/devenv"
 	"github.com/harness9/compaction-operator/internal/testenv"
 )

@@ -1,8 +1,8 @@
-// Package client is a small Go client of the compaction-operator's compaction API, for
+// Package compactclient is a small Go client of the compaction-operator's compaction API, for
 // agents: compact the history before every LLM call, offload large tool results at source,
 // read offloaded results back and fetch the audit trail. It has no Kubernetes dependency;
 // inside a pod it authenticates with the pod's ServiceAccount token.
-package client
+package compactclient
 
 import (
 	"bytes"
@@ -211,7 +211,7 @@ func (c *Client) do(ctx context.Context, method, path string, body []byte) (*htt
 		if errors.As(err, &unknown) || errors.As(err, &invalid) || errors.As(err, &hostname) {
 			return nil, fmt.Errorf("compaction client: %s %s: the server's certificate does not verify "+
 				"(give the operator's CA bundle, key ca.crt of its ConfigMap compaction-operator-api-ca: compactctl --ca-file or $COMPACTION_CA_FILE, "+
-				"Go client.WithCAFile; and use a host name the certificate is for): %w", method, path, err)
+				"Go compactclient.WithCAFile; and use a host name the certificate is for): %w", method, path, err)
 		}
 		return nil, fmt.Errorf("compaction client: %s %s: %w", method, path, err)
 	}

@@ -1,4 +1,4 @@
-package client
+package compactclient
 
 import "github.com/harness9/compaction-operator/compaction"
 
