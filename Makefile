@@ -109,6 +109,8 @@ verify: manifests generate helm docs ## Fail when gofmt, go vet, go mod tidy or 
 	$(GO) mod tidy -diff
 	@if $(GO) list -deps ./compaction/... | grep -E '^(k8s\.io|sigs\.k8s\.io)/'; then \
 		echo "compaction/ must not import Kubernetes packages (see above)"; exit 1; fi
+	@if $(GO) list -deps ./cmd/manager ./cmd/compactctl | grep '/internal/dev/'; then \
+		echo "the shipped binaries must not import internal/dev/ (dev tooling and test helpers, see above)"; exit 1; fi
 	@git diff --exit-code -- api config charts docs/api.md || { echo "generated files are stale: run make manifests generate helm docs and commit"; exit 1; }
 	@out=$$(git ls-files --others --exclude-standard -- api config charts docs/api.md); if [ -n "$$out" ]; then \
 		echo "untracked generated files (commit them): $$out"; exit 1; fi

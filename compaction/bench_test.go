@@ -1,7 +1,7 @@
 package compaction_test
 
 // Benchmarks of CompactWithRecord per tier, on synthetic coding-agent histories of 100,
-// 1,000 and 10,000 messages (internal/synth: about 2 KB a message, every 10th tool result
+// 1,000 and 10,000 messages (internal/dev/synth: about 2 KB a message, every 10th tool result
 // 5-50 KB, parallel calls, interjections, text-only turns), with the extractive summarizer
 // and the filesystem store.
 //
@@ -46,7 +46,7 @@ import (
 
 	"github.com/harness9/compaction-operator/compaction"
 	"github.com/harness9/compaction-operator/compaction/storage/fs"
-	"github.com/harness9/compaction-operator/internal/synth"
+	"github.com/harness9/compaction-operator/internal/dev/synth"
 )
 
 var benchSizes = []int{100, 1000, 10000}

@@ -22,7 +22,7 @@ import (
 	"time"
 
 	"github.com/harness9/compaction-operator/compaction"
-	"github.com/harness9/compaction-operator/internal/synth"
+	"github.com/harness9/compaction-operator/internal/dev/synth"
 )
 
 // ---- the quality targets (issue 12; decisions and errors raised to 90% with issue 13) ----
@@ -35,7 +35,7 @@ func minShares() map[string]float64 {
 }
 
 // TestEvalQualityTargets replays transcripts through eval and fails when a target is missed:
-// the synthetic transcripts always (the facts internal/synth plants), the real ones when they
+// the synthetic transcripts always (the facts internal/dev/synth plants), the real ones when they
 // are found ($EVAL_TRANSCRIPTS, else ../shared/testdata/real from the repository root), each
 // with the deterministic extractive summarizer and with --summarizer openai against an
 // in-process LLM that answers in the anchors format.
@@ -259,7 +259,7 @@ func baseNames(paths []string) string {
 
 // ---- synthetic transcripts and their probes ----
 
-// syntheticSample is a transcript internal/synth generates, scored with the facts it plants.
+// syntheticSample is a transcript internal/dev/synth generates, scored with the facts it plants.
 type syntheticSample struct {
 	file string
 	opts synth.Options
@@ -289,7 +289,7 @@ func syntheticProbeSet(t *testing.T, s syntheticSample) ([]byte, []byte) {
 	sum := sha256.Sum256(buf.Bytes())
 	set := probeSet{
 		Transcript: s.file, SHA256: hex.EncodeToString(sum[:]),
-		About: fmt.Sprintf("The facts internal/synth planted in this transcript (synth.GenerateWithFacts with %+v). Generated: EVAL_UPDATE_PROBES=1 go test ./cmd/compactctl -run TestSyntheticProbeFiles", s.opts),
+		About: fmt.Sprintf("The facts internal/dev/synth planted in this transcript (synth.GenerateWithFacts with %+v). Generated: EVAL_UPDATE_PROBES=1 go test ./cmd/compactctl -run TestSyntheticProbeFiles", s.opts),
 	}
 	for _, f := range facts {
 		set.Probes = append(set.Probes, probe{ID: f.ID, Category: f.Category, Text: f.Text})

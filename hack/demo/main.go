@@ -1,4 +1,4 @@
-// Command demo is `make demo`: see internal/demo. Environment: DEMO_KEEP=1 leaves everything
+// Command demo is `make demo`: see internal/dev/demo. Environment: DEMO_KEEP=1 leaves everything
 // running after the replay; DEMO_TRANSCRIPT and DEMO_WINDOW choose the replay.
 package main
 
@@ -11,7 +11,7 @@ import (
 	"strconv"
 	"syscall"
 
-	"github.com/harness9/compaction-operator/internal/demo"
+	"github.com/harness9/compaction-operator/internal/dev/demo"
 )
 
 func main() {

@@ -11,7 +11,7 @@ import (
 	"path/filepath"
 	"syscall"
 
-	"github.com/harness9/compaction-operator/internal/devenv"
+	"github.com/harness9/compaction-operator/internal/dev/devenv"
 )
 
 func main() {

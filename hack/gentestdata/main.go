@@ -1,4 +1,4 @@
-// Command gentestdata writes the sample transcripts in testdata/ with internal/synth, and
+// Command gentestdata writes the sample transcripts in testdata/ with internal/dev/synth, and
 // testdata/README.md describing them. It is deterministic: running it again rewrites the
 // same bytes, and `go test ./hack/gentestdata` fails when the committed files are stale.
 //
@@ -24,7 +24,7 @@ import (
 	"sync"
 
 	"github.com/harness9/compaction-operator/compaction"
-	"github.com/harness9/compaction-operator/internal/synth"
+	"github.com/harness9/compaction-operator/internal/dev/synth"
 )
 
 // sample is one generated transcript and what it must show.
@@ -298,7 +298,7 @@ hand**: they are written by
     go run ./hack/gentestdata
 
 which is deterministic (same bytes every run; ` + "`go test ./hack/gentestdata`" + ` fails when these files
-are stale). The generator is ` + "`internal/synth`" + `: a fictional Python project, a bug report, and an
+are stale). The generator is ` + "`internal/dev/synth`" + `: a fictional Python project, a bug report, and an
 agent that explores, reproduces, fails once, fixes, and verifies. Nothing here is copied from real
 runs; real public transcripts live outside the repository (see DESIGN.md) and are used by path only.
 

@@ -8,7 +8,7 @@ import (
 )
 
 // TestTestdataUpToDate fails when testdata/ differs from what the generator writes, so a
-// change to internal/synth cannot silently leave stale samples behind.
+// change to internal/dev/synth cannot silently leave stale samples behind.
 func TestTestdataUpToDate(t *testing.T) {
 	files, err := render()
 	if err != nil {

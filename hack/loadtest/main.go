@@ -1,5 +1,5 @@
 // Command loadtest measures the operator under many concurrent agents: it starts the local
-// environment (internal/devenv: kube-apiserver, etcd, MinIO, the manager binary), creates N
+// environment (internal/dev/devenv: kube-apiserver, etcd, MinIO, the manager binary), creates N
 // AgentSessions, and has agents replay a transcript turn by turn through the compaction API
 // at once (offload hook for every tool result, a delta compaction before every assistant
 // turn). It reports the time until all sessions are Ready with the manager's Kubernetes API
@@ -36,9 +36,9 @@ import (
 	compactionv1alpha1 "github.com/harness9/compaction-operator/api/v1alpha1"
 	"github.com/harness9/compaction-operator/compaction"
 	"github.com/harness9/compaction-operator/compaction/compactclient"
-	"github.com/harness9/compaction-operator/internal/devenv"
-	"github.com/harness9/compaction-operator/internal/proc"
-	"github.com/harness9/compaction-operator/internal/replay"
+	"github.com/harness9/compaction-operator/internal/dev/devenv"
+	"github.com/harness9/compaction-operator/internal/dev/proc"
+	"github.com/harness9/compaction-operator/internal/dev/replay"
 )
 
 func main() {

@@ -14,8 +14,8 @@ import (
 
 	compactionv1alpha1 "github.com/harness9/compaction-operator/api/v1alpha1"
 	"github.com/harness9/compaction-operator/compaction"
-	"github.com/harness9/compaction-operator/internal/testenv"
-	"github.com/harness9/compaction-operator/internal/testenv/kubeenv"
+	"github.com/harness9/compaction-operator/internal/dev/testenv"
+	"github.com/harness9/compaction-operator/internal/dev/testenv/kubeenv"
 )
 
 // TestStatusWriteSummarizerUsage writes the coalesced status of an AgentSession to a real

@@ -11,8 +11,8 @@ import (
 
 	compactionv1alpha1 "github.com/harness9/compaction-operator/api/v1alpha1"
 	"github.com/harness9/compaction-operator/internal/controller"
+	"github.com/harness9/compaction-operator/internal/dev/testenv"
 	"github.com/harness9/compaction-operator/internal/egress"
-	"github.com/harness9/compaction-operator/internal/testenv"
 )
 
 // TestAllowedEndpoints: issue 14. With --allowed-endpoints, a policy naming another endpoint

@@ -17,7 +17,7 @@ import (
 
 	compactionv1alpha1 "github.com/harness9/compaction-operator/api/v1alpha1"
 	"github.com/harness9/compaction-operator/compaction"
-	"github.com/harness9/compaction-operator/internal/testenv"
+	"github.com/harness9/compaction-operator/internal/dev/testenv"
 )
 
 // engineConfig is EngineConfig without its error: the tests check what the engine says.

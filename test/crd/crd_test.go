@@ -26,9 +26,9 @@ import (
 
 	v1alpha1 "github.com/harness9/compaction-operator/api/v1alpha1"
 	"github.com/harness9/compaction-operator/compaction"
+	"github.com/harness9/compaction-operator/internal/dev/testenv"
+	"github.com/harness9/compaction-operator/internal/dev/testenv/kubeenv"
 	"github.com/harness9/compaction-operator/internal/policy"
-	"github.com/harness9/compaction-operator/internal/testenv"
-	"github.com/harness9/compaction-operator/internal/testenv/kubeenv"
 )
 
 const ns = "default"

@@ -22,8 +22,8 @@ import (
 	compactionv1alpha1 "github.com/harness9/compaction-operator/api/v1alpha1"
 	"github.com/harness9/compaction-operator/compaction"
 	"github.com/harness9/compaction-operator/compaction/compactclient"
-	"github.com/harness9/compaction-operator/internal/replay"
-	"github.com/harness9/compaction-operator/internal/testenv"
+	"github.com/harness9/compaction-operator/internal/dev/replay"
+	"github.com/harness9/compaction-operator/internal/dev/testenv"
 )
 
 const (

@@ -20,8 +20,8 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/harness9/compaction-operator/compaction/compactclient"
-	"github.com/harness9/compaction-operator/internal/testenv"
-	"github.com/harness9/compaction-operator/internal/testenv/operator"
+	"github.com/harness9/compaction-operator/internal/dev/testenv"
+	"github.com/harness9/compaction-operator/internal/dev/testenv/operator"
 )
 
 // Service names the self-signed certificate is for (config/default's).

@@ -44,8 +44,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	v1alpha1 "github.com/harness9/compaction-operator/api/v1alpha1"
-	"github.com/harness9/compaction-operator/internal/testenv"
-	"github.com/harness9/compaction-operator/internal/testenv/kubeenv"
+	"github.com/harness9/compaction-operator/internal/dev/testenv"
+	"github.com/harness9/compaction-operator/internal/dev/testenv/kubeenv"
 )
 
 const (

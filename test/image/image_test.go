@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/harness9/compaction-operator/internal/testenv"
+	"github.com/harness9/compaction-operator/internal/dev/testenv"
 )
 
 func TestStaticManagerBinary(t *testing.T) {

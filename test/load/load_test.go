@@ -43,8 +43,8 @@ import (
 	"github.com/harness9/compaction-operator/compaction"
 	"github.com/harness9/compaction-operator/compaction/compactclient"
 	"github.com/harness9/compaction-operator/compaction/storage/s3"
-	"github.com/harness9/compaction-operator/internal/testenv"
-	"github.com/harness9/compaction-operator/internal/testenv/operator"
+	"github.com/harness9/compaction-operator/internal/dev/testenv"
+	"github.com/harness9/compaction-operator/internal/dev/testenv/operator"
 )
 
 const (

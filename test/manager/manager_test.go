@@ -33,9 +33,9 @@ import (
 	compactionv1alpha1 "github.com/harness9/compaction-operator/api/v1alpha1"
 	"github.com/harness9/compaction-operator/compaction"
 	"github.com/harness9/compaction-operator/compaction/storage/s3"
-	"github.com/harness9/compaction-operator/internal/proc"
-	"github.com/harness9/compaction-operator/internal/testenv"
-	"github.com/harness9/compaction-operator/internal/testenv/operator"
+	"github.com/harness9/compaction-operator/internal/dev/proc"
+	"github.com/harness9/compaction-operator/internal/dev/testenv"
+	"github.com/harness9/compaction-operator/internal/dev/testenv/operator"
 )
 
 const (

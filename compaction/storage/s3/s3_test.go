@@ -20,7 +20,7 @@ import (
 
 	"github.com/harness9/compaction-operator/compaction"
 	"github.com/harness9/compaction-operator/compaction/storage/storetest"
-	"github.com/harness9/compaction-operator/internal/testenv"
+	"github.com/harness9/compaction-operator/internal/dev/testenv"
 )
 
 // server is one MinIO for a test plus a raw client to set up and inspect buckets.

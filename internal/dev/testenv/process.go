@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/harness9/compaction-operator/internal/proc"
+	"github.com/harness9/compaction-operator/internal/dev/proc"
 )
 
 // StartProcess runs bin with args and the current environment plus env, and stops it

@@ -6,7 +6,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/harness9/compaction-operator/internal/localminio"
+	"github.com/harness9/compaction-operator/internal/dev/localminio"
 )
 
 // MinIO is a real MinIO server owned by one test. It listens on 127.0.0.1 only and keeps its

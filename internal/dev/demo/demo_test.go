@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/harness9/compaction-operator/internal/demo"
-	"github.com/harness9/compaction-operator/internal/testenv"
+	"github.com/harness9/compaction-operator/internal/dev/demo"
+	"github.com/harness9/compaction-operator/internal/dev/testenv"
 )
 
 // syncBuffer is written by the demo and read by the test.

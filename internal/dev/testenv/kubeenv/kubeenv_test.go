@@ -8,7 +8,7 @@ import (
 
 	"k8s.io/client-go/discovery"
 
-	"github.com/harness9/compaction-operator/internal/testenv"
+	"github.com/harness9/compaction-operator/internal/dev/testenv"
 )
 
 // TestControlPlaneReportsPinnedVersion proves the tool build: envtest starts the

@@ -10,8 +10,8 @@ import (
 
 	"github.com/harness9/compaction-operator/compaction"
 	"github.com/harness9/compaction-operator/compaction/compactclient"
-	"github.com/harness9/compaction-operator/internal/devenv"
-	"github.com/harness9/compaction-operator/internal/testenv"
+	"github.com/harness9/compaction-operator/internal/dev/devenv"
+	"github.com/harness9/compaction-operator/internal/dev/testenv"
 )
 
 // TestWalkthrough is the README's kubectl walkthrough: the samples apply to the local

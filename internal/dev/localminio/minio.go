@@ -15,7 +15,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/harness9/compaction-operator/internal/proc"
+	"github.com/harness9/compaction-operator/internal/dev/proc"
 )
 
 const (

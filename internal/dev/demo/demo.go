@@ -26,8 +26,8 @@ import (
 	compactionv1alpha1 "github.com/harness9/compaction-operator/api/v1alpha1"
 	"github.com/harness9/compaction-operator/compaction"
 	"github.com/harness9/compaction-operator/compaction/compactclient"
-	"github.com/harness9/compaction-operator/internal/devenv"
-	"github.com/harness9/compaction-operator/internal/replay"
+	"github.com/harness9/compaction-operator/internal/dev/devenv"
+	"github.com/harness9/compaction-operator/internal/dev/replay"
 )
 
 // Options of a demo run.
