@@ -16,9 +16,9 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/go-logr/logr/funcr"
 
-	"github.com/harness9/compaction-operator/cmd/compactctl/internal/memstore"
 	"github.com/harness9/compaction-operator/compaction"
 	fsstore "github.com/harness9/compaction-operator/compaction/storage/fs"
+	"github.com/harness9/compaction-operator/compaction/storage/mem"
 	"github.com/harness9/compaction-operator/compaction/summarize/openai"
 )
 
@@ -292,7 +292,7 @@ func (f *engineFlags) newSummarizer() (compaction.Summarizer, error) {
 // surprise.
 func (f *engineFlags) openStore(notices io.Writer) (compaction.Store, string, error) {
 	if f.storeDir == "" {
-		return memstore.New(), "memory (nothing written)", nil
+		return mem.New(), "memory (nothing written)", nil
 	}
 	s, err := fsstore.New(f.storeDir)
 	if err != nil {

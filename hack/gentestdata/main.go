@@ -21,9 +21,9 @@ import (
 	"path/filepath"
 	"reflect"
 	"strings"
-	"sync"
 
 	"github.com/harness9/compaction-operator/compaction"
+	"github.com/harness9/compaction-operator/compaction/storage/mem"
 	"github.com/harness9/compaction-operator/internal/dev/synth"
 )
 
@@ -238,7 +238,7 @@ func roundNice(v float64) int {
 // checks the tier did its work.
 func compactAt(name string, msgs []compaction.Message, window int, want compaction.Tier) error {
 	cfg := compaction.DefaultConfig(window)
-	c, err := compaction.NewProgressiveCompactor(cfg, compaction.WithToolResultStore(&memStore{}))
+	c, err := compaction.NewProgressiveCompactor(cfg, compaction.WithToolResultStore(mem.New()))
 	if err != nil {
 		return err
 	}
@@ -261,31 +261,6 @@ func compactAt(name string, msgs []compaction.Message, window int, want compacti
 		return fmt.Errorf("%s at window %d: Emergency without its record error", name, window)
 	}
 	return nil
-}
-
-// memStore is an in-memory ToolResultStore for the tier checks.
-type memStore struct {
-	mu sync.Mutex
-	m  map[string][]byte
-}
-
-func (s *memStore) PutToolResult(_ context.Context, sid, id string, content []byte) (string, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.m == nil {
-		s.m = map[string][]byte{}
-	}
-	s.m[sid+"/"+id] = append([]byte(nil), content...)
-	return "mem://" + sid + "/" + id, nil
-}
-
-func (s *memStore) GetToolResult(_ context.Context, sid, id string) ([]byte, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if b, ok := s.m[sid+"/"+id]; ok {
-		return b, nil
-	}
-	return nil, compaction.ErrNotFound
 }
 
 func readme(rows []readmeRow) string {

@@ -1,7 +1,8 @@
-// Package memstore is an in-memory compaction.Store for dry runs of compactctl: offloads,
-// records and state behave as with a real backend, but nothing outlives the process and
-// nothing is written to disk.
-package memstore
+// Package mem is an in-memory compaction.Store, for compactctl's dry runs (no --store) and
+// for tools and tests that need a real store without disk or network: offloads, records and
+// state behave as with the fs and s3 backends (it passes the same storetest conformance
+// suite), but nothing outlives the process and nothing is written to disk.
+package mem
 
 import (
 	"bytes"
@@ -81,25 +82,25 @@ func (s *Store) GetToolResult(ctx context.Context, sessionID, toolCallID string)
 			return bytes.Clone(data), nil
 		}
 	}
-	return nil, fmt.Errorf("memstore: get tool result %q of session %s: %w", toolCallID, sessionID, compaction.ErrNotFound)
+	return nil, fmt.Errorf("memory store: get tool result %q of session %s: %w", toolCallID, sessionID, compaction.ErrNotFound)
 }
 
 // AppendRecord appends the record to its session's trail as one JSON line.
 func (s *Store) AppendRecord(ctx context.Context, rec *compaction.CompactionRecord) error {
 	if rec == nil {
-		return errors.New("memstore: append record: nil record")
+		return errors.New("memory store: append record: nil record")
 	}
 	if err := check(ctx, "append record", rec.SessionID); err != nil {
 		return err
 	}
 	if rec.ID == "" {
-		return fmt.Errorf("memstore: append record to session %s: record has no ID", rec.SessionID)
+		return fmt.Errorf("memory store: append record to session %s: record has no ID", rec.SessionID)
 	}
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
 	if err := enc.Encode(rec); err != nil {
-		return fmt.Errorf("memstore: encode record %s: %w", rec.ID, err)
+		return fmt.Errorf("memory store: encode record %s: %w", rec.ID, err)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -122,10 +123,10 @@ func (s *Store) ReadRecords(ctx context.Context, sessionID string, w io.Writer) 
 	s.mu.Unlock()
 	for _, line := range lines {
 		if err := ctx.Err(); err != nil {
-			return fmt.Errorf("memstore: read records of session %s: %w", sessionID, err)
+			return fmt.Errorf("memory store: read records of session %s: %w", sessionID, err)
 		}
 		if _, err := w.Write(line); err != nil {
-			return fmt.Errorf("memstore: read records of session %s: %w", sessionID, err)
+			return fmt.Errorf("memory store: read records of session %s: %w", sessionID, err)
 		}
 	}
 	return nil
@@ -143,11 +144,11 @@ func (s *Store) LoadState(ctx context.Context, sessionID string) (*compaction.St
 	}
 	s.mu.Unlock()
 	if data == nil {
-		return nil, fmt.Errorf("memstore: load state of session %s: %w", sessionID, compaction.ErrNotFound)
+		return nil, fmt.Errorf("memory store: load state of session %s: %w", sessionID, compaction.ErrNotFound)
 	}
 	var st compaction.State
 	if err := json.Unmarshal(data, &st); err != nil {
-		return nil, fmt.Errorf("memstore: decode state of session %s: %w", sessionID, err)
+		return nil, fmt.Errorf("memory store: decode state of session %s: %w", sessionID, err)
 	}
 	return &st, nil
 }
@@ -155,14 +156,14 @@ func (s *Store) LoadState(ctx context.Context, sessionID string) (*compaction.St
 // SaveState replaces the session's state with a copy of st.
 func (s *Store) SaveState(ctx context.Context, sessionID string, st *compaction.State) error {
 	if st == nil {
-		return fmt.Errorf("memstore: save state of session %q: nil state", sessionID)
+		return fmt.Errorf("memory store: save state of session %q: nil state", sessionID)
 	}
 	if err := check(ctx, "save state", sessionID); err != nil {
 		return err
 	}
 	data, err := json.Marshal(st) // a deep copy the caller cannot change
 	if err != nil {
-		return fmt.Errorf("memstore: encode state of session %s: %w", sessionID, err)
+		return fmt.Errorf("memory store: encode state of session %s: %w", sessionID, err)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -193,10 +194,10 @@ func (s *Store) DeleteSession(ctx context.Context, sessionID string) (int, error
 // check validates the session ID and refuses to start work under a finished context.
 func check(ctx context.Context, op, sessionID string) error {
 	if err := compaction.ValidateSessionID(sessionID); err != nil {
-		return fmt.Errorf("memstore: %s: %w", op, err)
+		return fmt.Errorf("memory store: %s: %w", op, err)
 	}
 	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("memstore: %s of session %s: %w", op, sessionID, err)
+		return fmt.Errorf("memory store: %s of session %s: %w", op, sessionID, err)
 	}
 	return nil
 }
