@@ -268,29 +268,79 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 	return 0
 }
 
+// runManager builds the manager, sets up the controllers and the compaction API, and runs
+// them until ctx ends.
 func runManager(ctx context.Context, o *options) error {
 	log := ctrl.Log.WithName("setup")
-	cfg, err := restConfig(o.kubeconfig)
+	// The API's certificate (the self-signed CA's or the one of --api-cert-dir) serves the
+	// metrics too, so a scraper can verify them with the published CA; it is known only once
+	// the manager exists.
+	certs := &lateCertificates{}
+	mgr, err := newManager(o, certs)
 	if err != nil {
 		return err
+	}
+	allowed, err := egress.Parse(o.allowedEndpoints)
+	if err != nil {
+		return err
+	}
+	stores := &policy.Stores{Endpoints: allowed}
+	secrets := policy.NewSecretCache(mgr.GetAPIReader(), o.secretCacheTTL)
+	if err := controller.Setup(ctx, mgr, controller.Config{
+		Stores:                   stores,
+		Secrets:                  secrets,
+		SecretRecheckInterval:    o.secretRecheckInterval,
+		ClusterSecretNamespaces:  o.clusterSecretNamespaces,
+		ClusterResourceNamespace: o.clusterResourceNamespace,
+		ProbeInterval:            o.probeInterval,
+		RetryInterval:            o.retryInterval,
+		RetryMaxDelay:            o.gcRetryMaxDelay,
+		SessionWorkers:           o.sessionWorkers,
+	}); err != nil {
+		return err
+	}
+	if o.apiAddr != "0" {
+		if err := addCompactionAPI(mgr, o, certs, stores, secrets, allowed); err != nil {
+			return err
+		}
+	}
+	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
+		return fmt.Errorf("add health check: %w", err)
+	}
+	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
+		return fmt.Errorf("add ready check: %w", err)
+	}
+
+	log.Info("starting manager", "version", versionString(), "leaderElection", o.leaderElect,
+		"clusterResourceNamespace", o.clusterResourceNamespace, "clusterPolicySecretNamespaces", o.clusterSecretNamespaces,
+		"allowedEndpoints", allowed.String())
+	if err := mgr.Start(ctx); err != nil {
+		return fmt.Errorf("run manager: %w", err)
+	}
+	return nil
+}
+
+// newManager builds the controller-runtime manager: its client, cache, leader election,
+// probes and metrics server (served with certs when the API serves TLS).
+func newManager(o *options, certs *lateCertificates) (ctrl.Manager, error) {
+	cfg, err := restConfig(o.kubeconfig)
+	if err != nil {
+		return nil, err
 	}
 	// client-go's defaults (5 QPS, burst 10) would throttle the status writes of a busy API.
 	cfg.QPS, cfg.Burst = float32(o.kubeQPS), o.kubeBurst
 	scheme := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
-		return fmt.Errorf("build scheme: %w", err)
+		return nil, fmt.Errorf("build scheme: %w", err)
 	}
 	if err := compactionv1alpha1.AddToScheme(scheme); err != nil {
-		return fmt.Errorf("build scheme: %w", err)
+		return nil, fmt.Errorf("build scheme: %w", err)
 	}
 
 	var tlsOpts []func(*tls.Config)
 	if !o.enableHTTP2 {
 		tlsOpts = append(tlsOpts, func(c *tls.Config) { c.NextProtos = []string{"http/1.1"} })
 	}
-	// The API's certificate (the self-signed CA's or the one of --api-cert-dir) serves the
-	// metrics too, so a scraper can verify them with the published CA.
-	certs := &lateCertificates{}
 	if o.apiAddr != "0" && !o.apiInsecureHTTP {
 		tlsOpts = append(tlsOpts, func(c *tls.Config) {
 			c.Certificates = nil
@@ -324,67 +374,39 @@ func runManager(ctx context.Context, o *options) error {
 		Cache: cache.Options{ByObject: policy.LocationCache(o.clusterResourceNamespace)},
 	})
 	if err != nil {
-		return fmt.Errorf("create manager: %w", err)
+		return nil, fmt.Errorf("create manager: %w", err)
 	}
+	return mgr, nil
+}
 
-	allowed, err := egress.Parse(o.allowedEndpoints)
+// addCompactionAPI adds the compaction API server, with its certificate source and its
+// readiness check, to mgr.
+func addCompactionAPI(mgr ctrl.Manager, o *options, certs *lateCertificates, stores *policy.Stores, secrets *policy.SecretCache, allowed *egress.Allowlist) error {
+	var src compactapi.CertificateSource
+	if !o.apiInsecureHTTP {
+		var err error
+		if src, err = certificateSource(mgr, o); err != nil {
+			return err
+		}
+		certs.set(src)
+	}
+	api, err := compactapi.New(mgr, compactapi.Config{
+		BindAddress: o.apiAddr, Certificates: src, InsecureServeHTTP: o.apiInsecureHTTP,
+		MaxBodyBytes: o.apiMaxBodyBytes, MaxMessages: o.apiMaxMessages,
+		MaxInflightBytes: o.apiMaxInflightBytes,
+		RequestTimeout:   o.apiRequestTimeout, ReadTimeout: o.apiReadTimeout, UsageInterval: o.apiUsageInterval,
+		ClusterResourceNamespace: o.clusterResourceNamespace, TokenAudience: o.apiTokenAudience,
+		ReviewQPS: o.apiReviewQPS, ReviewBurst: o.apiReviewBurst, NewTokenRate: o.apiNewTokenRate, NewTokenBurst: o.apiNewTokenBurst,
+		Secrets: secrets, ClusterSecretNamespaces: o.clusterSecretNamespaces, AllowedEndpoints: allowed,
+	}, stores, crmetrics.Registry)
 	if err != nil {
 		return err
 	}
-	stores := &policy.Stores{Endpoints: allowed}
-	secrets := policy.NewSecretCache(mgr.GetAPIReader(), o.secretCacheTTL)
-	if err := controller.Setup(ctx, mgr, controller.Config{
-		Stores:                   stores,
-		Secrets:                  secrets,
-		SecretRecheckInterval:    o.secretRecheckInterval,
-		ClusterSecretNamespaces:  o.clusterSecretNamespaces,
-		ClusterResourceNamespace: o.clusterResourceNamespace,
-		ProbeInterval:            o.probeInterval,
-		RetryInterval:            o.retryInterval,
-		RetryMaxDelay:            o.gcRetryMaxDelay,
-		SessionWorkers:           o.sessionWorkers,
-	}); err != nil {
-		return err
+	if err := mgr.Add(api); err != nil {
+		return fmt.Errorf("add compaction API: %w", err)
 	}
-	if o.apiAddr != "0" {
-		var src compactapi.CertificateSource
-		if !o.apiInsecureHTTP {
-			if src, err = certificateSource(mgr, o); err != nil {
-				return err
-			}
-			certs.set(src)
-		}
-		api, err := compactapi.New(mgr, compactapi.Config{
-			BindAddress: o.apiAddr, Certificates: src, InsecureServeHTTP: o.apiInsecureHTTP,
-			MaxBodyBytes: o.apiMaxBodyBytes, MaxMessages: o.apiMaxMessages,
-			MaxInflightBytes: o.apiMaxInflightBytes,
-			RequestTimeout:   o.apiRequestTimeout, ReadTimeout: o.apiReadTimeout, UsageInterval: o.apiUsageInterval,
-			ClusterResourceNamespace: o.clusterResourceNamespace, TokenAudience: o.apiTokenAudience,
-			ReviewQPS: o.apiReviewQPS, ReviewBurst: o.apiReviewBurst, NewTokenRate: o.apiNewTokenRate, NewTokenBurst: o.apiNewTokenBurst,
-			Secrets: secrets, ClusterSecretNamespaces: o.clusterSecretNamespaces, AllowedEndpoints: allowed,
-		}, stores, crmetrics.Registry)
-		if err != nil {
-			return err
-		}
-		if err := mgr.Add(api); err != nil {
-			return fmt.Errorf("add compaction API: %w", err)
-		}
-		if err := mgr.AddReadyzCheck("compaction-api", api.ReadyCheck); err != nil {
-			return fmt.Errorf("add compaction API ready check: %w", err)
-		}
-	}
-	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
-		return fmt.Errorf("add health check: %w", err)
-	}
-	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
-		return fmt.Errorf("add ready check: %w", err)
-	}
-
-	log.Info("starting manager", "version", versionString(), "leaderElection", o.leaderElect,
-		"clusterResourceNamespace", o.clusterResourceNamespace, "clusterPolicySecretNamespaces", o.clusterSecretNamespaces,
-		"allowedEndpoints", allowed.String())
-	if err := mgr.Start(ctx); err != nil {
-		return fmt.Errorf("run manager: %w", err)
+	if err := mgr.AddReadyzCheck("compaction-api", api.ReadyCheck); err != nil {
+		return fmt.Errorf("add compaction API ready check: %w", err)
 	}
 	return nil
 }
