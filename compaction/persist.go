@@ -1,0 +1,110 @@
+package compaction
+
+import (
+	"context"
+	"errors"
+	"fmt"
+)
+
+// This file holds the session state's load, revalidation and save.
+
+// loadState reads the persisted state once (on every call with revalidate); a missing state
+// is an empty one.
+func (c *ProgressiveCompactor) loadState(ctx context.Context) error {
+	if c.revalidate && c.states != nil {
+		return c.refreshState(ctx)
+	}
+	if c.stateLoaded {
+		return nil
+	}
+	if c.state == nil {
+		c.state = &State{}
+	}
+	if c.states == nil {
+		c.stateLoaded = true
+		return nil
+	}
+	st, err := c.states.LoadState(ctx, c.sessionID)
+	switch {
+	case errors.Is(err, ErrNotFound):
+	case err != nil:
+		return err
+	default:
+		c.state = st
+		c.state.Calibration = clampCalibration(st.Calibration)
+		c.savedCalibration = c.state.Calibration
+		if c.offloader != nil {
+			c.offloader.Seed(st.Offloaded)
+		}
+	}
+	c.stateLoaded = true
+	return nil
+}
+
+// refreshState starts a call from the stored state: the copy kept from the last call while
+// the store says it is current, else the stored state read again. The offloader starts from
+// the state's offloads, as a new compactor's would.
+func (c *ProgressiveCompactor) refreshState(ctx context.Context) error {
+	var st *State
+	var err error
+	rv, ok := c.states.(StateRevalidator)
+	if ok && c.stored != nil && c.stored.Version != "" {
+		st, err = rv.LoadStateIfChanged(ctx, c.sessionID, c.stored.Version)
+		if err == nil && st == nil {
+			st = c.stored
+		}
+	} else {
+		st, err = c.states.LoadState(ctx, c.sessionID)
+	}
+	if errors.Is(err, ErrNotFound) {
+		st, err = &State{}, nil
+	}
+	if err != nil {
+		c.stored, c.state, c.stateLoaded = nil, &State{}, false
+		c.resetOffloader(nil)
+		return err
+	}
+	if st != c.stored {
+		st.Calibration = clampCalibration(st.Calibration)
+		c.stored = st
+	}
+	c.state, c.stateLoaded = c.stored.clone(), true
+	c.savedCalibration = c.stored.Calibration
+	c.resetOffloader(c.stored.Offloaded)
+	return nil
+}
+
+// resetOffloader gives the compactor a new offloader that knows entries.
+func (c *ProgressiveCompactor) resetOffloader(entries map[string]OffloadEntry) {
+	if c.store == nil {
+		return
+	}
+	c.offloader = NewOffloader(c.store, c.sessionID, c.cfg.OffloadThreshold, c.cfg.PreviewLines)
+	c.offloader.Seed(entries)
+}
+
+// saveState persists the state. A failure fails open (the record says so), except a
+// conflict: another compaction saved first, so this one's merge must not overwrite it. The
+// in-memory state is then dropped, to be reloaded by the next call, and ErrStateConflict
+// returned before anything is recorded.
+func (c *ProgressiveCompactor) saveState(ctx context.Context, rec *CompactionRecord) error {
+	c.state.UpdatedAt = c.now()
+	if c.offloader != nil {
+		c.state.Offloaded = c.offloader.Entries()
+	}
+	err := c.states.SaveState(ctx, c.sessionID, c.state)
+	if err == nil {
+		c.savedCalibration = c.state.Calibration
+		if c.revalidate {
+			c.stored = c.state.clone()
+		}
+	}
+	switch {
+	case errors.Is(err, ErrConflict):
+		c.state, c.stateLoaded, c.stored = &State{}, false, nil
+		return fmt.Errorf("%w: %v", ErrStateConflict, err)
+	case err != nil:
+		rec.addError("state save: %v", err)
+	}
+	return nil
+}
