@@ -47,38 +47,73 @@ var tierColors = map[compaction.Tier]string{
 // bands, and one marker per compaction colored by its tier. It uses no dependency and no
 // external resource, so the file opens in any browser.
 func renderPlot(in plotInput) string {
+	pl := newPlotter(in)
+	pl.header()
+	pl.bands()
+	pl.axes()
+	if pl.n == 0 {
+		pl.p(`<text x="%d" y="%d" text-anchor="middle" font-size="14" fill="#777">No turn to compact: the transcript has no assistant message after a non-system message.</text>`+"\n",
+			plotLeft+plotAreaW/2, plotTop+plotAreaH/2)
+	} else {
+		pl.usage()
+		pl.markers()
+	}
+	pl.legend()
+	pl.p("</svg>\n")
+	return pl.b.String()
+}
+
+// plotThreshold is one tier's threshold, in percent of the window.
+type plotThreshold struct {
+	tier compaction.Tier
+	pct  float64
+}
+
+// plotter is one renderPlot: its input, scales and the document being written.
+type plotter struct {
+	in         plotInput
+	thresholds []plotThreshold
+	n          int     // turns
+	yStep      float64 // percent between two y ticks
+	yMax       float64 // percent at the top of the plot area
+	b          strings.Builder
+}
+
+func newPlotter(in plotInput) *plotter {
 	cfg := in.Config
-	thresholds := []struct {
-		tier compaction.Tier
-		pct  float64
-	}{
+	pl := &plotter{in: in, n: len(in.Series), thresholds: []plotThreshold{
 		{compaction.TierWarn, cfg.WarnThreshold * 100},
 		{compaction.TierSoft, cfg.SoftThreshold * 100},
 		{compaction.TierFull, cfg.FullThreshold * 100},
 		{compaction.TierEmergency, cfg.EmergencyThreshold * 100},
-	}
-
-	// Scales.
+	}}
 	peak := 100.0
 	for _, t := range in.Series {
 		peak = math.Max(peak, math.Max(t.UsageBefore, t.UsageAfter)*100)
 	}
-	yStep := niceStep(peak, 10)
-	yMax := math.Ceil(peak/yStep) * yStep
-	n := len(in.Series)
-	xOf := func(turn int) float64 {
-		if n <= 1 {
-			return plotLeft + plotAreaW/2
-		}
-		return plotLeft + float64(turn-1)/float64(n-1)*plotAreaW
+	pl.yStep = niceStep(peak, 10)
+	pl.yMax = math.Ceil(peak/pl.yStep) * pl.yStep
+	return pl
+}
+
+func (pl *plotter) p(format string, args ...any) { fmt.Fprintf(&pl.b, format, args...) }
+
+// xOf is the x coordinate of a turn (1-based).
+func (pl *plotter) xOf(turn int) float64 {
+	if pl.n <= 1 {
+		return plotLeft + plotAreaW/2
 	}
-	yOf := func(pct float64) float64 { return plotTop + plotAreaH - pct/yMax*plotAreaH }
+	return plotLeft + float64(turn-1)/float64(pl.n-1)*plotAreaW
+}
 
-	var b strings.Builder
-	p := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
+// yOf is the y coordinate of a usage in percent.
+func (pl *plotter) yOf(pct float64) float64 { return plotTop + plotAreaH - pct/pl.yMax*plotAreaH }
 
-	p("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n")
-	p(`<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="Helvetica, Arial, sans-serif" font-size="12">`+"\n",
+// header writes the document's start, background and titles.
+func (pl *plotter) header() {
+	in, cfg := pl.in, pl.in.Config
+	pl.p("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n")
+	pl.p(`<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="Helvetica, Arial, sans-serif" font-size="12">`+"\n",
 		plotWidth, plotHeight, plotWidth, plotHeight)
 	compactions := 0
 	for _, t := range in.Series {
@@ -87,107 +122,110 @@ func renderPlot(in plotInput) string {
 		}
 	}
 	title := fmt.Sprintf("Context usage: %s (window %d tokens)", in.Title, cfg.ContextWindow)
-	p("<title>%s</title>\n", esc(title))
-	p(`<rect x="0" y="0" width="%d" height="%d" fill="#ffffff"/>`+"\n", plotWidth, plotHeight)
+	pl.p("<title>%s</title>\n", esc(title))
+	pl.p(`<rect x="0" y="0" width="%d" height="%d" fill="#ffffff"/>`+"\n", plotWidth, plotHeight)
 	shown := fmt.Sprintf("Context usage: %s (window %d tokens)", shorten(in.Title, maxTitleName), cfg.ContextWindow)
-	p(`<text x="%d" y="26" font-size="16" font-weight="bold" fill="#222">%s</text>`+"\n", plotLeft, esc(shown))
-	p(`<text x="%d" y="46" fill="#555">%s</text>`+"\n", plotLeft,
-		esc(fmt.Sprintf("%d turns, %d compactions; usage = estimated tokens (bytes / 4) / window, before and after each compaction", n, compactions)))
+	pl.p(`<text x="%d" y="26" font-size="16" font-weight="bold" fill="#222">%s</text>`+"\n", plotLeft, esc(shown))
+	pl.p(`<text x="%d" y="46" fill="#555">%s</text>`+"\n", plotLeft,
+		esc(fmt.Sprintf("%d turns, %d compactions; usage = estimated tokens (bytes / 4) / window, before and after each compaction", pl.n, compactions)))
+}
 
-	// Tier bands and threshold lines.
-	p(`<g id="thresholds">` + "\n")
-	for i, th := range thresholds {
-		upper := yMax
-		if i+1 < len(thresholds) {
-			upper = thresholds[i+1].pct
+// bands writes the tier bands and threshold lines.
+func (pl *plotter) bands() {
+	pl.p(`<g id="thresholds">` + "\n")
+	for i, th := range pl.thresholds {
+		upper := pl.yMax
+		if i+1 < len(pl.thresholds) {
+			upper = pl.thresholds[i+1].pct
 		}
 		color := tierColors[th.tier]
-		p(`<rect x="%d" y="%.1f" width="%d" height="%.1f" fill="%s" fill-opacity="0.08"/>`+"\n",
-			plotLeft, yOf(upper), plotAreaW, yOf(th.pct)-yOf(upper), color)
-		p(`<line x1="%d" y1="%.1f" x2="%d" y2="%.1f" stroke="%s" stroke-width="1" stroke-dasharray="6 4"/>`+"\n",
-			plotLeft, yOf(th.pct), plotLeft+plotAreaW, yOf(th.pct), color)
-		p(`<text x="%d" y="%.1f" text-anchor="end" font-size="11" fill="%s" stroke="#ffffff" stroke-width="3" paint-order="stroke">%s %s%%</text>`+"\n",
-			plotLeft+plotAreaW-4, yOf(th.pct)-4, color, th.tier, trimFloat(th.pct))
+		pl.p(`<rect x="%d" y="%.1f" width="%d" height="%.1f" fill="%s" fill-opacity="0.08"/>`+"\n",
+			plotLeft, pl.yOf(upper), plotAreaW, pl.yOf(th.pct)-pl.yOf(upper), color)
+		pl.p(`<line x1="%d" y1="%.1f" x2="%d" y2="%.1f" stroke="%s" stroke-width="1" stroke-dasharray="6 4"/>`+"\n",
+			plotLeft, pl.yOf(th.pct), plotLeft+plotAreaW, pl.yOf(th.pct), color)
+		pl.p(`<text x="%d" y="%.1f" text-anchor="end" font-size="11" fill="%s" stroke="#ffffff" stroke-width="3" paint-order="stroke">%s %s%%</text>`+"\n",
+			plotLeft+plotAreaW-4, pl.yOf(th.pct)-4, color, th.tier, trimFloat(th.pct))
 	}
-	p("</g>\n")
+	pl.p("</g>\n")
+}
 
-	// Axes, grid and tick labels.
-	p(`<g id="axes" stroke="#333" stroke-width="1">` + "\n")
-	p(`<line x1="%d" y1="%d" x2="%d" y2="%d"/>`+"\n", plotLeft, plotTop, plotLeft, plotTop+plotAreaH)
-	p(`<line x1="%d" y1="%d" x2="%d" y2="%d"/>`+"\n", plotLeft, plotTop+plotAreaH, plotLeft+plotAreaW, plotTop+plotAreaH)
-	p("</g>\n")
-	p(`<g id="y-ticks" font-size="11" fill="#333">` + "\n")
-	for v := 0.0; v <= yMax+yStep/1000; v += yStep {
-		y := yOf(v)
-		p(`<line x1="%d" y1="%.1f" x2="%d" y2="%.1f" stroke="#e5e5e5"/>`+"\n", plotLeft+1, y, plotLeft+plotAreaW, y)
-		p(`<line x1="%d" y1="%.1f" x2="%d" y2="%.1f" stroke="#333"/>`+"\n", plotLeft-4, y, plotLeft, y)
-		p(`<text x="%d" y="%.1f" text-anchor="end">%s%%</text>`+"\n", plotLeft-7, y+4, trimFloat(v))
+// axes writes the axes, the grid, the tick labels and the axis titles.
+func (pl *plotter) axes() {
+	pl.p(`<g id="axes" stroke="#333" stroke-width="1">` + "\n")
+	pl.p(`<line x1="%d" y1="%d" x2="%d" y2="%d"/>`+"\n", plotLeft, plotTop, plotLeft, plotTop+plotAreaH)
+	pl.p(`<line x1="%d" y1="%d" x2="%d" y2="%d"/>`+"\n", plotLeft, plotTop+plotAreaH, plotLeft+plotAreaW, plotTop+plotAreaH)
+	pl.p("</g>\n")
+	pl.p(`<g id="y-ticks" font-size="11" fill="#333">` + "\n")
+	for v := 0.0; v <= pl.yMax+pl.yStep/1000; v += pl.yStep {
+		y := pl.yOf(v)
+		pl.p(`<line x1="%d" y1="%.1f" x2="%d" y2="%.1f" stroke="#e5e5e5"/>`+"\n", plotLeft+1, y, plotLeft+plotAreaW, y)
+		pl.p(`<line x1="%d" y1="%.1f" x2="%d" y2="%.1f" stroke="#333"/>`+"\n", plotLeft-4, y, plotLeft, y)
+		pl.p(`<text x="%d" y="%.1f" text-anchor="end">%s%%</text>`+"\n", plotLeft-7, y+4, trimFloat(v))
 	}
-	p("</g>\n")
-	p(`<g id="x-ticks" font-size="11" fill="#333">` + "\n")
-	for _, t := range xTicks(n) {
-		x := xOf(t)
-		p(`<line x1="%.1f" y1="%d" x2="%.1f" y2="%d" stroke="#333"/>`+"\n", x, plotTop+plotAreaH, x, plotTop+plotAreaH+4)
-		p(`<text x="%.1f" y="%d" text-anchor="middle">%d</text>`+"\n", x, plotTop+plotAreaH+17, t)
+	pl.p("</g>\n")
+	pl.p(`<g id="x-ticks" font-size="11" fill="#333">` + "\n")
+	for _, t := range xTicks(pl.n) {
+		x := pl.xOf(t)
+		pl.p(`<line x1="%.1f" y1="%d" x2="%.1f" y2="%d" stroke="#333"/>`+"\n", x, plotTop+plotAreaH, x, plotTop+plotAreaH+4)
+		pl.p(`<text x="%.1f" y="%d" text-anchor="middle">%d</text>`+"\n", x, plotTop+plotAreaH+17, t)
 	}
-	p("</g>\n")
-	p(`<text x="%d" y="%d" text-anchor="middle" fill="#222">Turn (one compaction before each assistant message)</text>`+"\n",
+	pl.p("</g>\n")
+	pl.p(`<text x="%d" y="%d" text-anchor="middle" fill="#222">Turn (one compaction before each assistant message)</text>`+"\n",
 		plotLeft+plotAreaW/2, plotHeight-18)
-	p(`<text transform="translate(%d %d) rotate(-90)" text-anchor="middle" fill="#222">Context usage (%% of window)</text>`+"\n",
+	pl.p(`<text transform="translate(%d %d) rotate(-90)" text-anchor="middle" fill="#222">Context usage (%% of window)</text>`+"\n",
 		22, plotTop+plotAreaH/2)
+}
 
-	if n == 0 {
-		p(`<text x="%d" y="%d" text-anchor="middle" font-size="14" fill="#777">No turn to compact: the transcript has no assistant message after a non-system message.</text>`+"\n",
-			plotLeft+plotAreaW/2, plotTop+plotAreaH/2)
-	} else {
-		// Usage lines.
-		var before, after strings.Builder
-		for i, t := range in.Series {
-			if i > 0 {
-				before.WriteByte(' ')
-				after.WriteByte(' ')
-			}
-			fmt.Fprintf(&before, "%.1f,%.1f", xOf(t.Turn), yOf(t.UsageBefore*100))
-			fmt.Fprintf(&after, "%.1f,%.1f", xOf(t.Turn), yOf(t.UsageAfter*100))
+// usage writes the usage lines, before and after compaction.
+func (pl *plotter) usage() {
+	var before, after strings.Builder
+	for i, t := range pl.in.Series {
+		if i > 0 {
+			before.WriteByte(' ')
+			after.WriteByte(' ')
 		}
-		p(`<polyline id="usage-before" fill="none" stroke="%s" stroke-width="2" stroke-linejoin="round" points="%s"/>`+"\n", colorBefore, before.String())
-		p(`<polyline id="usage-after" fill="none" stroke="%s" stroke-width="1.5" stroke-dasharray="5 3" stroke-linejoin="round" points="%s"/>`+"\n", colorAfter, after.String())
-
-		// One marker per compaction, with a drop line to the usage after it.
-		p(`<g id="compactions">` + "\n")
-		for _, t := range in.Series {
-			if t.Tier == compaction.TierNone {
-				continue
-			}
-			color := tierColors[t.Tier]
-			x, y0, y1 := xOf(t.Turn), yOf(t.UsageBefore*100), yOf(t.UsageAfter*100)
-			p(`<g><title>%s</title>`, esc(fmt.Sprintf("turn %d (message %d): %s, %.1f%% -> %.1f%% (%d -> %d tokens)",
-				t.Turn, t.Index, t.Tier, t.UsageBefore*100, t.UsageAfter*100, t.TokensBefore, t.TokensAfter)))
-			p(`<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="%s" stroke-opacity="0.5" stroke-width="1.5"/>`, x, y0, x, y1, color)
-			p(`<circle cx="%.1f" cy="%.1f" r="4.5" fill="%s" stroke="#ffffff" stroke-width="1"/></g>`+"\n", x, y0, color)
-		}
-		p("</g>\n")
+		fmt.Fprintf(&before, "%.1f,%.1f", pl.xOf(t.Turn), pl.yOf(t.UsageBefore*100))
+		fmt.Fprintf(&after, "%.1f,%.1f", pl.xOf(t.Turn), pl.yOf(t.UsageAfter*100))
 	}
+	pl.p(`<polyline id="usage-before" fill="none" stroke="%s" stroke-width="2" stroke-linejoin="round" points="%s"/>`+"\n", colorBefore, before.String())
+	pl.p(`<polyline id="usage-after" fill="none" stroke="%s" stroke-width="1.5" stroke-dasharray="5 3" stroke-linejoin="round" points="%s"/>`+"\n", colorAfter, after.String())
+}
 
-	// Legend.
+// markers writes one marker per compaction, with a drop line to the usage after it.
+func (pl *plotter) markers() {
+	pl.p(`<g id="compactions">` + "\n")
+	for _, t := range pl.in.Series {
+		if t.Tier == compaction.TierNone {
+			continue
+		}
+		color := tierColors[t.Tier]
+		x, y0, y1 := pl.xOf(t.Turn), pl.yOf(t.UsageBefore*100), pl.yOf(t.UsageAfter*100)
+		pl.p(`<g><title>%s</title>`, esc(fmt.Sprintf("turn %d (message %d): %s, %.1f%% -> %.1f%% (%d -> %d tokens)",
+			t.Turn, t.Index, t.Tier, t.UsageBefore*100, t.UsageAfter*100, t.TokensBefore, t.TokensAfter)))
+		pl.p(`<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="%s" stroke-opacity="0.5" stroke-width="1.5"/>`, x, y0, x, y1, color)
+		pl.p(`<circle cx="%.1f" cy="%.1f" r="4.5" fill="%s" stroke="#ffffff" stroke-width="1"/></g>`+"\n", x, y0, color)
+	}
+	pl.p("</g>\n")
+}
+
+// legend writes the legend box.
+func (pl *plotter) legend() {
 	lx, ly := plotLeft+plotAreaW+18, plotTop+8
-	p(`<g id="legend" font-size="12" fill="#222">` + "\n")
-	p(`<rect x="%d" y="%d" width="%d" height="%d" fill="#fafafa" stroke="#ddd"/>`+"\n", lx-8, ly-8, plotRight-14, 6*22+30)
-	p(`<text x="%d" y="%d" font-weight="bold">Legend</text>`+"\n", lx, ly+8)
+	pl.p(`<g id="legend" font-size="12" fill="#222">` + "\n")
+	pl.p(`<rect x="%d" y="%d" width="%d" height="%d" fill="#fafafa" stroke="#ddd"/>`+"\n", lx-8, ly-8, plotRight-14, 6*22+30)
+	pl.p(`<text x="%d" y="%d" font-weight="bold">Legend</text>`+"\n", lx, ly+8)
 	ly += 26
-	p(`<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="%s" stroke-width="2"/><text x="%d" y="%d">before compaction</text>`+"\n",
+	pl.p(`<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="%s" stroke-width="2"/><text x="%d" y="%d">before compaction</text>`+"\n",
 		lx, ly, lx+22, ly, colorBefore, lx+30, ly+4)
 	ly += 22
-	p(`<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="%s" stroke-width="1.5" stroke-dasharray="5 3"/><text x="%d" y="%d">after compaction</text>`+"\n",
+	pl.p(`<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="%s" stroke-width="1.5" stroke-dasharray="5 3"/><text x="%d" y="%d">after compaction</text>`+"\n",
 		lx, ly, lx+22, ly, colorAfter, lx+30, ly+4)
-	for _, th := range thresholds {
+	for _, th := range pl.thresholds {
 		ly += 22
-		p(`<circle cx="%d" cy="%d" r="4.5" fill="%s"/><text x="%d" y="%d">%s (from %s%%)</text>`+"\n",
+		pl.p(`<circle cx="%d" cy="%d" r="4.5" fill="%s"/><text x="%d" y="%d">%s (from %s%%)</text>`+"\n",
 			lx+11, ly, tierColors[th.tier], lx+30, ly+4, th.tier, trimFloat(th.pct))
 	}
-	p("</g>\n")
-	p("</svg>\n")
-	return b.String()
+	pl.p("</g>\n")
 }
 
 // niceStep returns a step of the form {1, 2, 2.5, 5} x 10^k that divides [0, max] into at
