@@ -180,3 +180,22 @@ func EncodeJSONL(w io.Writer, msgs []Message) error {
 	}
 	return bw.Flush()
 }
+
+// AssistantTurns are the indexes of the assistant messages after the first user message: the
+// turns of a transcript, an agent compacting history[:i] before producing message i.
+// compactctl simulate and eval, the demo and the tests all replay transcripts by this rule.
+func AssistantTurns(msgs []Message) []int {
+	var out []int
+	seenUser := false
+	for i := range msgs {
+		switch msgs[i].Role {
+		case RoleUser:
+			seenUser = true
+		case RoleAssistant:
+			if seenUser {
+				out = append(out, i)
+			}
+		}
+	}
+	return out
+}

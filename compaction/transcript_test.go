@@ -2,6 +2,7 @@ package compaction
 
 import (
 	"bytes"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -90,4 +91,23 @@ func FuzzDecodeTranscript(f *testing.F) {
 			t.Fatalf("round trip changed the history: %d/%d messages", len(again), len(msgs))
 		}
 	})
+}
+
+func TestAssistantTurns(t *testing.T) {
+	sys, user := Message{Role: RoleSystem, Content: "s"}, Message{Role: RoleUser, Content: "u"}
+	asst, tool := Message{Role: RoleAssistant, Content: "a"}, Message{Role: RoleTool, Content: "r", ToolCallID: "c"}
+	for _, tc := range []struct {
+		name string
+		msgs []Message
+		want []int
+	}{
+		{"empty", nil, nil},
+		{"no user", []Message{sys, asst, asst}, nil},
+		{"an assistant before the first user message is no turn", []Message{sys, asst, user, asst, tool, asst}, []int{3, 5}},
+		{"every assistant after the task", []Message{sys, user, asst, tool, asst, user, asst}, []int{2, 4, 6}},
+	} {
+		if got := AssistantTurns(tc.msgs); !slices.Equal(got, tc.want) {
+			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+		}
+	}
 }

@@ -52,7 +52,7 @@ func renderPlot(in plotInput) string {
 	pl.bands()
 	pl.axes()
 	if pl.n == 0 {
-		pl.p(`<text x="%d" y="%d" text-anchor="middle" font-size="14" fill="#777">No turn to compact: the transcript has no assistant message after a non-system message.</text>`+"\n",
+		pl.p(`<text x="%d" y="%d" text-anchor="middle" font-size="14" fill="#777">No turn to compact: the transcript has no assistant message after a user message.</text>`+"\n",
 			plotLeft+plotAreaW/2, plotTop+plotAreaH/2)
 	} else {
 		pl.usage()

@@ -85,9 +85,9 @@ func simulateCommand() *command {
 		usage:    "compactctl simulate [flags] TRANSCRIPT",
 		help: `Replays TRANSCRIPT (a file, or - for standard input) as an agent would run it, with one
 compactor for the whole run so its state (last summary, anchors, offloaded results) carries
-from turn to turn. A turn is an assistant message: before each one that follows at least one
-non-system message, the history so far is compacted, exactly as the agent does before its LLM
-call. Tool results longer than --hook-threshold are offloaded at source as they enter the
+from turn to turn. A turn is an assistant message: before each one that follows the first
+user message, the history so far is compacted, exactly as the agent does before its LLM call
+(the rule of compaction.AssistantTurns, which the demo and the tests replay by too). Tool results longer than --hook-threshold are offloaded at source as they enter the
 history, as the agent's OffloadHook does.
 
 Every compaction above the None tier prints its two-line notification, prefixed with the turn;
@@ -238,9 +238,10 @@ func replay(ctx context.Context, c *compaction.ProgressiveCompactor, hook *hookO
 	cost := newCostTracker(p)
 	var series []turnResult
 	history := make([]compaction.Message, 0, len(msgs))
-	nonSystem := 0
+	turns := compaction.AssistantTurns(msgs)
 	for i := range msgs {
-		if msgs[i].Role == compaction.RoleAssistant && nonSystem > 0 {
+		if len(turns) > 0 && turns[0] == i {
+			turns = turns[1:]
 			if err := ctx.Err(); err != nil {
 				return nil, nil, fmt.Errorf("simulation stopped before turn %d: %w", stats.turns+1, err)
 			}
@@ -287,9 +288,6 @@ func replay(ctx context.Context, c *compaction.ProgressiveCompactor, hook *hookO
 			return nil, nil, fmt.Errorf("message %d: %w", i, err)
 		}
 		history = append(history, m)
-		if m.Role != compaction.RoleSystem {
-			nonSystem++
-		}
 	}
 	stats.cost = cost.totals
 	return series, stats, nil

@@ -25,7 +25,6 @@ import (
 	compactionv1alpha1 "github.com/harness9/compaction-operator/api/v1alpha1"
 	"github.com/harness9/compaction-operator/compaction"
 	"github.com/harness9/compaction-operator/compaction/compactclient"
-	"github.com/harness9/compaction-operator/internal/dev/replay"
 	"github.com/harness9/compaction-operator/internal/dev/testenv"
 	"github.com/harness9/compaction-operator/internal/dev/testenv/operator"
 )
@@ -52,7 +51,7 @@ func TestCompactionAPIAuth(t *testing.T) {
 		"--api-new-token-rate", strconv.Itoa(floodTokenRate), "--api-new-token-burst", strconv.Itoa(floodTokenBurst))
 	c, ctx := cl.Client, context.Background()
 	history := mustLoad(t, filepath.Join(testenv.RepoRoot(t), "testdata", "long-session.jsonl"))
-	turns := replay.AssistantTurns(history)
+	turns := compaction.AssistantTurns(history)
 
 	cl.CreateMinIOPolicy(ns, "omit", "auth-omit", m, window, nil)
 	cl.CreateMinIOPolicy(ns, "include", "auth-include", m, window, func(s *compactionv1alpha1.CompactionPolicySpec) {

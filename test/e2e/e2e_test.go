@@ -73,7 +73,7 @@ func TestAgentSessionEndToEnd(t *testing.T) {
 	s := &suite{t: t}
 	s.setUp()
 	r := s.replay()
-	t.Logf("%d turns: %v", len(replay.AssistantTurns(s.history)), r.tiers)
+	t.Logf("%d turns: %v", len(compaction.AssistantTurns(s.history)), r.tiers)
 	for _, tier := range []compaction.Tier{compaction.TierWarn, compaction.TierFull} {
 		if r.tiers[tier] == 0 {
 			t.Errorf("no %s compaction in the replay: %v", tier, r.tiers)
@@ -160,7 +160,7 @@ func (s *suite) replay() replayed {
 	agentAPI := s.api(s.agentToken)
 	agent := &compactclient.Session{Client: agentAPI, Namespace: ns, Name: s.session.Name}
 	r := replayed{tiers: map[compaction.Tier]int{}, offloaded: map[string]bool{}, originals: map[string]string{}}
-	turns := replay.AssistantTurns(history)
+	turns := compaction.AssistantTurns(history)
 	restartAt := len(turns) / 2
 	var live []compaction.Message
 	turn := 0
@@ -315,7 +315,7 @@ func (s *suite) testBadInput(t *testing.T) {
 	must(t, s.c.Create(ctx, bystander))
 	waitSessionReady(t, s.c, bystander)
 	bystanderSID := bystander.Status.SessionID
-	_, err := agentAPI.Compact(ctx, ns, bystander.Name, compactclient.CompactRequest{Messages: s.history[:replay.AssistantTurns(s.history)[10]], Force: true})
+	_, err := agentAPI.Compact(ctx, ns, bystander.Name, compactclient.CompactRequest{Messages: s.history[:compaction.AssistantTurns(s.history)[10]], Force: true})
 	must(t, err)
 	bystanderLog := strings.Repeat("the bystander's build log\n", 2000)
 	off, err := agentAPI.OffloadToolResult(ctx, ns, bystander.Name, compaction.Message{Role: compaction.RoleTool, ToolCallID: "call_bystander", Content: bystanderLog})
@@ -448,7 +448,7 @@ func (s *suite) testConcurrent(t *testing.T) {
 	must(t, s.c.Create(ctx, sess))
 	waitSessionReady(t, s.c, sess)
 	// The same history n times at once, forced: every request compacts.
-	turns := replay.AssistantTurns(s.history)
+	turns := compaction.AssistantTurns(s.history)
 	const n = 8
 	type result struct {
 		resp *compactclient.CompactResponse

@@ -22,7 +22,6 @@ import (
 	compactionv1alpha1 "github.com/harness9/compaction-operator/api/v1alpha1"
 	"github.com/harness9/compaction-operator/compaction"
 	"github.com/harness9/compaction-operator/compaction/compactclient"
-	"github.com/harness9/compaction-operator/internal/dev/replay"
 	"github.com/harness9/compaction-operator/internal/dev/testenv"
 )
 
@@ -88,7 +87,7 @@ func (s *suite) testTwoReplicas(t *testing.T) {
 	}
 
 	history, originals := cappedHistory(s.history, replicasMaxContent)
-	turns := replay.AssistantTurns(history)
+	turns := compaction.AssistantTurns(history)
 	cfg := compaction.DefaultConfig(replicasWindow)
 	var answered []*compaction.CompactionRecord // compactions above TierNone, as answered
 	next := 0                                   // index in turns the next round starts from

@@ -22,7 +22,6 @@ import (
 	compactionv1alpha1 "github.com/harness9/compaction-operator/api/v1alpha1"
 	"github.com/harness9/compaction-operator/compaction"
 	"github.com/harness9/compaction-operator/compaction/compactclient"
-	"github.com/harness9/compaction-operator/internal/dev/replay"
 	"github.com/harness9/compaction-operator/internal/dev/testenv"
 	"github.com/harness9/compaction-operator/internal/dev/testenv/operator"
 )
@@ -60,7 +59,7 @@ func TestStatusIsNotTrusted(t *testing.T) {
 	mgr := cl.StartManager(bin, "--api-usage-interval", "100ms", "--gc-retry-max-delay", "2s")
 	c, ctx := cl.Client, context.Background()
 	history := mustLoad(t, filepath.Join(testenv.RepoRoot(t), "testdata", "long-session.jsonl"))
-	turns := replay.AssistantTurns(history)
+	turns := compaction.AssistantTurns(history)
 
 	cl.CreateMinIOPolicy(ns, "shared", "e2e", m, window, nil)
 	victim := cl.CreateReadySession(ns, "victim", "shared")

@@ -97,7 +97,7 @@ func testKilledMidCompaction(t *testing.T, cl *operator.Cluster, m *testenv.MinI
 
 	api := mgr.APIClient(t, token)
 	agent := &compactclient.Session{Client: api, Namespace: ns, Name: "killed"}
-	turns := replay.AssistantTurns(history)
+	turns := compaction.AssistantTurns(history)
 	var (
 		answered []*compaction.CompactionRecord // compactions above TierNone, in order
 		lastFull *compaction.CompactionRecord
@@ -223,7 +223,7 @@ func testAPIServerRestart(t *testing.T, cl *operator.Cluster, m *testenv.MinIO, 
 		down   = 5 * time.Second
 	)
 	cl.CreateMinIOPolicy(ns, "restart", "restart", m, window, nil)
-	turns := replay.AssistantTurns(history)
+	turns := compaction.AssistantTurns(history)
 	ctx := context.Background()
 
 	type outcome struct {
@@ -445,7 +445,7 @@ func testStorageDies(t *testing.T, cl *operator.Cluster, m *testenv.MinIO, api *
 	agent := &compactclient.Session{Client: api, Namespace: ns, Name: "outage"}
 	ctx := context.Background()
 
-	turns := replay.AssistantTurns(history)
+	turns := compaction.AssistantTurns(history)
 	down, up := len(turns)/3, len(turns)/3+25
 	var live []compaction.Message
 	turn := 0
@@ -557,7 +557,7 @@ func testSummarizerFaults(t *testing.T, cl *operator.Cluster, m *testenv.MinIO, 
 		{"garbage", llm.URL + "/v1", "summar"},
 	}
 	// A history at about 85% of the window: a Full compaction, which calls the summarizer.
-	turns := replay.AssistantTurns(history)
+	turns := compaction.AssistantTurns(history)
 	msgs := history[:turns[40]]
 	window := int32(float64(compaction.EstimateTokens(msgs)) / 0.85)
 	for _, tc := range cases {

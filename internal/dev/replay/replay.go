@@ -1,5 +1,5 @@
 // Package replay holds what every transcript replay (demo, load test, end-to-end and fault
-// tests) needs: reading a transcript file and finding the turns an agent compacts before.
+// tests) needs: reading a transcript file (its turns are compaction.AssistantTurns).
 package replay
 
 import (
@@ -21,20 +21,4 @@ func Load(path string) ([]compaction.Message, error) {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return msgs, nil
-}
-
-// AssistantTurns are the indexes of the assistant messages after the first user message:
-// the agent compacts history[:i] before producing message i.
-func AssistantTurns(msgs []compaction.Message) []int {
-	var out []int
-	seenUser := false
-	for i, m := range msgs {
-		if m.Role == compaction.RoleUser {
-			seenUser = true
-		}
-		if m.Role == compaction.RoleAssistant && seenUser {
-			out = append(out, i)
-		}
-	}
-	return out
 }
