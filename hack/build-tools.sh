@@ -27,7 +27,8 @@ KUBECONFORM_VERSION=v0.8.0
 build() {
 	local name=$1 dir="$root/hack/tools/$2" pkg=$3 ldflags=${4:--s -w}
 	local out="$bin/$name"
-	if [[ -x "$out" && "$out" -nt "$dir/go.mod" && "$out" -nt "$dir/go.sum" ]]; then
+	if [[ -x "$out" && "$out" -nt "$dir/go.mod" && "$out" -nt "$dir/go.sum" ]] &&
+		{ [[ ! -f "$dir/main.go" ]] || [[ "$out" -nt "$dir/main.go" ]]; }; then
 		return 0
 	fi
 	echo "building $name ($pkg)" >&2
@@ -49,7 +50,8 @@ for t in $want; do
 	# charts/compaction-operator with them.
 	helm) build helm helm helm.sh/helm/v4/cmd/helm "$helm_ldflags" ;;
 	kubeconform) build kubeconform kubeconform github.com/yannh/kubeconform/cmd/kubeconform "-s -w -X main.version=${KUBECONFORM_VERSION}" ;;
-	golangci-lint) build golangci-lint golangci-lint github.com/golangci/golangci-lint/v2/cmd/golangci-lint ;;
+	# golangci-lint with kube-api-linter compiled in (hack/tools/golangci-lint/main.go).
+	golangci-lint) build golangci-lint golangci-lint . ;;
 	*) echo "unknown tool $t" >&2; exit 2 ;;
 	esac
 done

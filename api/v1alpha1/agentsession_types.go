@@ -44,18 +44,44 @@ const (
 	TierEmergency Tier = "Emergency"
 )
 
-// AnchorType is the kind of fact an anchor preserves across compactions.
-// +kubebuilder:validation:Enum=user_intent;execution_progress;key_decision;tried_solution;next_step
+// AnchorType is the kind of fact an anchor preserves across compactions. The summaries and
+// records in storage name them in snake_case (user_intent, ...), as the engine writes them;
+// ParseAnchorType reads either spelling.
+// +kubebuilder:validation:Enum=UserIntent;ExecutionProgress;KeyDecision;TriedSolution;NextStep
 type AnchorType string
 
 // The five anchor types.
 const (
-	AnchorUserIntent        AnchorType = "user_intent"
-	AnchorExecutionProgress AnchorType = "execution_progress"
-	AnchorKeyDecision       AnchorType = "key_decision"
-	AnchorTriedSolution     AnchorType = "tried_solution"
-	AnchorNextStep          AnchorType = "next_step"
+	AnchorUserIntent        AnchorType = "UserIntent"
+	AnchorExecutionProgress AnchorType = "ExecutionProgress"
+	AnchorKeyDecision       AnchorType = "KeyDecision"
+	AnchorTriedSolution     AnchorType = "TriedSolution"
+	AnchorNextStep          AnchorType = "NextStep"
 )
+
+// anchorTypeNames maps the snake_case names of the engine, the summaries and the records
+// (and of status.anchors before v1alpha1 used CamelCase) to the API's values.
+var anchorTypeNames = map[string]AnchorType{
+	"user_intent":        AnchorUserIntent,
+	"execution_progress": AnchorExecutionProgress,
+	"key_decision":       AnchorKeyDecision,
+	"tried_solution":     AnchorTriedSolution,
+	"next_step":          AnchorNextStep,
+}
+
+// ParseAnchorType reads an anchor type in the API's CamelCase or in the snake_case of the
+// engine and of older objects; ok is false for anything else.
+func ParseAnchorType(name string) (t AnchorType, ok bool) {
+	if t, ok := anchorTypeNames[name]; ok {
+		return t, true
+	}
+	for _, t := range anchorTypeNames {
+		if string(t) == name {
+			return t, true
+		}
+	}
+	return "", false
+}
 
 // PolicyReference names the policy an AgentSession uses.
 type PolicyReference struct {
@@ -69,86 +95,87 @@ type PolicyReference struct {
 	// +required
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
-	Name string `json:"name"`
+	Name string `json:"name,omitempty"`
 }
 
 // AgentSessionSpec is the desired state of an AgentSession.
 type AgentSessionSpec struct {
-	// policyRef names the CompactionPolicy or ClusterCompactionPolicy this session uses.
+	// policyRef names the CompactionPolicy or ClusterCompactionPolicy this session uses. It
+	// cannot be changed: the session's objects stay in the storage location its first policy
+	// chose, so a session that should use another policy is a new AgentSession.
 	// +required
-	PolicyRef PolicyReference `json:"policyRef"`
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="policyRef is immutable: create a new AgentSession to use another policy"
+	PolicyRef PolicyReference `json:"policyRef,omitzero"`
 
 	// contextWindow overrides the policy's contextWindow, in tokens, for this session.
 	// +optional
 	// +kubebuilder:validation:Minimum=1024
 	// +kubebuilder:validation:Maximum=10000000
-	ContextWindow *int32 `json:"contextWindow,omitempty"`
-
-	// model is the model the agent runs, for display and token estimates.
-	// +optional
-	// +kubebuilder:validation:MaxLength=253
-	Model string `json:"model,omitempty"`
+	ContextWindow int32 `json:"contextWindow,omitempty"`
 }
 
-// TierCounts counts compactions per tier.
+// TierCounts counts compactions per tier; a tier with none is absent.
+// +kubebuilder:validation:MinProperties=1
 type TierCounts struct {
 	// warn is the number of Warn-tier compactions.
 	// +optional
 	// +kubebuilder:validation:Minimum=0
-	Warn int64 `json:"warn,omitempty"`
+	Warn *int64 `json:"warn,omitempty"`
 
 	// soft is the number of Soft-tier compactions.
 	// +optional
 	// +kubebuilder:validation:Minimum=0
-	Soft int64 `json:"soft,omitempty"`
+	Soft *int64 `json:"soft,omitempty"`
 
 	// full is the number of Full-tier compactions.
 	// +optional
 	// +kubebuilder:validation:Minimum=0
-	Full int64 `json:"full,omitempty"`
+	Full *int64 `json:"full,omitempty"`
 
 	// emergency is the number of Emergency-tier compactions.
 	// +optional
 	// +kubebuilder:validation:Minimum=0
-	Emergency int64 `json:"emergency,omitempty"`
+	Emergency *int64 `json:"emergency,omitempty"`
 }
 
 // SummarizerUsage counts the summarizer's work for a session's compactions.
+// +kubebuilder:validation:MinProperties=1
 type SummarizerUsage struct {
 	// calls is the number of summarizer calls the session's compactions made.
 	// +optional
 	// +kubebuilder:validation:Minimum=0
-	Calls int64 `json:"calls,omitempty"`
+	Calls *int64 `json:"calls,omitempty"`
 
 	// inputTokens is the total of the prompt tokens of those calls, as the summarizer's
 	// server reported them (OpenAI-compatible usage), estimated when it reported none. For
 	// the Extractive summarizer it is what an LLM would have been sent.
 	// +optional
 	// +kubebuilder:validation:Minimum=0
-	InputTokens int64 `json:"inputTokens,omitempty"`
+	InputTokens *int64 `json:"inputTokens,omitempty"`
 
 	// outputTokens is the total of the completion tokens of those calls, counted the same way.
 	// +optional
 	// +kubebuilder:validation:Minimum=0
-	OutputTokens int64 `json:"outputTokens,omitempty"`
+	OutputTokens *int64 `json:"outputTokens,omitempty"`
 
 	// throttled is the number of compactions summarized extractively because the session had
 	// used up its summarizer budget (the policy's summarizer.maxCallsPerHour).
 	// +optional
 	// +kubebuilder:validation:Minimum=0
-	Throttled int64 `json:"throttled,omitempty"`
+	Throttled *int64 `json:"throttled,omitempty"`
 }
 
 // Anchor is a fact kept across compactions.
 type Anchor struct {
 	// type of the anchor.
 	// +required
-	Type AnchorType `json:"type"`
+	Type AnchorType `json:"type,omitempty"`
 
 	// content of the anchor.
 	// +required
+	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=2000
-	Content string `json:"content"`
+	Content string `json:"content,omitempty"`
 }
 
 // RecordsLocation is where a session's objects live in storage. The operator decides it once,
@@ -160,44 +187,59 @@ type Anchor struct {
 type RecordsLocation struct {
 	// endpoint of the S3 store.
 	// +optional
+	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=2048
 	Endpoint string `json:"endpoint,omitempty"`
 
 	// bucket holding the session's objects.
 	// +optional
+	// +kubebuilder:validation:MinLength=3
 	// +kubebuilder:validation:MaxLength=63
 	Bucket string `json:"bucket,omitempty"`
 
-	// prefix is the policy's key prefix in the bucket.
+	// prefix is the policy's key prefix in the bucket; absent when it has none.
 	// +optional
+	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=256
 	Prefix string `json:"prefix,omitempty"`
 
 	// sessionPrefix is the key prefix of the session's compaction records.
 	// +optional
+	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=1024
 	SessionPrefix string `json:"sessionPrefix,omitempty"`
 
-	// region of the bucket; empty lets the client discover it.
+	// region of the bucket; absent lets the client discover it.
 	// +optional
+	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=64
 	Region string `json:"region,omitempty"`
 
-	// insecure is true when the store is reached over plain HTTP.
+	// protocol the store is reached with: HTTPS, or HTTP (plain, unencrypted).
 	// +optional
-	Insecure bool `json:"insecure,omitempty"`
+	Protocol S3Protocol `json:"protocol,omitempty"`
 
 	// credentialsSecretRef is the Secret (namespace always set) holding the access key pair
 	// the session's objects are written with; absent means anonymous access.
 	// +optional
-	CredentialsSecretRef *S3CredentialsSecretRef `json:"credentialsSecretRef,omitempty"`
+	CredentialsSecretRef S3CredentialsSecretRef `json:"credentialsSecretRef,omitzero"`
 }
 
 // AgentSessionStatus is the observed state of an AgentSession.
+// +kubebuilder:validation:MinProperties=1
 type AgentSessionStatus struct {
+	// conditions are PolicyResolved (the policy exists), StorageReady (its storage is
+	// reachable) and Ready (the session can be compacted).
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	// +kubebuilder:validation:MaxItems=16
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
 	// sessionID identifies the session in storage: always the object's metadata.uid. A
 	// report: the operator uses metadata.uid itself, and puts a changed value back.
 	// +optional
+	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=128
 	SessionID string `json:"sessionID,omitempty"`
 
@@ -209,12 +251,14 @@ type AgentSessionStatus struct {
 	// for example "0.82". The tokens are the estimate calibrated by the real prompt sizes the
 	// agent reports (usage.promptTokens in compact requests).
 	// +optional
+	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=32
 	// +kubebuilder:validation:Pattern=`^[0-9]+(\.[0-9]+)?$`
 	ContextUsage string `json:"contextUsage,omitempty"`
 
 	// compressionRatio is the share of tokens the last compaction removed, for example "0.82".
 	// +optional
+	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=32
 	// +kubebuilder:validation:Pattern=`^[0-9]+(\.[0-9]+)?$`
 	CompressionRatio string `json:"compressionRatio,omitempty"`
@@ -222,22 +266,22 @@ type AgentSessionStatus struct {
 	// tokensBefore is the estimated token count before the last compaction.
 	// +optional
 	// +kubebuilder:validation:Minimum=0
-	TokensBefore int64 `json:"tokensBefore,omitempty"`
+	TokensBefore *int64 `json:"tokensBefore,omitempty"`
 
 	// tokensAfter is the estimated token count after the last compaction.
 	// +optional
 	// +kubebuilder:validation:Minimum=0
-	TokensAfter int64 `json:"tokensAfter,omitempty"`
+	TokensAfter *int64 `json:"tokensAfter,omitempty"`
 
 	// messagesBefore is the message count before the last compaction.
 	// +optional
 	// +kubebuilder:validation:Minimum=0
-	MessagesBefore int64 `json:"messagesBefore,omitempty"`
+	MessagesBefore *int64 `json:"messagesBefore,omitempty"`
 
 	// messagesAfter is the message count after the last compaction.
 	// +optional
 	// +kubebuilder:validation:Minimum=0
-	MessagesAfter int64 `json:"messagesAfter,omitempty"`
+	MessagesAfter *int64 `json:"messagesAfter,omitempty"`
 
 	// lastCompactionTime is when the last compaction happened.
 	// +optional
@@ -245,23 +289,23 @@ type AgentSessionStatus struct {
 
 	// compactions counts the compactions per tier.
 	// +optional
-	Compactions TierCounts `json:"compactions,omitempty"`
+	Compactions TierCounts `json:"compactions,omitzero"`
 
 	// summarizer counts the summarizer calls of the session's compactions and their tokens:
 	// what compaction costs in LLM calls. The extractive summary of an Emergency compaction
 	// makes no call and is not counted.
 	// +optional
-	Summarizer SummarizerUsage `json:"summarizer,omitempty"`
+	Summarizer SummarizerUsage `json:"summarizer,omitzero"`
 
 	// offloadedCount is the number of tool results offloaded to storage.
 	// +optional
 	// +kubebuilder:validation:Minimum=0
-	OffloadedCount int64 `json:"offloadedCount,omitempty"`
+	OffloadedCount *int64 `json:"offloadedCount,omitempty"`
 
 	// offloadedBytes is the total size of the offloaded tool results.
 	// +optional
 	// +kubebuilder:validation:Minimum=0
-	OffloadedBytes int64 `json:"offloadedBytes,omitempty"`
+	OffloadedBytes *int64 `json:"offloadedBytes,omitempty"`
 
 	// anchors are the merged anchors of the session, at most one per type: conversation
 	// content, so only written when the policy's anchorsInStatus is Include.
@@ -279,22 +323,12 @@ type AgentSessionStatus struct {
 	// watermark is the number of messages already covered by compaction records.
 	// +optional
 	// +kubebuilder:validation:Minimum=0
-	Watermark int64 `json:"watermark,omitempty"`
+	Watermark *int64 `json:"watermark,omitempty"`
 
 	// observedGeneration is the metadata.generation the status was computed from.
 	// +optional
-	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Minimum=1
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
-
-	// conditions: PolicyResolved (the policy exists), StorageReady (its storage is reachable)
-	// and Ready (the session can be compacted).
-	// +optional
-	// +listType=map
-	// +listMapKey=type
-	// +patchStrategy=merge
-	// +patchMergeKey=type
-	// +kubebuilder:validation:MaxItems=16
-	Conditions []metav1.Condition `json:"conditions,omitempty" patchStrategy:"merge" patchMergeKey:"type"`
 }
 
 // AgentSession is one coding agent's conversation under a compaction policy. Its status
@@ -317,12 +351,12 @@ type AgentSession struct {
 
 	// spec names the policy and the session's overrides.
 	// +required
-	Spec AgentSessionSpec `json:"spec"`
+	Spec AgentSessionSpec `json:"spec,omitzero"`
 
 	// status is the observed state, written by the operator only (config/ and the Helm chart
 	// install an admission policy that refuses status writes by anyone else).
 	// +optional
-	Status AgentSessionStatus `json:"status,omitempty"`
+	Status AgentSessionStatus `json:"status,omitzero"`
 }
 
 // AgentSessionList is a list of AgentSession.

@@ -43,11 +43,11 @@ type ClusterCompactionPolicy struct {
 
 	// spec is the compaction configuration and the namespaces that may use it.
 	// +required
-	Spec ClusterCompactionPolicySpec `json:"spec"`
+	Spec ClusterCompactionPolicySpec `json:"spec,omitzero"`
 
 	// status is the observed state, written by the operator.
 	// +optional
-	Status CompactionPolicyStatus `json:"status,omitempty"`
+	Status CompactionPolicyStatus `json:"status,omitzero"`
 }
 
 // ClusterCompactionPolicySpec is a CompactionPolicySpec and the namespaces whose sessions may

@@ -44,11 +44,11 @@ type CompactionPolicy struct {
 	// +required
 	// +kubebuilder:validation:XValidation:rule="!has(self.storage.s3.credentialsSecretRef) || !has(self.storage.s3.credentialsSecretRef.namespace)",message="namespace is only allowed in a ClusterCompactionPolicy",fieldPath=".storage.s3.credentialsSecretRef.namespace"
 	// +kubebuilder:validation:XValidation:rule="!has(self.summarizer) || !has(self.summarizer.openAI) || !has(self.summarizer.openAI.apiKeySecretRef) || !has(self.summarizer.openAI.apiKeySecretRef.namespace)",message="namespace is only allowed in a ClusterCompactionPolicy",fieldPath=".summarizer.openAI.apiKeySecretRef.namespace"
-	Spec CompactionPolicySpec `json:"spec"`
+	Spec CompactionPolicySpec `json:"spec,omitzero"`
 
 	// status is the observed state, written by the operator.
 	// +optional
-	Status CompactionPolicyStatus `json:"status,omitempty"`
+	Status CompactionPolicyStatus `json:"status,omitzero"`
 }
 
 // CompactionPolicyList is a list of CompactionPolicy.

@@ -27,18 +27,18 @@ type CompactionPolicySpec struct {
 	// +required
 	// +kubebuilder:validation:Minimum=1024
 	// +kubebuilder:validation:Maximum=10000000
-	ContextWindow int32 `json:"contextWindow"`
+	ContextWindow int32 `json:"contextWindow,omitempty"`
 
 	// thresholds are the context usage percentages at which each compaction tier starts, the
 	// usage a compaction brings the context down to, and the least a compaction must save.
 	// +optional
 	// +kubebuilder:default={warnPercent:60,softPercent:70,fullPercent:80,emergencyPercent:95,targetPercent:50,minSavingPercent:15}
-	Thresholds Thresholds `json:"thresholds,omitempty"`
+	Thresholds Thresholds `json:"thresholds,omitzero"`
 
 	// offload controls moving large tool results out of the context into storage.
 	// +optional
-	// +kubebuilder:default={}
-	Offload OffloadSpec `json:"offload,omitempty"`
+	// +kubebuilder:default={thresholdChars:4000,hookThresholdChars:10000,previewLines:10}
+	Offload OffloadSpec `json:"offload,omitzero"`
 
 	// minTailMessages is the number of most recent messages that compaction never touches.
 	// +optional
@@ -57,7 +57,7 @@ type CompactionPolicySpec struct {
 	// summarizer selects how summaries are written.
 	// +optional
 	// +kubebuilder:default={mode:Extractive,maxCallsPerHour:60}
-	Summarizer SummarizerSpec `json:"summarizer,omitempty"`
+	Summarizer SummarizerSpec `json:"summarizer,omitzero"`
 
 	// pins chooses the messages that compaction keeps verbatim (the task and the user's
 	// instructions by default) and bounds their size. Once a compaction has covered a pinned
@@ -67,8 +67,8 @@ type CompactionPolicySpec struct {
 	// a compact request; the views the compaction API returns never carry the mark. Every
 	// compaction record carries the pinned messages' count, tokens and hash.
 	// +optional
-	// +kubebuilder:default={}
-	Pins PinsSpec `json:"pins,omitempty"`
+	// +kubebuilder:default={rule:TaskAndInstructions,budgetPercent:15}
+	Pins PinsSpec `json:"pins,omitzero"`
 
 	// anchorsInStatus says whether a session's merged anchors (the task, decisions, files,
 	// errors and next steps of the conversation) are copied into the AgentSession's
@@ -82,7 +82,7 @@ type CompactionPolicySpec struct {
 
 	// storage is where offloaded tool results, compaction records and session state are kept.
 	// +required
-	Storage StorageSpec `json:"storage"`
+	Storage StorageSpec `json:"storage,omitzero"`
 }
 
 // AnchorsInStatus says whether a session's anchors are copied into its status.
@@ -98,6 +98,7 @@ const (
 
 // Thresholds are the context usage percentages (of contextWindow) that select the tier, the
 // usage a compaction aims for and the least share of the context a compaction must save.
+// +kubebuilder:validation:MinProperties=1
 // +kubebuilder:validation:XValidation:rule="self.warnPercent < self.softPercent && self.softPercent < self.fullPercent && self.fullPercent < self.emergencyPercent",message="thresholds must be strictly increasing: warnPercent < softPercent < fullPercent < emergencyPercent"
 // +kubebuilder:validation:XValidation:rule="self.targetPercent < self.warnPercent",message="targetPercent must be below warnPercent: a compaction has to bring the context below the Warn tier (targetPercent defaults to 50: lower it when you set warnPercent to 50 or less)"
 type Thresholds struct {
@@ -158,6 +159,7 @@ type Thresholds struct {
 }
 
 // OffloadSpec controls moving large tool results out of the context into storage.
+// +kubebuilder:validation:MinProperties=1
 type OffloadSpec struct {
 	// thresholdChars is the tool result size, in bytes, above which compaction offloads
 	// the result and leaves a preview in its place.
@@ -202,6 +204,7 @@ const (
 
 // PinsSpec chooses the messages that compaction keeps verbatim, byte-for-byte, right after
 // the system messages in every compacted view, and bounds their size.
+// +kubebuilder:validation:MinProperties=1
 type PinsSpec struct {
 	// rule says which messages are pinned.
 	// TaskAndInstructions (the default) pins the task (the user message the agent first
@@ -241,6 +244,7 @@ const (
 )
 
 // SummarizerSpec selects how summaries are written.
+// +kubebuilder:validation:MinProperties=1
 // +kubebuilder:validation:XValidation:rule="self.mode != 'OpenAI' || has(self.openAI)",message="summarizer.openAI is required when mode is OpenAI"
 type SummarizerSpec struct {
 	// mode is Extractive (no model, the default) or OpenAI (an OpenAI-compatible endpoint,
@@ -251,7 +255,7 @@ type SummarizerSpec struct {
 
 	// openAI configures the OpenAI-compatible endpoint; required when mode is OpenAI.
 	// +optional
-	OpenAI *OpenAISummarizerSpec `json:"openAI,omitempty"`
+	OpenAI OpenAISummarizerSpec `json:"openAI,omitzero"`
 
 	// maxCallsPerHour bounds the summarizer calls one session makes in any hour (OpenAI
 	// mode; the Extractive summarizer costs nothing and is never limited). Past it the
@@ -273,23 +277,25 @@ type OpenAISummarizerSpec struct {
 	// +kubebuilder:validation:MinLength=8
 	// +kubebuilder:validation:MaxLength=2048
 	// +kubebuilder:validation:Pattern=`^https?://`
-	BaseURL string `json:"baseURL"`
+	BaseURL string `json:"baseURL,omitempty"`
 
 	// model is the model name sent with each request.
 	// +required
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
-	Model string `json:"model"`
+	Model string `json:"model,omitempty"`
 
 	// apiKeySecretRef selects the Secret key holding the API key; omit it for endpoints that
 	// need no key.
 	// +optional
-	APIKeySecretRef *SecretKeySelector `json:"apiKeySecretRef,omitempty"`
+	APIKeySecretRef SecretKeySelector `json:"apiKeySecretRef,omitzero"`
 
-	// timeout bounds one summarization request, for example "60s".
+	// timeoutSeconds bounds one summarization request, in seconds.
 	// +optional
-	// +kubebuilder:default="60s"
-	Timeout *metav1.Duration `json:"timeout,omitempty"`
+	// +kubebuilder:default=60
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=600
+	TimeoutSeconds int32 `json:"timeoutSeconds,omitempty"`
 
 	// maxOutputTokens bounds the length of the model's summary, in tokens; it is sent in the
 	// request field maxTokensField names.
@@ -324,7 +330,7 @@ const (
 type StorageSpec struct {
 	// s3 is an S3-compatible object store (AWS S3, MinIO, ...).
 	// +required
-	S3 S3StorageSpec `json:"s3"`
+	S3 S3StorageSpec `json:"s3,omitzero"`
 }
 
 // S3StorageSpec is an S3-compatible bucket.
@@ -334,41 +340,71 @@ type S3StorageSpec struct {
 	// +required
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=2048
-	Endpoint string `json:"endpoint"`
+	Endpoint string `json:"endpoint,omitempty"`
 
 	// bucket is the bucket name (DNS-compatible: lowercase letters, digits, '.' and '-').
 	// +required
 	// +kubebuilder:validation:MinLength=3
 	// +kubebuilder:validation:MaxLength=63
 	// +kubebuilder:validation:Pattern=`^[a-z0-9][a-z0-9.-]*[a-z0-9]$`
-	Bucket string `json:"bucket"`
+	Bucket string `json:"bucket,omitempty"`
 
 	// prefix is prepended to every object key, so several policies can share a bucket.
-	// It must not start with '/' or contain '..'.
+	// It must not start with '/' or contain '..'. Omit it for none.
 	// +optional
+	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=256
 	// +kubebuilder:validation:XValidation:rule="!self.startsWith('/')",message="prefix must not start with '/'"
 	// +kubebuilder:validation:XValidation:rule="!self.contains('..')",message="prefix must not contain '..'"
 	Prefix string `json:"prefix,omitempty"`
 
-	// region is the bucket's region; empty uses the endpoint's default.
+	// region is the bucket's region; omit it to use the endpoint's default.
 	// +optional
+	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=64
 	Region string `json:"region,omitempty"`
 
-	// insecure talks plain HTTP instead of TLS to the endpoint.
+	// protocol the endpoint is reached with: HTTPS (the default, TLS verified against the
+	// system roots) or HTTP (plain and unencrypted: credentials and the session's content
+	// cross the network in the clear; for a store inside the cluster without TLS).
 	// +optional
-	Insecure bool `json:"insecure,omitempty"`
+	// +kubebuilder:default=HTTPS
+	Protocol S3Protocol `json:"protocol,omitempty"`
 
-	// createBucket lets the operator create the bucket when it does not exist.
+	// createBucket is Never (the default: a missing bucket makes the policy not Ready,
+	// reason BucketNotFound) or IfNotPresent (the operator creates the bucket when it does
+	// not exist, which needs the s3:CreateBucket permission).
 	// +optional
-	CreateBucket bool `json:"createBucket,omitempty"`
+	// +kubebuilder:default=Never
+	CreateBucket BucketCreation `json:"createBucket,omitempty"`
 
 	// credentialsSecretRef selects the Secret holding the access key pair; omit it to use
 	// anonymous access.
 	// +optional
-	CredentialsSecretRef *S3CredentialsSecretRef `json:"credentialsSecretRef,omitempty"`
+	CredentialsSecretRef S3CredentialsSecretRef `json:"credentialsSecretRef,omitzero"`
 }
+
+// S3Protocol is how an S3 endpoint is reached.
+// +kubebuilder:validation:Enum=HTTPS;HTTP
+type S3Protocol string
+
+const (
+	// S3HTTPS reaches the endpoint over TLS (the default).
+	S3HTTPS S3Protocol = "HTTPS"
+	// S3HTTP reaches the endpoint over plain, unencrypted HTTP.
+	S3HTTP S3Protocol = "HTTP"
+)
+
+// BucketCreation says whether the operator creates a missing bucket.
+// +kubebuilder:validation:Enum=Never;IfNotPresent
+type BucketCreation string
+
+const (
+	// BucketCreationNever leaves a missing bucket missing (the default).
+	BucketCreationNever BucketCreation = "Never"
+	// BucketCreationIfNotPresent creates the bucket when it does not exist.
+	BucketCreationIfNotPresent BucketCreation = "IfNotPresent"
+)
 
 // SecretReference names a Secret. namespace is only allowed in a ClusterCompactionPolicy
 // (where it defaults to the operator's namespace); a CompactionPolicy always reads Secrets
@@ -378,7 +414,7 @@ type SecretReference struct {
 	// +required
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
-	Name string `json:"name"`
+	Name string `json:"name,omitempty"`
 
 	// namespace of the Secret. Only allowed in a ClusterCompactionPolicy, where it defaults to
 	// the operator's namespace; a CompactionPolicy uses its own namespace.
@@ -396,7 +432,7 @@ type SecretKeySelector struct {
 	// +required
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
-	Key string `json:"key"`
+	Key string `json:"key,omitempty"`
 }
 
 // S3CredentialsSecretRef selects a Secret holding an S3 access key pair.
@@ -419,24 +455,29 @@ type S3CredentialsSecretRef struct {
 }
 
 // CompactionPolicyStatus is the observed state of a CompactionPolicy or ClusterCompactionPolicy.
+// +kubebuilder:validation:MinProperties=1
 type CompactionPolicyStatus struct {
-	// observedGeneration is the metadata.generation the status was computed from.
-	// +optional
-	// +kubebuilder:validation:Minimum=0
-	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
-
-	// conditions: StorageReady (the bucket is reachable with the credentials) and Ready (the
-	// policy is valid and usable).
+	// conditions are StorageReady (the bucket is reachable with the credentials) and Ready
+	// (the policy is valid and usable).
 	// +optional
 	// +listType=map
 	// +listMapKey=type
-	// +patchStrategy=merge
-	// +patchMergeKey=type
 	// +kubebuilder:validation:MaxItems=16
-	Conditions []metav1.Condition `json:"conditions,omitempty" patchStrategy:"merge" patchMergeKey:"type"`
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// observedGeneration is the metadata.generation the status was computed from.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 
 	// sessions is the number of AgentSessions using this policy.
 	// +optional
 	// +kubebuilder:validation:Minimum=0
-	Sessions int32 `json:"sessions"`
+	Sessions *int32 `json:"sessions,omitempty"`
 }
+
+// IsSet reports whether the reference is present: an absent one is the zero value.
+func (r SecretReference) IsSet() bool { return r != SecretReference{} }
+
+// IsSet reports whether openAI is present: an absent one is the zero value.
+func (o OpenAISummarizerSpec) IsSet() bool { return o != OpenAISummarizerSpec{} }

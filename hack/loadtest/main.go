@@ -116,8 +116,8 @@ func run(n, agents, maxTurns int, window int32, transcript string, think time.Du
 	if err := c.Create(ctx, &compactionv1alpha1.CompactionPolicy{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "load"},
 		Spec: compactionv1alpha1.CompactionPolicySpec{ContextWindow: window, Storage: compactionv1alpha1.StorageSpec{S3: compactionv1alpha1.S3StorageSpec{
-			Endpoint: env.MinIO.Endpoint, Bucket: "agent-context", Insecure: true, CreateBucket: true,
-			CredentialsSecretRef: &compactionv1alpha1.S3CredentialsSecretRef{SecretReference: compactionv1alpha1.SecretReference{Name: "minio"}},
+			Endpoint: env.MinIO.Endpoint, Bucket: "agent-context", Protocol: compactionv1alpha1.S3HTTP, CreateBucket: compactionv1alpha1.BucketCreationIfNotPresent,
+			CredentialsSecretRef: compactionv1alpha1.S3CredentialsSecretRef{SecretReference: compactionv1alpha1.SecretReference{Name: "minio"}},
 		}}},
 	}); err != nil {
 		return err

@@ -56,8 +56,8 @@ func TestLookupAccess(t *testing.T) {
 		Spec: compactionv1alpha1.ClusterCompactionPolicySpec{
 			NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"compaction.harness9.io/agents": "true"}},
 			CompactionPolicySpec: compactionv1alpha1.CompactionPolicySpec{ContextWindow: 100000, Storage: compactionv1alpha1.StorageSpec{S3: compactionv1alpha1.S3StorageSpec{
-				Endpoint: "minio.minio.svc:9000", Bucket: "agent-context", Insecure: true,
-				CredentialsSecretRef: &compactionv1alpha1.S3CredentialsSecretRef{SecretReference: compactionv1alpha1.SecretReference{Name: "minio"}},
+				Endpoint: "minio.minio.svc:9000", Bucket: "agent-context", Protocol: compactionv1alpha1.S3HTTP,
+				CredentialsSecretRef: compactionv1alpha1.S3CredentialsSecretRef{SecretReference: compactionv1alpha1.SecretReference{Name: "minio"}},
 			}}},
 		},
 	}
@@ -146,7 +146,7 @@ func TestSummarizerErrorsDoNotEcho(t *testing.T) {
 	defer srv.Close()
 	p := &policy.Policy{Kind: compactionv1alpha1.PolicyKindNamespaced, Namespace: "team", Name: "p", Spec: &compactionv1alpha1.CompactionPolicySpec{
 		Summarizer: compactionv1alpha1.SummarizerSpec{Mode: compactionv1alpha1.SummarizerOpenAI,
-			OpenAI: &compactionv1alpha1.OpenAISummarizerSpec{BaseURL: srv.URL + "/v1", Model: "m"}}}}
+			OpenAI: compactionv1alpha1.OpenAISummarizerSpec{BaseURL: srv.URL + "/v1", Model: "m"}}}}
 	s, _ := newTestMetrics(t)
 	s.secrets = &countingSecrets{}
 	sum, err := s.summarizerFor(context.Background(), p)

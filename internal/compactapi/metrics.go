@@ -105,10 +105,10 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 // summarizer ("extractive" or "openai").
 func (m *Metrics) observeCompaction(summarizer string, rec *compaction.CompactionRecord) {
 	m.Compactions.WithLabelValues(rec.Tier.String()).Inc()
-	if u := summarizerUsage(rec); u.Calls > 0 || u.InputTokens > 0 || u.OutputTokens > 0 {
-		m.SummarizerCalls.WithLabelValues(summarizer).Add(float64(u.Calls))
-		m.SummarizerTokens.WithLabelValues(summarizer, "input").Add(float64(u.InputTokens))
-		m.SummarizerTokens.WithLabelValues(summarizer, "output").Add(float64(u.OutputTokens))
+	if u := summarizerUsage(rec); u.calls > 0 || u.inputTokens > 0 || u.outputTokens > 0 {
+		m.SummarizerCalls.WithLabelValues(summarizer).Add(float64(u.calls))
+		m.SummarizerTokens.WithLabelValues(summarizer, "input").Add(float64(u.inputTokens))
+		m.SummarizerTokens.WithLabelValues(summarizer, "output").Add(float64(u.outputTokens))
 	}
 	if rec.Tier == compaction.TierNone {
 		return

@@ -42,7 +42,7 @@ func pinTestServer(t *testing.T, spec *compactionv1alpha1.CompactionPolicySpec) 
 	s := &Server{cfg: Config{UsageInterval: DefaultUsageInterval, MaxMessages: DefaultMaxMessages}, metrics: metrics, recorder: events.NewFakeRecorder(100),
 		log: logr.Discard(), status: newStatusBatcher()}
 	obj := &compactionv1alpha1.AgentSession{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "agent", UID: "uid-1"}}
-	cfg, err := policy.EngineConfig(spec, nil)
+	cfg, err := policy.EngineConfig(spec, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

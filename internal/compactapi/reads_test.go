@@ -43,12 +43,12 @@ func TestReadsOutliveThePolicy(t *testing.T) {
 	creds := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "minio"},
 		Data: map[string][]byte{"accessKeyID": []byte(m.AccessKey), "secretAccessKey": []byte(m.SecretKey)}}
 	spec := defaultedSpec()
-	spec.Storage.S3 = compactionv1alpha1.S3StorageSpec{Endpoint: m.Endpoint, Bucket: "reads", Insecure: true,
-		CredentialsSecretRef: &compactionv1alpha1.S3CredentialsSecretRef{SecretReference: compactionv1alpha1.SecretReference{Name: "minio"}}}
+	spec.Storage.S3 = compactionv1alpha1.S3StorageSpec{Endpoint: m.Endpoint, Bucket: "reads", Protocol: compactionv1alpha1.S3HTTP,
+		CredentialsSecretRef: compactionv1alpha1.S3CredentialsSecretRef{SecretReference: compactionv1alpha1.SecretReference{Name: "minio"}}}
 	// The OpenAI summarizer's key Secret does not exist.
-	spec.Summarizer = compactionv1alpha1.SummarizerSpec{Mode: compactionv1alpha1.SummarizerOpenAI, OpenAI: &compactionv1alpha1.OpenAISummarizerSpec{
+	spec.Summarizer = compactionv1alpha1.SummarizerSpec{Mode: compactionv1alpha1.SummarizerOpenAI, OpenAI: compactionv1alpha1.OpenAISummarizerSpec{
 		BaseURL: "http://llm.invalid/v1", Model: "m",
-		APIKeySecretRef: &compactionv1alpha1.SecretKeySelector{SecretReference: compactionv1alpha1.SecretReference{Name: "llm"}, Key: "key"}}}
+		APIKeySecretRef: compactionv1alpha1.SecretKeySelector{SecretReference: compactionv1alpha1.SecretReference{Name: "llm"}, Key: "key"}}}
 	cp := &compactionv1alpha1.CompactionPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "p"}, Spec: *spec}
 	sessObj := &compactionv1alpha1.AgentSession{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "agent", UID: "uid-reads"},

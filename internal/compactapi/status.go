@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/retry"
+	"k8s.io/utils/ptr"
 
 	compactionv1alpha1 "github.com/harness9/compaction-operator/api/v1alpha1"
 	"github.com/harness9/compaction-operator/compaction"
@@ -32,8 +33,8 @@ type pendingStatus struct {
 	tier  compaction.Tier
 	usage string
 	// counters to add.
-	counts                         compactionv1alpha1.TierCounts
-	summarizer                     compactionv1alpha1.SummarizerUsage
+	counts                         tierCounts
+	summarizer                     summarizerWork
 	offloadedCount, offloadedBytes int64
 	// includeAnchors is the policy's anchorsInStatus at the latest change: without it, the
 	// write clears status.anchors.
@@ -85,37 +86,66 @@ func (b *statusBatcher) requeue(key types.NamespacedName, failed *pendingStatus)
 	if cur.last == nil {
 		cur.last = failed.last
 	}
-	addCounts(&cur.counts, failed.counts)
-	addSummarizerUsage(&cur.summarizer, failed.summarizer)
+	cur.counts.add(failed.counts)
+	cur.summarizer.add(failed.summarizer)
 	cur.offloadedCount += failed.offloadedCount
 	cur.offloadedBytes += failed.offloadedBytes
 }
 
-// addCounts adds the per-tier counters of src to dst.
-func addCounts(dst *compactionv1alpha1.TierCounts, src compactionv1alpha1.TierCounts) {
-	dst.Warn += src.Warn
-	dst.Soft += src.Soft
-	dst.Full += src.Full
-	dst.Emergency += src.Emergency
+// tierCounts are compactions per tier, to add to status.compactions.
+type tierCounts struct{ warn, soft, full, emergency int64 }
+
+func (c *tierCounts) add(o tierCounts) {
+	c.warn += o.warn
+	c.soft += o.soft
+	c.full += o.full
+	c.emergency += o.emergency
+}
+
+// summarizerWork is the summarizer's work, to add to status.summarizer.
+type summarizerWork struct{ calls, inputTokens, outputTokens, throttled int64 }
+
+func (w *summarizerWork) add(o summarizerWork) {
+	w.calls += o.calls
+	w.inputTokens += o.inputTokens
+	w.outputTokens += o.outputTokens
+	w.throttled += o.throttled
 }
 
 // summarizerUsage is the summarizer's work recorded in rec; a negative count (never written
 // by the engine, but one would fail every status write of the session) is 0.
-func summarizerUsage(rec *compaction.CompactionRecord) compactionv1alpha1.SummarizerUsage {
-	u := compactionv1alpha1.SummarizerUsage{Calls: int64(max(rec.SummarizerCalls, 0)),
-		InputTokens: int64(max(rec.SummarizerInputTokens, 0)), OutputTokens: int64(max(rec.SummarizerOutputTokens, 0))}
+func summarizerUsage(rec *compaction.CompactionRecord) summarizerWork {
+	w := summarizerWork{calls: int64(max(rec.SummarizerCalls, 0)),
+		inputTokens: int64(max(rec.SummarizerInputTokens, 0)), outputTokens: int64(max(rec.SummarizerOutputTokens, 0))}
 	if rec.SummarizerThrottled {
-		u.Throttled = 1
+		w.throttled = 1
 	}
-	return u
+	return w
+}
+
+// addTo adds n to the status counter *dst, leaving an absent counter absent while n is 0
+// (status counters are pointers: absent means none yet).
+func addTo(dst **int64, n int64) {
+	if n == 0 {
+		return
+	}
+	*dst = ptr.To(ptr.Deref(*dst, 0) + n)
+}
+
+// addCounts adds the per-tier counters of src to dst.
+func addCounts(dst *compactionv1alpha1.TierCounts, src tierCounts) {
+	addTo(&dst.Warn, src.warn)
+	addTo(&dst.Soft, src.soft)
+	addTo(&dst.Full, src.full)
+	addTo(&dst.Emergency, src.emergency)
 }
 
 // addSummarizerUsage adds the summarizer counters of src to dst.
-func addSummarizerUsage(dst *compactionv1alpha1.SummarizerUsage, src compactionv1alpha1.SummarizerUsage) {
-	dst.Calls += src.Calls
-	dst.InputTokens += src.InputTokens
-	dst.OutputTokens += src.OutputTokens
-	dst.Throttled += src.Throttled
+func addSummarizerUsage(dst *compactionv1alpha1.SummarizerUsage, src summarizerWork) {
+	addTo(&dst.Calls, src.calls)
+	addTo(&dst.InputTokens, src.inputTokens)
+	addTo(&dst.OutputTokens, src.outputTokens)
+	addTo(&dst.Throttled, src.throttled)
 }
 
 // maxUsageMarks bounds usageMarks: past it, the least recently written session may have its
@@ -165,7 +195,7 @@ func (s *Server) recordStatus(sess *session, rec *compaction.CompactionRecord) {
 	turn := true
 	if rec.Tier == compaction.TierNone {
 		turn = s.usageWritten.due(sess.obj.UID, s.cfg.UsageInterval)
-		if !turn && spent == (compactionv1alpha1.SummarizerUsage{}) {
+		if !turn && spent == (summarizerWork{}) {
 			return
 		}
 	}
@@ -175,20 +205,20 @@ func (s *Server) recordStatus(sess *session, rec *compaction.CompactionRecord) {
 	if turn {
 		p.turn, p.tier, p.usage = true, rec.Tier, fmt.Sprintf("%.2f", usageOf(sess.cfg, rec).before)
 	}
-	addSummarizerUsage(&p.summarizer, spent)
+	p.summarizer.add(spent)
 	if rec.Tier != compaction.TierNone {
 		p.last = rec
 		p.offloadedCount += int64(len(rec.Offloaded))
 		p.offloadedBytes += int64(rec.OffloadedBytes())
 		switch rec.Tier {
 		case compaction.TierWarn:
-			p.counts.Warn++
+			p.counts.warn++
 		case compaction.TierSoft:
-			p.counts.Soft++
+			p.counts.soft++
 		case compaction.TierFull:
-			p.counts.Full++
+			p.counts.full++
 		case compaction.TierEmergency:
-			p.counts.Emergency++
+			p.counts.emergency++
 		}
 	}
 	b.mu.Unlock()
@@ -311,14 +341,14 @@ func (s *Server) writeStatus(ctx context.Context, key types.NamespacedName, p *p
 		}
 		addCounts(&st.Compactions, p.counts)
 		addSummarizerUsage(&st.Summarizer, p.summarizer)
-		st.OffloadedCount += p.offloadedCount
-		st.OffloadedBytes += p.offloadedBytes
+		addTo(&st.OffloadedCount, p.offloadedCount)
+		addTo(&st.OffloadedBytes, p.offloadedBytes)
 		if rec := p.last; rec != nil {
 			st.CompressionRatio = fmt.Sprintf("%.2f", rec.CompressionRatio)
-			st.TokensBefore, st.TokensAfter = int64(rec.TokensBefore), int64(rec.TokensAfter)
-			st.MessagesBefore, st.MessagesAfter = int64(rec.MsgsBefore), int64(rec.MsgsAfter)
+			st.TokensBefore, st.TokensAfter = ptr.To(int64(rec.TokensBefore)), ptr.To(int64(rec.TokensAfter))
+			st.MessagesBefore, st.MessagesAfter = ptr.To(int64(rec.MsgsBefore)), ptr.To(int64(rec.MsgsAfter))
 			st.LastCompactionTime = &metav1.Time{Time: rec.Timestamp}
-			st.Watermark = int64(rec.WatermarkAfter)
+			st.Watermark = ptr.To(int64(rec.WatermarkAfter))
 			if p.includeAnchors && len(rec.Anchors) > 0 {
 				st.Anchors = statusAnchors(rec.Anchors)
 			}
@@ -353,7 +383,11 @@ func statusAnchors(anchors []compaction.Anchor) []compactionv1alpha1.Anchor {
 			}
 			content = content[:cut] + "…"
 		}
-		out = append(out, compactionv1alpha1.Anchor{Type: compactionv1alpha1.AnchorType(a.Type), Content: content})
+		t, ok := compactionv1alpha1.ParseAnchorType(string(a.Type))
+		if !ok || content == "" {
+			continue // an anchor type the API does not know would fail the whole status write
+		}
+		out = append(out, compactionv1alpha1.Anchor{Type: t, Content: content})
 	}
 	if len(out) > 5 {
 		out = out[:5]

@@ -16,8 +16,8 @@ func TestRequeueKeepsEveryCounter(t *testing.T) {
 	older := &compaction.CompactionRecord{ID: "older"}
 	newer := &compaction.CompactionRecord{ID: "newer"}
 	failed := &pendingStatus{uid: "u1", turn: true, tier: compaction.TierWarn, usage: "0.61", last: older,
-		counts: compactionv1alpha1.TierCounts{Warn: 2, Full: 1}, offloadedCount: 3, offloadedBytes: 300,
-		summarizer: compactionv1alpha1.SummarizerUsage{Calls: 1, InputTokens: 1000, OutputTokens: 100}}
+		counts: tierCounts{warn: 2, full: 1}, offloadedCount: 3, offloadedBytes: 300,
+		summarizer: summarizerWork{calls: 1, inputTokens: 1000, outputTokens: 100}}
 
 	t.Run("nothing newer", func(t *testing.T) {
 		b := newStatusBatcher()
@@ -29,20 +29,20 @@ func TestRequeueKeepsEveryCounter(t *testing.T) {
 	t.Run("a newer turn", func(t *testing.T) {
 		b := newStatusBatcher()
 		b.pending[key] = &pendingStatus{uid: "u1", turn: true, tier: compaction.TierSoft, usage: "0.72", last: newer,
-			counts: compactionv1alpha1.TierCounts{Soft: 1}, offloadedCount: 1, offloadedBytes: 10,
-			summarizer: compactionv1alpha1.SummarizerUsage{Calls: 2, InputTokens: 500, OutputTokens: 50}}
+			counts: tierCounts{soft: 1}, offloadedCount: 1, offloadedBytes: 10,
+			summarizer: summarizerWork{calls: 2, inputTokens: 500, outputTokens: 50}}
 		b.requeue(key, failed)
 		p := b.pending[key]
 		if p.tier != compaction.TierSoft || p.usage != "0.72" || p.last != newer {
 			t.Errorf("newer turn lost: tier %s usage %s last %s", p.tier, p.usage, p.last.ID)
 		}
-		if want := (compactionv1alpha1.TierCounts{Warn: 2, Soft: 1, Full: 1}); p.counts != want {
+		if want := (tierCounts{warn: 2, soft: 1, full: 1}); p.counts != want {
 			t.Errorf("counts %+v, want %+v", p.counts, want)
 		}
 		if p.offloadedCount != 4 || p.offloadedBytes != 310 {
 			t.Errorf("offloaded %d/%d, want 4/310", p.offloadedCount, p.offloadedBytes)
 		}
-		if want := (compactionv1alpha1.SummarizerUsage{Calls: 3, InputTokens: 1500, OutputTokens: 150}); p.summarizer != want {
+		if want := (summarizerWork{calls: 3, inputTokens: 1500, outputTokens: 150}); p.summarizer != want {
 			t.Errorf("summarizer %+v, want %+v", p.summarizer, want)
 		}
 	})
@@ -60,7 +60,7 @@ func TestRequeueKeepsEveryCounter(t *testing.T) {
 		fresh := &pendingStatus{uid: "u2", turn: true, tier: compaction.TierNone, usage: "0.10"}
 		b.pending[key] = fresh
 		b.requeue(key, failed)
-		if p := b.pending[key]; p != fresh || p.counts != (compactionv1alpha1.TierCounts{}) || p.summarizer != (compactionv1alpha1.SummarizerUsage{}) {
+		if p := b.pending[key]; p != fresh || p.counts != (tierCounts{}) || p.summarizer != (summarizerWork{}) {
 			t.Errorf("the old session's numbers leaked into the new one: %+v", p)
 		}
 	})
@@ -95,13 +95,13 @@ func TestRecordStatusSummarizerUsage(t *testing.T) {
 	s.recordStatus(sess, &compaction.CompactionRecord{Tier: compaction.TierNone, TokensBefore: 43000, TokensAfter: 43000})
 	s.recordStatus(sess, &compaction.CompactionRecord{Tier: compaction.TierSoft, TokensBefore: 72000, TokensAfter: 45000,
 		SummarizerCalls: 2, SummarizerInputTokens: 800, SummarizerOutputTokens: 90})
-	if want := (compactionv1alpha1.SummarizerUsage{Calls: 4, InputTokens: 2300, OutputTokens: 270}); p.summarizer != want {
+	if want := (summarizerWork{calls: 4, inputTokens: 2300, outputTokens: 270}); p.summarizer != want {
 		t.Errorf("summarizer %+v, want %+v", p.summarizer, want)
 	}
 	if p.tier != compaction.TierSoft || p.usage != "0.72" {
 		t.Errorf("tier %s usage %s, want Soft 0.72", p.tier, p.usage)
 	}
-	if want := (compactionv1alpha1.TierCounts{Soft: 1, Full: 1}); p.counts != want {
+	if want := (tierCounts{soft: 1, full: 1}); p.counts != want {
 		t.Errorf("counts %+v, want %+v", p.counts, want)
 	}
 }
@@ -109,15 +109,15 @@ func TestRecordStatusSummarizerUsage(t *testing.T) {
 // TestSummarizerUsageCountsThrottled: a compaction summarized extractively because the
 // session's summarizer budget was used up is counted in status.summarizer.throttled.
 func TestSummarizerUsageCountsThrottled(t *testing.T) {
-	var total compactionv1alpha1.SummarizerUsage
+	var total summarizerWork
 	for _, rec := range []*compaction.CompactionRecord{
 		{Tier: compaction.TierFull, SummarizerCalls: 1, SummarizerInputTokens: 900, SummarizerOutputTokens: 100},
 		{Tier: compaction.TierFull, SummarizerThrottled: true},
 		{Tier: compaction.TierSoft, SummarizerThrottled: true},
 	} {
-		addSummarizerUsage(&total, summarizerUsage(rec))
+		total.add(summarizerUsage(rec))
 	}
-	if want := (compactionv1alpha1.SummarizerUsage{Calls: 1, InputTokens: 900, OutputTokens: 100, Throttled: 2}); total != want {
+	if want := (summarizerWork{calls: 1, inputTokens: 900, outputTokens: 100, throttled: 2}); total != want {
 		t.Errorf("status.summarizer %+v, want %+v", total, want)
 	}
 }
@@ -143,5 +143,35 @@ func TestUsageMarksPaceEachSession(t *testing.T) {
 		if !none.due("a", 0) {
 			t.Error("interval 0 held a write back")
 		}
+	}
+}
+
+// TestStatusAnchorsAreCamelCase: the engine names anchors in snake_case (the summaries and
+// records keep that); status.anchors uses the API's CamelCase values, and ParseAnchorType
+// reads both.
+func TestStatusAnchorsAreCamelCase(t *testing.T) {
+	in := make([]compaction.Anchor, 0, len(compaction.AnchorTypes))
+	for _, typ := range compaction.AnchorTypes {
+		in = append(in, compaction.Anchor{Type: typ, Content: "some " + string(typ)})
+	}
+	got := statusAnchors(in)
+	want := []compactionv1alpha1.AnchorType{compactionv1alpha1.AnchorUserIntent, compactionv1alpha1.AnchorExecutionProgress,
+		compactionv1alpha1.AnchorKeyDecision, compactionv1alpha1.AnchorTriedSolution, compactionv1alpha1.AnchorNextStep}
+	if len(got) != len(want) {
+		t.Fatalf("%d anchors, want %d: %+v", len(got), len(want), got)
+	}
+	for i, a := range got {
+		if a.Type != want[i] || a.Content != "some "+string(compaction.AnchorTypes[i]) {
+			t.Errorf("anchor %d = %+v, want type %s", i, a, want[i])
+		}
+		if back, ok := compactionv1alpha1.ParseAnchorType(string(compaction.AnchorTypes[i])); !ok || back != want[i] {
+			t.Errorf("ParseAnchorType(%q) = %q, %v", compaction.AnchorTypes[i], back, ok)
+		}
+		if same, ok := compactionv1alpha1.ParseAnchorType(string(want[i])); !ok || same != want[i] {
+			t.Errorf("ParseAnchorType(%q) = %q, %v", want[i], same, ok)
+		}
+	}
+	if _, ok := compactionv1alpha1.ParseAnchorType("wish_list"); ok {
+		t.Error("ParseAnchorType accepted an unknown type")
 	}
 }

@@ -144,7 +144,7 @@ func (r *AgentSessionReconciler) reportLocation(s *compactionv1alpha1.AgentSessi
 // describeLocation is a location for a message: s3://bucket/prefix at endpoint, with Secret.
 func describeLocation(l *compactionv1alpha1.RecordsLocation) string {
 	d := fmt.Sprintf("s3://%s/%s at %s", l.Bucket, l.SessionPrefix, l.Endpoint)
-	if ref := l.CredentialsSecretRef; ref != nil {
+	if ref := l.CredentialsSecretRef; ref.IsSet() {
 		d += fmt.Sprintf(" with the Secret %s/%s", ref.Namespace, ref.Name)
 	}
 	return d

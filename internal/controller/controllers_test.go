@@ -207,8 +207,8 @@ func (e *env) policySpec(secret string) compactionv1alpha1.CompactionPolicySpec 
 	return compactionv1alpha1.CompactionPolicySpec{
 		ContextWindow: 128000,
 		Storage: compactionv1alpha1.StorageSpec{S3: compactionv1alpha1.S3StorageSpec{
-			Endpoint: e.minio.Endpoint, Bucket: bucket, Prefix: prefix, Insecure: true, CreateBucket: true,
-			CredentialsSecretRef: &compactionv1alpha1.S3CredentialsSecretRef{SecretReference: compactionv1alpha1.SecretReference{Name: secret}},
+			Endpoint: e.minio.Endpoint, Bucket: bucket, Prefix: prefix, Protocol: compactionv1alpha1.S3HTTP, CreateBucket: compactionv1alpha1.BucketCreationIfNotPresent,
+			CredentialsSecretRef: compactionv1alpha1.S3CredentialsSecretRef{SecretReference: compactionv1alpha1.SecretReference{Name: secret}},
 		}},
 	}
 }
@@ -323,12 +323,12 @@ func (e *env) testClusterPolicyReady(t *testing.T) {
 	}
 	must(t, e.c.Create(context.Background(), s))
 	e.waitCondition(t, s, compactionv1alpha1.ConditionReady, metav1.ConditionTrue)
-	if ref := s.Status.Records.CredentialsSecretRef; ref == nil || ref.Namespace != "compaction-system" || ref.Name != "cluster-minio" {
+	if ref := s.Status.Records.CredentialsSecretRef; !ref.IsSet() || ref.Namespace != "compaction-system" || ref.Name != "cluster-minio" {
 		t.Errorf("records.credentialsSecretRef = %+v, want compaction-system/cluster-minio", ref)
 	}
 	eventually(t, "cluster policy counts 1 session", func() (bool, string) {
 		must(t, e.c.Get(context.Background(), client.ObjectKeyFromObject(p), p))
-		return p.Status.Sessions == 1, fmt.Sprint(p.Status.Sessions)
+		return ptr.Deref(p.Status.Sessions, 0) == 1, fmt.Sprint(ptr.Deref(p.Status.Sessions, 0))
 	})
 }
 
@@ -341,7 +341,7 @@ func (e *env) testClusterPolicySecretNamespace(t *testing.T) {
 	trap := testenv.StartCredentialTrap(t)
 	stolen := e.kubeSystemSecret(t)
 	spec := e.policySpec("unused")
-	spec.Storage.S3.Endpoint, spec.Storage.S3.CreateBucket = trap.Endpoint(), false
+	spec.Storage.S3.Endpoint, spec.Storage.S3.CreateBucket = trap.Endpoint(), compactionv1alpha1.BucketCreationNever
 	spec.Storage.S3.CredentialsSecretRef = stolen
 	p := &compactionv1alpha1.ClusterCompactionPolicy{ObjectMeta: metav1.ObjectMeta{Name: "steals-kube-system"},
 		Spec: compactionv1alpha1.ClusterCompactionPolicySpec{CompactionPolicySpec: spec}}
@@ -504,12 +504,12 @@ func (e *env) testSessionReady(t *testing.T) {
 	}
 	eventually(t, "policy counts 1 session", func() (bool, string) {
 		must(t, e.c.Get(context.Background(), client.ObjectKeyFromObject(p), p))
-		return p.Status.Sessions == 1, fmt.Sprint(p.Status.Sessions)
+		return ptr.Deref(p.Status.Sessions, 0) == 1, fmt.Sprint(ptr.Deref(p.Status.Sessions, 0))
 	})
 	e.createSession(t, "agent-2", p.Name)
 	eventually(t, "policy counts 2 sessions", func() (bool, string) {
 		must(t, e.c.Get(context.Background(), client.ObjectKeyFromObject(p), p))
-		return p.Status.Sessions == 2, fmt.Sprint(p.Status.Sessions)
+		return ptr.Deref(p.Status.Sessions, 0) == 2, fmt.Sprint(ptr.Deref(p.Status.Sessions, 0))
 	})
 }
 
@@ -695,7 +695,7 @@ func (e *env) testTamperedSessionID(t *testing.T) {
 const stolenKey = "AKIASTOLENFROMKUBESYSTEM"
 
 // kubeSystemSecret creates the Secret kube-system/cloud-admin holding stolenKey.
-func (e *env) kubeSystemSecret(t *testing.T) *compactionv1alpha1.S3CredentialsSecretRef {
+func (e *env) kubeSystemSecret(t *testing.T) compactionv1alpha1.S3CredentialsSecretRef {
 	t.Helper()
 	ctx := context.Background()
 	err := e.c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "kube-system"}})
@@ -709,7 +709,7 @@ func (e *env) kubeSystemSecret(t *testing.T) *compactionv1alpha1.S3CredentialsSe
 	if err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}
-	return &compactionv1alpha1.S3CredentialsSecretRef{
+	return compactionv1alpha1.S3CredentialsSecretRef{
 		SecretReference: compactionv1alpha1.SecretReference{Namespace: "kube-system", Name: "cloud-admin"},
 		AccessKeyIDKey:  "accessKeyID", SecretAccessKeyKey: "secretAccessKey",
 	}
@@ -729,7 +729,7 @@ func (e *env) testTamperedRecords(t *testing.T) {
 	e.putSessionObjects(t, sid)
 
 	e.patchStatus(t, s, func(st *compactionv1alpha1.AgentSessionStatus) {
-		st.Records = &compactionv1alpha1.RecordsLocation{Endpoint: trap.Endpoint(), Bucket: "loot", Insecure: true,
+		st.Records = &compactionv1alpha1.RecordsLocation{Endpoint: trap.Endpoint(), Bucket: "loot", Protocol: compactionv1alpha1.S3HTTP,
 			SessionPrefix: "compaction_records/" + sid + "/", CredentialsSecretRef: stolen}
 	})
 	must(t, e.c.Delete(context.Background(), s))
@@ -789,7 +789,7 @@ func (e *env) testAnnotatedPod(t *testing.T) {
 	if owner == nil || owner.UID != pod.UID || owner.Kind != "Pod" || owner.APIVersion != "v1" || owner.Name != pod.Name {
 		t.Errorf("controller ownerReference = %+v, want the pod %s", owner, pod.UID)
 	}
-	if s.Spec.PolicyRef.Name != p.Name || s.Spec.ContextWindow == nil || *s.Spec.ContextWindow != 200000 {
+	if s.Spec.PolicyRef.Name != p.Name || s.Spec.ContextWindow != 200000 {
 		t.Errorf("session spec = %+v", s.Spec)
 	}
 

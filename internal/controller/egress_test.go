@@ -50,7 +50,7 @@ func TestAllowedEndpoints(t *testing.T) {
 		{"dns-name-to-other-address", func(s *compactionv1alpha1.CompactionPolicySpec) { s.Storage.S3.Endpoint = "localhost:" + trapPort }, ":" + trapPort},
 		{"summarizer-metadata-service", func(s *compactionv1alpha1.CompactionPolicySpec) {
 			s.Summarizer.Mode = compactionv1alpha1.SummarizerOpenAI
-			s.Summarizer.OpenAI = &compactionv1alpha1.OpenAISummarizerSpec{BaseURL: "http://169.254.169.254/v1", Model: "m"}
+			s.Summarizer.OpenAI = compactionv1alpha1.OpenAISummarizerSpec{BaseURL: "http://169.254.169.254/v1", Model: "m"}
 		}, "169.254.169.254:80"},
 	}
 	for _, c := range cases {

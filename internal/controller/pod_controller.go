@@ -117,8 +117,7 @@ func sessionSpecFor(pod *metav1.PartialObjectMetadata) (compactionv1alpha1.Agent
 		if err != nil || n < 1024 || n > 10000000 {
 			return spec, fmt.Errorf("annotation %s: %q is not a whole number of tokens from 1024 to 10000000", ContextWindowAnnotation, v)
 		}
-		w := int32(n)
-		spec.ContextWindow = &w
+		spec.ContextWindow = int32(n)
 	}
 	return spec, nil
 }

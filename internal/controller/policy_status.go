@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
@@ -91,7 +92,7 @@ func (c *PolicyChecker) UpdateStatus(ctx context.Context, obj client.Object, p *
 	if err := c.Client.List(ctx, &sessions, client.MatchingFields{sessionPolicyIndex: p.Key()}, client.UnsafeDisableDeepCopy); err != nil {
 		return 0, nil, fmt.Errorf("list sessions of %s: %w", p.Key(), err)
 	}
-	status.Sessions = int32(min(len(sessions.Items), 1<<31-1)) //nolint:gosec // bounded above
+	status.Sessions = ptr.To(int32(min(len(sessions.Items), 1<<31-1))) //nolint:gosec // bounded above
 
 	var probe probeResult
 	if err := c.Access.Check(p); err != nil {
@@ -120,7 +121,7 @@ func (c *PolicyChecker) UpdateStatus(ctx context.Context, obj client.Object, p *
 	_, selErr := p.Selector()
 	// Checked with the policy's own window; a session's contextWindow override has the same
 	// bounds in its CRD.
-	_, engineErr := policy.EngineConfig(p.Spec, nil)
+	_, engineErr := policy.EngineConfig(p.Spec, 0)
 	switch {
 	case probe.refused != nil:
 		ready.Status, ready.Reason, ready.Message = metav1.ConditionFalse, storage.Reason, storage.Message
@@ -257,7 +258,7 @@ func (c *PolicyChecker) probeStorage(ctx context.Context, p *policy.Policy) meta
 	}
 	pctx, cancel := context.WithTimeout(ctx, storageProbeTimeout)
 	defer cancel()
-	if err := store.EnsureBucket(pctx, p.Spec.Storage.S3.CreateBucket); err != nil {
+	if err := store.EnsureBucket(pctx, p.Spec.Storage.S3.CreateBucket == compactionv1alpha1.BucketCreationIfNotPresent); err != nil {
 		cond.Reason, cond.Message = storageReason(err), err.Error()
 		return cond
 	}

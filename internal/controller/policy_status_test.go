@@ -55,7 +55,7 @@ func TestFingerprintReusesARecentLook(t *testing.T) {
 	c := &PolicyChecker{APIReader: api, SecretRecheckInterval: time.Hour, ClusterResourceNamespace: "ops"}
 	p := &policy.Policy{Kind: compactionv1alpha1.PolicyKindNamespaced, Namespace: "team", Name: "p", Generation: 1,
 		Spec: &compactionv1alpha1.CompactionPolicySpec{Storage: compactionv1alpha1.StorageSpec{S3: compactionv1alpha1.S3StorageSpec{
-			CredentialsSecretRef: &compactionv1alpha1.S3CredentialsSecretRef{SecretReference: compactionv1alpha1.SecretReference{Name: "s"}}}}}}
+			CredentialsSecretRef: compactionv1alpha1.S3CredentialsSecretRef{SecretReference: compactionv1alpha1.SecretReference{Name: "s"}}}}}}
 	for range 10 {
 		if _, err := c.fingerprint(context.Background(), "uid", p); err != nil {
 			t.Fatal(err)
@@ -91,7 +91,7 @@ func TestInvalidEngineConfigIsNotReady(t *testing.T) {
 	cp := &compactionv1alpha1.CompactionPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "p", UID: "uid", Generation: 3},
 		Spec: compactionv1alpha1.CompactionPolicySpec{ContextWindow: 100000,
 			Thresholds: compactionv1alpha1.Thresholds{WarnPercent: 60, SoftPercent: 55, FullPercent: 80, EmergencyPercent: 95, TargetPercent: 50, MinSavingPercent: 15},
-			Storage:    compactionv1alpha1.StorageSpec{S3: compactionv1alpha1.S3StorageSpec{Endpoint: "127.0.0.1:1", Bucket: "b", Insecure: true}}}}
+			Storage:    compactionv1alpha1.StorageSpec{S3: compactionv1alpha1.S3StorageSpec{Endpoint: "127.0.0.1:1", Bucket: "b", Protocol: compactionv1alpha1.S3HTTP}}}}
 	if _, _, err := checker.UpdateStatus(context.Background(), cp, policy.FromNamespaced(cp), &cp.Status); err != nil {
 		t.Fatal(err)
 	}

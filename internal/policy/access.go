@@ -45,10 +45,10 @@ func (a Access) allowedNamespaces() string {
 // endpoints.
 func (a Access) Check(p *Policy) error {
 	s3 := p.Spec.Storage.S3
-	if err := a.Endpoints.CheckS3(s3.Endpoint, s3.Insecure); err != nil {
+	if err := a.Endpoints.CheckS3(s3.Endpoint, s3.Protocol == compactionv1alpha1.S3HTTP); err != nil {
 		return fmt.Errorf("storage endpoint: %w", err)
 	}
-	if oa := p.Spec.Summarizer.OpenAI; oa != nil && p.Spec.Summarizer.Mode == compactionv1alpha1.SummarizerOpenAI {
+	if oa := p.Spec.Summarizer.OpenAI; oa.IsSet() && p.Spec.Summarizer.Mode == compactionv1alpha1.SummarizerOpenAI {
 		if err := a.Endpoints.CheckURL(oa.BaseURL); err != nil {
 			return fmt.Errorf("summarizer base URL: %w", err)
 		}
@@ -69,13 +69,13 @@ func (a Access) Check(p *Policy) error {
 // CheckLocation is Check for a pinned location (pinned before the operator was restricted, or
 // from a policy since changed). A CompactionPolicy's location is checked by Locations.Get.
 func (a Access) CheckLocation(pin *Pinned) error {
-	if err := a.Endpoints.CheckS3(pin.Location.Endpoint, pin.Location.Insecure); err != nil {
+	if err := a.Endpoints.CheckS3(pin.Location.Endpoint, pin.Location.Protocol == compactionv1alpha1.S3HTTP); err != nil {
 		return fmt.Errorf("the session's storage endpoint: %w", err)
 	}
 	if !strings.HasPrefix(pin.Policy, string(compactionv1alpha1.PolicyKindCluster)+"/") {
 		return nil
 	}
-	if ref := pin.Location.CredentialsSecretRef; ref != nil && !a.secretNamespaceAllowed(ref.Namespace) {
+	if ref := pin.Location.CredentialsSecretRef; ref.IsSet() && !a.secretNamespaceAllowed(ref.Namespace) {
 		return fmt.Errorf("%w: the session's storage location names the Secret %s/%s, outside the namespaces a ClusterCompactionPolicy may read Secrets from (%s); it is not read",
 			ErrSecretNamespaceNotAllowed, ref.Namespace, ref.Name, a.allowedNamespaces())
 	}

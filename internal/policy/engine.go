@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	compactionv1alpha1 "github.com/harness9/compaction-operator/api/v1alpha1"
 	"github.com/harness9/compaction-operator/compaction"
@@ -14,13 +15,13 @@ import (
 // a policy makes.
 var ErrInvalidEngineConfig = errors.New("the compaction engine refuses the policy's configuration")
 
-// EngineConfig maps a policy, and a session's contextWindow override (nil: none), to the
+// EngineConfig maps a policy, and a session's contextWindow override (0: none), to the
 // engine's configuration, and validates it the way the engine does. The controllers report an
 // error as the policy's Ready condition; the compaction API answers it with a 409.
-func EngineConfig(spec *compactionv1alpha1.CompactionPolicySpec, window *int32) (compaction.Config, error) {
+func EngineConfig(spec *compactionv1alpha1.CompactionPolicySpec, window int32) (compaction.Config, error) {
 	cfg := compaction.DefaultConfig(int(spec.ContextWindow))
-	if window != nil {
-		cfg.ContextWindow = int(*window)
+	if window > 0 {
+		cfg.ContextWindow = int(window)
 	}
 	t := spec.Thresholds
 	set := func(dst *float64, percent int32) {
@@ -78,7 +79,7 @@ func EngineConfig(spec *compactionv1alpha1.CompactionPolicySpec, window *int32) 
 // caller sets what belongs to the process (the HTTP client).
 func (p *Policy) OpenAIConfig(ctx context.Context, secrets SecretReader, clusterResourceNamespace string) (cfg openai.Config, ok bool, err error) {
 	oa := p.Spec.Summarizer.OpenAI
-	if p.Spec.Summarizer.Mode != compactionv1alpha1.SummarizerOpenAI || oa == nil {
+	if p.Spec.Summarizer.Mode != compactionv1alpha1.SummarizerOpenAI || !oa.IsSet() {
 		return openai.Config{}, false, nil
 	}
 	key, err := p.APIKey(ctx, secrets, clusterResourceNamespace)
@@ -89,8 +90,8 @@ func (p *Policy) OpenAIConfig(ctx context.Context, secrets SecretReader, cluster
 	// is the policy author's choice; none of its answer's text is quoted.
 	cfg = openai.Config{BaseURL: oa.BaseURL, Model: oa.Model, APIKey: key, MaxOutputTokens: int(oa.MaxOutputTokens),
 		MaxTokensField: MaxTokensField(oa.MaxTokensField), QuietErrors: true}
-	if oa.Timeout != nil {
-		cfg.Timeout = oa.Timeout.Duration
+	if oa.TimeoutSeconds > 0 {
+		cfg.Timeout = time.Duration(oa.TimeoutSeconds) * time.Second
 	}
 	return cfg, true, nil
 }

@@ -21,7 +21,7 @@ import (
 )
 
 // engineConfig is EngineConfig without its error: the tests check what the engine says.
-func engineConfig(spec *compactionv1alpha1.CompactionPolicySpec, window *int32) compaction.Config {
+func engineConfig(spec *compactionv1alpha1.CompactionPolicySpec, window int32) compaction.Config {
 	cfg, _ := EngineConfig(spec, window)
 	return cfg
 }
@@ -42,7 +42,7 @@ func defaultedSpec() *compactionv1alpha1.CompactionPolicySpec {
 }
 
 func TestEngineConfigDefaultsMatchTheEngine(t *testing.T) {
-	got := engineConfig(defaultedSpec(), nil)
+	got := engineConfig(defaultedSpec(), 0)
 	// (maxCallsPerHour, 60 by default, limits only the OpenAI summarizer.)
 	want := compaction.DefaultConfig(128000)
 	if !reflect.DeepEqual(got, want) {
@@ -52,7 +52,7 @@ func TestEngineConfigDefaultsMatchTheEngine(t *testing.T) {
 	// keeps the engine's defaults.
 	old := defaultedSpec()
 	old.Pins = compactionv1alpha1.PinsSpec{}
-	if got := engineConfig(old, nil); got.PinRule != compaction.PinTaskAndInstructions || got.PinBudget != 0.15 {
+	if got := engineConfig(old, 0); got.PinRule != compaction.PinTaskAndInstructions || got.PinBudget != 0.15 {
 		t.Errorf("no pins: rule %q budget %v, want TaskAndInstructions 0.15", got.PinRule, got.PinBudget)
 	}
 }
@@ -78,7 +78,7 @@ func TestEngineConfigTargetAndMinSaving(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			spec := defaultedSpec()
 			spec.Thresholds = tc.thresholds
-			cfg := engineConfig(spec, nil)
+			cfg := engineConfig(spec, 0)
 			if math.Abs(cfg.TargetThreshold-tc.wantTarget) > 1e-9 || math.Abs(cfg.MinSaving-tc.wantSaving) > 1e-9 {
 				t.Errorf("target %v min saving %v, want %v %v", cfg.TargetThreshold, cfg.MinSaving, tc.wantTarget, tc.wantSaving)
 			}
@@ -105,7 +105,7 @@ func TestEngineConfigPins(t *testing.T) {
 		t.Run(string(tc.rule), func(t *testing.T) {
 			spec := defaultedSpec()
 			spec.Pins = compactionv1alpha1.PinsSpec{Rule: tc.rule, BudgetPercent: tc.percent}
-			cfg := engineConfig(spec, ptr.To[int32](32000))
+			cfg := engineConfig(spec, 32000)
 			if cfg.PinRule != tc.want || cfg.PinBudget != tc.budget {
 				t.Errorf("pins {%s, %d%%} made rule %q budget %v, want %q %v", tc.rule, tc.percent, cfg.PinRule, cfg.PinBudget, tc.want, tc.budget)
 			}
@@ -147,7 +147,7 @@ func TestEveryCRDPinRuleIsAnEngineRule(t *testing.T) {
 			}
 			spec := defaultedSpec()
 			spec.Pins.Rule = v
-			if err := engineConfig(spec, nil).Validate(); err != nil {
+			if err := engineConfig(spec, 0).Validate(); err != nil {
 				t.Errorf("%s: rule %q: %v", file, v, err)
 			}
 		}
@@ -196,7 +196,7 @@ func TestCRDThresholdDefaultsAreTheEngines(t *testing.T) {
 			}
 		}
 		want := compaction.DefaultConfig(128000)
-		if got := engineConfig(spec, nil); !reflect.DeepEqual(got, want) {
+		if got := engineConfig(spec, 0); !reflect.DeepEqual(got, want) {
 			t.Errorf("%s: the CRD's thresholds default makes\n%+v\nthe engine's defaults are\n%+v", file, got, want)
 		}
 	}
@@ -211,13 +211,13 @@ func TestEngineConfigSummarizerBudget(t *testing.T) {
 		spec := defaultedSpec()
 		spec.Summarizer.Mode = compactionv1alpha1.SummarizerOpenAI
 		spec.Summarizer.MaxCallsPerHour = tc.v
-		if got := engineConfig(spec, nil).SummarizerCallsPerHour; got != tc.want {
+		if got := engineConfig(spec, 0).SummarizerCallsPerHour; got != tc.want {
 			t.Errorf("%s: %d calls per hour, want %d", tc.name, got, tc.want)
 		}
 	}
 	// The extractive summarizer is free: never limited, whatever the field says.
 	spec := defaultedSpec()
-	if got := engineConfig(spec, nil).SummarizerCallsPerHour; got != 0 {
+	if got := engineConfig(spec, 0).SummarizerCallsPerHour; got != 0 {
 		t.Errorf("extractive mode: %d calls per hour, want no limit", got)
 	}
 }
@@ -231,7 +231,7 @@ func TestEngineConfigPreviewLines(t *testing.T) {
 	}{{ptr.To[int32](0), compaction.NoPreviewLines}, {ptr.To[int32](3), 3}, {nil, compaction.DefaultConfig(1).PreviewLines}} {
 		spec := defaultedSpec()
 		spec.Offload.PreviewLines = tc.v
-		cfg, err := EngineConfig(spec, nil)
+		cfg, err := EngineConfig(spec, 0)
 		if err != nil || cfg.PreviewLines != tc.want {
 			t.Errorf("previewLines %v: %d, %v; want %d", ptr.Deref(tc.v, -1), cfg.PreviewLines, err, tc.want)
 		}
@@ -244,10 +244,10 @@ func TestEngineConfigPreviewLines(t *testing.T) {
 func TestEngineConfigRefused(t *testing.T) {
 	spec := defaultedSpec()
 	spec.Thresholds.SoftPercent = 55 // below warnPercent 60: the CEL rule refuses it now
-	if _, err := EngineConfig(spec, nil); !errors.Is(err, ErrInvalidEngineConfig) || !strings.Contains(err.Error(), "soft threshold") {
+	if _, err := EngineConfig(spec, 0); !errors.Is(err, ErrInvalidEngineConfig) || !strings.Contains(err.Error(), "soft threshold") {
 		t.Errorf("EngineConfig of soft < warn: %v, want ErrInvalidEngineConfig naming the soft threshold", err)
 	}
-	if _, err := EngineConfig(defaultedSpec(), nil); err != nil {
+	if _, err := EngineConfig(defaultedSpec(), 0); err != nil {
 		t.Errorf("EngineConfig of the defaults: %v", err)
 	}
 }

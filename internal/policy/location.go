@@ -148,6 +148,23 @@ func decodePinned(cm *corev1.ConfigMap, s *compactionv1alpha1.AgentSession) (*Pi
 	if err := json.Unmarshal([]byte(cm.Data[locationKey]), &loc); err != nil {
 		return nil, invalid("%s: %v", locationKey, err)
 	}
+	switch loc.Protocol {
+	case compactionv1alpha1.S3HTTPS, compactionv1alpha1.S3HTTP:
+	case "":
+		// Pinned before v1alpha1 named the protocol: plain HTTP was "insecure": true.
+		var legacy struct {
+			Insecure bool `json:"insecure"`
+		}
+		if err := json.Unmarshal([]byte(cm.Data[locationKey]), &legacy); err != nil {
+			return nil, invalid("%s: %v", locationKey, err)
+		}
+		loc.Protocol = compactionv1alpha1.S3HTTPS
+		if legacy.Insecure {
+			loc.Protocol = compactionv1alpha1.S3HTTP
+		}
+	default:
+		return nil, invalid("unknown protocol %q", loc.Protocol)
+	}
 	if want := sessionPrefix(loc.Prefix, string(s.UID)); loc.SessionPrefix != want {
 		return nil, invalid("session prefix %q is not the session's %q", loc.SessionPrefix, want)
 	}
@@ -159,14 +176,14 @@ func decodePinned(cm *corev1.ConfigMap, s *compactionv1alpha1.AgentSession) (*Pi
 		if policyNamespace != s.Namespace {
 			return nil, invalid("policy %q is not in the session's namespace", key)
 		}
-		if ref := loc.CredentialsSecretRef; ref != nil && ref.Namespace != s.Namespace {
+		if ref := loc.CredentialsSecretRef; ref.IsSet() && ref.Namespace != s.Namespace {
 			return nil, invalid("a CompactionPolicy's credentials Secret %s/%s is not in the session's namespace", ref.Namespace, ref.Name)
 		}
 	case compactionv1alpha1.PolicyKindCluster:
 	default:
 		return nil, invalid("unknown policy %q", key)
 	}
-	if ref := loc.CredentialsSecretRef; ref != nil && (ref.Namespace == "" || ref.Name == "") {
+	if ref := loc.CredentialsSecretRef; ref != (compactionv1alpha1.S3CredentialsSecretRef{}) && (ref.Namespace == "" || ref.Name == "") {
 		return nil, invalid("credentials Secret without a namespace or name")
 	}
 	return &Pinned{Location: &loc, Policy: key, object: cm}, nil

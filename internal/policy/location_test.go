@@ -27,16 +27,17 @@ func newLocations(t *testing.T) (Locations, client.Client) {
 	return Locations{Namespace: "ops", Reader: c, Writer: c}, c
 }
 
-func agentSession(namespace, name, uid string) *compactionv1alpha1.AgentSession {
-	return &compactionv1alpha1.AgentSession{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name, UID: types.UID(uid)}}
+// agentSession is the session team/agent with the given uid.
+func agentSession(uid string) *compactionv1alpha1.AgentSession {
+	return &compactionv1alpha1.AgentSession{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "agent", UID: types.UID(uid)}}
 }
 
 func TestPinAndGet(t *testing.T) {
 	ctx := context.Background()
 	l, c := newLocations(t)
-	creds := &compactionv1alpha1.S3CredentialsSecretRef{SecretReference: compactionv1alpha1.SecretReference{Name: "s3"}}
+	creds := compactionv1alpha1.S3CredentialsSecretRef{SecretReference: compactionv1alpha1.SecretReference{Name: "s3"}}
 	p := &Policy{Kind: compactionv1alpha1.PolicyKindNamespaced, Namespace: "team", Name: "p", Spec: spec("/a/", creds)}
-	s := agentSession("team", "agent", "uid-1")
+	s := agentSession("uid-1")
 
 	if got, err := l.Get(ctx, s); got != nil || err != nil {
 		t.Fatalf("Get before Pin = %+v, %v; want nothing pinned", got, err)
@@ -69,7 +70,7 @@ func TestPinAndGet(t *testing.T) {
 	}
 
 	// A session of the same name with another UID: the pin is not its own; pinning replaces it.
-	next := agentSession("team", "agent", "uid-2")
+	next := agentSession("uid-2")
 	if got, err := l.Get(ctx, next); got != nil || err != nil {
 		t.Errorf("Get for a new session of the same name = %+v, %v; want nothing pinned", got, err)
 	}
@@ -96,9 +97,9 @@ func TestPinAndGet(t *testing.T) {
 // TestGetRejectsInvalidLocations: a ConfigMap that the operator would not have written is not
 // used, even with the right UID.
 func TestGetRejectsInvalidLocations(t *testing.T) {
-	s := agentSession("team", "agent", "uid-1")
+	s := agentSession("uid-1")
 	good := &compactionv1alpha1.RecordsLocation{Endpoint: "minio:9000", Bucket: "b", Prefix: "p", SessionPrefix: "p/compaction_records/uid-1/",
-		CredentialsSecretRef: &compactionv1alpha1.S3CredentialsSecretRef{SecretReference: compactionv1alpha1.SecretReference{Namespace: "team", Name: "s3"}}}
+		CredentialsSecretRef: compactionv1alpha1.S3CredentialsSecretRef{SecretReference: compactionv1alpha1.SecretReference{Namespace: "team", Name: "s3"}}}
 	cases := []struct {
 		name   string
 		policy string
@@ -117,6 +118,9 @@ func TestGetRejectsInvalidLocations(t *testing.T) {
 		{"an unknown policy kind", "Wizard/team/p", nil},
 		{"a Secret without a namespace", "ClusterCompactionPolicy//p", func(l *compactionv1alpha1.RecordsLocation, _ *corev1.ConfigMap) {
 			l.CredentialsSecretRef.Namespace = ""
+		}},
+		{"an unknown protocol", "CompactionPolicy/team/p", func(l *compactionv1alpha1.RecordsLocation, _ *corev1.ConfigMap) {
+			l.Protocol = "FTP"
 		}},
 	}
 	for _, tc := range cases {
@@ -150,5 +154,34 @@ func TestGetRejectsInvalidLocations(t *testing.T) {
 	}
 	if got, err := l.Get(context.Background(), s); err != nil || got == nil {
 		t.Errorf("a ClusterCompactionPolicy's Secret in another namespace: %+v, %v", got, err)
+	}
+}
+
+// TestGetReadsLocationsPinnedBeforeProtocol: a location pinned before v1alpha1 named the
+// protocol says "insecure": true for plain HTTP, and nothing for HTTPS; both keep working.
+func TestGetReadsLocationsPinnedBeforeProtocol(t *testing.T) {
+	s := agentSession("uid-1")
+	for _, tc := range []struct {
+		json string
+		want compactionv1alpha1.S3Protocol
+	}{
+		{`{"endpoint":"minio:9000","bucket":"bkt","prefix":"p","sessionPrefix":"p/compaction_records/uid-1/","insecure":true}`, compactionv1alpha1.S3HTTP},
+		{`{"endpoint":"s3.example.com","bucket":"bkt","prefix":"p","sessionPrefix":"p/compaction_records/uid-1/"}`, compactionv1alpha1.S3HTTPS},
+		{`{"endpoint":"minio:9000","bucket":"bkt","prefix":"p","sessionPrefix":"p/compaction_records/uid-1/","protocol":"HTTP"}`, compactionv1alpha1.S3HTTP},
+	} {
+		l, c := newLocations(t)
+		if err := c.Create(context.Background(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ops", Name: LocationName("team", "agent"),
+			Labels: map[string]string{LocationUIDLabel: "uid-1"}, Annotations: map[string]string{LocationSessionAnnotation: "team/agent"}},
+			Data: map[string]string{locationKey: tc.json, locationPolicyKey: "CompactionPolicy/team/p"}}); err != nil {
+			t.Fatal(err)
+		}
+		got, err := l.Get(context.Background(), s)
+		if err != nil || got == nil || got.Location.Protocol != tc.want {
+			t.Errorf("%s: %+v, %v; want protocol %s", tc.json, got, err, tc.want)
+			continue
+		}
+		if cfg, err := S3Config(context.Background(), nil, got.Location); err != nil || cfg.Insecure != (tc.want == compactionv1alpha1.S3HTTP) {
+			t.Errorf("%s: store config insecure %v, %v", tc.json, cfg.Insecure, err)
+		}
 	}
 }

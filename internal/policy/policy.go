@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	compactionv1alpha1 "github.com/harness9/compaction-operator/api/v1alpha1"
@@ -106,7 +107,7 @@ func notFound(err error, kind compactionv1alpha1.PolicyKind, namespace, name str
 func FromNamespaced(p *compactionv1alpha1.CompactionPolicy) *Policy {
 	return &Policy{
 		Kind: compactionv1alpha1.PolicyKindNamespaced, Namespace: p.Namespace, Name: p.Name,
-		Generation: p.Generation, Spec: &p.Spec, Conditions: p.Status.Conditions, Sessions: p.Status.Sessions,
+		Generation: p.Generation, Spec: &p.Spec, Conditions: p.Status.Conditions, Sessions: ptr.Deref(p.Status.Sessions, 0),
 	}
 }
 
@@ -114,7 +115,7 @@ func FromNamespaced(p *compactionv1alpha1.CompactionPolicy) *Policy {
 func FromCluster(p *compactionv1alpha1.ClusterCompactionPolicy) *Policy {
 	return &Policy{
 		Kind: compactionv1alpha1.PolicyKindCluster, Name: p.Name,
-		Generation: p.Generation, Spec: &p.Spec.CompactionPolicySpec, Conditions: p.Status.Conditions, Sessions: p.Status.Sessions,
+		Generation: p.Generation, Spec: &p.Spec.CompactionPolicySpec, Conditions: p.Status.Conditions, Sessions: ptr.Deref(p.Status.Sessions, 0),
 		NamespaceSelector: p.Spec.NamespaceSelector,
 	}
 }

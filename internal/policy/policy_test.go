@@ -6,11 +6,11 @@ import (
 	compactionv1alpha1 "github.com/harness9/compaction-operator/api/v1alpha1"
 )
 
-func spec(prefix string, creds *compactionv1alpha1.S3CredentialsSecretRef) *compactionv1alpha1.CompactionPolicySpec {
+func spec(prefix string, creds compactionv1alpha1.S3CredentialsSecretRef) *compactionv1alpha1.CompactionPolicySpec {
 	return &compactionv1alpha1.CompactionPolicySpec{
 		ContextWindow: 8000,
 		Storage: compactionv1alpha1.StorageSpec{S3: compactionv1alpha1.S3StorageSpec{
-			Endpoint: "minio:9000", Bucket: "b", Prefix: prefix, Region: "eu", Insecure: true, CredentialsSecretRef: creds,
+			Endpoint: "minio:9000", Bucket: "b", Prefix: prefix, Region: "eu", Protocol: compactionv1alpha1.S3HTTP, CredentialsSecretRef: creds,
 		}},
 	}
 }
@@ -31,7 +31,7 @@ func TestKeys(t *testing.T) {
 }
 
 func TestLocationResolvesSecretNamespaceAndPrefix(t *testing.T) {
-	creds := &compactionv1alpha1.S3CredentialsSecretRef{SecretReference: compactionv1alpha1.SecretReference{Name: "s3"}}
+	creds := compactionv1alpha1.S3CredentialsSecretRef{SecretReference: compactionv1alpha1.SecretReference{Name: "s3"}}
 	cases := []struct {
 		name       string
 		p          *Policy
@@ -50,10 +50,10 @@ func TestLocationResolvesSecretNamespaceAndPrefix(t *testing.T) {
 				t.Errorf("SessionPrefix = %q, want %q", loc.SessionPrefix, tc.wantPrefix)
 			}
 			ref := loc.CredentialsSecretRef
-			if ref == nil || ref.Namespace != tc.wantNS || ref.AccessKeyIDKey != "accessKeyID" || ref.SecretAccessKeyKey != "secretAccessKey" {
+			if !ref.IsSet() || ref.Namespace != tc.wantNS || ref.AccessKeyIDKey != "accessKeyID" || ref.SecretAccessKeyKey != "secretAccessKey" {
 				t.Errorf("credentials = %+v, want namespace %s and default keys", ref, tc.wantNS)
 			}
-			if loc.Endpoint != "minio:9000" || loc.Bucket != "b" || loc.Region != "eu" || !loc.Insecure {
+			if loc.Endpoint != "minio:9000" || loc.Bucket != "b" || loc.Region != "eu" || loc.Protocol != compactionv1alpha1.S3HTTP {
 				t.Errorf("location = %+v", loc)
 			}
 		})
@@ -65,19 +65,19 @@ func TestLocationResolvesSecretNamespaceAndPrefix(t *testing.T) {
 }
 
 func TestSecretKeys(t *testing.T) {
-	s := spec("", &compactionv1alpha1.S3CredentialsSecretRef{SecretReference: compactionv1alpha1.SecretReference{Name: "s3", Namespace: "vault"}})
-	s.Summarizer.OpenAI = &compactionv1alpha1.OpenAISummarizerSpec{APIKeySecretRef: &compactionv1alpha1.SecretKeySelector{
+	s := spec("", compactionv1alpha1.S3CredentialsSecretRef{SecretReference: compactionv1alpha1.SecretReference{Name: "s3", Namespace: "vault"}})
+	s.Summarizer.OpenAI = compactionv1alpha1.OpenAISummarizerSpec{APIKeySecretRef: compactionv1alpha1.SecretKeySelector{
 		SecretReference: compactionv1alpha1.SecretReference{Name: "llm"}, Key: "k"}}
 	p := &Policy{Kind: compactionv1alpha1.PolicyKindCluster, Name: "p", Spec: s}
 	got := p.SecretKeys("ops")
 	if len(got) != 2 || got[0] != "vault/s3" || got[1] != "ops/llm" {
 		t.Errorf("SecretKeys = %v, want [vault/s3 ops/llm]", got)
 	}
-	anon := &Policy{Kind: compactionv1alpha1.PolicyKindNamespaced, Namespace: "team", Name: "p", Spec: spec("", nil)}
+	anon := &Policy{Kind: compactionv1alpha1.PolicyKindNamespaced, Namespace: "team", Name: "p", Spec: spec("", compactionv1alpha1.S3CredentialsSecretRef{})}
 	if keys := anon.SecretKeys("ops"); len(keys) != 0 {
 		t.Errorf("anonymous policy SecretKeys = %v", keys)
 	}
-	if loc := anon.Location("sid", "ops"); loc.CredentialsSecretRef != nil {
+	if loc := anon.Location("sid", "ops"); loc.CredentialsSecretRef.IsSet() {
 		t.Errorf("anonymous policy location has credentials %+v", loc.CredentialsSecretRef)
 	}
 }

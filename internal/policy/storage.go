@@ -35,10 +35,10 @@ func (p *Policy) SecretNamespace(ref compactionv1alpha1.SecretReference, cluster
 // SecretKeys are the "namespace/name" keys of every Secret the policy reads.
 func (p *Policy) SecretKeys(clusterResourceNamespace string) []string {
 	var keys []string
-	if ref := p.Spec.Storage.S3.CredentialsSecretRef; ref != nil {
+	if ref := p.Spec.Storage.S3.CredentialsSecretRef; ref.IsSet() {
 		keys = append(keys, p.SecretNamespace(ref.SecretReference, clusterResourceNamespace)+"/"+ref.Name)
 	}
-	if oa := p.Spec.Summarizer.OpenAI; oa != nil && oa.APIKeySecretRef != nil {
+	if oa := p.Spec.Summarizer.OpenAI; oa.IsSet() && oa.APIKeySecretRef.IsSet() {
 		keys = append(keys, p.SecretNamespace(oa.APIKeySecretRef.SecretReference, clusterResourceNamespace)+"/"+oa.APIKeySecretRef.Name)
 	}
 	return keys
@@ -61,10 +61,13 @@ func (p *Policy) Storage(clusterResourceNamespace string) *compactionv1alpha1.Re
 		Bucket:   s.Bucket,
 		Prefix:   s.Prefix,
 		Region:   s.Region,
-		Insecure: s.Insecure,
+		Protocol: compactionv1alpha1.S3HTTPS,
 	}
-	if ref := s.CredentialsSecretRef; ref != nil {
-		c := ref.DeepCopy()
+	if s.Protocol == compactionv1alpha1.S3HTTP {
+		loc.Protocol = compactionv1alpha1.S3HTTP
+	}
+	if ref := s.CredentialsSecretRef; ref.IsSet() {
+		c := ref
 		c.Namespace = p.SecretNamespace(ref.SecretReference, clusterResourceNamespace)
 		if c.AccessKeyIDKey == "" {
 			c.AccessKeyIDKey = "accessKeyID"
@@ -84,10 +87,10 @@ func S3Config(ctx context.Context, secrets SecretReader, loc *compactionv1alpha1
 		Bucket:   loc.Bucket,
 		Prefix:   loc.Prefix,
 		Region:   loc.Region,
-		Insecure: loc.Insecure,
+		Insecure: loc.Protocol == compactionv1alpha1.S3HTTP,
 	}
 	ref := loc.CredentialsSecretRef
-	if ref == nil {
+	if !ref.IsSet() {
 		return cfg, nil
 	}
 	key := types.NamespacedName{Namespace: ref.Namespace, Name: ref.Name}
@@ -118,7 +121,7 @@ func S3Config(ctx context.Context, secrets SecretReader, loc *compactionv1alpha1
 // APIKey reads the OpenAI summarizer's API key, if the policy names one.
 func (p *Policy) APIKey(ctx context.Context, secrets SecretReader, clusterResourceNamespace string) (string, error) {
 	oa := p.Spec.Summarizer.OpenAI
-	if oa == nil || oa.APIKeySecretRef == nil {
+	if !oa.IsSet() || !oa.APIKeySecretRef.IsSet() {
 		return "", nil
 	}
 	ref := oa.APIKeySecretRef

@@ -53,6 +53,7 @@ func TestCRDs(t *testing.T) {
 
 	t.Run("SamplesApply", func(t *testing.T) { testSamplesApply(t, c, root) })
 	t.Run("Defaults", func(t *testing.T) { testDefaults(t, c) })
+	t.Run("AgentSessionDefaults", func(t *testing.T) { testAgentSessionDefaults(t, c) })
 	t.Run("Rejections", func(t *testing.T) { testRejections(t, c) })
 	t.Run("AgentSessionPolicyKind", func(t *testing.T) { testAgentSessionPolicyKind(t, c) })
 	t.Run("PrinterColumns", func(t *testing.T) { testPrinterColumns(t, root) })
@@ -174,7 +175,7 @@ func testDefaults(t *testing.T, c client.Client) {
 		// Only the OpenAI summarizer is limited (the engine's default is no limit).
 		{"summarizer.maxCallsPerHour", int64(ptr.Deref(s.Summarizer.MaxCallsPerHour, -1)), 60},
 	}
-	if cfg, err := policy.EngineConfig(&s, nil); err != nil || !reflect.DeepEqual(cfg, d) {
+	if cfg, err := policy.EngineConfig(&s, 0); err != nil || !reflect.DeepEqual(cfg, d) {
 		t.Errorf("the defaulted policy makes the engine configuration\n%+v (%v)\nthe engine's defaults are\n%+v", cfg, err, d)
 	}
 	for _, ch := range checks {
@@ -218,7 +219,7 @@ func testDefaults(t *testing.T, c client.Client) {
 		t.Errorf("thresholds {warnPercent: 65, minSavingPercent: 30} read back as %+v, want %+v", th, want)
 	}
 	ref := s.Storage.S3.CredentialsSecretRef
-	if ref == nil || ref.AccessKeyIDKey != "accessKeyID" || ref.SecretAccessKeyKey != "secretAccessKey" {
+	if !ref.IsSet() || ref.AccessKeyIDKey != "accessKeyID" || ref.SecretAccessKeyKey != "secretAccessKey" {
 		t.Errorf("credentialsSecretRef defaults: %+v", ref)
 	}
 
@@ -235,7 +236,7 @@ func testDefaults(t *testing.T, c client.Client) {
 		t.Errorf("previewLines 0 read back as %v", p)
 	}
 	// ... and keeps no preview line in the engine (it used to become the default of 10).
-	if cfg, err := policy.EngineConfig(&got.Spec, nil); err != nil || cfg.PreviewLines != compaction.NoPreviewLines {
+	if cfg, err := policy.EngineConfig(&got.Spec, 0); err != nil || cfg.PreviewLines != compaction.NoPreviewLines {
 		t.Errorf("previewLines 0 makes engine PreviewLines %d (%v), want NoPreviewLines", cfg.PreviewLines, err)
 	}
 
@@ -246,14 +247,14 @@ func testDefaults(t *testing.T, c client.Client) {
 	}
 	openAI.Spec.Summarizer = v1alpha1.SummarizerSpec{
 		Mode:   v1alpha1.SummarizerOpenAI,
-		OpenAI: &v1alpha1.OpenAISummarizerSpec{BaseURL: "http://llm:8080/v1", Model: "m"},
+		OpenAI: v1alpha1.OpenAISummarizerSpec{BaseURL: "http://llm:8080/v1", Model: "m"},
 	}
 	if err := c.Create(ctx, openAI); err != nil {
 		t.Fatalf("create OpenAI policy: %v", err)
 	}
 	o := openAI.Spec.Summarizer.OpenAI
-	if o.Timeout == nil || o.Timeout.Duration.String() != "1m0s" || o.MaxOutputTokens != 1024 {
-		t.Errorf("openAI defaults: timeout %v, maxOutputTokens %d", o.Timeout, o.MaxOutputTokens)
+	if o.TimeoutSeconds != 60 || o.MaxOutputTokens != 1024 {
+		t.Errorf("openAI defaults: timeoutSeconds %d, maxOutputTokens %d", o.TimeoutSeconds, o.MaxOutputTokens)
 	}
 	if o.MaxTokensField != v1alpha1.OpenAIMaxTokens {
 		t.Errorf("openAI defaults: maxTokensField %q, want %q", o.MaxTokensField, v1alpha1.OpenAIMaxTokens)
@@ -265,7 +266,7 @@ func testDefaults(t *testing.T, c client.Client) {
 	}
 	reasoning.Spec.Summarizer = v1alpha1.SummarizerSpec{
 		Mode: v1alpha1.SummarizerOpenAI,
-		OpenAI: &v1alpha1.OpenAISummarizerSpec{BaseURL: "https://api.openai.com/v1", Model: "o3-mini",
+		OpenAI: v1alpha1.OpenAISummarizerSpec{BaseURL: "https://api.openai.com/v1", Model: "o3-mini",
 			MaxTokensField: v1alpha1.OpenAIMaxCompletionTokens},
 	}
 	if err := c.Create(ctx, reasoning); err != nil {
@@ -275,6 +276,19 @@ func testDefaults(t *testing.T, c client.Client) {
 		t.Errorf("maxTokensField MaxCompletionTokens read back as %q", f)
 	}
 
+	// A minimal policy reaches its storage over HTTPS and creates no bucket.
+	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "minimal"}, got); err != nil {
+		t.Fatal(err)
+	}
+	if s3 := got.Spec.Storage.S3; s3.Protocol != v1alpha1.S3HTTPS || s3.CreateBucket != v1alpha1.BucketCreationNever {
+		t.Errorf("storage.s3 defaults: protocol %q createBucket %q, want HTTPS Never", s3.Protocol, s3.CreateBucket)
+	}
+}
+
+// testAgentSessionDefaults: a minimal AgentSession defaults its policyRef kind, and its
+// policyRef cannot change.
+func testAgentSessionDefaults(t *testing.T, c client.Client) {
+	ctx := context.Background()
 	// A minimal AgentSession defaults its policyRef kind.
 	as := &v1alpha1.AgentSession{
 		ObjectMeta: metav1.ObjectMeta{Name: "minimal", Namespace: ns},
@@ -286,6 +300,22 @@ func testDefaults(t *testing.T, c client.Client) {
 	if as.Spec.PolicyRef.Kind != v1alpha1.PolicyKindNamespaced {
 		t.Errorf("policyRef.kind defaulted to %q, want CompactionPolicy", as.Spec.PolicyRef.Kind)
 	}
+	// policyRef cannot change: the session's objects stay where its first policy put them.
+	for _, change := range []func(*v1alpha1.PolicyReference){
+		func(r *v1alpha1.PolicyReference) { r.Name = "another" },
+		func(r *v1alpha1.PolicyReference) { r.Kind = v1alpha1.PolicyKindCluster },
+	} {
+		moved := as.DeepCopy()
+		change(&moved.Spec.PolicyRef)
+		if err := c.Update(ctx, moved); !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "policyRef is immutable") {
+			t.Errorf("update policyRef to %+v: %v, want Invalid: policyRef is immutable", moved.Spec.PolicyRef, err)
+		}
+	}
+	// Other spec fields may still change.
+	as.Spec.ContextWindow = 64000
+	if err := c.Update(ctx, as); err != nil {
+		t.Errorf("update contextWindow: %v", err)
+	}
 }
 
 func testRejections(t *testing.T, c client.Client) {
@@ -294,6 +324,27 @@ func testRejections(t *testing.T, c client.Client) {
 		mutate func(spec map[string]any)
 		want   string
 	}{
+		{
+			name: "insecure-bool-is-gone",
+			mutate: func(s map[string]any) {
+				s["storage"].(map[string]any)["s3"].(map[string]any)["protocol"] = true
+			},
+			want: `spec.storage.s3.protocol: Unsupported value: true: supported values: "HTTPS", "HTTP"`,
+		},
+		{
+			name: "create-bucket-bool-is-gone",
+			mutate: func(s map[string]any) {
+				s["storage"].(map[string]any)["s3"].(map[string]any)["createBucket"] = true
+			},
+			want: `spec.storage.s3.createBucket: Unsupported value: true: supported values: "Never", "IfNotPresent"`,
+		},
+		{
+			name: "empty-prefix",
+			mutate: func(s map[string]any) {
+				s["storage"].(map[string]any)["s3"].(map[string]any)["prefix"] = ""
+			},
+			want: "spec.storage.s3.prefix",
+		},
 		{
 			name: "warn-equals-soft",
 			mutate: func(s map[string]any) {
@@ -498,7 +549,7 @@ func testRejections(t *testing.T, c client.Client) {
 		ObjectMeta: metav1.ObjectMeta{Name: "with-secret-namespace"},
 		Spec:       v1alpha1.ClusterCompactionPolicySpec{CompactionPolicySpec: minimalSpec()},
 	}
-	cp.Spec.Storage.S3.CredentialsSecretRef = &v1alpha1.S3CredentialsSecretRef{
+	cp.Spec.Storage.S3.CredentialsSecretRef = v1alpha1.S3CredentialsSecretRef{
 		SecretReference: v1alpha1.SecretReference{Name: "creds", Namespace: "compaction-system"},
 	}
 	if err := c.Create(context.Background(), cp); err != nil {

@@ -150,7 +150,7 @@ func TestCompactionAPIAuth(t *testing.T) {
 			}
 			eventually(t, s.Name+" status written", func() (bool, string) {
 				must(t, c.Get(ctx, client.ObjectKeyFromObject(s), s))
-				return s.Status.Compactions.Emergency > 0, fmt.Sprintf("%+v", s.Status.Compactions)
+				return ptr.Deref(s.Status.Compactions.Emergency, 0) > 0, fmt.Sprintf("%+v", s.Status.Compactions)
 			})
 			if got := len(s.Status.Anchors) > 0; got != tc.want {
 				t.Errorf("policy %s: status.anchors %v, want present=%v", tc.policy, s.Status.Anchors, tc.want)
@@ -245,8 +245,8 @@ func TestCompactionAPIAuth(t *testing.T) {
 		eventually(t, "the forced compactions in agent A's status", func() (bool, string) {
 			var s compactionv1alpha1.AgentSession
 			must(t, c.Get(ctx, client.ObjectKeyFromObject(sessA), &s))
-			return s.Status.Compactions.Emergency >= before.Status.Compactions.Emergency+int64(forced),
-				fmt.Sprintf("%d Emergency, %d before, %d forced", s.Status.Compactions.Emergency, before.Status.Compactions.Emergency, forced)
+			return ptr.Deref(s.Status.Compactions.Emergency, 0) >= ptr.Deref(before.Status.Compactions.Emergency, 0)+int64(forced),
+				fmt.Sprintf("%d Emergency, %d before, %d forced", ptr.Deref(s.Status.Compactions.Emergency, 0), ptr.Deref(before.Status.Compactions.Emergency, 0), forced)
 		})
 	})
 }

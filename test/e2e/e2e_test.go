@@ -26,6 +26,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	compactionv1alpha1 "github.com/harness9/compaction-operator/api/v1alpha1"
@@ -129,8 +130,8 @@ func (s *suite) setUp() {
 		// Anchors in status too, to check them there (the default keeps them out).
 		Spec: compactionv1alpha1.CompactionPolicySpec{ContextWindow: window, AnchorsInStatus: compactionv1alpha1.AnchorsInclude,
 			Storage: compactionv1alpha1.StorageSpec{S3: compactionv1alpha1.S3StorageSpec{
-				Endpoint: m.Endpoint, Bucket: bucket, Prefix: "e2e", Insecure: true, CreateBucket: true,
-				CredentialsSecretRef: &compactionv1alpha1.S3CredentialsSecretRef{SecretReference: compactionv1alpha1.SecretReference{Name: "minio-credentials"}},
+				Endpoint: m.Endpoint, Bucket: bucket, Prefix: "e2e", Protocol: compactionv1alpha1.S3HTTP, CreateBucket: compactionv1alpha1.BucketCreationIfNotPresent,
+				CredentialsSecretRef: compactionv1alpha1.S3CredentialsSecretRef{SecretReference: compactionv1alpha1.SecretReference{Name: "minio-credentials"}},
 			}}},
 	}))
 	session := &compactionv1alpha1.AgentSession{
@@ -228,10 +229,11 @@ func (s *suite) checkStatusAndEvents(r replayed) {
 	eventually(t, "status counts every compaction", func() (bool, string) {
 		must(t, c.Get(ctx, client.ObjectKeyFromObject(s.session), s.session))
 		st = s.session.Status
-		got := st.Compactions.Warn + st.Compactions.Soft + st.Compactions.Full + st.Compactions.Emergency
+		c := st.Compactions
+		got := ptr.Deref(c.Warn, 0) + ptr.Deref(c.Soft, 0) + ptr.Deref(c.Full, 0) + ptr.Deref(c.Emergency, 0)
 		return got == int64(len(r.records)), fmt.Sprintf("status counts %d compactions (%+v), the replay made %d", got, st.Compactions, len(r.records))
 	})
-	if len(st.Anchors) == 0 || st.LastCompactionTime == nil || st.OffloadedCount == 0 {
+	if len(st.Anchors) == 0 || st.LastCompactionTime == nil || ptr.Deref(st.OffloadedCount, 0) == 0 {
 		t.Errorf("status lacks anchors, lastCompactionTime or offloads: %+v", st)
 	}
 	eventually(t, "ContextCompacted events", func() (bool, string) {

@@ -63,9 +63,9 @@ func (s *suite) testTwoReplicas(t *testing.T) {
 	llm := newPairingLLM(t)
 	must(t, s.c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "replicas-llm"}, StringData: map[string]string{"apiKey": "sk-test"}}))
 	s.cl.CreateMinIOPolicy(ns, "replicas", replicasPrefix, s.m, replicasWindow, func(spec *compactionv1alpha1.CompactionPolicySpec) {
-		spec.Summarizer = compactionv1alpha1.SummarizerSpec{Mode: compactionv1alpha1.SummarizerOpenAI, OpenAI: &compactionv1alpha1.OpenAISummarizerSpec{
-			BaseURL: llm.srv.URL + "/v1", Model: "test-model", Timeout: &metav1.Duration{Duration: 2 * partnerWait},
-			APIKeySecretRef: &compactionv1alpha1.SecretKeySelector{SecretReference: compactionv1alpha1.SecretReference{Name: "replicas-llm"}, Key: "apiKey"},
+		spec.Summarizer = compactionv1alpha1.SummarizerSpec{Mode: compactionv1alpha1.SummarizerOpenAI, OpenAI: compactionv1alpha1.OpenAISummarizerSpec{
+			BaseURL: llm.srv.URL + "/v1", Model: "test-model", TimeoutSeconds: int32(2 * partnerWait / time.Second),
+			APIKeySecretRef: compactionv1alpha1.SecretKeySelector{SecretReference: compactionv1alpha1.SecretReference{Name: "replicas-llm"}, Key: "apiKey"},
 		}}
 	})
 	sess := s.cl.CreateReadySession(ns, "two-replicas", "replicas")

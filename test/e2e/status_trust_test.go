@@ -84,7 +84,7 @@ func TestStatusIsNotTrusted(t *testing.T) {
 	}
 	victimRecords := readRecords(t, agent, victim.Name)
 
-	stolen := &compactionv1alpha1.S3CredentialsSecretRef{
+	stolen := compactionv1alpha1.S3CredentialsSecretRef{
 		SecretReference: compactionv1alpha1.SecretReference{Namespace: "kube-system", Name: "cloud-admin"},
 		AccessKeyIDKey:  "accessKeyID", SecretAccessKeyKey: "secretAccessKey",
 	}
@@ -98,7 +98,7 @@ func TestStatusIsNotTrusted(t *testing.T) {
 	}))
 	tamperID := func(st *compactionv1alpha1.AgentSessionStatus) { st.SessionID = vid }
 	tamperRecords := func(st *compactionv1alpha1.AgentSessionStatus) {
-		st.Records = &compactionv1alpha1.RecordsLocation{Endpoint: trap.Endpoint(), Bucket: "loot", Insecure: true,
+		st.Records = &compactionv1alpha1.RecordsLocation{Endpoint: trap.Endpoint(), Bucket: "loot", Protocol: compactionv1alpha1.S3HTTP,
 			SessionPrefix: "compaction_records/" + string(byRecords.UID) + "/", CredentialsSecretRef: stolen}
 	}
 	tenant := tenantAdmin(t, cl)
@@ -239,10 +239,12 @@ func TestStatusIsNotTrusted(t *testing.T) {
 		cl.CreateReadySession(ns, "after-the-policy", "shared")
 		// The compaction API's status writes: the victim's counters move.
 		must(t, c.Get(ctx, client.ObjectKeyFromObject(victim), victim))
-		before := victim.Status.Compactions.Emergency
+		before := ptr.Deref(victim.Status.Compactions.Emergency, 0)
 		_, err := agent.Compact(ctx, ns, victim.Name, compactclient.CompactRequest{Messages: history[:turns[14]], Force: true})
 		must(t, err)
-		waitStatus(t, c, victim, func(st compactionv1alpha1.AgentSessionStatus) bool { return st.Compactions.Emergency > before })
+		waitStatus(t, c, victim, func(st compactionv1alpha1.AgentSessionStatus) bool {
+			return ptr.Deref(st.Compactions.Emergency, 0) > before
+		})
 		if out := mgr.Output(); strings.Contains(out, "ValidatingAdmissionPolicy") {
 			t.Errorf("the admission policy refused a status write of the manager:\n%s", out)
 		}

@@ -479,9 +479,9 @@ func (e *env) testInflightBudget(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.cl.CreateMinIOPolicy(ns, "slow-llm", prefix, e.m, window, func(spec *compactionv1alpha1.CompactionPolicySpec) {
-		spec.Summarizer = compactionv1alpha1.SummarizerSpec{Mode: compactionv1alpha1.SummarizerOpenAI, OpenAI: &compactionv1alpha1.OpenAISummarizerSpec{
-			BaseURL: llm.srv.URL + "/v1", Model: "test-model", Timeout: &metav1.Duration{Duration: 2 * time.Minute},
-			APIKeySecretRef: &compactionv1alpha1.SecretKeySelector{SecretReference: compactionv1alpha1.SecretReference{Name: "slow-llm"}, Key: "apiKey"},
+		spec.Summarizer = compactionv1alpha1.SummarizerSpec{Mode: compactionv1alpha1.SummarizerOpenAI, OpenAI: compactionv1alpha1.OpenAISummarizerSpec{
+			BaseURL: llm.srv.URL + "/v1", Model: "test-model", TimeoutSeconds: 120,
+			APIKeySecretRef: compactionv1alpha1.SecretKeySelector{SecretReference: compactionv1alpha1.SecretReference{Name: "slow-llm"}, Key: "apiKey"},
 		}}
 	})
 	sessions := make([]string, maxLarge)

@@ -61,8 +61,8 @@ func TestManagerWithGeneratedRBAC(t *testing.T) {
 	policy := &compactionv1alpha1.CompactionPolicy{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "default"},
 		Spec: compactionv1alpha1.CompactionPolicySpec{ContextWindow: 128000, Storage: compactionv1alpha1.StorageSpec{S3: compactionv1alpha1.S3StorageSpec{
-			Endpoint: m.Endpoint, Bucket: "agent-context", Insecure: true, CreateBucket: true,
-			CredentialsSecretRef: &compactionv1alpha1.S3CredentialsSecretRef{SecretReference: compactionv1alpha1.SecretReference{Name: "minio-credentials"}},
+			Endpoint: m.Endpoint, Bucket: "agent-context", Protocol: compactionv1alpha1.S3HTTP, CreateBucket: compactionv1alpha1.BucketCreationIfNotPresent,
+			CredentialsSecretRef: compactionv1alpha1.S3CredentialsSecretRef{SecretReference: compactionv1alpha1.SecretReference{Name: "minio-credentials"}},
 		}}},
 	}
 	must(t, c.Create(ctx, policy))

@@ -242,8 +242,8 @@ func createSession(ctx context.Context, c client.Client, env *devenv.Env, window
 		&compactionv1alpha1.CompactionPolicy{
 			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "demo"},
 			Spec: compactionv1alpha1.CompactionPolicySpec{ContextWindow: window, Storage: compactionv1alpha1.StorageSpec{S3: compactionv1alpha1.S3StorageSpec{
-				Endpoint: env.MinIO.Endpoint, Bucket: bucket, Prefix: prefix, Insecure: true, CreateBucket: true,
-				CredentialsSecretRef: &compactionv1alpha1.S3CredentialsSecretRef{SecretReference: compactionv1alpha1.SecretReference{Name: "minio-credentials"}},
+				Endpoint: env.MinIO.Endpoint, Bucket: bucket, Prefix: prefix, Protocol: compactionv1alpha1.S3HTTP, CreateBucket: compactionv1alpha1.BucketCreationIfNotPresent,
+				CredentialsSecretRef: compactionv1alpha1.S3CredentialsSecretRef{SecretReference: compactionv1alpha1.SecretReference{Name: "minio-credentials"}},
 			}}},
 		},
 		&compactionv1alpha1.AgentSession{

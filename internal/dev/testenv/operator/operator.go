@@ -330,8 +330,8 @@ func (c *Cluster) CreateMinIOPolicy(namespace, name, prefix string, m *testenv.M
 	p := &compactionv1alpha1.CompactionPolicy{
 		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name},
 		Spec: compactionv1alpha1.CompactionPolicySpec{ContextWindow: window, Storage: compactionv1alpha1.StorageSpec{S3: compactionv1alpha1.S3StorageSpec{
-			Endpoint: m.Endpoint, Bucket: "agent-context", Prefix: prefix, Insecure: true, CreateBucket: true,
-			CredentialsSecretRef: &compactionv1alpha1.S3CredentialsSecretRef{SecretReference: compactionv1alpha1.SecretReference{Name: secret.Name}},
+			Endpoint: m.Endpoint, Bucket: "agent-context", Prefix: prefix, Protocol: compactionv1alpha1.S3HTTP, CreateBucket: compactionv1alpha1.BucketCreationIfNotPresent,
+			CredentialsSecretRef: compactionv1alpha1.S3CredentialsSecretRef{SecretReference: compactionv1alpha1.SecretReference{Name: secret.Name}},
 		}}},
 	}
 	if mutate != nil {
