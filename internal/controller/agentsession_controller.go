@@ -109,12 +109,14 @@ func (r *AgentSessionReconciler) Reconcile(ctx context.Context, req ctrl.Request
 }
 
 // patchStatus writes the status when it changed, as a merge patch so it never overwrites
-// the fields the compaction API writes.
+// the fields the compaction API writes. The optimistic lock refuses a patch computed from a
+// stale cache (the object changed since): the reconcile is retried on the fresh object, so
+// a correction is neither written nor announced twice.
 func (r *AgentSessionReconciler) patchStatus(ctx context.Context, base, s *compactionv1alpha1.AgentSession) error {
 	if equality.Semantic.DeepEqual(base.Status, s.Status) {
 		return nil
 	}
-	if err := r.Status().Patch(ctx, s, client.MergeFrom(base)); err != nil {
+	if err := r.Status().Patch(ctx, s, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
 		return fmt.Errorf("patch status: %w", err)
 	}
 	return nil

@@ -64,9 +64,10 @@ func (r *AgentSessionReconciler) finalize(ctx context.Context, s *compactionv1al
 			if r.Metrics != nil {
 				r.Metrics.GCFailures.WithLabelValues(reason).Inc()
 			}
-			r.Recorder.Eventf(s, nil, corev1.EventTypeWarning, compactionv1alpha1.ReasonStorageDeleteFailed, "DeleteStorage",
-				"Cannot delete the session's objects in s3://%s (%s), retrying: %v", loc.Bucket, reason, err)
-			r.setDeletingConditions(ctx, s, compactionv1alpha1.ReasonStorageDeleteFailed, fmt.Sprintf("%s: %v", reason, err))
+			if changed, serr := r.setDeletingConditions(ctx, s, compactionv1alpha1.ReasonStorageDeleteFailed, fmt.Sprintf("%s: %v", reason, err)); serr == nil && changed {
+				r.Recorder.Eventf(s, nil, corev1.EventTypeWarning, compactionv1alpha1.ReasonStorageDeleteFailed, "DeleteStorage",
+					"Cannot delete the session's objects in s3://%s (%s), retrying: %v", loc.Bucket, reason, err)
+			}
 			return ctrl.Result{}, fmt.Errorf("delete objects of session %s: %w", sid, err)
 		}
 		if r.Metrics != nil {
@@ -115,25 +116,36 @@ func (r *AgentSessionReconciler) holdFinalizer(ctx context.Context, s *compactio
 	if r.Metrics != nil {
 		r.Metrics.GCFailures.WithLabelValues(reason).Inc()
 	}
-	r.Recorder.Eventf(s, nil, corev1.EventTypeWarning, reason, "DeleteStorage", "%s", msg)
-	r.setDeletingConditions(ctx, s, reason, msg)
+	changed, err := r.setDeletingConditions(ctx, s, reason, msg)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if changed {
+		r.Recorder.Eventf(s, nil, corev1.EventTypeWarning, reason, "DeleteStorage", "%s", msg)
+	}
 	return ctrl.Result{RequeueAfter: r.maxDelay()}, nil
 }
 
-// setDeletingConditions records why the deletion waits.
-func (r *AgentSessionReconciler) setDeletingConditions(ctx context.Context, s *compactionv1alpha1.AgentSession, reason, msg string) {
+// setDeletingConditions records why the deletion waits, and reports whether that changed
+// the conditions. The caller emits its event only when the write succeeded and changed
+// them: a failed write and its retry, or a re-check that finds the same, do not say it
+// again (the condition keeps saying it).
+func (r *AgentSessionReconciler) setDeletingConditions(ctx context.Context, s *compactionv1alpha1.AgentSession, reason, msg string) (bool, error) {
 	base := s.DeepCopy()
-	meta.SetStatusCondition(&s.Status.Conditions, metav1.Condition{
+	changed := meta.SetStatusCondition(&s.Status.Conditions, metav1.Condition{
 		Type: compactionv1alpha1.ConditionStorageReady, Status: metav1.ConditionFalse,
 		Reason: reason, Message: msg, ObservedGeneration: s.Generation,
 	})
-	meta.SetStatusCondition(&s.Status.Conditions, metav1.Condition{
+	if meta.SetStatusCondition(&s.Status.Conditions, metav1.Condition{
 		Type: compactionv1alpha1.ConditionReady, Status: metav1.ConditionFalse,
 		Reason: compactionv1alpha1.ReasonDeleting, Message: "waiting for storage to delete the session's objects", ObservedGeneration: s.Generation,
-	})
-	if err := r.patchStatus(ctx, base, s); err != nil {
-		ctrl.LoggerFrom(ctx).Error(err, "record storage deletion failure")
+	}) {
+		changed = true
 	}
+	if err := r.patchStatus(ctx, base, s); err != nil {
+		return false, fmt.Errorf("record why the deletion waits: %w", err)
+	}
+	return changed, nil
 }
 
 func (r *AgentSessionReconciler) deleteObjects(ctx context.Context, sessionID string, loc *compactionv1alpha1.RecordsLocation) (int, error) {

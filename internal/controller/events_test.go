@@ -3,6 +3,7 @@ package controller_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -17,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	compactionv1alpha1 "github.com/harness9/compaction-operator/api/v1alpha1"
+	"github.com/harness9/compaction-operator/internal/controller"
 )
 
 // refuseStatusAnnotation on a policy or session makes the API server refuse the operator's
@@ -62,6 +64,24 @@ func (e *env) testEventsAfterStatusWrite(t *testing.T) {
 		return s.Status.SessionID == string(s.UID), s.Status.SessionID
 	})
 	e.expectOneEvent(t, s.Name, corev1.EventTypeWarning, compactionv1alpha1.ReasonStatusCorrected)
+
+	// A session whose deletion waits (its status names storage that no policy confirms):
+	// the Warning that says why comes with the condition, not before it.
+	held := e.createSession(t, "refused-deletion", "no-such-policy")
+	eventually(t, "the session's finalizer", func() (bool, string) {
+		must(t, e.c.Get(ctx, client.ObjectKeyFromObject(held), held))
+		return slices.Contains(held.Finalizers, controller.SessionFinalizer), fmt.Sprint(held.Finalizers)
+	})
+	e.patchStatus(t, held, func(st *compactionv1alpha1.AgentSessionStatus) {
+		st.Records = &compactionv1alpha1.RecordsLocation{Endpoint: "minio.invalid:9000", Bucket: "loot", SessionPrefix: "x/"}
+	})
+	e.update(t, held, func() { held.Annotations = map[string]string{refuseStatusAnnotation: "true"} })
+	must(t, e.c.Delete(ctx, held))
+	e.expectNoEventWhileRefused(t, held.Name, compactionv1alpha1.ReasonStorageLocationUnverified)
+	e.allowStatusWrites(t, held)
+	e.waitCondition(t, held, compactionv1alpha1.ConditionStorageReady, metav1.ConditionFalse)
+	e.expectOneEvent(t, held.Name, corev1.EventTypeWarning, compactionv1alpha1.ReasonStorageLocationUnverified)
+	e.update(t, held, func() { held.Finalizers = nil }) // abandon it, as the event says
 }
 
 // refuseOperatorStatusWrites installs a ValidatingAdmissionPolicy that refuses the operator's
