@@ -25,9 +25,7 @@ import (
 	"sync"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
@@ -36,6 +34,7 @@ import (
 	compactionv1alpha1 "github.com/harness9/compaction-operator/api/v1alpha1"
 	"github.com/harness9/compaction-operator/compaction"
 	"github.com/harness9/compaction-operator/compaction/compactclient"
+	"github.com/harness9/compaction-operator/internal/dev/builder"
 	"github.com/harness9/compaction-operator/internal/dev/devenv"
 	"github.com/harness9/compaction-operator/internal/dev/proc"
 	"github.com/harness9/compaction-operator/internal/dev/replay"
@@ -109,17 +108,11 @@ func run(n, agents, maxTurns int, window int32, transcript string, think time.Du
 	if err != nil {
 		return err
 	}
-	if err := c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "minio"},
-		StringData: map[string]string{"accessKeyID": devenv.MinIOAccessKey, "secretAccessKey": devenv.MinIOSecretKey}}); err != nil {
+	if err := c.Create(ctx, builder.MinIOSecret(ns, "minio", devenv.MinIOAccessKey, devenv.MinIOSecretKey)); err != nil {
 		return err
 	}
-	if err := c.Create(ctx, &compactionv1alpha1.CompactionPolicy{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "load"},
-		Spec: compactionv1alpha1.CompactionPolicySpec{ContextWindow: window, Storage: compactionv1alpha1.StorageSpec{S3: compactionv1alpha1.S3StorageSpec{
-			Endpoint: env.MinIO.Endpoint, Bucket: "agent-context", Protocol: compactionv1alpha1.S3HTTP, CreateBucket: compactionv1alpha1.BucketCreationIfNotPresent,
-			CredentialsSecretRef: compactionv1alpha1.S3CredentialsSecretRef{SecretReference: compactionv1alpha1.SecretReference{Name: "minio"}},
-		}}},
-	}); err != nil {
+	if err := c.Create(ctx, builder.Policy(ns, "load").Window(window).
+		Storage(builder.MinIOStorage(env.MinIO.Endpoint, "agent-context", "", "minio")).Build()); err != nil {
 		return err
 	}
 
@@ -251,10 +244,7 @@ func createSessions(ctx context.Context, c client.Client, n int) error {
 		go func() {
 			defer wg.Done()
 			for i := range names {
-				s := &compactionv1alpha1.AgentSession{
-					ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("agent-%04d", i)},
-					Spec:       compactionv1alpha1.AgentSessionSpec{PolicyRef: compactionv1alpha1.PolicyReference{Name: "load"}},
-				}
+				s := builder.Session(ns, fmt.Sprintf("agent-%04d", i), "load").Build()
 				if err := c.Create(ctx, s); err != nil {
 					errs <- err
 					return

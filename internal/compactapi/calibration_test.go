@@ -12,6 +12,7 @@ import (
 	"k8s.io/client-go/tools/events"
 
 	"github.com/harness9/compaction-operator/compaction/compactclient"
+	"github.com/harness9/compaction-operator/internal/dev/builder"
 )
 
 // TestCompactCalibratesFromPromptTokens: the agent's usage.promptTokens, reported for the
@@ -20,7 +21,7 @@ import (
 // served the session uses it), and a report this replica cannot match to a view of its
 // own changes nothing.
 func TestCompactCalibratesFromPromptTokens(t *testing.T) {
-	spec := defaultedSpec()
+	spec := builder.DefaultedSpec(128000)
 	spec.ContextWindow = 13000
 	s, sess := pinTestServer(t, spec)
 	newLRU := func() *lru.Cache[string, int] {

@@ -14,6 +14,7 @@ import (
 	"github.com/harness9/compaction-operator/compaction"
 	"github.com/harness9/compaction-operator/compaction/compactclient"
 	"github.com/harness9/compaction-operator/compaction/storage/s3"
+	"github.com/harness9/compaction-operator/internal/dev/builder"
 	"github.com/harness9/compaction-operator/internal/dev/testenv"
 )
 
@@ -45,7 +46,7 @@ func TestTwoReplicasAlternate(t *testing.T) {
 	if err := store.EnsureBucket(ctx, true); err != nil {
 		t.Fatal(err)
 	}
-	spec := defaultedSpec()
+	spec := builder.DefaultedSpec(128000)
 	spec.ContextWindow = 8000
 	_, sess := pinTestServer(t, spec)
 	sess.store = store

@@ -18,6 +18,7 @@ import (
 	compactionv1alpha1 "github.com/harness9/compaction-operator/api/v1alpha1"
 	"github.com/harness9/compaction-operator/compaction"
 	"github.com/harness9/compaction-operator/compaction/storage/s3"
+	"github.com/harness9/compaction-operator/internal/dev/builder"
 	"github.com/harness9/compaction-operator/internal/dev/testenv"
 	"github.com/harness9/compaction-operator/internal/policy"
 )
@@ -87,7 +88,7 @@ func postCompact(t *testing.T, s *Server, sess *session, body map[string]any) (*
 // pins, opens the compacted view right after the system message with the mark stripped, and
 // when it is over the pin budget its full text is read back through the toolresults route.
 func TestCompactPinnedMessage(t *testing.T) {
-	spec := defaultedSpec()
+	spec := builder.DefaultedSpec(128000)
 	spec.ContextWindow = 16000
 	// 5% of 16,000 tokens is about 3,200 bytes: a 6,000-byte pin is shortened.
 	spec.Pins = compactionv1alpha1.PinsSpec{Rule: compactionv1alpha1.PinMarked, BudgetPercent: 5}

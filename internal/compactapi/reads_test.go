@@ -18,6 +18,7 @@ import (
 	compactionv1alpha1 "github.com/harness9/compaction-operator/api/v1alpha1"
 	"github.com/harness9/compaction-operator/compaction"
 	"github.com/harness9/compaction-operator/compaction/storage/s3"
+	"github.com/harness9/compaction-operator/internal/dev/builder"
 	"github.com/harness9/compaction-operator/internal/dev/testenv"
 	"github.com/harness9/compaction-operator/internal/policy"
 )
@@ -42,7 +43,7 @@ func TestReadsOutliveThePolicy(t *testing.T) {
 
 	creds := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "minio"},
 		Data: map[string][]byte{"accessKeyID": []byte(m.AccessKey), "secretAccessKey": []byte(m.SecretKey)}}
-	spec := defaultedSpec()
+	spec := builder.DefaultedSpec(128000)
 	spec.Storage.S3 = compactionv1alpha1.S3StorageSpec{Endpoint: m.Endpoint, Bucket: "reads", Protocol: compactionv1alpha1.S3HTTP,
 		CredentialsSecretRef: compactionv1alpha1.S3CredentialsSecretRef{SecretReference: compactionv1alpha1.SecretReference{Name: "minio"}}}
 	// The OpenAI summarizer's key Secret does not exist.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/harness9/compaction-operator/compaction"
 	"github.com/harness9/compaction-operator/compaction/compactclient"
+	"github.com/harness9/compaction-operator/internal/dev/builder"
 )
 
 // TestCompactResponseUsageFromRecord: usage, nextTier and tokensToNextTier are the record's
@@ -76,7 +77,7 @@ func TestCompactResponseUsageWithoutEngineFields(t *testing.T) {
 // values are the uncalibrated ones computed from the record's estimates; after, they must
 // be the record's.
 func TestCompactResponseUsage(t *testing.T) {
-	spec := defaultedSpec()
+	spec := builder.DefaultedSpec(128000)
 	spec.ContextWindow = 4096
 	s, sess := pinTestServer(t, spec)
 	for _, tc := range []struct {

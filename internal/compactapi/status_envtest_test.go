@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/utils/ptr"
@@ -16,6 +15,7 @@ import (
 
 	compactionv1alpha1 "github.com/harness9/compaction-operator/api/v1alpha1"
 	"github.com/harness9/compaction-operator/compaction"
+	"github.com/harness9/compaction-operator/internal/dev/builder"
 	"github.com/harness9/compaction-operator/internal/dev/testenv"
 	"github.com/harness9/compaction-operator/internal/dev/testenv/kubeenv"
 )
@@ -39,10 +39,7 @@ func TestStatusWriteSummarizerUsage(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	obj := &compactionv1alpha1.AgentSession{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "agent"},
-		Spec:       compactionv1alpha1.AgentSessionSpec{PolicyRef: compactionv1alpha1.PolicyReference{Name: "p"}},
-	}
+	obj := builder.Session("default", "agent", "p").Build()
 	if err := c.Create(ctx, obj); err != nil {
 		t.Fatal(err)
 	}

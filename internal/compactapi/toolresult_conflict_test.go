@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/harness9/compaction-operator/compaction/compactclient"
+	"github.com/harness9/compaction-operator/internal/dev/builder"
 )
 
 // TestOffloadNeverReplacesAnOriginal is issue 14's weakness 8 as an attack: a second
@@ -17,7 +18,7 @@ import (
 // store holds. The same body again is accepted (a retry); a different one is a 409 and the
 // original stays readable.
 func TestOffloadNeverReplacesAnOriginal(t *testing.T) {
-	spec := defaultedSpec()
+	spec := builder.DefaultedSpec(128000)
 	spec.Offload.HookThresholdChars = 100
 	s, sess := pinTestServer(t, spec)
 	post := func(content string) *httptest.ResponseRecorder {

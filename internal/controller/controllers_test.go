@@ -38,6 +38,7 @@ import (
 	"github.com/harness9/compaction-operator/compaction"
 	"github.com/harness9/compaction-operator/compaction/storage/s3"
 	"github.com/harness9/compaction-operator/internal/controller"
+	"github.com/harness9/compaction-operator/internal/dev/builder"
 	"github.com/harness9/compaction-operator/internal/dev/testenv"
 	"github.com/harness9/compaction-operator/internal/dev/testenv/kubeenv"
 	"github.com/harness9/compaction-operator/internal/policy"
@@ -67,7 +68,7 @@ func TestControllers(t *testing.T) {
 	e := startEnv(t, func(m *testenv.MinIO, cfg *controller.Config) {
 		cfg.ClusterSecretNamespaces = []string{"shared-secrets"}
 	})
-	must(t, e.c.Create(context.Background(), e.credentials(ns, credsSecret)))
+	testenv.Must(t, e.c.Create(context.Background(), e.credentials(ns, credsSecret)))
 
 	t.Run("PolicyReady", e.testPolicyReady)
 	t.Run("PolicyWaitsForSecret", e.testPolicyWaitsForSecret)
@@ -97,16 +98,16 @@ func startEnv(t *testing.T, configure func(*testenv.MinIO, *controller.Config)) 
 	m := testenv.StartMinIO(t)
 
 	scheme := runtime.NewScheme()
-	must(t, clientgoscheme.AddToScheme(scheme))
-	must(t, compactionv1alpha1.AddToScheme(scheme))
+	testenv.Must(t, clientgoscheme.AddToScheme(scheme))
+	testenv.Must(t, compactionv1alpha1.AddToScheme(scheme))
 	ctrl.SetLogger(zap.New(zap.UseDevMode(true), zap.WriteTo(testWriter{t})))
 
 	// The manager runs as a user holding exactly the operator's generated ClusterRole and its
 	// Role in the cluster resource namespace, so a controller that needs more (a list or
 	// watch of Secrets, say) fails here as it would in a cluster.
 	admin, err := client.New(cfg, client.Options{Scheme: scheme})
-	must(t, err)
-	must(t, admin.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "compaction-system"}}))
+	testenv.Must(t, err)
+	testenv.Must(t, admin.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "compaction-system"}}))
 	mgrCfg := bindOperatorRBAC(t, admin, cfg, root, "compaction-system")
 
 	mgr, err := ctrl.NewManager(mgrCfg, ctrl.Options{
@@ -117,7 +118,7 @@ func startEnv(t *testing.T, configure func(*testenv.MinIO, *controller.Config)) 
 		// Several tests run a manager each in this process.
 		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
 	})
-	must(t, err)
+	testenv.Must(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	reg := prometheus.NewRegistry()
 	// Long probe intervals: a policy that becomes Ready here did so because its Secret
@@ -135,7 +136,7 @@ func startEnv(t *testing.T, configure func(*testenv.MinIO, *controller.Config)) 
 	if configure != nil {
 		configure(m, &ccfg)
 	}
-	must(t, controller.Setup(ctx, mgr, ccfg))
+	testenv.Must(t, controller.Setup(ctx, mgr, ccfg))
 	done := make(chan error, 1)
 	go func() { done <- mgr.Start(ctx) }()
 	t.Cleanup(func() {
@@ -146,13 +147,13 @@ func startEnv(t *testing.T, configure func(*testenv.MinIO, *controller.Config)) 
 	})
 
 	s3c, err := minio.New(m.Endpoint, &minio.Options{Creds: credentials.NewStaticV4(m.AccessKey, m.SecretKey, "")})
-	must(t, err)
+	testenv.Must(t, err)
 	// The test reads through a direct client, not the manager's cache, so it sees writes
 	// as soon as they happen.
 	direct, err := client.New(cfg, client.Options{Scheme: scheme})
-	must(t, err)
+	testenv.Must(t, err)
 	operator, err := client.New(mgrCfg, client.Options{Scheme: scheme})
-	must(t, err)
+	testenv.Must(t, err)
 	return &env{c: direct, operator: operator, minio: m, s3: s3c, reg: reg}
 }
 
@@ -160,7 +161,7 @@ func startEnv(t *testing.T, configure func(*testenv.MinIO, *controller.Config)) 
 func (e *env) testMetrics(t *testing.T) {
 	values := map[string]float64{}
 	families, err := e.reg.Gather()
-	must(t, err)
+	testenv.Must(t, err)
 	for _, f := range families {
 		for _, m := range f.GetMetric() {
 			name := f.GetName()
@@ -204,13 +205,8 @@ func (e *env) credentials(namespace, name string) *corev1.Secret {
 }
 
 func (e *env) policySpec(secret string) compactionv1alpha1.CompactionPolicySpec {
-	return compactionv1alpha1.CompactionPolicySpec{
-		ContextWindow: 128000,
-		Storage: compactionv1alpha1.StorageSpec{S3: compactionv1alpha1.S3StorageSpec{
-			Endpoint: e.minio.Endpoint, Bucket: bucket, Prefix: prefix, Protocol: compactionv1alpha1.S3HTTP, CreateBucket: compactionv1alpha1.BucketCreationIfNotPresent,
-			CredentialsSecretRef: compactionv1alpha1.S3CredentialsSecretRef{SecretReference: compactionv1alpha1.SecretReference{Name: secret}},
-		}},
-	}
+	return compactionv1alpha1.CompactionPolicySpec{ContextWindow: builder.DefaultWindow,
+		Storage: builder.MinIOStorage(e.minio.Endpoint, bucket, prefix, secret)}
 }
 
 func (e *env) clusterSpec(secret string) compactionv1alpha1.ClusterCompactionPolicySpec {
@@ -220,17 +216,14 @@ func (e *env) clusterSpec(secret string) compactionv1alpha1.ClusterCompactionPol
 func (e *env) createPolicy(t *testing.T, name, secret string) *compactionv1alpha1.CompactionPolicy {
 	t.Helper()
 	p := &compactionv1alpha1.CompactionPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: e.policySpec(secret)}
-	must(t, e.c.Create(context.Background(), p))
+	testenv.Must(t, e.c.Create(context.Background(), p))
 	return p
 }
 
 func (e *env) createSession(t *testing.T, name, policyName string) *compactionv1alpha1.AgentSession {
 	t.Helper()
-	s := &compactionv1alpha1.AgentSession{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-		Spec:       compactionv1alpha1.AgentSessionSpec{PolicyRef: compactionv1alpha1.PolicyReference{Name: policyName}},
-	}
-	must(t, e.c.Create(context.Background(), s))
+	s := builder.Session(ns, name, policyName).Build()
+	testenv.Must(t, e.c.Create(context.Background(), s))
 	return s
 }
 
@@ -238,7 +231,7 @@ func (e *env) createSession(t *testing.T, name, policyName string) *compactionv1
 func (e *env) waitCondition(t *testing.T, obj client.Object, condType string, want metav1.ConditionStatus) metav1.Condition {
 	t.Helper()
 	var got metav1.Condition
-	eventually(t, fmt.Sprintf("%T %s: %s=%s", obj, obj.GetName(), condType, want), func() (bool, string) {
+	testenv.Eventually(t, waitFor, fmt.Sprintf("%T %s: %s=%s", obj, obj.GetName(), condType, want), func() (bool, string) {
 		if err := e.c.Get(context.Background(), client.ObjectKeyFromObject(obj), obj); err != nil {
 			return false, err.Error()
 		}
@@ -296,8 +289,8 @@ func (e *env) testPolicyWaitsForSecret(t *testing.T) {
 	// A Secret without the secret key: still not Ready, now for the missing key.
 	bad := e.credentials(ns, "created-later")
 	delete(bad.StringData, "secretAccessKey")
-	must(t, e.c.Create(context.Background(), bad))
-	eventually(t, "StorageReady reason SecretKeyMissing", func() (bool, string) {
+	testenv.Must(t, e.c.Create(context.Background(), bad))
+	testenv.Eventually(t, waitFor, "StorageReady reason SecretKeyMissing", func() (bool, string) {
 		c := e.waitCondition(t, p, compactionv1alpha1.ConditionStorageReady, metav1.ConditionFalse)
 		return c.Reason == compactionv1alpha1.ReasonSecretKeyMissing, c.Reason + ": " + c.Message
 	})
@@ -305,15 +298,15 @@ func (e *env) testPolicyWaitsForSecret(t *testing.T) {
 	// Fixing the Secret makes the policy Ready when its Secrets are looked at again (the
 	// operator may not watch Secrets; probe timers are an hour in this test).
 	bad.StringData = map[string]string{"secretAccessKey": e.minio.SecretKey}
-	must(t, e.c.Update(context.Background(), bad))
+	testenv.Must(t, e.c.Update(context.Background(), bad))
 	e.waitCondition(t, p, compactionv1alpha1.ConditionReady, metav1.ConditionTrue)
 }
 
 func (e *env) testClusterPolicyReady(t *testing.T) {
 	// The Secret lives in the cluster resource namespace; the reference names none.
-	must(t, e.c.Create(context.Background(), e.credentials("compaction-system", "cluster-minio")))
+	testenv.Must(t, e.c.Create(context.Background(), e.credentials("compaction-system", "cluster-minio")))
 	p := &compactionv1alpha1.ClusterCompactionPolicy{ObjectMeta: metav1.ObjectMeta{Name: "cluster-default"}, Spec: e.clusterSpec("cluster-minio")}
-	must(t, e.c.Create(context.Background(), p))
+	testenv.Must(t, e.c.Create(context.Background(), p))
 	e.waitCondition(t, p, compactionv1alpha1.ConditionReady, metav1.ConditionTrue)
 
 	s := &compactionv1alpha1.AgentSession{
@@ -321,13 +314,13 @@ func (e *env) testClusterPolicyReady(t *testing.T) {
 		Spec: compactionv1alpha1.AgentSessionSpec{PolicyRef: compactionv1alpha1.PolicyReference{
 			Kind: compactionv1alpha1.PolicyKindCluster, Name: p.Name}},
 	}
-	must(t, e.c.Create(context.Background(), s))
+	testenv.Must(t, e.c.Create(context.Background(), s))
 	e.waitCondition(t, s, compactionv1alpha1.ConditionReady, metav1.ConditionTrue)
 	if ref := s.Status.Records.CredentialsSecretRef; !ref.IsSet() || ref.Namespace != "compaction-system" || ref.Name != "cluster-minio" {
 		t.Errorf("records.credentialsSecretRef = %+v, want compaction-system/cluster-minio", ref)
 	}
-	eventually(t, "cluster policy counts 1 session", func() (bool, string) {
-		must(t, e.c.Get(context.Background(), client.ObjectKeyFromObject(p), p))
+	testenv.Eventually(t, waitFor, "cluster policy counts 1 session", func() (bool, string) {
+		testenv.Must(t, e.c.Get(context.Background(), client.ObjectKeyFromObject(p), p))
 		return ptr.Deref(p.Status.Sessions, 0) == 1, fmt.Sprint(ptr.Deref(p.Status.Sessions, 0))
 	})
 }
@@ -345,7 +338,7 @@ func (e *env) testClusterPolicySecretNamespace(t *testing.T) {
 	spec.Storage.S3.CredentialsSecretRef = stolen
 	p := &compactionv1alpha1.ClusterCompactionPolicy{ObjectMeta: metav1.ObjectMeta{Name: "steals-kube-system"},
 		Spec: compactionv1alpha1.ClusterCompactionPolicySpec{CompactionPolicySpec: spec}}
-	must(t, e.c.Create(ctx, p))
+	testenv.Must(t, e.c.Create(ctx, p))
 	c := e.waitCondition(t, p, compactionv1alpha1.ConditionReady, metav1.ConditionFalse)
 	if c.Reason != compactionv1alpha1.ReasonSecretNamespaceNotAllowed || !strings.Contains(c.Message, "kube-system/cloud-admin") {
 		t.Errorf("Ready = %s: %s; want %s naming the Secret", c.Reason, c.Message, compactionv1alpha1.ReasonSecretNamespaceNotAllowed)
@@ -364,7 +357,7 @@ func (e *env) testClusterPolicySecretNamespace(t *testing.T) {
 		Spec: compactionv1alpha1.AgentSessionSpec{PolicyRef: compactionv1alpha1.PolicyReference{
 			Kind: compactionv1alpha1.PolicyKindCluster, Name: p.Name}},
 	}
-	must(t, e.c.Create(ctx, s))
+	testenv.Must(t, e.c.Create(ctx, s))
 	sc := e.waitCondition(t, s, compactionv1alpha1.ConditionReady, metav1.ConditionFalse)
 	if sc.Reason != compactionv1alpha1.ReasonPolicyNotReady || !strings.Contains(sc.Message, "not allowed") {
 		t.Errorf("session Ready = %s: %s", sc.Reason, sc.Message)
@@ -377,13 +370,13 @@ func (e *env) testClusterPolicySecretNamespace(t *testing.T) {
 	}
 
 	// An allowed namespace (--cluster-policy-secret-namespaces) works.
-	must(t, e.c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "shared-secrets"}}))
-	must(t, e.c.Create(ctx, e.credentials("shared-secrets", "minio")))
+	testenv.Must(t, e.c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "shared-secrets"}}))
+	testenv.Must(t, e.c.Create(ctx, e.credentials("shared-secrets", "minio")))
 	ok := e.policySpec("minio")
 	ok.Storage.S3.CredentialsSecretRef.Namespace = "shared-secrets"
 	allowed := &compactionv1alpha1.ClusterCompactionPolicy{ObjectMeta: metav1.ObjectMeta{Name: "allowed-namespace"},
 		Spec: compactionv1alpha1.ClusterCompactionPolicySpec{CompactionPolicySpec: ok}}
-	must(t, e.c.Create(ctx, allowed))
+	testenv.Must(t, e.c.Create(ctx, allowed))
 	e.waitCondition(t, allowed, compactionv1alpha1.ConditionReady, metav1.ConditionTrue)
 }
 
@@ -394,27 +387,27 @@ func (e *env) testClusterPolicySecretNamespace(t *testing.T) {
 func (e *env) testClusterPolicyNamespaceSelector(t *testing.T) {
 	ctx := context.Background()
 	const label = "compaction.harness9.io/agents"
-	must(t, e.c.Create(ctx, e.credentials("compaction-system", "selector-minio")))
+	testenv.Must(t, e.c.Create(ctx, e.credentials("compaction-system", "selector-minio")))
 	spec := e.clusterSpec("selector-minio")
 	spec.NamespaceSelector = &metav1.LabelSelector{MatchLabels: map[string]string{label: "true"}}
 	p := &compactionv1alpha1.ClusterCompactionPolicy{ObjectMeta: metav1.ObjectMeta{Name: "selected-only"}, Spec: spec}
-	must(t, e.c.Create(ctx, p))
+	testenv.Must(t, e.c.Create(ctx, p))
 	e.waitCondition(t, p, compactionv1alpha1.ConditionReady, metav1.ConditionTrue)
 
 	nsObj := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "not-for-agents"}}
-	must(t, e.c.Create(ctx, nsObj))
+	testenv.Must(t, e.c.Create(ctx, nsObj))
 	s := &compactionv1alpha1.AgentSession{
 		ObjectMeta: metav1.ObjectMeta{Namespace: nsObj.Name, Name: "wants-cluster-policy"},
 		Spec: compactionv1alpha1.AgentSessionSpec{PolicyRef: compactionv1alpha1.PolicyReference{
 			Kind: compactionv1alpha1.PolicyKindCluster, Name: p.Name}},
 	}
-	must(t, e.c.Create(ctx, s))
+	testenv.Must(t, e.c.Create(ctx, s))
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Namespace: nsObj.Name, Name: "agent-pod", Annotations: map[string]string{
 			controller.PolicyAnnotation: p.Name, controller.PolicyKindAnnotation: string(compactionv1alpha1.PolicyKindCluster)}},
 		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "agent", Image: "busybox"}}},
 	}
-	must(t, e.c.Create(ctx, pod))
+	testenv.Must(t, e.c.Create(ctx, pod))
 	podSession := &compactionv1alpha1.AgentSession{ObjectMeta: metav1.ObjectMeta{Namespace: nsObj.Name, Name: pod.Name}}
 	for _, obj := range []*compactionv1alpha1.AgentSession{s, podSession} {
 		c := e.waitCondition(t, obj, compactionv1alpha1.ConditionReady, metav1.ConditionFalse)
@@ -432,13 +425,13 @@ func (e *env) testClusterPolicyNamespaceSelector(t *testing.T) {
 
 	// Labelling the namespace re-evaluates its sessions.
 	nsObj.Labels = map[string]string{label: "true"}
-	must(t, e.c.Update(ctx, nsObj))
+	testenv.Must(t, e.c.Update(ctx, nsObj))
 	e.waitCondition(t, s, compactionv1alpha1.ConditionReady, metav1.ConditionTrue)
 	e.waitCondition(t, podSession, compactionv1alpha1.ConditionReady, metav1.ConditionTrue)
 
 	// And removing the label takes the policy away again.
 	nsObj.Labels = nil
-	must(t, e.c.Update(ctx, nsObj))
+	testenv.Must(t, e.c.Update(ctx, nsObj))
 	c := e.waitCondition(t, s, compactionv1alpha1.ConditionReady, metav1.ConditionFalse)
 	if c.Reason != compactionv1alpha1.ReasonNamespaceNotAllowed {
 		t.Errorf("after removing the label: Ready = %s: %s", c.Reason, c.Message)
@@ -459,7 +452,7 @@ func (e *env) testStorageErrorsDoNotEcho(t *testing.T) {
 		// on to create the bucket, a PUT answered 403 with the body.
 		e.update(t, p, func() { p.Spec.Storage.S3.Endpoint = trap.Endpoint() })
 		c := e.waitCondition(t, p, compactionv1alpha1.ConditionStorageReady, metav1.ConditionFalse)
-		eventually(t, "a probe of the trap", func() (bool, string) {
+		testenv.Eventually(t, waitFor, "a probe of the trap", func() (bool, string) {
 			c = e.waitCondition(t, p, compactionv1alpha1.ConditionStorageReady, metav1.ConditionFalse)
 			return strings.Contains(c.Message, "create bucket"), c.Reason + ": " + c.Message
 		})
@@ -473,7 +466,7 @@ func (e *env) testStorageErrorsDoNotEcho(t *testing.T) {
 			}
 		}
 		var list eventsv1.EventList
-		must(t, e.c.List(context.Background(), &list))
+		testenv.Must(t, e.c.List(context.Background(), &list))
 		for _, ev := range list.Items {
 			if strings.Contains(ev.Note, canary) {
 				t.Errorf("event %s on %s echoes the endpoint's body: %s", ev.Reason, ev.Regarding.Name, ev.Note)
@@ -502,13 +495,13 @@ func (e *env) testSessionReady(t *testing.T) {
 			t.Errorf("condition %s not True: %+v", ct, s.Status.Conditions)
 		}
 	}
-	eventually(t, "policy counts 1 session", func() (bool, string) {
-		must(t, e.c.Get(context.Background(), client.ObjectKeyFromObject(p), p))
+	testenv.Eventually(t, waitFor, "policy counts 1 session", func() (bool, string) {
+		testenv.Must(t, e.c.Get(context.Background(), client.ObjectKeyFromObject(p), p))
 		return ptr.Deref(p.Status.Sessions, 0) == 1, fmt.Sprint(ptr.Deref(p.Status.Sessions, 0))
 	})
 	e.createSession(t, "agent-2", p.Name)
-	eventually(t, "policy counts 2 sessions", func() (bool, string) {
-		must(t, e.c.Get(context.Background(), client.ObjectKeyFromObject(p), p))
+	testenv.Eventually(t, waitFor, "policy counts 2 sessions", func() (bool, string) {
+		testenv.Must(t, e.c.Get(context.Background(), client.ObjectKeyFromObject(p), p))
 		return ptr.Deref(p.Status.Sessions, 0) == 2, fmt.Sprint(ptr.Deref(p.Status.Sessions, 0))
 	})
 }
@@ -529,7 +522,7 @@ func (e *env) storeFor(t *testing.T) *s3.Store {
 	t.Helper()
 	st, err := s3.New(context.Background(), s3.Config{Endpoint: e.minio.Endpoint, Bucket: bucket, Prefix: prefix, Insecure: true,
 		AccessKey: e.minio.AccessKey, SecretKey: e.minio.SecretKey})
-	must(t, err)
+	testenv.Must(t, err)
 	return st
 }
 
@@ -543,8 +536,8 @@ func (e *env) putSessionObjects(t *testing.T, sid string) {
 			t.Fatal(err)
 		}
 	}
-	must(t, st.AppendRecord(ctx, &compaction.CompactionRecord{ID: "r1", SessionID: sid, Timestamp: time.Now()}))
-	must(t, st.SaveState(ctx, sid, &compaction.State{}))
+	testenv.Must(t, st.AppendRecord(ctx, &compaction.CompactionRecord{ID: "r1", SessionID: sid, Timestamp: time.Now()}))
+	testenv.Must(t, st.SaveState(ctx, sid, &compaction.State{}))
 }
 
 // objectsOf lists the keys in the bucket that belong to sid.
@@ -564,7 +557,7 @@ func (e *env) objectsOf(t *testing.T, sid string) []string {
 
 func (e *env) waitGone(t *testing.T, obj client.Object) {
 	t.Helper()
-	eventually(t, fmt.Sprintf("%s deleted", obj.GetName()), func() (bool, string) {
+	testenv.Eventually(t, waitFor, fmt.Sprintf("%s deleted", obj.GetName()), func() (bool, string) {
 		err := e.c.Get(context.Background(), client.ObjectKeyFromObject(obj), obj)
 		return apierrors.IsNotFound(err), fmt.Sprintf("get: %v, finalizers %v", err, obj.GetFinalizers())
 	})
@@ -589,7 +582,7 @@ func (e *env) testDeleteRemovesOnlyItsObjects(t *testing.T) {
 		t.Fatalf("session a has %d objects before deletion, want 5", n)
 	}
 
-	must(t, e.c.Delete(context.Background(), a))
+	testenv.Must(t, e.c.Delete(context.Background(), a))
 	e.waitGone(t, a)
 	if left := e.objectsOf(t, sa); len(left) != 0 {
 		t.Errorf("objects of the deleted session left behind: %v", left)
@@ -609,12 +602,12 @@ func (e *env) testDeleteAfterPolicyDeleted(t *testing.T) {
 	sid := string(s.UID)
 	e.putSessionObjects(t, sid)
 
-	must(t, e.c.Delete(context.Background(), p))
+	testenv.Must(t, e.c.Delete(context.Background(), p))
 	c := e.waitCondition(t, s, compactionv1alpha1.ConditionPolicyResolved, metav1.ConditionFalse)
 	if c.Reason != compactionv1alpha1.ReasonPolicyNotFound {
 		t.Errorf("PolicyResolved reason = %q after the policy was deleted", c.Reason)
 	}
-	must(t, e.c.Delete(context.Background(), s))
+	testenv.Must(t, e.c.Delete(context.Background(), s))
 	e.waitGone(t, s)
 	if left := e.objectsOf(t, sid); len(left) != 0 {
 		t.Errorf("objects left behind after the policy was deleted first: %v", left)
@@ -635,7 +628,7 @@ func (e *env) testDeleteWhileStorageDown(t *testing.T) {
 			e.minio.Start()
 		}
 	}()
-	must(t, e.c.Delete(context.Background(), s))
+	testenv.Must(t, e.c.Delete(context.Background(), s))
 
 	c := e.waitCondition(t, s, compactionv1alpha1.ConditionStorageReady, metav1.ConditionFalse)
 	if c.Reason != compactionv1alpha1.ReasonStorageDeleteFailed {
@@ -644,7 +637,7 @@ func (e *env) testDeleteWhileStorageDown(t *testing.T) {
 	e.waitEvent(t, s.Name, corev1.EventTypeWarning, compactionv1alpha1.ReasonStorageDeleteFailed)
 	// Several failed attempts later, the session is still held by its finalizer.
 	time.Sleep(3 * time.Second)
-	must(t, e.c.Get(context.Background(), client.ObjectKeyFromObject(s), s))
+	testenv.Must(t, e.c.Get(context.Background(), client.ObjectKeyFromObject(s), s))
 	if !slices.Contains(s.Finalizers, controller.SessionFinalizer) {
 		t.Fatalf("finalizer removed while storage was down: %v", s.Finalizers)
 	}
@@ -663,7 +656,7 @@ func (e *env) patchStatus(t *testing.T, obj *compactionv1alpha1.AgentSession, ch
 	t.Helper()
 	base := obj.DeepCopy()
 	change(&obj.Status)
-	must(t, e.c.Status().Patch(context.Background(), obj, client.MergeFrom(base)))
+	testenv.Must(t, e.c.Status().Patch(context.Background(), obj, client.MergeFrom(base)))
 }
 
 // testTamperedSessionID: issue 14. A tenant sets its session's status.sessionID to another
@@ -681,7 +674,7 @@ func (e *env) testTamperedSessionID(t *testing.T) {
 	e.putSessionObjects(t, aid)
 
 	e.patchStatus(t, attacker, func(st *compactionv1alpha1.AgentSessionStatus) { st.SessionID = vid })
-	must(t, e.c.Delete(context.Background(), attacker))
+	testenv.Must(t, e.c.Delete(context.Background(), attacker))
 	e.waitGone(t, attacker)
 	if n := len(e.objectsOf(t, vid)); n != 5 {
 		t.Errorf("the victim session has %d objects after the attacker's session (status.sessionID = the victim's UID) was deleted, want its 5", n)
@@ -732,8 +725,8 @@ func (e *env) testTamperedRecords(t *testing.T) {
 		st.Records = &compactionv1alpha1.RecordsLocation{Endpoint: trap.Endpoint(), Bucket: "loot", Protocol: compactionv1alpha1.S3HTTP,
 			SessionPrefix: "compaction_records/" + sid + "/", CredentialsSecretRef: stolen}
 	})
-	must(t, e.c.Delete(context.Background(), s))
-	eventually(t, s.Name+" deleted", func() (bool, string) {
+	testenv.Must(t, e.c.Delete(context.Background(), s))
+	testenv.Eventually(t, waitFor, s.Name+" deleted", func() (bool, string) {
 		if r := trap.Saw(stolenKey); r != "" {
 			t.Fatalf("the operator sent kube-system/cloud-admin's access key to the endpoint in status.records: %s", r)
 		}
@@ -762,8 +755,8 @@ func (e *env) testTamperedStatusCorrected(t *testing.T) {
 		st.SessionID = "someone-else"
 		st.Records = &compactionv1alpha1.RecordsLocation{Endpoint: "evil.example:443", Bucket: "loot", CredentialsSecretRef: stolen}
 	})
-	eventually(t, "status.sessionID and status.records put back", func() (bool, string) {
-		must(t, e.c.Get(context.Background(), client.ObjectKeyFromObject(s), s))
+	testenv.Eventually(t, waitFor, "status.sessionID and status.records put back", func() (bool, string) {
+		testenv.Must(t, e.c.Get(context.Background(), client.ObjectKeyFromObject(s), s))
 		return s.Status.SessionID == string(s.UID) && equality.Semantic.DeepEqual(s.Status.Records, kept),
 			fmt.Sprintf("sessionID %q, records %+v", s.Status.SessionID, s.Status.Records)
 	})
@@ -782,7 +775,7 @@ func (e *env) testAnnotatedPod(t *testing.T) {
 		}},
 		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "agent", Image: "busybox"}}},
 	}
-	must(t, e.c.Create(context.Background(), pod))
+	testenv.Must(t, e.c.Create(context.Background(), pod))
 	s := &compactionv1alpha1.AgentSession{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: pod.Name}}
 	e.waitCondition(t, s, compactionv1alpha1.ConditionReady, metav1.ConditionTrue)
 	owner := metav1.GetControllerOf(s)
@@ -797,7 +790,7 @@ func (e *env) testAnnotatedPod(t *testing.T) {
 	bad := pod.DeepCopy()
 	bad.ObjectMeta = metav1.ObjectMeta{Namespace: ns, Name: "bad-agent", Annotations: map[string]string{
 		controller.PolicyAnnotation: p.Name, controller.ContextWindowAnnotation: "lots"}}
-	must(t, e.c.Create(context.Background(), bad))
+	testenv.Must(t, e.c.Create(context.Background(), bad))
 	e.waitEvent(t, bad.Name, corev1.EventTypeWarning, "InvalidAnnotation")
 	err := e.c.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: bad.Name}, &compactionv1alpha1.AgentSession{})
 	if !apierrors.IsNotFound(err) {
@@ -805,8 +798,8 @@ func (e *env) testAnnotatedPod(t *testing.T) {
 	}
 
 	// A session deleted while its pod lives is created again.
-	must(t, e.c.Delete(context.Background(), s))
-	eventually(t, "session re-created for the pod", func() (bool, string) {
+	testenv.Must(t, e.c.Delete(context.Background(), s))
+	testenv.Eventually(t, waitFor, "session re-created for the pod", func() (bool, string) {
 		var again compactionv1alpha1.AgentSession
 		err := e.c.Get(context.Background(), client.ObjectKeyFromObject(s), &again)
 		return err == nil && again.UID != s.UID, fmt.Sprint(err)
@@ -826,8 +819,8 @@ func bindOperatorRBAC(t *testing.T, admin client.Client, cfg *rest.Config, root,
 	var cr rbacv1.ClusterRole
 	readYAML(t, filepath.Join(root, "config", "rbac", "role.yaml"), &cr)
 	cr.ObjectMeta = metav1.ObjectMeta{Name: user}
-	must(t, admin.Create(ctx, &cr))
-	must(t, admin.Create(ctx, &rbacv1.ClusterRoleBinding{
+	testenv.Must(t, admin.Create(ctx, &cr))
+	testenv.Must(t, admin.Create(ctx, &rbacv1.ClusterRoleBinding{
 		ObjectMeta: metav1.ObjectMeta{Name: user},
 		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: user},
 		Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: user}},
@@ -835,8 +828,8 @@ func bindOperatorRBAC(t *testing.T, admin client.Client, cfg *rest.Config, root,
 	var role rbacv1.Role
 	readYAML(t, filepath.Join(root, "config", "rbac", "session_location_role.yaml"), &role)
 	role.ObjectMeta = metav1.ObjectMeta{Namespace: namespace, Name: user}
-	must(t, admin.Create(ctx, &role))
-	must(t, admin.Create(ctx, &rbacv1.RoleBinding{
+	testenv.Must(t, admin.Create(ctx, &role))
+	testenv.Must(t, admin.Create(ctx, &rbacv1.RoleBinding{
 		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: user},
 		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: user},
 		Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: user}},
@@ -846,8 +839,8 @@ func bindOperatorRBAC(t *testing.T, admin client.Client, cfg *rest.Config, root,
 	// RBAC reaches the authorizer through a watch: wait until it allows what the manager
 	// does first.
 	imp, err := client.New(c, client.Options{Scheme: admin.Scheme()})
-	must(t, err)
-	eventually(t, "RBAC for the test manager", func() (bool, string) {
+	testenv.Must(t, err)
+	testenv.Eventually(t, waitFor, "RBAC for the test manager", func() (bool, string) {
 		err := imp.List(ctx, &compactionv1alpha1.AgentSessionList{})
 		return err == nil, fmt.Sprint(err)
 	})
@@ -857,14 +850,14 @@ func bindOperatorRBAC(t *testing.T, admin client.Client, cfg *rest.Config, root,
 func readYAML(t *testing.T, path string, out any) {
 	t.Helper()
 	data, err := os.ReadFile(path)
-	must(t, err)
-	must(t, yaml.Unmarshal(data, out))
+	testenv.Must(t, err)
+	testenv.Must(t, yaml.Unmarshal(data, out))
 }
 
 // waitEvent waits for an events.k8s.io Event about the named object.
 func (e *env) waitEvent(t *testing.T, name, eventType, reason string) {
 	t.Helper()
-	eventually(t, fmt.Sprintf("%s event %s on %s", eventType, reason, name), func() (bool, string) {
+	testenv.Eventually(t, waitFor, fmt.Sprintf("%s event %s on %s", eventType, reason, name), func() (bool, string) {
 		var list eventsv1.EventList
 		if err := e.c.List(context.Background(), &list, client.InNamespace("")); err != nil {
 			return false, err.Error()
@@ -886,35 +879,13 @@ func (e *env) waitEvent(t *testing.T, name, eventType, reason string) {
 // operator writing the status since obj was read).
 func (e *env) update(t *testing.T, obj client.Object, change func()) {
 	t.Helper()
-	must(t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
+	testenv.Must(t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		if err := e.c.Get(context.Background(), client.ObjectKeyFromObject(obj), obj); err != nil {
 			return err
 		}
 		change()
 		return e.c.Update(context.Background(), obj)
 	}))
-}
-
-func eventually(t *testing.T, what string, cond func() (bool, string)) {
-	t.Helper()
-	deadline := time.Now().Add(waitFor)
-	var last string
-	for time.Now().Before(deadline) {
-		ok, detail := cond()
-		if ok {
-			return
-		}
-		last = detail
-		time.Sleep(100 * time.Millisecond)
-	}
-	t.Fatalf("timed out after %s waiting for %s; last: %s", waitFor, what, last)
-}
-
-func must(t *testing.T, err error) {
-	t.Helper()
-	if err != nil {
-		t.Fatal(err)
-	}
 }
 
 type testWriter struct{ t *testing.T }

@@ -24,11 +24,11 @@ func TestAllowedEndpoints(t *testing.T) {
 	e := startEnv(t, func(m *testenv.MinIO, cfg *controller.Config) {
 		_, minioPort, _ = net.SplitHostPort(m.Endpoint)
 		allowed, err := egress.Parse([]string{"127.0.0.1:" + minioPort, "10.0.0.0/8"})
-		must(t, err)
+		testenv.Must(t, err)
 		cfg.AllowedEndpoints = allowed
 	})
 	ctx := context.Background()
-	must(t, e.c.Create(ctx, e.credentials(ns, credsSecret)))
+	testenv.Must(t, e.c.Create(ctx, e.credentials(ns, credsSecret)))
 
 	ok := e.createPolicy(t, "allowed", credsSecret)
 	e.waitCondition(t, ok, compactionv1alpha1.ConditionReady, metav1.ConditionTrue)
@@ -57,9 +57,9 @@ func TestAllowedEndpoints(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			p := &compactionv1alpha1.CompactionPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: c.name}, Spec: e.policySpec(credsSecret)}
 			c.mutate(&p.Spec)
-			must(t, e.c.Create(ctx, p))
+			testenv.Must(t, e.c.Create(ctx, p))
 			var st metav1.Condition
-			eventually(t, "StorageReady "+compactionv1alpha1.ReasonEndpointNotAllowed, func() (bool, string) {
+			testenv.Eventually(t, waitFor, "StorageReady "+compactionv1alpha1.ReasonEndpointNotAllowed, func() (bool, string) {
 				st = e.waitCondition(t, p, compactionv1alpha1.ConditionStorageReady, metav1.ConditionFalse)
 				return st.Reason == compactionv1alpha1.ReasonEndpointNotAllowed, st.Reason + ": " + st.Message
 			})

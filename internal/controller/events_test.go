@@ -19,6 +19,7 @@ import (
 
 	compactionv1alpha1 "github.com/harness9/compaction-operator/api/v1alpha1"
 	"github.com/harness9/compaction-operator/internal/controller"
+	"github.com/harness9/compaction-operator/internal/dev/testenv"
 )
 
 // refuseStatusAnnotation on a policy or session makes the API server refuse the operator's
@@ -38,9 +39,9 @@ func (e *env) testEventsAfterStatusWrite(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "refused-status", Annotations: map[string]string{refuseStatusAnnotation: "true"}},
 		Spec:       e.policySpec(credsSecret),
 	}
-	must(t, e.c.Create(ctx, p))
+	testenv.Must(t, e.c.Create(ctx, p))
 	e.expectNoEventWhileRefused(t, p.Name, compactionv1alpha1.ReasonPolicyReady)
-	must(t, e.c.Get(ctx, client.ObjectKeyFromObject(p), p))
+	testenv.Must(t, e.c.Get(ctx, client.ObjectKeyFromObject(p), p))
 	if c := meta.FindStatusCondition(p.Status.Conditions, compactionv1alpha1.ConditionReady); c != nil {
 		t.Fatalf("the policy's status was written although refused: Ready = %+v", c)
 	}
@@ -54,13 +55,13 @@ func (e *env) testEventsAfterStatusWrite(t *testing.T) {
 	e.update(t, s, func() { s.Annotations = map[string]string{refuseStatusAnnotation: "true"} })
 	e.patchStatus(t, s, func(st *compactionv1alpha1.AgentSessionStatus) { st.SessionID = "someone-else" })
 	e.expectNoEventWhileRefused(t, s.Name, compactionv1alpha1.ReasonStatusCorrected)
-	must(t, e.c.Get(ctx, client.ObjectKeyFromObject(s), s))
+	testenv.Must(t, e.c.Get(ctx, client.ObjectKeyFromObject(s), s))
 	if s.Status.SessionID != "someone-else" {
 		t.Fatalf("the session's status was written although refused: sessionID %q", s.Status.SessionID)
 	}
 	e.allowStatusWrites(t, s)
-	eventually(t, "status.sessionID put back", func() (bool, string) {
-		must(t, e.c.Get(ctx, client.ObjectKeyFromObject(s), s))
+	testenv.Eventually(t, waitFor, "status.sessionID put back", func() (bool, string) {
+		testenv.Must(t, e.c.Get(ctx, client.ObjectKeyFromObject(s), s))
 		return s.Status.SessionID == string(s.UID), s.Status.SessionID
 	})
 	e.expectOneEvent(t, s.Name, corev1.EventTypeWarning, compactionv1alpha1.ReasonStatusCorrected)
@@ -68,15 +69,15 @@ func (e *env) testEventsAfterStatusWrite(t *testing.T) {
 	// A session whose deletion waits (its status names storage that no policy confirms):
 	// the Warning that says why comes with the condition, not before it.
 	held := e.createSession(t, "refused-deletion", "no-such-policy")
-	eventually(t, "the session's finalizer", func() (bool, string) {
-		must(t, e.c.Get(ctx, client.ObjectKeyFromObject(held), held))
+	testenv.Eventually(t, waitFor, "the session's finalizer", func() (bool, string) {
+		testenv.Must(t, e.c.Get(ctx, client.ObjectKeyFromObject(held), held))
 		return slices.Contains(held.Finalizers, controller.SessionFinalizer), fmt.Sprint(held.Finalizers)
 	})
 	e.patchStatus(t, held, func(st *compactionv1alpha1.AgentSessionStatus) {
 		st.Records = &compactionv1alpha1.RecordsLocation{Endpoint: "minio.invalid:9000", Bucket: "loot", SessionPrefix: "x/"}
 	})
 	e.update(t, held, func() { held.Annotations = map[string]string{refuseStatusAnnotation: "true"} })
-	must(t, e.c.Delete(ctx, held))
+	testenv.Must(t, e.c.Delete(ctx, held))
 	e.expectNoEventWhileRefused(t, held.Name, compactionv1alpha1.ReasonStorageLocationUnverified)
 	e.allowStatusWrites(t, held)
 	e.waitCondition(t, held, compactionv1alpha1.ConditionStorageReady, metav1.ConditionFalse)
@@ -118,8 +119,8 @@ func (e *env) refuseOperatorStatusWrites(t *testing.T) {
 			PolicyName: vap.Name, ValidationActions: []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny},
 		},
 	}
-	must(t, e.c.Create(ctx, vap))
-	must(t, e.c.Create(ctx, binding))
+	testenv.Must(t, e.c.Create(ctx, vap))
+	testenv.Must(t, e.c.Create(ctx, binding))
 	t.Cleanup(func() {
 		_ = e.c.Delete(context.Background(), binding)
 		_ = e.c.Delete(context.Background(), vap)
@@ -131,9 +132,9 @@ func (e *env) refuseOperatorStatusWrites(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "admission-probe", Annotations: map[string]string{refuseStatusAnnotation: "true"}},
 		Spec:       e.policySpec("no-such-secret"),
 	}
-	must(t, e.c.Create(ctx, probe))
-	defer func() { must(t, e.c.Delete(ctx, probe)) }()
-	eventually(t, "the admission policy enforced", func() (bool, string) {
+	testenv.Must(t, e.c.Create(ctx, probe))
+	defer func() { testenv.Must(t, e.c.Delete(ctx, probe)) }()
+	testenv.Eventually(t, waitFor, "the admission policy enforced", func() (bool, string) {
 		err := e.operator.Status().Patch(ctx, probe, client.RawPatch(types.MergePatchType, []byte(`{"status":{"sessions":7}}`)))
 		return err != nil && strings.Contains(err.Error(), "refused by the test"), fmt.Sprint(err)
 	})
@@ -176,7 +177,7 @@ func (e *env) expectOneEvent(t *testing.T, name, eventType, reason string) {
 func (e *env) eventsAbout(t *testing.T, name, reason string) []eventsv1.Event {
 	t.Helper()
 	var list eventsv1.EventList
-	must(t, e.c.List(context.Background(), &list, client.InNamespace("")))
+	testenv.Must(t, e.c.List(context.Background(), &list, client.InNamespace("")))
 	var out []eventsv1.Event
 	for _, ev := range list.Items {
 		if ev.Regarding.Name == name && ev.Reason == reason {

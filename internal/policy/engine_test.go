@@ -17,6 +17,7 @@ import (
 
 	compactionv1alpha1 "github.com/harness9/compaction-operator/api/v1alpha1"
 	"github.com/harness9/compaction-operator/compaction"
+	"github.com/harness9/compaction-operator/internal/dev/builder"
 	"github.com/harness9/compaction-operator/internal/dev/testenv"
 )
 
@@ -26,23 +27,8 @@ func engineConfig(spec *compactionv1alpha1.CompactionPolicySpec, window int32) c
 	return cfg
 }
 
-// defaultedSpec is a policy spec as the API server returns it: every default filled in.
-func defaultedSpec() *compactionv1alpha1.CompactionPolicySpec {
-	return &compactionv1alpha1.CompactionPolicySpec{
-		ContextWindow: 128000,
-		Thresholds: compactionv1alpha1.Thresholds{WarnPercent: 60, SoftPercent: 70, FullPercent: 80, EmergencyPercent: 95,
-			TargetPercent: 50, MinSavingPercent: 15},
-		Offload: compactionv1alpha1.OffloadSpec{ThresholdChars: 4000, HookThresholdChars: 10000,
-			PreviewLines: ptr.To[int32](10)},
-		MinTailMessages: 6,
-		MaxSummaryChars: 6000,
-		Summarizer:      compactionv1alpha1.SummarizerSpec{Mode: compactionv1alpha1.SummarizerExtractive, MaxCallsPerHour: ptr.To[int32](60)},
-		Pins:            compactionv1alpha1.PinsSpec{Rule: compactionv1alpha1.PinTaskAndInstructions, BudgetPercent: 15},
-	}
-}
-
 func TestEngineConfigDefaultsMatchTheEngine(t *testing.T) {
-	got := engineConfig(defaultedSpec(), 0)
+	got := engineConfig(builder.DefaultedSpec(128000), 0)
 	// (maxCallsPerHour, 60 by default, limits only the OpenAI summarizer.)
 	want := compaction.DefaultConfig(128000)
 	if !reflect.DeepEqual(got, want) {
@@ -50,7 +36,7 @@ func TestEngineConfigDefaultsMatchTheEngine(t *testing.T) {
 	}
 	// A spec stored without pins (written before the field existed and not yet defaulted)
 	// keeps the engine's defaults.
-	old := defaultedSpec()
+	old := builder.DefaultedSpec(128000)
 	old.Pins = compactionv1alpha1.PinsSpec{}
 	if got := engineConfig(old, 0); got.PinRule != compaction.PinTaskAndInstructions || got.PinBudget != 0.15 {
 		t.Errorf("no pins: rule %q budget %v, want TaskAndInstructions 0.15", got.PinRule, got.PinBudget)
@@ -76,7 +62,7 @@ func TestEngineConfigTargetAndMinSaving(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			spec := defaultedSpec()
+			spec := builder.DefaultedSpec(128000)
 			spec.Thresholds = tc.thresholds
 			cfg := engineConfig(spec, 0)
 			if math.Abs(cfg.TargetThreshold-tc.wantTarget) > 1e-9 || math.Abs(cfg.MinSaving-tc.wantSaving) > 1e-9 {
@@ -103,7 +89,7 @@ func TestEngineConfigPins(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(string(tc.rule), func(t *testing.T) {
-			spec := defaultedSpec()
+			spec := builder.DefaultedSpec(128000)
 			spec.Pins = compactionv1alpha1.PinsSpec{Rule: tc.rule, BudgetPercent: tc.percent}
 			cfg := engineConfig(spec, 32000)
 			if cfg.PinRule != tc.want || cfg.PinBudget != tc.budget {
@@ -145,7 +131,7 @@ func TestEveryCRDPinRuleIsAnEngineRule(t *testing.T) {
 			if err := yaml.Unmarshal(raw.Raw, &v); err != nil {
 				t.Fatalf("%s: enum value %s: %v", file, raw.Raw, err)
 			}
-			spec := defaultedSpec()
+			spec := builder.DefaultedSpec(128000)
 			spec.Pins.Rule = v
 			if err := engineConfig(spec, 0).Validate(); err != nil {
 				t.Errorf("%s: rule %q: %v", file, v, err)
@@ -178,7 +164,7 @@ func TestCRDThresholdDefaultsAreTheEngines(t *testing.T) {
 		if th.Default == nil {
 			t.Fatalf("%s: spec.thresholds has no default", file)
 		}
-		spec := defaultedSpec()
+		spec := builder.DefaultedSpec(128000)
 		spec.Thresholds = compactionv1alpha1.Thresholds{}
 		if err := json.Unmarshal(th.Default.Raw, &spec.Thresholds); err != nil {
 			t.Fatalf("%s: thresholds default %s: %v", file, th.Default.Raw, err)
@@ -208,7 +194,7 @@ func TestEngineConfigSummarizerBudget(t *testing.T) {
 		v    *int32
 		want int
 	}{{"default", ptr.To[int32](60), 60}, {"no limit", ptr.To[int32](0), 0}, {"unset (stored before the field)", nil, 0}, {"set", ptr.To[int32](5), 5}} {
-		spec := defaultedSpec()
+		spec := builder.DefaultedSpec(128000)
 		spec.Summarizer.Mode = compactionv1alpha1.SummarizerOpenAI
 		spec.Summarizer.MaxCallsPerHour = tc.v
 		if got := engineConfig(spec, 0).SummarizerCallsPerHour; got != tc.want {
@@ -216,7 +202,7 @@ func TestEngineConfigSummarizerBudget(t *testing.T) {
 		}
 	}
 	// The extractive summarizer is free: never limited, whatever the field says.
-	spec := defaultedSpec()
+	spec := builder.DefaultedSpec(128000)
 	if got := engineConfig(spec, 0).SummarizerCallsPerHour; got != 0 {
 		t.Errorf("extractive mode: %d calls per hour, want no limit", got)
 	}
@@ -229,7 +215,7 @@ func TestEngineConfigPreviewLines(t *testing.T) {
 		v    *int32
 		want int
 	}{{ptr.To[int32](0), compaction.NoPreviewLines}, {ptr.To[int32](3), 3}, {nil, compaction.DefaultConfig(1).PreviewLines}} {
-		spec := defaultedSpec()
+		spec := builder.DefaultedSpec(128000)
 		spec.Offload.PreviewLines = tc.v
 		cfg, err := EngineConfig(spec, 0)
 		if err != nil || cfg.PreviewLines != tc.want {
@@ -242,12 +228,12 @@ func TestEngineConfigPreviewLines(t *testing.T) {
 // rules and bounds are the engine's), but one stored before a rule existed can be; EngineConfig
 // says so, and the controllers keep such a policy from being Ready.
 func TestEngineConfigRefused(t *testing.T) {
-	spec := defaultedSpec()
+	spec := builder.DefaultedSpec(128000)
 	spec.Thresholds.SoftPercent = 55 // below warnPercent 60: the CEL rule refuses it now
 	if _, err := EngineConfig(spec, 0); !errors.Is(err, ErrInvalidEngineConfig) || !strings.Contains(err.Error(), "soft threshold") {
 		t.Errorf("EngineConfig of soft < warn: %v, want ErrInvalidEngineConfig naming the soft threshold", err)
 	}
-	if _, err := EngineConfig(defaultedSpec(), 0); err != nil {
+	if _, err := EngineConfig(builder.DefaultedSpec(128000), 0); err != nil {
 		t.Errorf("EngineConfig of the defaults: %v", err)
 	}
 }

@@ -26,6 +26,7 @@ import (
 
 	v1alpha1 "github.com/harness9/compaction-operator/api/v1alpha1"
 	"github.com/harness9/compaction-operator/compaction"
+	"github.com/harness9/compaction-operator/internal/dev/builder"
 	"github.com/harness9/compaction-operator/internal/dev/testenv"
 	"github.com/harness9/compaction-operator/internal/dev/testenv/kubeenv"
 	"github.com/harness9/compaction-operator/internal/policy"
@@ -185,6 +186,12 @@ func testDefaults(t *testing.T, c client.Client) {
 	}
 	if s.Summarizer.Mode != v1alpha1.SummarizerExtractive {
 		t.Errorf("summarizer.mode defaulted to %q, want Extractive", s.Summarizer.Mode)
+	}
+	// The tests' defaulted fixture is what the API server makes of a minimal policy.
+	fixture := builder.DefaultedSpec(s.ContextWindow)
+	fixture.Storage = s.Storage
+	if !reflect.DeepEqual(&s, fixture) {
+		t.Errorf("builder.DefaultedSpec is not the API server's defaulting:\n%+v\nthe API server:\n%+v", *fixture, s)
 	}
 	if s.AnchorsInStatus != v1alpha1.AnchorsOmit {
 		t.Errorf("anchorsInStatus defaulted to %q, want Omit: anchors are conversation content", s.AnchorsInStatus)

@@ -107,18 +107,18 @@ func TestCompactionAPIAuth(t *testing.T) {
 		// AgentSession (here only that one) may use it, and still not the other.
 		lead := "team-lead"
 		leadToken := cl.BindAgent(ns, lead)
-		must(t, c.Create(ctx, &rbacv1.Role{
+		testenv.Must(t, c.Create(ctx, &rbacv1.Role{
 			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "update-agent-a"},
 			Rules: []rbacv1.PolicyRule{{APIGroups: []string{compactionv1alpha1.GroupVersion.Group}, Resources: []string{"agentsessions"},
 				ResourceNames: []string{sessA.Name}, Verbs: []string{"update"}}},
 		}))
-		must(t, c.Create(ctx, &rbacv1.RoleBinding{
+		testenv.Must(t, c.Create(ctx, &rbacv1.RoleBinding{
 			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "team-lead-updates-agent-a"},
 			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "update-agent-a"},
 			Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Namespace: ns, Name: lead}},
 		}))
 		l := api(leadToken)
-		eventually(t, "the team lead reads agent A's tool result", func() (bool, string) {
+		testenv.Eventually(t, waitFor, "the team lead reads agent A's tool result", func() (bool, string) {
 			got, err := l.GetToolResult(ctx, ns, sessA.Name, "call_a")
 			return err == nil && string(got) == secret, fmt.Sprint(err)
 		})
@@ -144,12 +144,12 @@ func TestCompactionAPIAuth(t *testing.T) {
 		}{{"omit", false}, {"include", true}} {
 			s := cl.CreateReadySession(ns, "anchors-"+tc.policy, tc.policy)
 			resp, err := cc.Compact(ctx, ns, s.Name, force)
-			must(t, err)
+			testenv.Must(t, err)
 			if len(resp.Record.Anchors) == 0 {
 				t.Fatalf("the forced compaction made no anchors: the test proves nothing")
 			}
-			eventually(t, s.Name+" status written", func() (bool, string) {
-				must(t, c.Get(ctx, client.ObjectKeyFromObject(s), s))
+			testenv.Eventually(t, waitFor, s.Name+" status written", func() (bool, string) {
+				testenv.Must(t, c.Get(ctx, client.ObjectKeyFromObject(s), s))
 				return ptr.Deref(s.Status.Compactions.Emergency, 0) > 0, fmt.Sprintf("%+v", s.Status.Compactions)
 			})
 			if got := len(s.Status.Anchors) > 0; got != tc.want {
@@ -158,12 +158,12 @@ func TestCompactionAPIAuth(t *testing.T) {
 		}
 		// Switching the policy to Omit clears what status holds.
 		var p compactionv1alpha1.CompactionPolicy
-		must(t, c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "include"}, &p))
+		testenv.Must(t, c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "include"}, &p))
 		p.Spec.AnchorsInStatus = compactionv1alpha1.AnchorsOmit
-		must(t, c.Update(ctx, &p))
-		eventually(t, "status.anchors cleared after the policy says Omit", func() (bool, string) {
+		testenv.Must(t, c.Update(ctx, &p))
+		testenv.Eventually(t, waitFor, "status.anchors cleared after the policy says Omit", func() (bool, string) {
 			var s compactionv1alpha1.AgentSession
-			must(t, c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "anchors-include"}, &s))
+			testenv.Must(t, c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "anchors-include"}, &s))
 			return len(s.Status.Anchors) == 0, fmt.Sprintf("%d anchors", len(s.Status.Anchors))
 		})
 	})
@@ -174,7 +174,7 @@ func TestCompactionAPIAuth(t *testing.T) {
 			t.Fatal(err)
 		}
 		var before compactionv1alpha1.AgentSession
-		must(t, c.Get(ctx, client.ObjectKeyFromObject(sessA), &before))
+		testenv.Must(t, c.Get(ctx, client.ObjectKeyFromObject(sessA), &before))
 		reviewsBefore := tokenReviews(t, cl)
 		start := time.Now()
 
@@ -242,9 +242,9 @@ func TestCompactionAPIAuth(t *testing.T) {
 		if forced == 0 {
 			t.Fatal("the flood ended before the agent forced a compaction: the status check proves nothing")
 		}
-		eventually(t, "the forced compactions in agent A's status", func() (bool, string) {
+		testenv.Eventually(t, waitFor, "the forced compactions in agent A's status", func() (bool, string) {
 			var s compactionv1alpha1.AgentSession
-			must(t, c.Get(ctx, client.ObjectKeyFromObject(sessA), &s))
+			testenv.Must(t, c.Get(ctx, client.ObjectKeyFromObject(sessA), &s))
 			return ptr.Deref(s.Status.Compactions.Emergency, 0) >= ptr.Deref(before.Status.Compactions.Emergency, 0)+int64(forced),
 				fmt.Sprintf("%d Emergency, %d before, %d forced", ptr.Deref(s.Status.Compactions.Emergency, 0), ptr.Deref(before.Status.Compactions.Emergency, 0), forced)
 		})
@@ -262,7 +262,7 @@ func agentPod(t *testing.T, c client.Client, name, policy string) *corev1.Pod {
 			Containers: []corev1.Container{{Name: "agent", Image: "busybox:1.36"}},
 		},
 	}
-	must(t, c.Create(context.Background(), p))
+	testenv.Must(t, c.Create(context.Background(), p))
 	return p
 }
 
@@ -291,7 +291,7 @@ func randomJWT(t *testing.T) string {
 func tokenReviews(t *testing.T, cl *operator.Cluster) int64 {
 	t.Helper()
 	raw, err := cl.Clientset.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(context.Background())
-	must(t, err)
+	testenv.Must(t, err)
 	var n int64
 	sc := bufio.NewScanner(strings.NewReader(string(raw)))
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
@@ -301,9 +301,9 @@ func tokenReviews(t *testing.T, cl *operator.Cluster) int64 {
 			continue
 		}
 		v, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
-		must(t, err)
+		testenv.Must(t, err)
 		n += int64(v)
 	}
-	must(t, sc.Err())
+	testenv.Must(t, sc.Err())
 	return n
 }

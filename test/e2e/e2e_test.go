@@ -32,6 +32,7 @@ import (
 	compactionv1alpha1 "github.com/harness9/compaction-operator/api/v1alpha1"
 	"github.com/harness9/compaction-operator/compaction"
 	"github.com/harness9/compaction-operator/compaction/compactclient"
+	"github.com/harness9/compaction-operator/internal/dev/builder"
 	"github.com/harness9/compaction-operator/internal/dev/replay"
 	"github.com/harness9/compaction-operator/internal/dev/testenv"
 	"github.com/harness9/compaction-operator/internal/dev/testenv/operator"
@@ -121,35 +122,26 @@ func (s *suite) setUp() {
 	s.mgr = s.cl.StartManager(s.bin, "--api-usage-interval", "100ms")
 	s.c = s.cl.Client
 	c, m, ctx := s.c, s.m, context.Background()
-	must(t, c.Create(ctx, &corev1.Secret{
+	testenv.Must(t, c.Create(ctx, &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "minio-credentials"},
 		StringData: map[string]string{"accessKeyID": m.AccessKey, "secretAccessKey": m.SecretKey},
 	}))
-	must(t, c.Create(ctx, &compactionv1alpha1.CompactionPolicy{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "small-window"},
-		// Anchors in status too, to check them there (the default keeps them out).
-		Spec: compactionv1alpha1.CompactionPolicySpec{ContextWindow: window, AnchorsInStatus: compactionv1alpha1.AnchorsInclude,
-			Storage: compactionv1alpha1.StorageSpec{S3: compactionv1alpha1.S3StorageSpec{
-				Endpoint: m.Endpoint, Bucket: bucket, Prefix: "e2e", Protocol: compactionv1alpha1.S3HTTP, CreateBucket: compactionv1alpha1.BucketCreationIfNotPresent,
-				CredentialsSecretRef: compactionv1alpha1.S3CredentialsSecretRef{SecretReference: compactionv1alpha1.SecretReference{Name: "minio-credentials"}},
-			}}},
-	}))
-	session := &compactionv1alpha1.AgentSession{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "swe-agent"},
-		Spec:       compactionv1alpha1.AgentSessionSpec{PolicyRef: compactionv1alpha1.PolicyReference{Name: "small-window"}},
-	}
-	must(t, c.Create(ctx, session))
+	// Anchors in status too, to check them there (the default keeps them out).
+	testenv.Must(t, c.Create(ctx, builder.Policy(ns, "small-window").Window(window).AnchorsInStatus(compactionv1alpha1.AnchorsInclude).
+		Storage(builder.MinIOStorage(m.Endpoint, bucket, "e2e", "minio-credentials")).Build()))
+	session := builder.Session(ns, "swe-agent", "small-window").Build()
+	testenv.Must(t, c.Create(ctx, session))
 	waitSessionReady(t, c, session)
 	s.session, s.sid = session, session.Status.SessionID
 
 	// 2. The agent's ServiceAccount, bound to compaction-agent in its namespace.
-	must(t, c.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "agent"}}))
-	must(t, c.Create(ctx, &rbacv1.RoleBinding{
+	testenv.Must(t, c.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "agent"}}))
+	testenv.Must(t, c.Create(ctx, &rbacv1.RoleBinding{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "agent-compaction"},
 		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: operator.AgentRole},
 		Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Namespace: ns, Name: "agent"}},
 	}))
-	must(t, c.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "stranger"}}))
+	testenv.Must(t, c.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "stranger"}}))
 	s.agentToken, s.strangerToken = s.cl.AgentToken(ns, "agent"), s.cl.AgentToken(ns, "stranger")
 }
 
@@ -219,15 +211,15 @@ func (s *suite) replay() replayed {
 // notifications.
 func (s *suite) checkStatusAndEvents(r replayed) {
 	t, c, ctx := s.t, s.c, context.Background()
-	eventually(t, "kubectl get agentsessions shows the tier and ratio", func() (bool, string) {
+	testenv.Eventually(t, waitFor, "kubectl get agentsessions shows the tier and ratio", func() (bool, string) {
 		out := s.cl.Run("get", "agentsessions", s.session.Name, "--no-headers")
 		f := strings.Fields(out)
 		return len(f) >= 6 && f[2] != "<none>" && strings.HasPrefix(f[4], "0.") && f[5] == "True", out
 	})
 	// Status writes are coalesced off the request path: wait for the last flush.
 	var st compactionv1alpha1.AgentSessionStatus
-	eventually(t, "status counts every compaction", func() (bool, string) {
-		must(t, c.Get(ctx, client.ObjectKeyFromObject(s.session), s.session))
+	testenv.Eventually(t, waitFor, "status counts every compaction", func() (bool, string) {
+		testenv.Must(t, c.Get(ctx, client.ObjectKeyFromObject(s.session), s.session))
 		st = s.session.Status
 		c := st.Compactions
 		got := ptr.Deref(c.Warn, 0) + ptr.Deref(c.Soft, 0) + ptr.Deref(c.Full, 0) + ptr.Deref(c.Emergency, 0)
@@ -236,9 +228,9 @@ func (s *suite) checkStatusAndEvents(r replayed) {
 	if len(st.Anchors) == 0 || st.LastCompactionTime == nil || ptr.Deref(st.OffloadedCount, 0) == 0 {
 		t.Errorf("status lacks anchors, lastCompactionTime or offloads: %+v", st)
 	}
-	eventually(t, "ContextCompacted events", func() (bool, string) {
+	testenv.Eventually(t, waitFor, "ContextCompacted events", func() (bool, string) {
 		var list eventsv1.EventList
-		must(t, c.List(ctx, &list, client.InNamespace(ns)))
+		testenv.Must(t, c.List(ctx, &list, client.InNamespace(ns)))
 		for _, e := range list.Items {
 			if e.Regarding.Name == s.session.Name && e.Reason == "ContextCompacted" && strings.Contains(e.Note, "Context compressed [") {
 				return true, ""
@@ -259,7 +251,7 @@ func (s *suite) checkReadBack(r replayed) {
 	}
 	for id := range r.offloaded {
 		got, err := agentAPI.GetToolResult(ctx, ns, s.session.Name, id)
-		must(t, err)
+		testenv.Must(t, err)
 		if string(got) != r.originals[id] {
 			t.Errorf("tool result %s read back: %d bytes, want the original %d bytes", id, len(got), len(r.originals[id]))
 		}
@@ -279,7 +271,7 @@ func (s *suite) checkReadBack(r replayed) {
 	// Offload at source: a large result comes back as a placeholder and reads back whole.
 	big := strings.Repeat("line of a very long build log\n", 1000)
 	off, err := agentAPI.OffloadToolResult(ctx, ns, s.session.Name, compaction.Message{Role: compaction.RoleTool, ToolCallID: "call_hook_1", Content: big})
-	must(t, err)
+	testenv.Must(t, err)
 	if off.Offloaded == nil || len(off.Message.Content) >= len(big) {
 		t.Errorf("large tool result not offloaded at source: %+v", off.Offloaded)
 	}
@@ -310,18 +302,15 @@ func (s *suite) testBadInput(t *testing.T) {
 	ctx := context.Background()
 	agentAPI := s.api(s.agentToken)
 	// A second session with state, a record and an offloaded result.
-	bystander := &compactionv1alpha1.AgentSession{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "bystander"},
-		Spec:       compactionv1alpha1.AgentSessionSpec{PolicyRef: compactionv1alpha1.PolicyReference{Name: "small-window"}},
-	}
-	must(t, s.c.Create(ctx, bystander))
+	bystander := builder.Session(ns, "bystander", "small-window").Build()
+	testenv.Must(t, s.c.Create(ctx, bystander))
 	waitSessionReady(t, s.c, bystander)
 	bystanderSID := bystander.Status.SessionID
 	_, err := agentAPI.Compact(ctx, ns, bystander.Name, compactclient.CompactRequest{Messages: s.history[:compaction.AssistantTurns(s.history)[10]], Force: true})
-	must(t, err)
+	testenv.Must(t, err)
 	bystanderLog := strings.Repeat("the bystander's build log\n", 2000)
 	off, err := agentAPI.OffloadToolResult(ctx, ns, bystander.Name, compaction.Message{Role: compaction.RoleTool, ToolCallID: "call_bystander", Content: bystanderLog})
-	must(t, err)
+	testenv.Must(t, err)
 	if objs := objectsOf(t, s.m, bystanderSID); off.Offloaded == nil || len(objs) < 3 {
 		t.Fatalf("the bystander session should have a state, a record and a tool result stored; it has %v (offloaded: %v)", objs, off.Offloaded)
 	}
@@ -411,10 +400,10 @@ func (s *suite) testBadInput(t *testing.T) {
 	}
 	for _, h := range hostile {
 		req, err := http.NewRequest(h.method, base+h.path, nil)
-		must(t, err)
+		testenv.Must(t, err)
 		req.Header.Set("Authorization", "Bearer "+s.agentToken)
 		resp, err := s.mgr.HTTPClient().Do(req)
-		must(t, err)
+		testenv.Must(t, err)
 		var b bytes.Buffer
 		_, _ = b.ReadFrom(resp.Body)
 		_ = resp.Body.Close()
@@ -443,11 +432,8 @@ func (s *suite) testBadInput(t *testing.T) {
 // compactions are too quick to overlap across replicas; testTwoReplicas covers that.)
 func (s *suite) testConcurrent(t *testing.T) {
 	ctx := context.Background()
-	sess := &compactionv1alpha1.AgentSession{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "parallel"},
-		Spec:       compactionv1alpha1.AgentSessionSpec{PolicyRef: compactionv1alpha1.PolicyReference{Name: "small-window"}},
-	}
-	must(t, s.c.Create(ctx, sess))
+	sess := builder.Session(ns, "parallel", "small-window").Build()
+	testenv.Must(t, s.c.Create(ctx, sess))
 	waitSessionReady(t, s.c, sess)
 	// The same history n times at once, forced: every request compacts.
 	turns := compaction.AssistantTurns(s.history)
@@ -487,7 +473,7 @@ func (s *suite) testConcurrent(t *testing.T) {
 		}
 	}
 	var st compaction.State
-	must(t, json.Unmarshal(stateObject(t, s.m, string(sess.UID)), &st))
+	testenv.Must(t, json.Unmarshal(stateObject(t, s.m, string(sess.UID)), &st))
 	if st.Watermark != maxWatermark {
 		t.Errorf("stored watermark %d, the compactions reached %d: an update was lost", st.Watermark, maxWatermark)
 	}
@@ -522,7 +508,7 @@ func (s *suite) testCompactctl(t *testing.T, r replayed) {
 // testMetrics scrapes the manager's /metrics (HTTPS, authorized like Prometheus would be).
 func (s *suite) testMetrics(t *testing.T) {
 	ctx := context.Background()
-	must(t, s.c.Create(ctx, &rbacv1.ClusterRoleBinding{
+	testenv.Must(t, s.c.Create(ctx, &rbacv1.ClusterRoleBinding{
 		ObjectMeta: metav1.ObjectMeta{Name: "agent-reads-metrics"},
 		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: operator.MetricsReader},
 		Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Namespace: ns, Name: "agent"}},
@@ -534,9 +520,9 @@ func (s *suite) testMetrics(t *testing.T) {
 	// are; the agent's token for the compaction API is not one.
 	scrapeToken := s.cl.Token(ns, "agent")
 	var body string
-	eventually(t, "metrics readable", func() (bool, string) {
+	testenv.Eventually(t, waitFor, "metrics readable", func() (bool, string) {
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "https://"+s.mgr.MetricsAddr+"/metrics", nil)
-		must(t, err)
+		testenv.Must(t, err)
 		req.Header.Set("Authorization", "Bearer "+scrapeToken)
 		resp, err := hc.Do(req)
 		if err != nil {
@@ -580,8 +566,8 @@ func (s *suite) checkDeletion() {
 	if n := len(objectsOf(t, s.m, s.sid)); n == 0 {
 		t.Fatal("no stored objects for the session before deletion")
 	}
-	must(t, s.c.Delete(ctx, s.session))
-	eventually(t, "session deleted", func() (bool, string) {
+	testenv.Must(t, s.c.Delete(ctx, s.session))
+	testenv.Eventually(t, waitFor, "session deleted", func() (bool, string) {
 		err := s.c.Get(ctx, client.ObjectKeyFromObject(s.session), s.session)
 		return apierrors.IsNotFound(err), fmt.Sprint(err)
 	})
@@ -593,7 +579,7 @@ func (s *suite) checkDeletion() {
 func readRecords(t *testing.T, cc *compactclient.Client, name string) []compaction.CompactionRecord {
 	t.Helper()
 	var buf bytes.Buffer
-	must(t, cc.Records(context.Background(), ns, name, &buf))
+	testenv.Must(t, cc.Records(context.Background(), ns, name, &buf))
 	var out []compaction.CompactionRecord
 	sc := bufio.NewScanner(&buf)
 	sc.Buffer(make([]byte, 1<<20), 64<<20)
@@ -604,7 +590,7 @@ func readRecords(t *testing.T, cc *compactclient.Client, name string) []compacti
 		}
 		out = append(out, r)
 	}
-	must(t, sc.Err())
+	testenv.Must(t, sc.Err())
 	return out
 }
 
@@ -619,13 +605,13 @@ type response struct {
 func post(t *testing.T, hc *http.Client, url, token, contentType, body string) response {
 	t.Helper()
 	req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
-	must(t, err)
+	testenv.Must(t, err)
 	req.Header.Set("Authorization", "Bearer "+token)
 	if contentType != "" {
 		req.Header.Set("Content-Type", contentType)
 	}
 	resp, err := hc.Do(req)
-	must(t, err)
+	testenv.Must(t, err)
 	defer func() { _ = resp.Body.Close() }()
 	var b bytes.Buffer
 	_, _ = b.ReadFrom(resp.Body)
@@ -643,7 +629,7 @@ func expectAPIError(t *testing.T, err error, code int) {
 func s3Client(t *testing.T, m *testenv.MinIO) *minio.Client {
 	t.Helper()
 	mc, err := minio.New(m.Endpoint, &minio.Options{Creds: credentials.NewStaticV4(m.AccessKey, m.SecretKey, "")})
-	must(t, err)
+	testenv.Must(t, err)
 	return mc
 }
 
@@ -651,7 +637,7 @@ func objectsOf(t *testing.T, m *testenv.MinIO, sid string) []string {
 	t.Helper()
 	var keys []string
 	for obj := range s3Client(t, m).ListObjects(context.Background(), bucket, minio.ListObjectsOptions{Recursive: true}) {
-		must(t, obj.Err)
+		testenv.Must(t, obj.Err)
 		if strings.Contains(obj.Key, "/"+sid+"/") || strings.HasSuffix(obj.Key, "/"+sid+".json") {
 			keys = append(keys, obj.Key)
 		}
@@ -664,7 +650,7 @@ func bucketSnapshot(t *testing.T, m *testenv.MinIO) map[string]string {
 	t.Helper()
 	out := map[string]string{}
 	for obj := range s3Client(t, m).ListObjects(context.Background(), bucket, minio.ListObjectsOptions{Recursive: true}) {
-		must(t, obj.Err)
+		testenv.Must(t, obj.Err)
 		out[obj.Key] = fmt.Sprintf("%s %d %s", obj.ETag, obj.Size, obj.LastModified.UTC().Format(time.RFC3339Nano))
 	}
 	return out
@@ -690,17 +676,17 @@ func snapshotDiff(before, after map[string]string) string {
 func stateObject(t *testing.T, m *testenv.MinIO, sid string) []byte {
 	t.Helper()
 	obj, err := s3Client(t, m).GetObject(context.Background(), bucket, "e2e/"+compaction.StateKey(sid), minio.GetObjectOptions{})
-	must(t, err)
+	testenv.Must(t, err)
 	defer func() { _ = obj.Close() }()
 	var b bytes.Buffer
 	_, err = b.ReadFrom(obj)
-	must(t, err)
+	testenv.Must(t, err)
 	return b.Bytes()
 }
 
 func waitSessionReady(t *testing.T, c client.Client, s *compactionv1alpha1.AgentSession) {
 	t.Helper()
-	eventually(t, s.Name+" Ready", func() (bool, string) {
+	testenv.Eventually(t, waitFor, s.Name+" Ready", func() (bool, string) {
 		if err := c.Get(context.Background(), client.ObjectKeyFromObject(s), s); err != nil {
 			return false, err.Error()
 		}
@@ -708,31 +694,9 @@ func waitSessionReady(t *testing.T, c client.Client, s *compactionv1alpha1.Agent
 	})
 }
 
-func eventually(t *testing.T, what string, cond func() (bool, string)) {
-	t.Helper()
-	deadline := time.Now().Add(waitFor)
-	var last string
-	for time.Now().Before(deadline) {
-		ok, detail := cond()
-		if ok {
-			return
-		}
-		last = detail
-		time.Sleep(200 * time.Millisecond)
-	}
-	t.Fatalf("timed out after %s waiting for %s; last: %s", waitFor, what, last)
-}
-
-func must(t *testing.T, err error) {
-	t.Helper()
-	if err != nil {
-		t.Fatal(err)
-	}
-}
-
 func mustLoad(t *testing.T, path string) []compaction.Message {
 	t.Helper()
 	msgs, err := replay.Load(path)
-	must(t, err)
+	testenv.Must(t, err)
 	return msgs
 }

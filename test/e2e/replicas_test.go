@@ -61,7 +61,7 @@ const (
 func (s *suite) testTwoReplicas(t *testing.T) {
 	ctx := context.Background()
 	llm := newPairingLLM(t)
-	must(t, s.c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "replicas-llm"}, StringData: map[string]string{"apiKey": "sk-test"}}))
+	testenv.Must(t, s.c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "replicas-llm"}, StringData: map[string]string{"apiKey": "sk-test"}}))
 	s.cl.CreateMinIOPolicy(ns, "replicas", replicasPrefix, s.m, replicasWindow, func(spec *compactionv1alpha1.CompactionPolicySpec) {
 		spec.Summarizer = compactionv1alpha1.SummarizerSpec{Mode: compactionv1alpha1.SummarizerOpenAI, OpenAI: compactionv1alpha1.OpenAISummarizerSpec{
 			BaseURL: llm.srv.URL + "/v1", Model: "test-model", TimeoutSeconds: int32(2 * partnerWait / time.Second),
@@ -77,10 +77,10 @@ func (s *suite) testTwoReplicas(t *testing.T) {
 	// Both replicas serve the certificate of one CA: the bundle the first published verifies
 	// the second.
 	api2, err := compactclient.New(second.URL, compactclient.WithToken(s.agentToken), compactclient.WithCAPool(s.mgr.CAPool))
-	must(t, err)
+	testenv.Must(t, err)
 	replicas := [2]*compactclient.Client{s.api(s.agentToken), api2}
 	for i, cc := range replicas {
-		eventually(t, fmt.Sprintf("replica %d serves the session", i+1), func() (bool, string) {
+		testenv.Eventually(t, waitFor, fmt.Sprintf("replica %d serves the session", i+1), func() (bool, string) {
 			err := cc.Records(ctx, ns, sess.Name, io.Discard)
 			return err == nil, fmt.Sprint(err)
 		})
@@ -258,7 +258,7 @@ func checkOffloads(t *testing.T, m *testenv.MinIO, sid string, trail []compactio
 	prefix := replicasPrefix + "/"
 	stored := map[string]bool{}
 	for obj := range mc.ListObjects(ctx, bucket, minio.ListObjectsOptions{Prefix: prefix + "tool_results/" + sid + "/", Recursive: true}) {
-		must(t, obj.Err)
+		testenv.Must(t, obj.Err)
 		stored[obj.Key] = true
 	}
 	refs := map[string]string{} // tool call ID -> ref, from the records and the state
@@ -289,11 +289,11 @@ func checkOffloads(t *testing.T, m *testenv.MinIO, sid string, trail []compactio
 			continue
 		}
 		obj, err := mc.GetObject(ctx, bucket, key, minio.GetObjectOptions{})
-		must(t, err)
+		testenv.Must(t, err)
 		var b bytes.Buffer
 		_, err = b.ReadFrom(obj)
 		_ = obj.Close()
-		must(t, err)
+		testenv.Must(t, err)
 		if b.String() != originals[id] {
 			t.Errorf("tool result %s: %d bytes stored, the original has %d", id, b.Len(), len(originals[id]))
 		}
@@ -355,7 +355,7 @@ func viewOf(history []compaction.Message, st *compaction.State) []compaction.Mes
 func loadStateAt(t *testing.T, m *testenv.MinIO, prefix, sid string) *compaction.State {
 	t.Helper()
 	obj, err := s3Client(t, m).GetObject(context.Background(), bucket, prefix+"/"+compaction.StateKey(sid), minio.GetObjectOptions{})
-	must(t, err)
+	testenv.Must(t, err)
 	defer func() { _ = obj.Close() }()
 	var b bytes.Buffer
 	if _, err := b.ReadFrom(obj); err != nil {
@@ -365,7 +365,7 @@ func loadStateAt(t *testing.T, m *testenv.MinIO, prefix, sid string) *compaction
 		t.Fatal(err)
 	}
 	var st compaction.State
-	must(t, json.Unmarshal(b.Bytes(), &st))
+	testenv.Must(t, json.Unmarshal(b.Bytes(), &st))
 	return &st
 }
 

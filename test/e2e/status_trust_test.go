@@ -74,9 +74,9 @@ func TestStatusIsNotTrusted(t *testing.T) {
 	// The victim has a state, a record and an offloaded tool result.
 	victimLog := strings.Repeat("the victim's private build log\n", 2000)
 	_, err := agent.Compact(ctx, ns, victim.Name, compactclient.CompactRequest{Messages: history[:turns[10]], Force: true})
-	must(t, err)
+	testenv.Must(t, err)
 	off, err := agent.OffloadToolResult(ctx, ns, victim.Name, compaction.Message{Role: compaction.RoleTool, ToolCallID: "call_victim", Content: victimLog})
-	must(t, err)
+	testenv.Must(t, err)
 	vid := string(victim.UID)
 	victimBefore := sessionSnapshot(t, m, vid)
 	if off.Offloaded == nil || len(victimBefore) < 3 {
@@ -92,7 +92,7 @@ func TestStatusIsNotTrusted(t *testing.T) {
 	if err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}
-	must(t, c.Create(ctx, &corev1.Secret{
+	testenv.Must(t, c.Create(ctx, &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "cloud-admin"},
 		StringData: map[string]string{"accessKeyID": stolenKey, "secretAccessKey": "the-cluster-admins-secret-key"},
 	}))
@@ -109,7 +109,7 @@ func TestStatusIsNotTrusted(t *testing.T) {
 			ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: ns, Verb: "patch", Group: compactionv1alpha1.GroupVersion.Group,
 				Resource: "agentsessions", Subresource: "status", Name: byID.Name},
 		}}
-		must(t, c.Create(ctx, sar))
+		testenv.Must(t, c.Create(ctx, sar))
 		if !sar.Status.Allowed {
 			t.Fatalf("RBAC does not let the namespace admin patch agentsessions/status (%s): the test would prove nothing", sar.Status.Reason)
 		}
@@ -133,15 +133,15 @@ func TestStatusIsNotTrusted(t *testing.T) {
 	}
 	hadBinding := err == nil
 	if hadBinding {
-		must(t, c.Delete(ctx, &binding))
+		testenv.Must(t, c.Delete(ctx, &binding))
 	}
 	mgr = pauseControllers(t, cl, mgr, bin)
 	agent = agentOf(mgr)
-	eventually(t, "the namespace admin's status writes pass without the binding", func() (bool, string) {
+	testenv.Eventually(t, waitFor, "the namespace admin's status writes pass without the binding", func() (bool, string) {
 		err := patchStatus(ctx, tenant, byID, tamperID)
 		return err == nil, fmt.Sprint(err)
 	})
-	must(t, patchStatus(ctx, tenant, byRecords, tamperRecords))
+	testenv.Must(t, patchStatus(ctx, tenant, byRecords, tamperRecords))
 	waitStatus(t, c, byID, func(st compactionv1alpha1.AgentSessionStatus) bool { return st.SessionID == vid })
 	waitStatus(t, c, byRecords, func(st compactionv1alpha1.AgentSessionStatus) bool {
 		return st.Records != nil && st.Records.Endpoint == trap.Endpoint()
@@ -201,12 +201,12 @@ func TestStatusIsNotTrusted(t *testing.T) {
 	t.Run("DeletionCollectsOnlyItsOwnObjects", func(t *testing.T) {
 		// Deleted while the controllers are paused: the finalizer runs on the tampered status.
 		seen, victimNow := len(trap.Requests()), sessionSnapshot(t, m, vid)
-		must(t, c.Delete(ctx, byID))
-		must(t, c.Delete(ctx, byRecords))
+		testenv.Must(t, c.Delete(ctx, byID))
+		testenv.Must(t, c.Delete(ctx, byRecords))
 		waitStatus(t, c, byID, func(st compactionv1alpha1.AgentSessionStatus) bool { return st.SessionID == vid })
 		cl.ExpireLease() // the manager leads, and the finalizers run
 		for _, s := range []*compactionv1alpha1.AgentSession{byID, byRecords} {
-			eventually(t, s.Name+" deleted", func() (bool, string) {
+			testenv.Eventually(t, waitFor, s.Name+" deleted", func() (bool, string) {
 				if r := trap.SawAfter(seen, stolenKey); r != "" {
 					t.Fatalf("the garbage collection sent kube-system/cloud-admin's access key to the endpoint in status.records: %s", r)
 				}
@@ -230,18 +230,18 @@ func TestStatusIsNotTrusted(t *testing.T) {
 			t.Fatalf("config/default installs no ValidatingAdmissionPolicyBinding %s", statusPolicyBinding)
 		}
 		restored := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{ObjectMeta: metav1.ObjectMeta{Name: binding.Name}, Spec: binding.Spec}
-		must(t, c.Create(ctx, restored))
-		eventually(t, "the restored binding refuses the namespace admin", func() (bool, string) {
+		testenv.Must(t, c.Create(ctx, restored))
+		testenv.Eventually(t, waitFor, "the restored binding refuses the namespace admin", func() (bool, string) {
 			err := patchStatus(ctx, tenant, victim, func(st *compactionv1alpha1.AgentSessionStatus) { st.SessionID = "x" })
 			return apierrors.IsForbidden(err), fmt.Sprint(err)
 		})
 		// The controller's status writes: a new session becomes Ready.
 		cl.CreateReadySession(ns, "after-the-policy", "shared")
 		// The compaction API's status writes: the victim's counters move.
-		must(t, c.Get(ctx, client.ObjectKeyFromObject(victim), victim))
+		testenv.Must(t, c.Get(ctx, client.ObjectKeyFromObject(victim), victim))
 		before := ptr.Deref(victim.Status.Compactions.Emergency, 0)
 		_, err := agent.Compact(ctx, ns, victim.Name, compactclient.CompactRequest{Messages: history[:turns[14]], Force: true})
-		must(t, err)
+		testenv.Must(t, err)
 		waitStatus(t, c, victim, func(st compactionv1alpha1.AgentSessionStatus) bool {
 			return ptr.Deref(st.Compactions.Emergency, 0) > before
 		})
@@ -267,12 +267,12 @@ func sessionSnapshot(t *testing.T, m *testenv.MinIO, sid string) map[string]stri
 func tenantAdmin(t *testing.T, cl *operator.Cluster) client.Client {
 	t.Helper()
 	ctx := context.Background()
-	must(t, cl.Client.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "team-admin"}}))
-	must(t, cl.Client.Create(ctx, &rbacv1.Role{
+	testenv.Must(t, cl.Client.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "team-admin"}}))
+	testenv.Must(t, cl.Client.Create(ctx, &rbacv1.Role{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "everything"},
 		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{"*"}, Resources: []string{"*"}, Verbs: []string{"*"}}},
 	}))
-	must(t, cl.Client.Create(ctx, &rbacv1.RoleBinding{
+	testenv.Must(t, cl.Client.Create(ctx, &rbacv1.RoleBinding{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "team-admin"},
 		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "everything"},
 		Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Namespace: ns, Name: "team-admin"}},
@@ -280,7 +280,7 @@ func tenantAdmin(t *testing.T, cl *operator.Cluster) client.Client {
 	cfg := &rest.Config{Host: cl.Config.Host, BearerToken: cl.Token(ns, "team-admin"),
 		TLSClientConfig: rest.TLSClientConfig{CAData: cl.Config.CAData}}
 	cc, err := client.New(cfg, client.Options{Scheme: cl.Client.Scheme()})
-	must(t, err)
+	testenv.Must(t, err)
 	return cc
 }
 
@@ -298,7 +298,7 @@ func patchStatus(ctx context.Context, c client.Client, s *compactionv1alpha1.Age
 // waitStatus waits until s's status satisfies ok.
 func waitStatus(t *testing.T, c client.Client, s *compactionv1alpha1.AgentSession, ok func(compactionv1alpha1.AgentSessionStatus) bool) {
 	t.Helper()
-	eventually(t, s.Name+" status", func() (bool, string) {
+	testenv.Eventually(t, waitFor, s.Name+" status", func() (bool, string) {
 		if err := c.Get(context.Background(), client.ObjectKeyFromObject(s), s); err != nil {
 			return false, err.Error()
 		}
@@ -321,12 +321,12 @@ func pauseControllers(t *testing.T, cl *operator.Cluster, mgr *operator.Manager,
 	err := cl.Client.Get(ctx, client.ObjectKey{Namespace: operator.SystemNamespace, Name: operator.LeaseName}, &lease)
 	switch {
 	case apierrors.IsNotFound(err):
-		must(t, cl.Client.Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: operator.SystemNamespace, Name: operator.LeaseName}, Spec: spec}))
+		testenv.Must(t, cl.Client.Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: operator.SystemNamespace, Name: operator.LeaseName}, Spec: spec}))
 	case err != nil:
 		t.Fatal(err)
 	default:
 		lease.Spec = spec
-		must(t, cl.Client.Update(ctx, &lease))
+		testenv.Must(t, cl.Client.Update(ctx, &lease))
 	}
 	return cl.StartManager(bin, "--api-usage-interval", "100ms", "--gc-retry-max-delay", "2s")
 }

@@ -47,9 +47,9 @@ func TestAPITLS(t *testing.T) {
 	// The agent reads the CA bundle with its own ServiceAccount's token (one for the
 	// Kubernetes API); it cannot read the Secret with the CA's key.
 	agentCfg, err := clientcmd.BuildConfigFromFlags("", cl.TokenKubeconfig(cl.Token(ns, "agent")))
-	must(t, err)
+	testenv.Must(t, err)
 	agentKube, err := kubernetes.NewForConfig(agentCfg)
-	must(t, err)
+	testenv.Must(t, err)
 	cm, err := agentKube.CoreV1().ConfigMaps(operator.SystemNamespace).Get(ctx, operator.CAConfigMap, metav1.GetOptions{})
 	if err != nil {
 		t.Fatalf("the agent reads the CA bundle with its own token: %v", err)
@@ -65,14 +65,14 @@ func TestAPITLS(t *testing.T) {
 
 	// With the published CA: the API answers (404: no such session, after authentication).
 	agent, err := compactclient.New(mgr.URL, compactclient.WithToken(agentToken), compactclient.WithCAFile(caFile))
-	must(t, err)
+	testenv.Must(t, err)
 	var ae *compactclient.APIError
 	if err := agent.Records(ctx, ns, "no-such-session", io.Discard); !errors.As(err, &ae) || ae.Code != http.StatusNotFound {
 		t.Errorf("records over HTTPS with the published CA: %v, want the API's 404", err)
 	}
 	// Without it: the certificate does not verify, and the error says what to do.
 	noCA, err := compactclient.New(mgr.URL, compactclient.WithToken(agentToken))
-	must(t, err)
+	testenv.Must(t, err)
 	err = noCA.Records(ctx, ns, "no-such-session", io.Discard)
 	var unknown x509.UnknownAuthorityError
 	if !errors.As(err, &unknown) || !strings.Contains(err.Error(), "--ca-file") {
@@ -91,7 +91,7 @@ func TestAPITLS(t *testing.T) {
 
 	// Plain HTTP gets no answer of the API, and TLS below 1.2 no handshake.
 	req, err := http.NewRequest(http.MethodGet, "http://"+mgr.APIAddr+"/v1/namespaces/"+ns+"/sessions/no-such-session/records", nil)
-	must(t, err)
+	testenv.Must(t, err)
 	req.Header.Set("Authorization", "Bearer "+agentToken)
 	if resp, err := http.DefaultClient.Do(req); err == nil {
 		body, _ := io.ReadAll(resp.Body)
@@ -113,7 +113,7 @@ func TestAPITLS(t *testing.T) {
 
 	// A second replica serves the same certificate: the first one's CA verifies it.
 	first, err := leaf(mgr.APIAddr, apiServerName, pool)
-	must(t, err)
+	testenv.Must(t, err)
 	second := cl.StartManager(bin, validity)
 	t.Cleanup(func() { _ = second.Stop(20 * time.Second) })
 	if _, err := leaf(second.APIAddr, apiServerName, pool); err != nil {
@@ -122,7 +122,7 @@ func TestAPITLS(t *testing.T) {
 
 	// Rotation: within the certificate's life a new one is served, by the same process,
 	// verifiable with the bundle the agent read at the start.
-	eventually(t, "a renewed certificate", func() (bool, string) {
+	testenv.Eventually(t, waitFor, "a renewed certificate", func() (bool, string) {
 		c, err := leaf(mgr.APIAddr, apiServerName, pool)
 		if err != nil {
 			return false, err.Error()
@@ -133,7 +133,7 @@ func TestAPITLS(t *testing.T) {
 		t.Fatalf("the manager exited during the rotation: %v", err)
 	}
 	agent, err = compactclient.New(mgr.URL, compactclient.WithToken(agentToken), compactclient.WithCAFile(caFile))
-	must(t, err)
+	testenv.Must(t, err)
 	if err := agent.Records(ctx, ns, "no-such-session", io.Discard); !errors.As(err, &ae) || ae.Code != http.StatusNotFound {
 		t.Errorf("records after the rotation: %v, want the API's 404", err)
 	}
@@ -166,7 +166,7 @@ func testNotReadyWithoutCertificate(t *testing.T, cl *operator.Cluster, bin stri
 		"--api-cert-namespace", "kube-public",
 	}, "POD_NAMESPACE="+operator.SystemNamespace)
 	t.Cleanup(func() { _ = p.Stop(20 * time.Second) })
-	eventually(t, "the certificate check to fail", func() (bool, string) {
+	testenv.Eventually(t, waitFor, "the certificate check to fail", func() (bool, string) {
 		if exited, err := p.Exited(); exited {
 			t.Fatalf("manager exited: %v\n%s", err, p.Output())
 		}
@@ -180,7 +180,7 @@ func testNotReadyWithoutCertificate(t *testing.T, cl *operator.Cluster, bin stri
 		_ = resp.Body.Close()
 		return resp.StatusCode
 	}
-	eventually(t, "healthz", func() (bool, string) { return probe("/healthz") == http.StatusOK, "" })
+	testenv.Eventually(t, waitFor, "healthz", func() (bool, string) { return probe("/healthz") == http.StatusOK, "" })
 	if code := probe("/readyz"); code == http.StatusOK {
 		t.Errorf("/readyz %d without a certificate, want a failure", code)
 	}
@@ -219,9 +219,9 @@ func TestAPICARotation(t *testing.T) {
 		return pool, nil
 	}
 	first, err := leaf(mgr.APIAddr, apiServerName, mgr.CAPool)
-	must(t, err)
+	testenv.Must(t, err)
 	previous := mgr.CAPool
-	eventually(t, "a certificate of a new CA", func() (bool, string) {
+	testenv.Eventually(t, waitFor, "a certificate of a new CA", func() (bool, string) {
 		// Served after the bundle in previous was read.
 		conn, err := tls.Dial("tcp", mgr.APIAddr, &tls.Config{InsecureSkipVerify: true}) //nolint:gosec // verified below against the earlier bundle
 		if err != nil {

@@ -85,7 +85,7 @@ func testKilledMidCompaction(t *testing.T, cl *operator.Cluster, m *testenv.MinI
 	t.Cleanup(llm.Close)
 	t.Cleanup(func() { close(release) }) // before Close: a hung call must not block it
 	ctx := context.Background()
-	must(t, cl.Client.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "llm-killed"}, StringData: map[string]string{"apiKey": "sk-test"}}))
+	testenv.Must(t, cl.Client.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "llm-killed"}, StringData: map[string]string{"apiKey": "sk-test"}}))
 	cl.CreateMinIOPolicy(ns, "killed", "killed", m, window, func(s *compactionv1alpha1.CompactionPolicySpec) {
 		s.Summarizer = compactionv1alpha1.SummarizerSpec{Mode: compactionv1alpha1.SummarizerOpenAI, OpenAI: compactionv1alpha1.OpenAISummarizerSpec{
 			BaseURL: llm.URL + "/v1", Model: "test-model", TimeoutSeconds: 60,
@@ -94,7 +94,7 @@ func testKilledMidCompaction(t *testing.T, cl *operator.Cluster, m *testenv.MinI
 	})
 	sess := cl.CreateReadySession(ns, "killed", "killed")
 	store, err := s3.New(ctx, s3.Config{Endpoint: m.Endpoint, Bucket: "agent-context", Prefix: "killed", Insecure: true, AccessKey: m.AccessKey, SecretKey: m.SecretKey})
-	must(t, err)
+	testenv.Must(t, err)
 
 	api := mgr.APIClient(t, token)
 	agent := &compactclient.Session{Client: api, Namespace: ns, Name: "killed"}
@@ -107,7 +107,7 @@ func testKilledMidCompaction(t *testing.T, cl *operator.Cluster, m *testenv.MinI
 	// Replay until a Full compaction has stored its anchors, then let the summarizer hang.
 	for ; turn < len(turns) && lastFull == nil; turn++ {
 		resp, err := agent.Compact(ctx, history[:turns[turn]], 0)
-		must(t, err)
+		testenv.Must(t, err)
 		if rec := resp.Record; rec.Tier != compaction.TierNone {
 			answered = append(answered, rec)
 			if rec.Tier == compaction.TierFull {
@@ -119,7 +119,7 @@ func testKilledMidCompaction(t *testing.T, cl *operator.Cluster, m *testenv.MinI
 		t.Fatal("the replay made no Full compaction")
 	}
 	before, err := store.LoadState(ctx, string(sess.UID))
-	must(t, err)
+	testenv.Must(t, err)
 	if len(before.LastAnchors) == 0 {
 		t.Fatal("no anchors stored after a Full compaction")
 	}
@@ -135,7 +135,7 @@ func testKilledMidCompaction(t *testing.T, cl *operator.Cluster, m *testenv.MinI
 		// Emergency, which summarizes without the LLM): compare with the state the killed
 		// compaction started from.
 		before, err = store.LoadState(ctx, string(sess.UID))
-		must(t, err)
+		testenv.Must(t, err)
 		go func(n int) {
 			resp, err := agent.Compact(ctx, history[:n], 0)
 			inFlight <- answer{resp, err}
@@ -143,7 +143,7 @@ func testKilledMidCompaction(t *testing.T, cl *operator.Cluster, m *testenv.MinI
 		select {
 		case <-called:
 		case a := <-inFlight:
-			must(t, a.err) // a turn that needed no summary
+			testenv.Must(t, a.err) // a turn that needed no summary
 			if rec := a.resp.Record; rec.Tier != compaction.TierNone {
 				answered = append(answered, rec)
 			}
@@ -166,7 +166,7 @@ func testKilledMidCompaction(t *testing.T, cl *operator.Cluster, m *testenv.MinI
 	hang.Store(false)
 
 	after, err := store.LoadState(ctx, string(sess.UID))
-	must(t, err)
+	testenv.Must(t, err)
 	if after.Watermark != before.Watermark || after.PrefixHash != before.PrefixHash || len(after.LastAnchors) != len(before.LastAnchors) {
 		t.Fatalf("stored state changed by the killed compaction: watermark %d -> %d, anchors %d -> %d",
 			before.Watermark, after.Watermark, len(before.LastAnchors), len(after.LastAnchors))
@@ -192,11 +192,11 @@ func testKilledMidCompaction(t *testing.T, cl *operator.Cluster, m *testenv.MinI
 		answered = append(answered, rec)
 	}
 	var trail bytes.Buffer
-	must(t, api.Records(ctx, ns, "killed", &trail))
+	testenv.Must(t, api.Records(ctx, ns, "killed", &trail))
 	var ids []string
 	for line := range strings.SplitSeq(strings.TrimSpace(trail.String()), "\n") {
 		var r compaction.CompactionRecord
-		must(t, json.Unmarshal([]byte(line), &r))
+		testenv.Must(t, json.Unmarshal([]byte(line), &r))
 		ids = append(ids, r.ID)
 	}
 	if len(ids) != len(answered) {
@@ -345,7 +345,7 @@ func testAPIServerRestart(t *testing.T, cl *operator.Cluster, m *testenv.MinIO, 
 	for name, counts := range want {
 		for {
 			var s compactionv1alpha1.AgentSession
-			must(t, cl.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &s))
+			testenv.Must(t, cl.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &s))
 			if countsOf(s.Status.Compactions) == counts {
 				break
 			}
@@ -365,7 +365,7 @@ func testKilledMidGC(t *testing.T, cl *operator.Cluster, m *testenv.MinIO, mgr *
 	sess := cl.CreateReadySession(ns, "many-objects", "gc")
 	sid := string(sess.UID)
 	store, err := s3.New(ctx, s3.Config{Endpoint: m.Endpoint, Bucket: "agent-context", Prefix: "gc", Insecure: true, AccessKey: m.AccessKey, SecretKey: m.SecretKey})
-	must(t, err)
+	testenv.Must(t, err)
 	const objects = 6000
 	ids := make(chan int)
 	var wg sync.WaitGroup
@@ -386,7 +386,7 @@ func testKilledMidGC(t *testing.T, cl *operator.Cluster, m *testenv.MinIO, mgr *
 	close(ids)
 	wg.Wait()
 
-	must(t, cl.Client.Delete(ctx, sess))
+	testenv.Must(t, cl.Client.Delete(ctx, sess))
 	// Kill it once the deletion is under way: batches go in key order, the first object first.
 	for started := time.Now(); ; time.Sleep(10 * time.Millisecond) {
 		if _, err := store.GetToolResult(ctx, sid, "call_00000"); errors.Is(err, compaction.ErrNotFound) {
@@ -427,10 +427,10 @@ func testKilledMidGC(t *testing.T, cl *operator.Cluster, m *testenv.MinIO, mgr *
 func countObjects(ctx context.Context, t *testing.T, m *testenv.MinIO, store *s3.Store, sid string) int {
 	t.Helper()
 	mc, err := minio.New(m.Endpoint, &minio.Options{Creds: credentials.NewStaticV4(m.AccessKey, m.SecretKey, "")})
-	must(t, err)
+	testenv.Must(t, err)
 	n := 0
 	for obj := range mc.ListObjects(ctx, store.Bucket(), minio.ListObjectsOptions{Prefix: store.Prefix() + "tool_results/" + sid + "/", Recursive: true}) {
-		must(t, obj.Err)
+		testenv.Must(t, obj.Err)
 		n++
 	}
 	return n
@@ -546,7 +546,7 @@ func testSummarizerFaults(t *testing.T, cl *operator.Cluster, m *testenv.MinIO, 
 	}))
 	t.Cleanup(llm.Close)
 	ctx := context.Background()
-	must(t, cl.Client.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "llm"}, StringData: map[string]string{"apiKey": "sk-test"}}))
+	testenv.Must(t, cl.Client.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "llm"}, StringData: map[string]string{"apiKey": "sk-test"}}))
 
 	downURL := "http://" + closedPort(t) + "/v1"
 	cases := []struct {
@@ -604,21 +604,14 @@ func closedPort(t *testing.T) string {
 		t.Fatal(err)
 	}
 	addr := l.Addr().String()
-	must(t, l.Close())
+	testenv.Must(t, l.Close())
 	return addr
-}
-
-func must(t *testing.T, err error) {
-	t.Helper()
-	if err != nil {
-		t.Fatal(err)
-	}
 }
 
 func mustLoad(t *testing.T, path string) []compaction.Message {
 	t.Helper()
 	msgs, err := replay.Load(path)
-	must(t, err)
+	testenv.Must(t, err)
 	return msgs
 }
 

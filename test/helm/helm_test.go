@@ -32,7 +32,6 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
@@ -40,10 +39,10 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/yaml"
 
 	v1alpha1 "github.com/harness9/compaction-operator/api/v1alpha1"
+	"github.com/harness9/compaction-operator/internal/dev/builder"
 	"github.com/harness9/compaction-operator/internal/dev/testenv"
 	"github.com/harness9/compaction-operator/internal/dev/testenv/kubeenv"
 )
@@ -1077,18 +1076,7 @@ func TestInCluster(t *testing.T) {
 	h := newHelm(t)
 	kubeconform := tool(t, "kubeconform")
 	env, cfg := kubeenv.Start(t, kubeenv.Options{})
-	admin, err := env.AddUser(envtest.User{Name: "admin", Groups: []string{"system:masters"}}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kc, err := admin.KubeConfig()
-	if err != nil {
-		t.Fatal(err)
-	}
-	kubeconfig := filepath.Join(t.TempDir(), "admin.kubeconfig")
-	if err := os.WriteFile(kubeconfig, kc, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	kubeconfig := kubeenv.AdminKubeconfig(t, env)
 
 	t.Run("Kubeconform", func(t *testing.T) { testKubeconform(t, h, kubeconform, cfg) })
 	t.Run("InstallUpgradeUninstall", func(t *testing.T) { testInstall(t, h, cfg, kubeconfig) })
@@ -1504,10 +1492,7 @@ func testInstall(t *testing.T, h *helmCLI, cfg *rest.Config, kubeconfig string) 
 	// cluster admin installing the chart may write an AgentSession's status.
 	mustGet(&admissionregistrationv1.ValidatingAdmissionPolicy{}, "", prefix+"agentsession-status")
 	mustGet(&admissionregistrationv1.ValidatingAdmissionPolicyBinding{}, "", prefix+"agentsession-status")
-	session := &v1alpha1.AgentSession{
-		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "status-probe"},
-		Spec:       v1alpha1.AgentSessionSpec{PolicyRef: v1alpha1.PolicyReference{Name: "default"}},
-	}
+	session := builder.Session(namespace, "status-probe", "default").Build()
 	if err := c.Create(ctx, session); err != nil {
 		t.Fatal(err)
 	}

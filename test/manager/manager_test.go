@@ -33,6 +33,7 @@ import (
 	compactionv1alpha1 "github.com/harness9/compaction-operator/api/v1alpha1"
 	"github.com/harness9/compaction-operator/compaction"
 	"github.com/harness9/compaction-operator/compaction/storage/s3"
+	"github.com/harness9/compaction-operator/internal/dev/builder"
 	"github.com/harness9/compaction-operator/internal/dev/proc"
 	"github.com/harness9/compaction-operator/internal/dev/testenv"
 	"github.com/harness9/compaction-operator/internal/dev/testenv/operator"
@@ -54,23 +55,11 @@ func TestManagerWithGeneratedRBAC(t *testing.T) {
 	c, ctx := cl.Client, context.Background()
 
 	// A policy, a session and an annotated pod, as the samples have them.
-	must(t, c.Create(ctx, &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "minio-credentials"},
-		StringData: map[string]string{"accessKeyID": m.AccessKey, "secretAccessKey": m.SecretKey},
-	}))
-	policy := &compactionv1alpha1.CompactionPolicy{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "default"},
-		Spec: compactionv1alpha1.CompactionPolicySpec{ContextWindow: 128000, Storage: compactionv1alpha1.StorageSpec{S3: compactionv1alpha1.S3StorageSpec{
-			Endpoint: m.Endpoint, Bucket: "agent-context", Protocol: compactionv1alpha1.S3HTTP, CreateBucket: compactionv1alpha1.BucketCreationIfNotPresent,
-			CredentialsSecretRef: compactionv1alpha1.S3CredentialsSecretRef{SecretReference: compactionv1alpha1.SecretReference{Name: "minio-credentials"}},
-		}}},
-	}
-	must(t, c.Create(ctx, policy))
-	session := &compactionv1alpha1.AgentSession{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "swe-agent-1"},
-		Spec:       compactionv1alpha1.AgentSessionSpec{PolicyRef: compactionv1alpha1.PolicyReference{Name: policy.Name}},
-	}
-	must(t, c.Create(ctx, session))
+	testenv.Must(t, c.Create(ctx, builder.MinIOSecret(ns, "minio-credentials", m.AccessKey, m.SecretKey)))
+	policy := builder.Policy(ns, "default").Storage(builder.MinIOStorage(m.Endpoint, "agent-context", "", "minio-credentials")).Build()
+	testenv.Must(t, c.Create(ctx, policy))
+	session := builder.Session(ns, "swe-agent-1", policy.Name).Build()
+	testenv.Must(t, c.Create(ctx, session))
 	waitReady(t, mgr.Process, c, session)
 	waitReady(t, mgr.Process, c, policy)
 
@@ -78,7 +67,7 @@ func TestManagerWithGeneratedRBAC(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "coding-agent", Annotations: map[string]string{"compaction.harness9.io/policy": policy.Name}},
 		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "agent", Image: "busybox"}}},
 	}
-	must(t, c.Create(ctx, pod))
+	testenv.Must(t, c.Create(ctx, pod))
 	podSession := &compactionv1alpha1.AgentSession{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: pod.Name}}
 	waitReady(t, mgr.Process, c, podSession)
 	if owner := metav1.GetControllerOf(podSession); owner == nil || owner.UID != pod.UID {
@@ -87,12 +76,12 @@ func TestManagerWithGeneratedRBAC(t *testing.T) {
 
 	// Deleting the session deletes its objects.
 	store, err := s3.New(ctx, s3.Config{Endpoint: m.Endpoint, Bucket: "agent-context", Insecure: true, AccessKey: m.AccessKey, SecretKey: m.SecretKey})
-	must(t, err)
+	testenv.Must(t, err)
 	sid := session.Status.SessionID
 	_, err = store.PutToolResult(ctx, sid, "call_1", []byte("big output"))
-	must(t, err)
-	must(t, store.AppendRecord(ctx, &compaction.CompactionRecord{ID: "r1", SessionID: sid, Timestamp: time.Now()}))
-	must(t, c.Delete(ctx, session))
+	testenv.Must(t, err)
+	testenv.Must(t, store.AppendRecord(ctx, &compaction.CompactionRecord{ID: "r1", SessionID: sid, Timestamp: time.Now()}))
+	testenv.Must(t, c.Delete(ctx, session))
 	eventually(t, mgr.Process, "session deleted", func() (bool, string) {
 		err := c.Get(ctx, client.ObjectKeyFromObject(session), session)
 		return apierrors.IsNotFound(err), fmt.Sprint(err)
@@ -110,7 +99,7 @@ func TestManagerWithGeneratedRBAC(t *testing.T) {
 			return false, err.Error()
 		}
 		want, err := os.ReadFile(filepath.Join(certDir, "ca.crt"))
-		must(t, err)
+		testenv.Must(t, err)
 		return cm.Data["ca.crt"] == string(want) && pool.AppendCertsFromPEM(want), fmt.Sprint(cm.Data)
 	})
 	hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}}
@@ -141,8 +130,8 @@ func TestManagerWithGeneratedRBAC(t *testing.T) {
 // ClusterRole, and checks that an anonymous caller is refused.
 func testMetrics(t *testing.T, c client.Client, cl *operator.Cluster, addr string, hc *http.Client) {
 	ctx := context.Background()
-	must(t, c.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "prometheus"}}))
-	must(t, c.Create(ctx, &rbacv1.ClusterRoleBinding{
+	testenv.Must(t, c.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "prometheus"}}))
+	testenv.Must(t, c.Create(ctx, &rbacv1.ClusterRoleBinding{
 		ObjectMeta: metav1.ObjectMeta{Name: "prometheus-metrics"},
 		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: operator.MetricsReader},
 		Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Namespace: ns, Name: "prometheus"}},
@@ -151,7 +140,7 @@ func testMetrics(t *testing.T, c client.Client, cl *operator.Cluster, addr strin
 
 	get := func(token string) (int, string) {
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "https://"+addr+"/metrics", nil)
-		must(t, err)
+		testenv.Must(t, err)
 		if token != "" {
 			req.Header.Set("Authorization", "Bearer "+token)
 		}
@@ -204,20 +193,12 @@ func waitReady(t *testing.T, mgr *proc.Process, c client.Client, obj client.Obje
 
 func eventually(t *testing.T, mgr *proc.Process, what string, cond func() (bool, string)) {
 	t.Helper()
-	deadline := time.Now().Add(waitFor)
-	var last string
-	for time.Now().Before(deadline) {
+	testenv.Eventually(t, waitFor, what, func() (bool, string) {
 		if exited, err := mgr.Exited(); exited {
 			t.Fatalf("manager exited (%v) while waiting for %s", err, what)
 		}
-		ok, detail := cond()
-		if ok {
-			return
-		}
-		last = detail
-		time.Sleep(pollPeriod)
-	}
-	t.Fatalf("timed out after %s waiting for %s; last: %s", waitFor, what, last)
+		return cond()
+	})
 }
 
 func grepLines(s, sub string) string {
@@ -230,18 +211,11 @@ func grepLines(s, sub string) string {
 	return strings.Join(out, "\n")
 }
 
-func must(t *testing.T, err error) {
-	t.Helper()
-	if err != nil {
-		t.Fatal(err)
-	}
-}
-
 // selfSignedCert writes tls.crt and tls.key for 127.0.0.1 into a new directory.
 func selfSignedCert(t *testing.T) string {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	must(t, err)
+	testenv.Must(t, err)
 	tmpl := &x509.Certificate{
 		SerialNumber: big.NewInt(1),
 		Subject:      pkix.Name{CommonName: "compaction-operator-api"},
@@ -252,13 +226,13 @@ func selfSignedCert(t *testing.T) string {
 		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	must(t, err)
+	testenv.Must(t, err)
 	keyDER, err := x509.MarshalECPrivateKey(key)
-	must(t, err)
+	testenv.Must(t, err)
 	dir := t.TempDir()
-	must(t, os.WriteFile(filepath.Join(dir, "tls.crt"), pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600))
-	must(t, os.WriteFile(filepath.Join(dir, "tls.key"), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), 0o600))
+	testenv.Must(t, os.WriteFile(filepath.Join(dir, "tls.crt"), pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600))
+	testenv.Must(t, os.WriteFile(filepath.Join(dir, "tls.key"), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), 0o600))
 	// As cert-manager's Secrets have it: the CA, here the certificate itself.
-	must(t, os.WriteFile(filepath.Join(dir, "ca.crt"), pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600))
+	testenv.Must(t, os.WriteFile(filepath.Join(dir, "ca.crt"), pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600))
 	return dir
 }

@@ -15,10 +15,8 @@ import (
 
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/credentials"
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -26,6 +24,7 @@ import (
 	compactionv1alpha1 "github.com/harness9/compaction-operator/api/v1alpha1"
 	"github.com/harness9/compaction-operator/compaction"
 	"github.com/harness9/compaction-operator/compaction/compactclient"
+	"github.com/harness9/compaction-operator/internal/dev/builder"
 	"github.com/harness9/compaction-operator/internal/dev/devenv"
 	"github.com/harness9/compaction-operator/internal/dev/replay"
 )
@@ -235,21 +234,9 @@ func replayTranscript(ctx context.Context, api *compactclient.Client, history []
 
 func createSession(ctx context.Context, c client.Client, env *devenv.Env, window int32) error {
 	objs := []client.Object{
-		&corev1.Secret{
-			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "minio-credentials"},
-			StringData: map[string]string{"accessKeyID": devenv.MinIOAccessKey, "secretAccessKey": devenv.MinIOSecretKey},
-		},
-		&compactionv1alpha1.CompactionPolicy{
-			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "demo"},
-			Spec: compactionv1alpha1.CompactionPolicySpec{ContextWindow: window, Storage: compactionv1alpha1.StorageSpec{S3: compactionv1alpha1.S3StorageSpec{
-				Endpoint: env.MinIO.Endpoint, Bucket: bucket, Prefix: prefix, Protocol: compactionv1alpha1.S3HTTP, CreateBucket: compactionv1alpha1.BucketCreationIfNotPresent,
-				CredentialsSecretRef: compactionv1alpha1.S3CredentialsSecretRef{SecretReference: compactionv1alpha1.SecretReference{Name: "minio-credentials"}},
-			}}},
-		},
-		&compactionv1alpha1.AgentSession{
-			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: session},
-			Spec:       compactionv1alpha1.AgentSessionSpec{PolicyRef: compactionv1alpha1.PolicyReference{Name: "demo"}},
-		},
+		builder.MinIOSecret(ns, "minio-credentials", devenv.MinIOAccessKey, devenv.MinIOSecretKey),
+		builder.Policy(ns, "demo").Window(window).Storage(builder.MinIOStorage(env.MinIO.Endpoint, bucket, prefix, "minio-credentials")).Build(),
+		builder.Session(ns, session, "demo").Build(),
 	}
 	for _, o := range objs {
 		if err := c.Create(ctx, o); err != nil {

@@ -55,6 +55,25 @@ func Start(t testing.TB, opts Options) (*envtest.Environment, *rest.Config) {
 	return env, cfg
 }
 
+// AdminKubeconfig adds a user of system:masters to env and writes its kubeconfig into a
+// temporary file of the test, for kubectl and helm.
+func AdminKubeconfig(t testing.TB, env *envtest.Environment) string {
+	t.Helper()
+	admin, err := env.AddUser(envtest.User{Name: "admin", Groups: []string{"system:masters"}}, nil)
+	if err != nil {
+		t.Fatalf("kubeenv: add the admin user: %v", err)
+	}
+	kc, err := admin.KubeConfig()
+	if err != nil {
+		t.Fatalf("kubeenv: admin kubeconfig: %v", err)
+	}
+	p := filepath.Join(t.TempDir(), "admin.kubeconfig")
+	if err := os.WriteFile(p, kc, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
 // RestartAPIServer kills kube-apiserver (SIGKILL, as in a crash or a node loss: a graceful
 // stop of it takes longer than envtest waits), keeps it down for down, and starts it again on
 // the same address with the same certificates and keys. etcd keeps running, so no object is

@@ -33,6 +33,7 @@ import (
 
 	compactionv1alpha1 "github.com/harness9/compaction-operator/api/v1alpha1"
 	"github.com/harness9/compaction-operator/compaction/compactclient"
+	"github.com/harness9/compaction-operator/internal/dev/builder"
 	"github.com/harness9/compaction-operator/internal/dev/proc"
 	"github.com/harness9/compaction-operator/internal/dev/testenv"
 	"github.com/harness9/compaction-operator/internal/dev/testenv/kubeenv"
@@ -67,15 +68,7 @@ func Install(t testing.TB) *Cluster {
 		CRDDirectoryPaths: []string{filepath.Join(root, "config", "crd", "bases")},
 		AdmissionPlugins:  []string{"OwnerReferencesPermissionEnforcement"},
 	})
-	admin, err := env.AddUser(envtest.User{Name: "admin", Groups: []string{"system:masters"}}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kc, err := admin.KubeConfig()
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := &Cluster{Config: cfg, AdminKubeconfig: WriteFile(t, "admin.kubeconfig", kc), Kubectl: testenv.Kubectl(t), env: env, root: root, t: t}
+	c := &Cluster{Config: cfg, AdminKubeconfig: kubeenv.AdminKubeconfig(t, env), Kubectl: testenv.Kubectl(t), env: env, root: root, t: t}
 	c.Run("apply", "--server-side", "-k", filepath.Join(root, "config", "default"))
 
 	scheme := runtime.NewScheme()
@@ -85,6 +78,7 @@ func Install(t testing.TB) *Cluster {
 	if err := compactionv1alpha1.AddToScheme(scheme); err != nil {
 		t.Fatal(err)
 	}
+	var err error
 	if c.Client, err = client.New(cfg, client.Options{Scheme: scheme}); err != nil {
 		t.Fatal(err)
 	}
@@ -320,23 +314,11 @@ func (c *Cluster) BindAgent(namespace, name string) string {
 func (c *Cluster) CreateMinIOPolicy(namespace, name, prefix string, m *testenv.MinIO, window int32, mutate func(*compactionv1alpha1.CompactionPolicySpec)) {
 	c.t.Helper()
 	ctx := context.Background()
-	secret := &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name + "-minio"},
-		StringData: map[string]string{"accessKeyID": m.AccessKey, "secretAccessKey": m.SecretKey},
-	}
+	secret := builder.MinIOSecret(namespace, name+"-minio", m.AccessKey, m.SecretKey)
 	if err := c.Client.Create(ctx, secret); err != nil {
 		c.t.Fatal(err)
 	}
-	p := &compactionv1alpha1.CompactionPolicy{
-		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name},
-		Spec: compactionv1alpha1.CompactionPolicySpec{ContextWindow: window, Storage: compactionv1alpha1.StorageSpec{S3: compactionv1alpha1.S3StorageSpec{
-			Endpoint: m.Endpoint, Bucket: "agent-context", Prefix: prefix, Protocol: compactionv1alpha1.S3HTTP, CreateBucket: compactionv1alpha1.BucketCreationIfNotPresent,
-			CredentialsSecretRef: compactionv1alpha1.S3CredentialsSecretRef{SecretReference: compactionv1alpha1.SecretReference{Name: secret.Name}},
-		}}},
-	}
-	if mutate != nil {
-		mutate(&p.Spec)
-	}
+	p := builder.Policy(namespace, name).Window(window).Storage(builder.MinIOStorage(m.Endpoint, "agent-context", prefix, secret.Name)).Spec(mutate).Build()
 	if err := c.Client.Create(ctx, p); err != nil {
 		c.t.Fatal(err)
 	}
@@ -346,10 +328,7 @@ func (c *Cluster) CreateMinIOPolicy(namespace, name, prefix string, m *testenv.M
 func (c *Cluster) CreateReadySession(namespace, name, policyName string) *compactionv1alpha1.AgentSession {
 	c.t.Helper()
 	ctx := context.Background()
-	s := &compactionv1alpha1.AgentSession{
-		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name},
-		Spec:       compactionv1alpha1.AgentSessionSpec{PolicyRef: compactionv1alpha1.PolicyReference{Name: policyName}},
-	}
+	s := builder.Session(namespace, name, policyName).Build()
 	if err := c.Client.Create(ctx, s); err != nil {
 		c.t.Fatal(err)
 	}
