@@ -27,7 +27,7 @@ help: ## Show the targets.
 .PHONY: demo
 demo: build ## The operator on a local control plane: replay an agent transcript through the compaction API, then delete the session (DEMO_KEEP=1 keeps it running).
 	@hack/build-tools.sh kube-apiserver etcd kubectl minio
-	@$(GO) run ./hack/demo
+	@$(GORUN) ./hack/demo
 
 .PHONY: test
 test: tools ## Build the tools, then run every test (race detector on) against real MinIO, etcd and kube-apiserver.
@@ -40,9 +40,9 @@ tools: ## Build kube-apiserver, kubectl, etcd, MinIO, controller-gen, helm and k
 	@hack/build-tools.sh
 
 .PHONY: build
-build: ## Build compactctl and the manager into bin/.
-	$(GO) build -o $(BIN)/compactctl ./cmd/compactctl
-	$(GO) build -o $(BIN)/manager ./cmd/manager
+build: ## Build compactctl and the manager into bin/ (static, as the image builds them).
+	hack/build-static.sh $(BIN)/compactctl ./cmd/compactctl
+	hack/build-static.sh $(BIN)/manager ./cmd/manager
 
 IMG ?= ghcr.io/harness9/compaction-operator:latest
 VERSION ?= dev
@@ -53,7 +53,7 @@ docker-build: ## Build the operator image (needs a Docker engine; test/image che
 
 .PHONY: dev-cluster
 dev-cluster: tools build ## Run kube-apiserver, etcd, MinIO and the manager locally until Ctrl-C, for kubectl.
-	$(GO) run ./hack/devenv
+	$(GORUN) ./hack/devenv
 
 .PHONY: bench
 bench: ## Engine benchmarks (set TRANSCRIPTS=dir to add the real transcripts, BENCH_SCALE=1 to add 1,000 to 100,000 messages).
@@ -64,7 +64,7 @@ bench: ## Engine benchmarks (set TRANSCRIPTS=dir to add the real transcripts, BE
 eval: ## Quality benchmark: replay each transcript of TRANSCRIPTS (default ../shared/testdata/real) at 1/5 and 1/10 of its size and print which probe facts (testdata/probes) the final views kept; EVAL_FLAGS adds compactctl eval flags.
 	@dir="$(or $(TRANSCRIPTS),../shared/testdata/real)"; \
 	if ! ls "$$dir"/*.jsonl >/dev/null 2>&1; then echo "eval: no *.jsonl transcript in $$dir (set TRANSCRIPTS=dir)"; exit 1; fi; \
-	$(GO) run ./cmd/compactctl eval --probes testdata/probes $(EVAL_FLAGS) "$$dir"/*.jsonl
+	$(GORUN) ./cmd/compactctl eval --probes testdata/probes $(EVAL_FLAGS) "$$dir"/*.jsonl
 
 # Every fuzz target, as package:Name. Their seed corpora are in the package's
 # testdata/fuzz/<Name>/ and run as plain tests in `make test`.
@@ -93,9 +93,15 @@ fuzz: ## Fuzz every target for its execution count (or FUZZTIME); fails if any t
 fmt: ## gofmt every Go file.
 	gofmt -w $$(git ls-files '*.go')
 
+# go vet and go run build with the flags of hack/build-static.sh (the image's: CGO_ENABLED=0
+# -trimpath), as do `make build` and the binaries the tests run (testenv.Build): one compile of
+# the dependencies serves all of them. (The race-detector tests need their own: -race needs cgo.)
+VET := CGO_ENABLED=0 $(GO) vet -trimpath
+GORUN := CGO_ENABLED=0 $(GO) run -trimpath
+
 .PHONY: vet
 vet: ## go vet.
-	$(GO) vet ./...
+	$(VET) ./...
 
 .PHONY: lint
 lint: ## golangci-lint (built into bin/ on first use).
@@ -105,7 +111,7 @@ lint: ## golangci-lint (built into bin/ on first use).
 .PHONY: verify
 verify: manifests generate helm docs ## Fail when gofmt, go vet, go mod tidy or `make manifests generate helm docs` would change anything.
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "not gofmt-clean: $$out"; exit 1; fi
-	$(GO) vet ./...
+	$(VET) ./...
 	$(GO) mod tidy -diff
 	@if $(GO) list -deps ./compaction/... | grep -E '^(k8s\.io|sigs\.k8s\.io)/'; then \
 		echo "compaction/ must not import Kubernetes packages (see above)"; exit 1; fi
@@ -132,7 +138,7 @@ helm: ## Regenerate the Helm chart's CRDs and RBAC rules (charts/compaction-oper
 
 .PHONY: docs
 docs: ## Generate docs/api.md, the API reference, from the CRDs.
-	$(GO) run ./hack/apidocs config/crd/bases docs/api.md
+	$(GORUN) ./hack/apidocs config/crd/bases docs/api.md
 
 .PHONY: generate
 generate: ## Generate the DeepCopy methods of the API types.

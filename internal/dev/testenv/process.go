@@ -36,18 +36,20 @@ func BuildManager(t testing.TB) string {
 }
 
 // Build builds the main package pkg (relative to the repository root, e.g. "./cmd/compactctl")
-// into a temporary directory and returns the binary's path.
+// into a temporary directory and returns the binary's path. It builds with
+// hack/build-static.sh, as the image does: the tests run the binary users get, and share one
+// compile of the dependencies with test/image and `make vet`.
 func Build(t testing.TB, pkg string) string {
 	t.Helper()
-	goBin, err := exec.LookPath("go")
-	if err != nil {
+	if _, err := exec.LookPath("go"); err != nil {
 		t.Fatalf("testenv: the go command is needed to build %s: %v", pkg, err)
 	}
+	root := RepoRoot(t)
 	out := filepath.Join(t.TempDir(), filepath.Base(pkg))
-	cmd := exec.Command(goBin, "build", "-o", out, pkg)
-	cmd.Dir = RepoRoot(t)
+	cmd := exec.Command(filepath.Join(root, "hack", "build-static.sh"), out, pkg)
+	cmd.Dir = root
 	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("testenv: go build %s: %v\n%s", pkg, err, b)
+		t.Fatalf("testenv: hack/build-static.sh %s: %v\n%s", pkg, err, b)
 	}
 	return out
 }
