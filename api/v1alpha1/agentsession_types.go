@@ -302,7 +302,7 @@ type AgentSessionStatus struct {
 	// +kubebuilder:validation:Minimum=0
 	OffloadedCount *int64 `json:"offloadedCount,omitempty"`
 
-	// offloadedBytes is the total size of the offloaded tool results.
+	// offloadedBytes is the total size of the offloaded tool results, in bytes.
 	// +optional
 	// +kubebuilder:validation:Minimum=0
 	OffloadedBytes *int64 `json:"offloadedBytes,omitempty"`
