@@ -75,6 +75,7 @@ FUZZ_TARGETS := \
 	./compaction/:FuzzDecodeTranscript:75000x \
 	./compaction/:FuzzSafeKey:300000x \
 	./compaction/:FuzzRepairToolPairs:6000x \
+	./compaction/anthropic/:FuzzAnthropicRoundTrip:100000x \
 	./internal/compactapi/:FuzzDecodeCompactRequest:30000x
 
 .PHONY: fuzz
