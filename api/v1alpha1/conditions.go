@@ -108,4 +108,7 @@ const (
 	ReasonSessionNameTaken = "SessionNameTaken"
 	// ReasonInvalidAnnotation (Warning, on a pod): its compaction annotations do not parse.
 	ReasonInvalidAnnotation = "InvalidAnnotation"
+	// ReasonPolicyChangeRefused (Warning, on a pod): its policy annotations name another
+	// policy than its AgentSession uses, and a session's policyRef cannot change.
+	ReasonPolicyChangeRefused = "PolicyChangeRefused"
 )

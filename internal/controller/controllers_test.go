@@ -786,6 +786,22 @@ func (e *env) testAnnotatedPod(t *testing.T) {
 		t.Errorf("session spec = %+v", s.Spec)
 	}
 
+	// A policy annotation changed afterwards does not move the session (its policyRef is
+	// immutable): the pod says why, and the context window annotation still applies.
+	other := e.createPolicy(t, "for-pods-later", credsSecret)
+	e.update(t, pod, func() {
+		pod.Annotations[controller.PolicyAnnotation] = other.Name
+		pod.Annotations[controller.ContextWindowAnnotation] = "150000"
+	})
+	e.waitEvent(t, pod.Name, corev1.EventTypeWarning, compactionv1alpha1.ReasonPolicyChangeRefused)
+	testenv.Eventually(t, waitFor, "the new context window", func() (bool, string) {
+		testenv.Must(t, e.c.Get(context.Background(), client.ObjectKeyFromObject(s), s))
+		return s.Spec.ContextWindow == 150000, fmt.Sprintf("%+v", s.Spec)
+	})
+	if s.Spec.PolicyRef.Name != p.Name {
+		t.Errorf("session policyRef %+v after the pod's annotation changed, want %s kept", s.Spec.PolicyRef, p.Name)
+	}
+
 	// An invalid annotation creates nothing and says why on the pod.
 	bad := pod.DeepCopy()
 	bad.ObjectMeta = metav1.ObjectMeta{Namespace: ns, Name: "bad-agent", Annotations: map[string]string{

@@ -90,6 +90,18 @@ func (r *PodReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.R
 	if equality.Semantic.DeepEqual(s.Spec, spec) || !s.DeletionTimestamp.IsZero() {
 		return ctrl.Result{}, nil
 	}
+	if s.Spec.PolicyRef != spec.PolicyRef {
+		// The session's objects stay where its policy put them: a session never changes
+		// policy (the API server refuses it). The rest of the spec is still brought in line.
+		r.Recorder.Eventf(pod, &s, corev1.EventTypeWarning, compactionv1alpha1.ReasonPolicyChangeRefused, "UpdateSession",
+			"The pod's annotations name %s %s, its AgentSession %s uses %s %s, and a session's policy cannot change: "+
+				"delete the AgentSession to start a new session with the new policy (its stored objects are deleted), or restore the annotation",
+			spec.PolicyRef.Kind, spec.PolicyRef.Name, s.Name, s.Spec.PolicyRef.Kind, s.Spec.PolicyRef.Name)
+		spec.PolicyRef = s.Spec.PolicyRef
+		if equality.Semantic.DeepEqual(s.Spec, spec) {
+			return ctrl.Result{}, nil
+		}
+	}
 	base := s.DeepCopy()
 	s.Spec = spec
 	if err := r.Patch(ctx, &s, client.MergeFrom(base)); err != nil {
