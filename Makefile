@@ -75,7 +75,7 @@ FUZZ_TARGETS := \
 	./compaction/:FuzzDecodeTranscript:75000x \
 	./compaction/:FuzzSafeKey:300000x \
 	./compaction/:FuzzRepairToolPairs:6000x \
-	./internal/compactapi/:FuzzDecodeCompactRequest:30000x
+	./internal/compactrequest/:FuzzDecodeCompactRequest:30000x
 
 .PHONY: fuzz
 fuzz: ## Fuzz every target for its execution count (or FUZZTIME); fails if any target fails or is not listed.
@@ -109,6 +109,8 @@ verify: manifests generate helm docs ## Fail when gofmt, go vet, go mod tidy or 
 	$(GO) mod tidy -diff
 	@if $(GO) list -deps ./compaction/... | grep -E '^(k8s\.io|sigs\.k8s\.io)/'; then \
 		echo "compaction/ must not import Kubernetes packages (see above)"; exit 1; fi
+	@if $(GO) list -deps ./internal/compactrequest/ | grep -E '^(k8s\.io|sigs\.k8s\.io)/'; then \
+		echo "internal/compactrequest/ must not import Kubernetes packages (its fuzz target would build them with coverage)"; exit 1; fi
 	@if $(GO) list -deps ./cmd/manager ./cmd/compactctl | grep '/internal/dev/'; then \
 		echo "the shipped binaries must not import internal/dev/ (dev tooling and test helpers, see above)"; exit 1; fi
 	@git diff --exit-code -- api config charts docs/api.md || { echo "generated files are stale: run make manifests generate helm docs and commit"; exit 1; }

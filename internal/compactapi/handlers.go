@@ -2,7 +2,6 @@ package compactapi
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -61,45 +60,6 @@ func clip(s string) string {
 		return s
 	}
 	return s[:limit] + "..."
-}
-
-// decode reads one JSON object with no unknown top-level fields and nothing after it.
-func decode(body []byte, v any) error {
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		if errors.Is(err, io.EOF) {
-			return &apiError{http.StatusBadRequest, ReasonBadRequest, "empty request body: send a JSON object"}
-		}
-		return &apiError{http.StatusBadRequest, ReasonBadRequest, "malformed JSON body: " + err.Error()}
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return &apiError{http.StatusBadRequest, ReasonBadRequest, "malformed JSON body: data after the JSON object"}
-	}
-	return nil
-}
-
-// parseCompact decodes and checks the body of a compaction, before the session is locked.
-// What needs the session's state (tool calls answered across the watermark, the watermark
-// itself) is checked by the engine.
-func (s *Server) parseCompact(body []byte) (*compactclient.CompactRequest, error) {
-	var req compactclient.CompactRequest
-	if err := decode(body, &req); err != nil {
-		return nil, err
-	}
-	if len(req.Messages) == 0 {
-		return nil, &apiError{http.StatusBadRequest, ReasonInvalidMessages, "messages is empty"}
-	}
-	if err := s.checkMessages(req.Messages); err != nil {
-		return nil, err
-	}
-	if req.Watermark < 0 || (req.Watermark > 0) != (req.PrefixHash != "") {
-		return nil, &apiError{http.StatusBadRequest, ReasonBadRequest, "a delta request needs both watermark (> 0) and prefixHash from the last response"}
-	}
-	if req.Usage != nil && req.Usage.PromptTokens < 0 {
-		return nil, &apiError{http.StatusBadRequest, ReasonBadRequest, "usage.promptTokens must not be negative"}
-	}
-	return &req, nil
 }
 
 func (s *Server) compact(w http.ResponseWriter, r *http.Request, sess *session, req *compactclient.CompactRequest) error {

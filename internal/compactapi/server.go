@@ -62,7 +62,7 @@ type Config struct {
 	// memory at once (see inflight.go). A request it cannot take is answered 429.
 	MaxInflightBytes int64
 	// MaxMessages bounds the messages of one request; the JSON values of a body and the
-	// unknown fields its messages keep are bounded in proportion (see limits.go).
+	// unknown fields its messages keep are bounded in proportion (see internal/compactrequest).
 	MaxMessages int
 	// RequestTimeout bounds one request, summarizer calls included.
 	RequestTimeout time.Duration

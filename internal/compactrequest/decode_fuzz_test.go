@@ -1,4 +1,4 @@
-package compactapi
+package compactrequest
 
 import (
 	"errors"
@@ -12,7 +12,7 @@ import (
 
 // FuzzDecodeCompactRequest: any body either decodes into a request whose messages are valid
 // UTF-8 and within the request limits, or is rejected with a 400 (or 413 over a limit)
-// apiError; never a panic.
+// Error; never a panic.
 func FuzzDecodeCompactRequest(f *testing.F) {
 	for _, seed := range []string{
 		`{"messages": [{"role": "user", "content": "hi"}]}`,
@@ -29,32 +29,32 @@ func FuzzDecodeCompactRequest(f *testing.F) {
 	} {
 		f.Add(seed)
 	}
-	s := &Server{cfg: Config{MaxMessages: 100}}
+	l := Limits{MaxMessages: 100}
 	f.Fuzz(func(t *testing.T, body string) {
-		_, err := s.checkValues([]byte(body))
+		_, err := l.CheckValues([]byte(body))
 		var req *compactclient.CompactRequest
 		if err == nil {
-			req, err = s.parseCompact([]byte(body))
+			req, err = l.ParseCompact([]byte(body))
 		}
 		if err != nil {
-			var ae *apiError
+			var ae *Error
 			if !errors.As(err, &ae) {
-				t.Fatalf("decode error %T %v is not a 4xx apiError", err, err)
+				t.Fatalf("decode error %T %v is not a 4xx Error", err, err)
 			}
-			if ae.code != http.StatusBadRequest && ae.code != http.StatusRequestEntityTooLarge {
-				t.Fatalf("decode error status %d, want 400 or 413", ae.code)
+			if ae.Code != http.StatusBadRequest && ae.Code != http.StatusRequestEntityTooLarge {
+				t.Fatalf("decode error status %d, want 400 or 413", ae.Code)
 			}
 			return
 		}
-		if len(req.Messages) > s.cfg.MaxMessages {
-			t.Fatalf("%d messages accepted, more than %d", len(req.Messages), s.cfg.MaxMessages)
+		if len(req.Messages) > l.MaxMessages {
+			t.Fatalf("%d messages accepted, more than %d", len(req.Messages), l.MaxMessages)
 		}
 		unknown := 0
 		for i, m := range req.Messages {
 			if !utf8.ValidString(m.Content) || !utf8.ValidString(string(m.Role)) {
 				t.Fatalf("message %d decoded with invalid UTF-8", i)
 			}
-			if len(m.Extra) > maxUnknownFields {
+			if len(m.Extra) > MaxUnknownFields {
 				t.Fatalf("message %d keeps %d unknown fields", i, len(m.Extra))
 			}
 			unknown += len(m.Extra)
@@ -62,7 +62,7 @@ func FuzzDecodeCompactRequest(f *testing.F) {
 				unknown += len(tc.Extra)
 			}
 		}
-		if unknown > unknownFieldsPerMessage*s.cfg.MaxMessages {
+		if unknown > UnknownFieldsPerMessage*l.MaxMessages {
 			t.Fatalf("%d unknown fields kept", unknown)
 		}
 	})
