@@ -118,6 +118,16 @@ func (m *Message) UnmarshalJSON(data []byte) error {
 	if !utf8.Valid(data) {
 		return fmt.Errorf("message is not valid UTF-8")
 	}
+	if m.decodeFast(data) {
+		return nil
+	}
+	return m.decodeSlow(data)
+}
+
+// decodeSlow is UnmarshalJSON through a map of the message's fields: the reference
+// decodeFast must agree with, and the path of every message decodeFast does not take (all
+// malformed ones, so their errors are encoding/json's).
+func (m *Message) decodeSlow(data []byte) error {
 	var raw map[string]json.RawMessage
 	if err := json.Unmarshal(data, &raw); err != nil {
 		return err
@@ -206,10 +216,22 @@ func (m Message) MarshalJSON() ([]byte, error) {
 	return marshalNoEscape(out)
 }
 
-var toolCallKeys = map[string]bool{"id": true, "type": true, "function": true}
+// fieldFunction is the JSON name of a tool call's function.
+const fieldFunction = "function"
+
+var toolCallKeys = map[string]bool{"id": true, "type": true, fieldFunction: true}
 
 // UnmarshalJSON decodes a tool call, keeping unknown fields in Extra.
 func (tc *ToolCall) UnmarshalJSON(data []byte) error {
+	// Invalid UTF-8 is left to encoding/json, which replaces it with U+FFFD.
+	if utf8.Valid(data) && tc.decodeFast(data) {
+		return nil
+	}
+	return tc.decodeSlow(data)
+}
+
+// decodeSlow is ToolCall.UnmarshalJSON through a map (see Message.decodeSlow).
+func (tc *ToolCall) decodeSlow(data []byte) error {
 	var raw map[string]json.RawMessage
 	if err := json.Unmarshal(data, &raw); err != nil {
 		return err
@@ -225,7 +247,7 @@ func (tc *ToolCall) UnmarshalJSON(data []byte) error {
 			return fmt.Errorf("tool call type: %w", err)
 		}
 	}
-	if v, ok := raw["function"]; ok {
+	if v, ok := raw[fieldFunction]; ok {
 		if err := json.Unmarshal(v, &tc.Function); err != nil {
 			return fmt.Errorf("tool call function: %w", err)
 		}
@@ -252,7 +274,7 @@ func (tc ToolCall) MarshalJSON() ([]byte, error) {
 	if tc.Type == "" {
 		out["type"] = "function"
 	}
-	out["function"] = tc.Function
+	out[fieldFunction] = tc.Function
 	return marshalNoEscape(out)
 }
 
