@@ -188,6 +188,16 @@ func (m *Message) decodeSlow(data []byte) error {
 
 // MarshalJSON writes the message in the OpenAI chat format, with its unknown fields.
 func (m Message) MarshalJSON() ([]byte, error) {
+	if b, ok := m.appendJSON(make([]byte, 0, m.jsonSize())); ok {
+		return b, nil
+	}
+	return m.marshalSlow()
+}
+
+// marshalSlow is MarshalJSON through a map encoded by encoding/json: the reference
+// appendJSON must agree with, and the path of a message appendJSON cannot write (an unknown
+// field that is not valid JSON: the error is encoding/json's).
+func (m Message) marshalSlow() ([]byte, error) {
 	out := make(map[string]any, 5+len(m.Extra))
 	for k, v := range m.Extra {
 		out[k] = v
@@ -216,8 +226,18 @@ func (m Message) MarshalJSON() ([]byte, error) {
 	return marshalNoEscape(out)
 }
 
-// fieldFunction is the JSON name of a tool call's function.
-const fieldFunction = "function"
+// The JSON names of the fields of messages and tool calls.
+const (
+	fieldRole       = "role"
+	fieldContent    = "content"
+	fieldToolCalls  = "tool_calls"
+	fieldToolCallID = "tool_call_id"
+	fieldName       = "name"
+	fieldPinned     = "pinned"
+	fieldID         = "id"
+	fieldType       = "type"
+	fieldFunction   = "function"
+)
 
 var toolCallKeys = map[string]bool{"id": true, "type": true, fieldFunction: true}
 
@@ -265,6 +285,14 @@ func (tc *ToolCall) decodeSlow(data []byte) error {
 
 // MarshalJSON writes the tool call with its unknown fields.
 func (tc ToolCall) MarshalJSON() ([]byte, error) {
+	if b, ok := tc.appendJSON(nil); ok {
+		return b, nil
+	}
+	return tc.marshalSlow()
+}
+
+// marshalSlow is ToolCall.MarshalJSON through a map (see Message.marshalSlow).
+func (tc ToolCall) marshalSlow() ([]byte, error) {
 	out := make(map[string]any, 3+len(tc.Extra))
 	for k, v := range tc.Extra {
 		out[k] = v

@@ -28,17 +28,17 @@ func (m *Message) decodeFast(data []byte) bool {
 	var extra map[string]json.RawMessage
 	ok := eachField(data, func(key, value []byte) bool {
 		switch string(key) {
-		case "role":
+		case fieldRole:
 			role = value
-		case "content":
+		case fieldContent:
 			content = value
-		case "tool_calls":
+		case fieldToolCalls:
 			toolCalls = value
-		case "tool_call_id":
+		case fieldToolCallID:
 			toolCallID = value
-		case "name":
+		case fieldName:
 			name = value
-		case "pinned":
+		case fieldPinned:
 			pinned = value
 		default:
 			if extra == nil {
@@ -108,9 +108,9 @@ func (tc *ToolCall) decodeFast(data []byte) bool {
 	var extra map[string]json.RawMessage
 	ok := eachField(data, func(key, value []byte) bool {
 		switch string(key) {
-		case "id":
+		case fieldID:
 			id = value
-		case "type":
+		case fieldType:
 			typ = value
 		case fieldFunction:
 			function = value
@@ -137,12 +137,12 @@ func (tc *ToolCall) decodeFast(data []byte) bool {
 		// decodeSlow), a null leaves the field as it is, other fields are ignored.
 		if !eachField(function, func(key, value []byte) bool {
 			switch string(key) {
-			case "name":
+			case fieldName:
 				return stringOrNull(value, &out.Function.Name)
 			case "arguments":
 				return stringOrNull(value, &out.Function.Arguments)
 			}
-			return !equalFoldASCII(key, "name") && !equalFoldASCII(key, "arguments")
+			return !equalFoldASCII(key, fieldName) && !equalFoldASCII(key, "arguments")
 		}) {
 			return false
 		}

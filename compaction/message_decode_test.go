@@ -2,6 +2,8 @@ package compaction
 
 import (
 	"bufio"
+	"bytes"
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -90,9 +92,10 @@ func TestDecodeFastAgrees(t *testing.T) {
 	t.Logf("%d transcript lines from %d files", lines, len(files))
 }
 
-// BenchmarkDecodeMessages decodes a delta request's messages (an assistant message with a
-// tool call and its multi-line result, 20 of each) with UnmarshalJSON and, for reference,
-// with decodeSlow alone (the decoder before the fast path).
+// BenchmarkDecodeMessages encodes and decodes a delta request's messages (an assistant
+// message with a tool call and its multi-line result, 20 of each) with MarshalJSON and
+// UnmarshalJSON and, for reference, with marshalSlow and decodeSlow alone (the encoder and
+// decoder before the fast paths).
 func BenchmarkDecodeMessages(b *testing.B) {
 	msgs := make([]Message, 0, 40)
 	for i := range 20 {
@@ -111,6 +114,28 @@ func BenchmarkDecodeMessages(b *testing.B) {
 		}
 		size += len(lines[i])
 	}
+	b.Run("MarshalJSON", func(b *testing.B) {
+		b.SetBytes(int64(size))
+		b.ReportAllocs()
+		for b.Loop() {
+			for i := range msgs {
+				if _, err := msgs[i].MarshalJSON(); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+	})
+	b.Run("marshalSlow", func(b *testing.B) {
+		b.SetBytes(int64(size))
+		b.ReportAllocs()
+		for b.Loop() {
+			for i := range msgs {
+				if _, err := msgs[i].marshalSlow(); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+	})
 	for _, bc := range []struct {
 		name   string
 		decode func(m *Message, data []byte) error
@@ -130,5 +155,65 @@ func BenchmarkDecodeMessages(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// checkEncodeFast fails t when MarshalJSON (appendJSON first) and marshalSlow disagree on m.
+func checkEncodeFast(t *testing.T, m Message) {
+	t.Helper()
+	fast, errFast := m.MarshalJSON()
+	slow, errSlow := m.marshalSlow()
+	if (errFast == nil) != (errSlow == nil) || (errFast != nil && errFast.Error() != errSlow.Error()) || !bytes.Equal(fast, slow) {
+		t.Fatalf("message %#v: fast %s, %v; slow %s, %v", m, fast, errFast, slow, errSlow)
+	}
+	for _, tc := range m.ToolCalls {
+		fast, errFast := tc.MarshalJSON()
+		slow, errSlow := tc.marshalSlow()
+		if (errFast == nil) != (errSlow == nil) || (errFast != nil && errFast.Error() != errSlow.Error()) || !bytes.Equal(fast, slow) {
+			t.Fatalf("tool call %#v: fast %s, %v; slow %s, %v", tc, fast, errFast, slow, errSlow)
+		}
+	}
+}
+
+// TestEncodeFastAgrees: MarshalJSON writes what marshalSlow writes, for the decoded edge
+// cases and transcript lines and for messages no decoder makes.
+func TestEncodeFastAgrees(t *testing.T) {
+	for _, c := range decodeFastCases {
+		var m Message
+		if m.UnmarshalJSON([]byte(c)) == nil {
+			checkEncodeFast(t, m)
+		}
+	}
+	odd := "ctl \x00\x01\x1f\x7f \b\f\n\r\t quote\" back\\ slash/ <tag> & \u2028\u2029 \xff\xfe é 😀 \xed\xa0\x80"
+	raw := func(s string) json.RawMessage { return json.RawMessage(s) }
+	for _, m := range []Message{
+		{},
+		{Role: Role(odd), Content: odd, ToolCallID: odd, Name: odd, Pinned: true},
+		{Role: RoleUser, nullContent: true},
+		{Role: RoleUser, nullContent: true, Content: "x"},
+		{Role: RoleUser, ContentParts: raw(` [ {"type" : "text", "text":"<b>"} ] `)},
+		{Role: RoleUser, ContentParts: raw(`[`)},
+		{Role: RoleUser, Extra: map[string]json.RawMessage{"role": raw(`"x"`), "tool_calls": raw(`[1]`), "pinned": raw(` false `), "a": nil, odd: raw(`{"b" : 1}`), "zz": raw(`2`)}},
+		{Role: RoleUser, Extra: map[string]json.RawMessage{"bad": raw(`{`)}},
+		{Role: RoleAssistant, ToolCalls: []ToolCall{
+			{ID: odd, Function: FunctionCall{Name: odd, Arguments: odd}},
+			{ID: "c", Type: "custom", Extra: map[string]json.RawMessage{"function": raw(`1`), "index": raw(`0`), "id": raw(`"y"`), "~": raw(` [ ] `)}},
+		}},
+		{Role: RoleAssistant, ToolCalls: []ToolCall{{ID: "c", Extra: map[string]json.RawMessage{"x": raw(`nul`)}}}},
+	} {
+		checkEncodeFast(t, m)
+	}
+	files, _ := filepath.Glob("../testdata/*.jsonl")
+	for _, name := range files {
+		data, err := os.ReadFile(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for line := range bytes.SplitSeq(data, []byte("\n")) {
+			var m Message
+			if m.UnmarshalJSON(line) == nil {
+				checkEncodeFast(t, m)
+			}
+		}
 	}
 }

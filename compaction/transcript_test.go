@@ -78,6 +78,10 @@ func FuzzDecodeTranscript(f *testing.F) {
 		checkDecodeFast(t, data)
 		for line := range bytes.SplitSeq(data, []byte("\n")) {
 			checkDecodeFast(t, line)
+			var m Message
+			if m.UnmarshalJSON(line) == nil {
+				checkEncodeFast(t, m)
+			}
 		}
 		msgs, err := DecodeTranscript(bytes.NewReader(data), DecodeOptions{MaxMessageBytes: 1 << 16, MaxMessages: 1000})
 		if err != nil {
