@@ -102,7 +102,7 @@ func (s *Server) compact(w http.ResponseWriter, r *http.Request, sess *session, 
 	s.metrics.observeCompaction(e.summarizer.Name(), rec)
 	s.emitEvent(sess, rec)
 	s.recordStatus(sess, rec)
-	writeJSON(w, http.StatusOK, compactResponse(sess.cfg, out, rec))
+	writeCompactResponse(w, compactResponse(sess.cfg, out, rec))
 	return nil
 }
 
