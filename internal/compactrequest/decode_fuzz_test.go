@@ -3,6 +3,7 @@ package compactrequest
 import (
 	"errors"
 	"net/http"
+	"reflect"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -26,11 +27,24 @@ func FuzzDecodeCompactRequest(f *testing.F) {
 		`{"messages": [1, 1, 1]}`, `{"messages": [{"role": "assistant", "tool_calls": [{}, {}, {"x": 1}]}]}`,
 		`{"messages": [{"role": "user", "content": "hi", "a": 1, "b": 2, "c": 3, "d": 4, "e": 5, "f": 6, "g": 7, "h": 8, "i": 9, "j": 10, "k": 11, "l": 12, "m": 13, "n": 14, "o": 15, "p": 16, "q": 17}]}`,
 		`{"messages": [{"role": "user", "content": "a \"{[:,\" in a string"}]}`,
+		`{"messages": [{"role": "user", "content": "a"}], "messages": [{"role": "user", "content": "b"}]}`,
+		`{"Messages": [{"role": "user", "content": "a"}]}`, `{"messages": [{"role": "user", "content": "a"}], "usage": {"PromptTokens": 1}}`,
+		`{"messages": [{"role": "user", "content": "a"}], "usage": {"promptTokens": 1, "x": 2}}`, `{"messages": [{"role": "user"}], "usage": null, "force": null, "watermark": null, "prefixHash": null}`,
+		`{"messages": [{"role": "user"}], "watermark": 1.0, "prefixHash": "a"}`, `{"messages": [{"role": "user"}], "watermark": -0}`, `{"messages": [{"role": "user"}], "watermark": 01}`,
+		`{"messages": [{"role": "user"}], "watermark": 99999999999999999999, "prefixHash": "a"}`, `{"messages": [{"role": "user"}], "watermark": 2, "prefixHash": "a\u0062"}`,
+		`{"messages": [{"role": "user"}, null]}`, `{"messages": []}`, "\t{ \"messages\" : [ {\"role\":\"user\"} ] , \"force\" : false }\n ",
+		`{"messages": [{"role": "user"}]} `, `{"messages": [{"role": "user"}]}}`, `{"messages": [{"role": "user"}}]}`,
 	} {
 		f.Add(seed)
 	}
 	l := Limits{MaxMessages: 100}
 	f.Fuzz(func(t *testing.T, body string) {
+		var fast, slow compactclient.CompactRequest
+		if decodeCompactFast([]byte(body), &fast) {
+			if err := Decode([]byte(body), &slow); err != nil || !reflect.DeepEqual(fast, slow) {
+				t.Fatalf("fast decode %#v, Decode %#v, %v", fast, slow, err)
+			}
+		}
 		_, err := l.CheckValues([]byte(body))
 		var req *compactclient.CompactRequest
 		if err == nil {

@@ -46,8 +46,10 @@ func Decode(body []byte, v any) error {
 // checked by the engine.
 func (l Limits) ParseCompact(body []byte) (*compactclient.CompactRequest, error) {
 	var req compactclient.CompactRequest
-	if err := Decode(body, &req); err != nil {
-		return nil, err
+	if !decodeCompactFast(body, &req) {
+		if err := Decode(body, &req); err != nil {
+			return nil, err
+		}
 	}
 	if len(req.Messages) == 0 {
 		return nil, &Error{http.StatusBadRequest, compactclient.ReasonInvalidMessages, "messages is empty"}
