@@ -74,8 +74,8 @@ func (s *Server) compact(w http.ResponseWriter, r *http.Request, sess *session, 
 	}
 	var out []compaction.Message
 	var rec *compaction.CompactionRecord
-	// Requests for a session are serialized on this replica; another replica may still
-	// save the session's state first. The engine then records nothing and says so, and the
+	// The session's engine serializes its compactions on this replica; another replica may
+	// still save the session's state first. The engine then records nothing and says so, and the
 	// compaction runs again on the new state.
 	for attempt := 1; ; attempt++ {
 		out, rec, err = e.c.CompactDeltaWithRecord(r.Context(), d, req.Messages, req.Force)
@@ -88,6 +88,8 @@ func (s *Server) compact(w http.ResponseWriter, r *http.Request, sess *session, 
 		switch {
 		case errors.As(err, &ve):
 			return &apiError{http.StatusBadRequest, ReasonInvalidMessages, err.Error()}
+		case errors.Is(err, compaction.ErrBusy):
+			return &apiError{http.StatusServiceUnavailable, ReasonTimeout, "timed out waiting for an earlier request of this session"}
 		case errors.Is(err, compaction.ErrStaleWatermark), errors.Is(err, compaction.ErrStateConflict):
 			return &apiError{http.StatusConflict, ReasonStaleWatermark, err.Error()}
 		case r.Context().Err() != nil:
