@@ -12,6 +12,7 @@ import (
 
 	"github.com/harness9/compaction-operator/compaction"
 	"github.com/harness9/compaction-operator/compaction/compactclient"
+	"github.com/harness9/compaction-operator/internal/compactrequest"
 )
 
 // maxConflictRetries bounds the reruns of a compaction whose state another replica saved
@@ -147,8 +148,8 @@ func (s *Server) lastViewTokens(id string) int {
 // parseOffload decodes and checks the body of an offload, before the session is locked.
 func (s *Server) parseOffload(body []byte) (*compactclient.OffloadRequest, error) {
 	var req compactclient.OffloadRequest
-	if err := decode(body, &req); err != nil {
-		return nil, err
+	if err := compactrequest.DecodeOffload(body, &req); err != nil {
+		return nil, asAPIError(err)
 	}
 	if err := s.checkMessages([]compaction.Message{req.Message}); err != nil {
 		return nil, err

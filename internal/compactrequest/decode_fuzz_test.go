@@ -34,6 +34,8 @@ func FuzzDecodeCompactRequest(f *testing.F) {
 		`{"messages": [{"role": "user"}], "watermark": 99999999999999999999, "prefixHash": "a"}`, `{"messages": [{"role": "user"}], "watermark": 2, "prefixHash": "a\u0062"}`,
 		`{"messages": [{"role": "user"}, null]}`, `{"messages": []}`, "\t{ \"messages\" : [ {\"role\":\"user\"} ] , \"force\" : false }\n ",
 		`{"messages": [{"role": "user"}]} `, `{"messages": [{"role": "user"}]}}`, `{"messages": [{"role": "user"}}]}`,
+		`{"message": {"role": "tool", "tool_call_id": "c1", "content": "out\nput"}}`, ` {"message" : {"role": "tool"} } `,
+		`{"message": {"role": "tool"}, "message": {"role": "tool"}}`, `{"Message": {"role": "tool"}}`, `{"message": null}`, `{"message": {"role": "tool"}} x`,
 	} {
 		f.Add(seed)
 	}
@@ -43,6 +45,13 @@ func FuzzDecodeCompactRequest(f *testing.F) {
 		if decodeCompactFast([]byte(body), &fast) {
 			if err := Decode([]byte(body), &slow); err != nil || !reflect.DeepEqual(fast, slow) {
 				t.Fatalf("fast decode %#v, Decode %#v, %v", fast, slow, err)
+			}
+		}
+		// The same body as an offload's (a message is a valid one too).
+		var fastOffload, slowOffload compactclient.OffloadRequest
+		if decodeOffloadFast([]byte(body), &fastOffload) {
+			if err := Decode([]byte(body), &slowOffload); err != nil || !reflect.DeepEqual(fastOffload, slowOffload) {
+				t.Fatalf("fast offload decode %#v, Decode %#v, %v", fastOffload, slowOffload, err)
 			}
 		}
 		_, err := l.CheckValues([]byte(body))

@@ -269,3 +269,43 @@ func skipSpace(body []byte, i int) int {
 	}
 	return i
 }
+
+// DecodeOffload decodes the body of an offload ({"message": {...}}) as Decode does: in one
+// pass when the body is exactly one object with one "message" field holding a message
+// object that decodes without error, else by Decode (every malformed body, so its error is
+// encoding/json's).
+func DecodeOffload(body []byte, req *compactclient.OffloadRequest) error {
+	if decodeOffloadFast(body, req) {
+		return nil
+	}
+	return Decode(body, req)
+}
+
+func decodeOffloadFast(body []byte, req *compactclient.OffloadRequest) bool {
+	i := skipSpace(body, 0)
+	if i >= len(body) || body[i] != '{' {
+		return false
+	}
+	key, end, ok := plainString(body, skipSpace(body, i+1))
+	if !ok || key != "message" {
+		return false
+	}
+	i = skipSpace(body, end)
+	if i >= len(body) || body[i] != ':' {
+		return false
+	}
+	i = skipSpace(body, i+1)
+	if end, ok = objectEnd(body, i); !ok {
+		return false
+	}
+	var m compaction.Message
+	if m.UnmarshalJSON(body[i:end]) != nil {
+		return false
+	}
+	i = skipSpace(body, end)
+	if i >= len(body) || body[i] != '}' || skipSpace(body, i+1) != len(body) {
+		return false
+	}
+	*req = compactclient.OffloadRequest{Message: m}
+	return true
+}

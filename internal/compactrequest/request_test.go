@@ -67,3 +67,21 @@ func BenchmarkParseCompact(b *testing.B) {
 		}
 	})
 }
+
+// TestDecodeOffloadFast: an ordinary offload body takes the fast path and decodes as Decode
+// decodes it.
+func TestDecodeOffloadFast(t *testing.T) {
+	body := []byte(`{"message": {"role": "tool", "tool_call_id": "call_1", "content": "line 1\nline 2\n", "x-extra": {"a": 1}}}`)
+	var fast, slow compactclient.OffloadRequest
+	if !decodeOffloadFast(body, &fast) {
+		t.Fatal("not decoded by the fast path")
+	}
+	if err := Decode(body, &slow); err != nil {
+		t.Fatal(err)
+	}
+	a, _ := json.Marshal(fast)
+	b, _ := json.Marshal(slow)
+	if string(a) != string(b) || fast.Message.Content != "line 1\nline 2\n" {
+		t.Fatalf("fast %s, Decode %s", a, b)
+	}
+}
