@@ -118,6 +118,16 @@ func (m *Message) UnmarshalJSON(data []byte) error {
 	if !utf8.Valid(data) {
 		return fmt.Errorf("message is not valid UTF-8")
 	}
+	if m.decodeFast(data) {
+		return nil
+	}
+	return m.decodeSlow(data)
+}
+
+// decodeSlow is UnmarshalJSON through a map of the message's fields: the reference
+// decodeFast must agree with, and the path of every message decodeFast does not take (all
+// malformed ones, so their errors are encoding/json's).
+func (m *Message) decodeSlow(data []byte) error {
 	var raw map[string]json.RawMessage
 	if err := json.Unmarshal(data, &raw); err != nil {
 		return err
@@ -178,6 +188,16 @@ func (m *Message) UnmarshalJSON(data []byte) error {
 
 // MarshalJSON writes the message in the OpenAI chat format, with its unknown fields.
 func (m Message) MarshalJSON() ([]byte, error) {
+	if b, ok := m.appendJSON(make([]byte, 0, m.jsonSize())); ok {
+		return b, nil
+	}
+	return m.marshalSlow()
+}
+
+// marshalSlow is MarshalJSON through a map encoded by encoding/json: the reference
+// appendJSON must agree with, and the path of a message appendJSON cannot write (an unknown
+// field that is not valid JSON: the error is encoding/json's).
+func (m Message) marshalSlow() ([]byte, error) {
 	out := make(map[string]any, 5+len(m.Extra))
 	for k, v := range m.Extra {
 		out[k] = v
@@ -206,10 +226,32 @@ func (m Message) MarshalJSON() ([]byte, error) {
 	return marshalNoEscape(out)
 }
 
-var toolCallKeys = map[string]bool{"id": true, "type": true, "function": true}
+// The JSON names of the fields of messages and tool calls.
+const (
+	fieldRole       = "role"
+	fieldContent    = "content"
+	fieldToolCalls  = "tool_calls"
+	fieldToolCallID = "tool_call_id"
+	fieldName       = "name"
+	fieldPinned     = "pinned"
+	fieldID         = "id"
+	fieldType       = "type"
+	fieldFunction   = "function"
+)
+
+var toolCallKeys = map[string]bool{"id": true, "type": true, fieldFunction: true}
 
 // UnmarshalJSON decodes a tool call, keeping unknown fields in Extra.
 func (tc *ToolCall) UnmarshalJSON(data []byte) error {
+	// Invalid UTF-8 is left to encoding/json, which replaces it with U+FFFD.
+	if utf8.Valid(data) && tc.decodeFast(data) {
+		return nil
+	}
+	return tc.decodeSlow(data)
+}
+
+// decodeSlow is ToolCall.UnmarshalJSON through a map (see Message.decodeSlow).
+func (tc *ToolCall) decodeSlow(data []byte) error {
 	var raw map[string]json.RawMessage
 	if err := json.Unmarshal(data, &raw); err != nil {
 		return err
@@ -225,7 +267,7 @@ func (tc *ToolCall) UnmarshalJSON(data []byte) error {
 			return fmt.Errorf("tool call type: %w", err)
 		}
 	}
-	if v, ok := raw["function"]; ok {
+	if v, ok := raw[fieldFunction]; ok {
 		if err := json.Unmarshal(v, &tc.Function); err != nil {
 			return fmt.Errorf("tool call function: %w", err)
 		}
@@ -243,6 +285,14 @@ func (tc *ToolCall) UnmarshalJSON(data []byte) error {
 
 // MarshalJSON writes the tool call with its unknown fields.
 func (tc ToolCall) MarshalJSON() ([]byte, error) {
+	if b, ok := tc.appendJSON(nil); ok {
+		return b, nil
+	}
+	return tc.marshalSlow()
+}
+
+// marshalSlow is ToolCall.MarshalJSON through a map (see Message.marshalSlow).
+func (tc ToolCall) marshalSlow() ([]byte, error) {
 	out := make(map[string]any, 3+len(tc.Extra))
 	for k, v := range tc.Extra {
 		out[k] = v
@@ -252,7 +302,7 @@ func (tc ToolCall) MarshalJSON() ([]byte, error) {
 	if tc.Type == "" {
 		out["type"] = "function"
 	}
-	out["function"] = tc.Function
+	out[fieldFunction] = tc.Function
 	return marshalNoEscape(out)
 }
 

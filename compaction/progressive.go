@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -27,7 +26,8 @@ type Fallback interface {
 
 // ProgressiveCompactor is the tiered progressive compactor of the spec for one session. It is
 // safe for concurrent use; calls for the same compactor are serialized so the incremental
-// state is never lost.
+// state is never lost, and a call whose context ends while it waits for an earlier one
+// returns ErrBusy. A server needs no lock of its own around it.
 type ProgressiveCompactor struct {
 	cfg        Config
 	sessionID  string
@@ -45,7 +45,10 @@ type ProgressiveCompactor struct {
 	// revalidate: every call starts from the stored state (WithStateRevalidation).
 	revalidate bool
 
-	mu          sync.Mutex
+	// turn is held (a value sent into it, capacity 1) by the call the compactor serves: the
+	// calls of a session are serialized, and one waiting for its turn gives up when its
+	// context ends (ErrBusy).
+	turn        chan struct{}
 	state       *State
 	stateLoaded bool
 	// stored is the state as last loaded or saved, with its version (revalidate only): each
@@ -126,7 +129,7 @@ func NewProgressiveCompactor(cfg Config, opts ...Option) (*ProgressiveCompactor,
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("invalid compaction config: %w", err)
 	}
-	c := &ProgressiveCompactor{cfg: cfg, sessionID: "default", summarizer: ExtractiveSummarizer{}, log: logr.Discard(), now: time.Now}
+	c := &ProgressiveCompactor{turn: make(chan struct{}, 1), cfg: cfg, sessionID: "default", summarizer: ExtractiveSummarizer{}, log: logr.Discard(), now: time.Now}
 	for _, o := range opts {
 		o(c)
 	}
@@ -148,8 +151,8 @@ func (c *ProgressiveCompactor) Config() Config { return c.cfg }
 // LastViewTokens is the estimate of the view returned last (0 before the first), for
 // WithLastViewTokens on the compactor that serves the session's next request.
 func (c *ProgressiveCompactor) LastViewTokens() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+	c.turn <- struct{}{}
+	defer c.release()
 	return c.lastViewTokens
 }
 
@@ -183,15 +186,19 @@ func (c *ProgressiveCompactor) CompactForce(ctx context.Context, msgs []Message)
 // the tiers instead of living in Emergency. Every view is valid for a provider: a tool call
 // the history does not answer is closed with a synthetic result (see closeView).
 func (c *ProgressiveCompactor) CompactWithRecord(ctx context.Context, msgs []Message) ([]Message, *CompactionRecord, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+	if err := c.acquire(ctx); err != nil {
+		return nil, nil, err
+	}
+	defer c.release()
 	return c.compact(ctx, msgs, nil, false, 0)
 }
 
 // CompactForceWithRecord is CompactForce with its record.
 func (c *ProgressiveCompactor) CompactForceWithRecord(ctx context.Context, msgs []Message) ([]Message, *CompactionRecord, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+	if err := c.acquire(ctx); err != nil {
+		return nil, nil, err
+	}
+	defer c.release()
 	return c.compact(ctx, msgs, nil, true, 0)
 }
 
@@ -209,6 +216,28 @@ type Delta struct {
 // current one: the caller must send its full history.
 var ErrStaleWatermark = errors.New("stale watermark: send the full history")
 
+// ErrBusy is returned when the caller's context ends while an earlier call of the session
+// still holds the compactor (its calls are serialized); the error also wraps the context's.
+var ErrBusy = errors.New("an earlier call of this session is still running")
+
+// acquire waits for the compactor's turn, or until ctx ends (ErrBusy). A free compactor is
+// taken whatever ctx.
+func (c *ProgressiveCompactor) acquire(ctx context.Context) error {
+	select {
+	case c.turn <- struct{}{}:
+		return nil
+	default:
+	}
+	select {
+	case c.turn <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("%w: %w", ErrBusy, ctx.Err())
+	}
+}
+
+func (c *ProgressiveCompactor) release() { <-c.turn }
+
 // ErrStateConflict means another compaction of the session saved its state while this one
 // ran (for example on another replica): nothing of this compaction was recorded, and running
 // it again on the new state is safe (offloads are idempotent).
@@ -219,8 +248,10 @@ var ErrStateConflict = errors.New("session state changed during the compaction: 
 // When d is not the session's current watermark and prefix hash it returns an error wrapping
 // ErrStaleWatermark and changes nothing. A zero Delta means msgs is the full history.
 func (c *ProgressiveCompactor) CompactDeltaWithRecord(ctx context.Context, d Delta, msgs []Message, force bool) ([]Message, *CompactionRecord, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+	if err := c.acquire(ctx); err != nil {
+		return nil, nil, err
+	}
+	defer c.release()
 	if d.Watermark == 0 {
 		return c.compact(ctx, msgs, nil, force, d.PromptTokens)
 	}
@@ -229,8 +260,10 @@ func (c *ProgressiveCompactor) CompactDeltaWithRecord(ctx context.Context, d Del
 
 // State returns a copy of the session's incremental state.
 func (c *ProgressiveCompactor) State(ctx context.Context) (*State, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+	if err := c.acquire(ctx); err != nil {
+		return nil, err
+	}
+	defer c.release()
 	if err := c.loadState(ctx); err != nil {
 		return nil, err
 	}

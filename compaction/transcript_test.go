@@ -71,7 +71,18 @@ func FuzzDecodeTranscript(f *testing.F) {
 	f.Add([]byte(`{"role":"user","content":"u"}`))
 	f.Add([]byte("{\"role\":\"assistant\",\"content\":null,\"tool_calls\":[{\"id\":\"a\",\"type\":\"function\",\"function\":{\"name\":\"x\",\"arguments\":\"{}\"}}]}\n{\"role\":\"tool\",\"tool_call_id\":\"a\",\"content\":\"r\"}"))
 	f.Add([]byte(`[{"role":"system","content":[{"type":"text","text":"hi"}]}]`))
+	for _, c := range decodeFastCases {
+		f.Add([]byte(c))
+	}
 	f.Fuzz(func(t *testing.T, data []byte) {
+		checkDecodeFast(t, data)
+		for line := range bytes.SplitSeq(data, []byte("\n")) {
+			checkDecodeFast(t, line)
+			var m Message
+			if m.UnmarshalJSON(line) == nil {
+				checkEncodeFast(t, m)
+			}
+		}
 		msgs, err := DecodeTranscript(bytes.NewReader(data), DecodeOptions{MaxMessageBytes: 1 << 16, MaxMessages: 1000})
 		if err != nil {
 			return

@@ -50,9 +50,11 @@ func engineKey(sess *session) string {
 }
 
 // engineFor returns the session's engine, building it when the replica has none for the
-// session's current configuration. The caller holds the session's lock.
+// session's current configuration. Concurrent requests of a session get the same engine.
 func (s *Server) engineFor(sess *session) (*engine, error) {
 	key := engineKey(sess)
+	s.enginesMu.Lock()
+	defer s.enginesMu.Unlock()
 	if s.engines != nil {
 		if e, ok := s.engines.Get(sess.id); ok && e.key == key {
 			s.engines.Add(sess.id, e) // kept engineIdle from now

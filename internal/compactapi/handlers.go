@@ -2,7 +2,6 @@ package compactapi
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/harness9/compaction-operator/compaction"
 	"github.com/harness9/compaction-operator/compaction/compactclient"
+	"github.com/harness9/compaction-operator/internal/compactrequest"
 )
 
 // maxConflictRetries bounds the reruns of a compaction whose state another replica saved
@@ -63,45 +63,6 @@ func clip(s string) string {
 	return s[:limit] + "..."
 }
 
-// decode reads one JSON object with no unknown top-level fields and nothing after it.
-func decode(body []byte, v any) error {
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		if errors.Is(err, io.EOF) {
-			return &apiError{http.StatusBadRequest, ReasonBadRequest, "empty request body: send a JSON object"}
-		}
-		return &apiError{http.StatusBadRequest, ReasonBadRequest, "malformed JSON body: " + err.Error()}
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return &apiError{http.StatusBadRequest, ReasonBadRequest, "malformed JSON body: data after the JSON object"}
-	}
-	return nil
-}
-
-// parseCompact decodes and checks the body of a compaction, before the session is locked.
-// What needs the session's state (tool calls answered across the watermark, the watermark
-// itself) is checked by the engine.
-func (s *Server) parseCompact(body []byte) (*compactclient.CompactRequest, error) {
-	var req compactclient.CompactRequest
-	if err := decode(body, &req); err != nil {
-		return nil, err
-	}
-	if len(req.Messages) == 0 {
-		return nil, &apiError{http.StatusBadRequest, ReasonInvalidMessages, "messages is empty"}
-	}
-	if err := s.checkMessages(req.Messages); err != nil {
-		return nil, err
-	}
-	if req.Watermark < 0 || (req.Watermark > 0) != (req.PrefixHash != "") {
-		return nil, &apiError{http.StatusBadRequest, ReasonBadRequest, "a delta request needs both watermark (> 0) and prefixHash from the last response"}
-	}
-	if req.Usage != nil && req.Usage.PromptTokens < 0 {
-		return nil, &apiError{http.StatusBadRequest, ReasonBadRequest, "usage.promptTokens must not be negative"}
-	}
-	return &req, nil
-}
-
 func (s *Server) compact(w http.ResponseWriter, r *http.Request, sess *session, req *compactclient.CompactRequest) error {
 	d := compaction.Delta{Watermark: req.Watermark, PrefixHash: req.PrefixHash}
 	if req.Usage != nil {
@@ -114,8 +75,8 @@ func (s *Server) compact(w http.ResponseWriter, r *http.Request, sess *session, 
 	}
 	var out []compaction.Message
 	var rec *compaction.CompactionRecord
-	// Requests for a session are serialized on this replica; another replica may still
-	// save the session's state first. The engine then records nothing and says so, and the
+	// The session's engine serializes its compactions on this replica; another replica may
+	// still save the session's state first. The engine then records nothing and says so, and the
 	// compaction runs again on the new state.
 	for attempt := 1; ; attempt++ {
 		out, rec, err = e.c.CompactDeltaWithRecord(r.Context(), d, req.Messages, req.Force)
@@ -128,6 +89,8 @@ func (s *Server) compact(w http.ResponseWriter, r *http.Request, sess *session, 
 		switch {
 		case errors.As(err, &ve):
 			return &apiError{http.StatusBadRequest, ReasonInvalidMessages, err.Error()}
+		case errors.Is(err, compaction.ErrBusy):
+			return &apiError{http.StatusServiceUnavailable, ReasonTimeout, "timed out waiting for an earlier request of this session"}
 		case errors.Is(err, compaction.ErrStaleWatermark), errors.Is(err, compaction.ErrStateConflict):
 			return &apiError{http.StatusConflict, ReasonStaleWatermark, err.Error()}
 		case r.Context().Err() != nil:
@@ -142,7 +105,7 @@ func (s *Server) compact(w http.ResponseWriter, r *http.Request, sess *session, 
 	s.metrics.observeCompaction(e.summarizer.Name(), rec)
 	s.emitEvent(sess, rec)
 	s.recordStatus(sess, rec)
-	writeJSON(w, http.StatusOK, compactResponse(sess.cfg, out, rec))
+	writeCompactResponse(w, compactResponse(sess.cfg, out, rec))
 	return nil
 }
 
@@ -185,8 +148,8 @@ func (s *Server) lastViewTokens(id string) int {
 // parseOffload decodes and checks the body of an offload, before the session is locked.
 func (s *Server) parseOffload(body []byte) (*compactclient.OffloadRequest, error) {
 	var req compactclient.OffloadRequest
-	if err := decode(body, &req); err != nil {
-		return nil, err
+	if err := compactrequest.DecodeOffload(body, &req); err != nil {
+		return nil, asAPIError(err)
 	}
 	if err := s.checkMessages([]compaction.Message{req.Message}); err != nil {
 		return nil, err

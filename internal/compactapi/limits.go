@@ -1,126 +1,57 @@
 package compactapi
 
 import (
-	"encoding/json"
-	"fmt"
-	"net/http"
-	"slices"
-	"strings"
+	"errors"
 
 	"github.com/harness9/compaction-operator/compaction"
+	"github.com/harness9/compaction-operator/compaction/compactclient"
+	"github.com/harness9/compaction-operator/internal/compactrequest"
 )
 
-// Bounds on what one request may make the server decode and keep. Decoding amplifies: a
-// message of 20 bytes becomes a Message of about 140 and, with an unknown field, a map of
-// about 300 more, and the engine copies messages and their unknown fields. The body limit
-// alone does not bound that, so the number of JSON values, of messages and of kept unknown
-// fields are bounded too, each in proportion to the message limit.
+// The bounds on what one request may make the server decode and keep are
+// internal/compactrequest's, in proportion to Config.MaxMessages.
 const (
-	// valuesPerMessage is how many JSON values a body may hold per message of MaxMessages
-	// (a message with a tool call is about 16).
-	valuesPerMessage = 32
-	// maxUnknownFields bounds the fields of one message, or of one tool call, that the
-	// engine does not know and keeps verbatim (reasoning_content, refusal, annotations,
-	// provider extensions: a handful in practice).
-	maxUnknownFields = 16
-	// unknownFieldsPerMessage is how many kept unknown fields a request may carry in all,
-	// per message of MaxMessages.
-	unknownFieldsPerMessage = 4
+	valuesPerMessage        = compactrequest.ValuesPerMessage
+	maxUnknownFields        = compactrequest.MaxUnknownFields
+	unknownFieldsPerMessage = compactrequest.UnknownFieldsPerMessage
 )
 
-// maxValues is the most JSON values a body may hold.
-func (s *Server) maxValues() int { return valuesPerMessage * s.cfg.MaxMessages }
+// limits are the server's bounds on one request.
+func (s *Server) limits() compactrequest.Limits {
+	return compactrequest.Limits{MaxMessages: s.cfg.MaxMessages}
+}
 
-// checkValues refuses a body with more JSON values than maxValues, before it is decoded, and
-// returns how many it holds.
+// checkValues refuses a body with more JSON values than the limits allow, before it is
+// decoded, and returns how many it holds.
 func (s *Server) checkValues(body []byte) (int, error) {
-	limit := s.maxValues()
-	n := jsonValues(body, limit)
-	if n > limit {
-		return n, &apiError{http.StatusRequestEntityTooLarge, ReasonTooLarge,
-			fmt.Sprintf("the body holds more than %d JSON values (objects, arrays, fields and elements; %d per message of --api-max-messages %d)",
-				limit, valuesPerMessage, s.cfg.MaxMessages)}
-	}
-	return n, nil
+	n, err := s.limits().CheckValues(body)
+	return n, asAPIError(err)
 }
 
-// jsonValues counts the objects, arrays, object fields and array elements of a JSON text
-// (its '{', '[', ':' and ',' outside strings; within a factor of two of the values), without
-// decoding or allocating anything. It stops counting past limit. Malformed JSON is counted
-// the same way and refused by the decoder later.
-func jsonValues(data []byte, limit int) int {
-	n := 0
-	inString := false
-	for i := 0; i < len(data); i++ {
-		c := data[i]
-		if inString {
-			switch c {
-			case '\\':
-				i++ // the escaped byte, which may be a quote
-			case '"':
-				inString = false
-			}
-			continue
-		}
-		switch c {
-		case '"':
-			inString = true
-		case '{', '[', ':', ',':
-			n++
-			if n > limit {
-				return n
-			}
-		}
-	}
-	return n
+// jsonValues counts the JSON values of data, up to a little past limit
+// (compactrequest.CountValues).
+func jsonValues(data []byte, limit int) int { return compactrequest.CountValues(data, limit) }
+
+// parseCompact decodes and checks the body of a compaction, before the session is locked
+// (compactrequest.Limits.ParseCompact).
+func (s *Server) parseCompact(body []byte) (*compactclient.CompactRequest, error) {
+	req, err := s.limits().ParseCompact(body)
+	return req, asAPIError(err)
 }
 
-// checkMessages bounds the messages of a request and the unknown fields they keep: more
-// messages, or more kept fields in all, than the limits is a 413; a message or tool call
-// with more than maxUnknownFields unknown fields is malformed, a 400.
+// checkMessages bounds the messages of a request and the unknown fields they keep.
 func (s *Server) checkMessages(msgs []compaction.Message) error {
-	if len(msgs) > s.cfg.MaxMessages {
-		return &apiError{http.StatusRequestEntityTooLarge, ReasonTooLarge,
-			fmt.Sprintf("%d messages, more than the limit of %d (--api-max-messages): send a delta request (the watermark and prefixHash of the last answer) with the messages after the watermark",
-				len(msgs), s.cfg.MaxMessages)}
-	}
-	total := 0
-	for i := range msgs {
-		m := &msgs[i]
-		if err := checkUnknown(m.Extra, fmt.Sprintf("message %d", i)); err != nil {
-			return err
-		}
-		total += len(m.Extra)
-		for j := range m.ToolCalls {
-			if err := checkUnknown(m.ToolCalls[j].Extra, fmt.Sprintf("message %d: tool_calls[%d]", i, j)); err != nil {
-				return err
-			}
-			total += len(m.ToolCalls[j].Extra)
-		}
-	}
-	if limit := unknownFieldsPerMessage * s.cfg.MaxMessages; total > limit {
-		return &apiError{http.StatusRequestEntityTooLarge, ReasonTooLarge,
-			fmt.Sprintf("the messages carry %d fields the engine does not know, more than the %d it keeps for a request (%d per message of --api-max-messages %d)",
-				total, limit, unknownFieldsPerMessage, s.cfg.MaxMessages)}
-	}
-	return nil
+	return asAPIError(s.limits().CheckMessages(msgs))
 }
 
-// checkUnknown refuses an object (what names it) with more than maxUnknownFields unknown
-// fields.
-func checkUnknown(extra map[string]json.RawMessage, what string) error {
-	if len(extra) <= maxUnknownFields {
-		return nil
+// decode reads one JSON object with no unknown top-level fields and nothing after it.
+func decode(body []byte, v any) error { return asAPIError(compactrequest.Decode(body, v)) }
+
+// asAPIError is err, with a compactrequest.Error made the apiError of the same answer.
+func asAPIError(err error) error {
+	var e *compactrequest.Error
+	if errors.As(err, &e) {
+		return &apiError{code: e.Code, reason: e.Reason, msg: e.Message}
 	}
-	names := make([]string, 0, len(extra))
-	for k := range extra {
-		names = append(names, k)
-	}
-	slices.Sort(names)
-	names = names[:3]
-	for i, n := range names {
-		names[i] = fmt.Sprintf("%q", clip(n))
-	}
-	return &apiError{http.StatusBadRequest, ReasonInvalidMessages,
-		fmt.Sprintf("%s has %d fields the engine does not know (%s, ...): at most %d are kept", what, len(extra), strings.Join(names, ", "), maxUnknownFields)}
+	return err
 }

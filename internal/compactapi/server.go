@@ -62,7 +62,7 @@ type Config struct {
 	// memory at once (see inflight.go). A request it cannot take is answered 429.
 	MaxInflightBytes int64
 	// MaxMessages bounds the messages of one request; the JSON values of a body and the
-	// unknown fields its messages keep are bounded in proportion (see limits.go).
+	// unknown fields its messages keep are bounded in proportion (see internal/compactrequest).
 	MaxMessages int
 	// RequestTimeout bounds one request, summarizer calls included.
 	RequestTimeout time.Duration
@@ -124,7 +124,6 @@ type Server struct {
 	metrics  *Metrics
 	log      logr.Logger
 
-	locks    sessionLocks
 	inflight *budget
 	status   *statusBatcher
 	// lastViews remembers, per session, the estimated tokens of the view this replica
@@ -132,8 +131,11 @@ type Server struct {
 	// calibrates the session's estimate. Bounded; a session served elsewhere just skips a
 	// calibration sample.
 	lastViews *lru.Cache[string, int]
-	// engines are the sessions' compactors on this replica, by session UID (see engine).
-	engines *expirable.LRU[string, *engine]
+	// engines are the sessions' compactors on this replica, by session UID (see engine);
+	// enginesMu makes finding or building a session's engine one step, so a session has one
+	// engine, which serializes its compactions.
+	enginesMu sync.Mutex
+	engines   *expirable.LRU[string, *engine]
 	// serving is set once the listener is bound, for the readiness probe.
 	serving atomic.Bool
 
@@ -358,12 +360,14 @@ func (w logWriter) Write(p []byte) (int, error) {
 const writeGrace = 30 * time.Second
 
 // route wraps a handler with the request deadline, authentication and authorization, the
-// media type of a POST body, the session lookup, reading and parsing the body, per-session
-// serialization and the policy's engine configuration and summarizer (for the routes that
-// change the session: serialize) and metrics. The body is read and parsed before the session's
-// lock is taken: a slow or stalled upload, or a malformed body, never holds up the session's
-// other requests. parse is nil for routes without a body.
-func route[Req any](s *Server, name, verb, subresource string, serialize bool,
+// media type of a POST body, the session lookup, reading and parsing the body, the policy's
+// engine configuration and summarizer (for the routes that change the session: withEngine)
+// and metrics. The body is read and parsed before the session's engine is waited for: a slow
+// or stalled upload, or a malformed body, never holds up the session's other requests. The
+// compactions of a session are serialized by its engine (compaction.ProgressiveCompactor),
+// offloads need no order (the store keeps the first result of a tool call ID). parse is nil
+// for routes without a body.
+func route[Req any](s *Server, name, verb, subresource string, withEngine bool,
 	parse func(body []byte) (Req, error), h func(w http.ResponseWriter, r *http.Request, sess *session, req Req) error) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
@@ -415,7 +419,7 @@ func route[Req any](s *Server, name, verb, subresource string, serialize bool,
 			return
 		}
 		defer share.release()
-		sess, err := s.lookup(ctx, ns, sessionName, serialize)
+		sess, err := s.lookup(ctx, ns, sessionName, withEngine)
 		if err != nil {
 			s.fail(rw, log, err)
 			return
@@ -442,14 +446,6 @@ func route[Req any](s *Server, name, verb, subresource string, serialize bool,
 				s.fail(rw, log, err)
 				return
 			}
-		}
-		if serialize {
-			unlock, err := s.locks.lock(ctx, sess.id)
-			if err != nil {
-				s.fail(rw, log, &apiError{http.StatusServiceUnavailable, ReasonTimeout, "timed out waiting for an earlier request of this session"})
-				return
-			}
-			defer unlock()
 		}
 		if err := h(rw, r, sess, req); err != nil {
 			s.fail(rw, log, err)
@@ -504,45 +500,3 @@ func (w *statusWriter) statusCode() int {
 
 // Unwrap lets http.ResponseController reach the underlying writer (flushing records).
 func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
-
-// sessionLocks serializes the writing requests of one session; the entry of a session is
-// dropped when nobody holds or waits for it, so the map stays as small as the traffic.
-type sessionLocks struct {
-	mu    sync.Mutex
-	locks map[string]*sessionLock
-}
-
-type sessionLock struct {
-	ch   chan struct{} // capacity 1: holding the lock is having sent into it
-	refs int
-}
-
-func (l *sessionLocks) lock(ctx context.Context, id string) (func(), error) {
-	l.mu.Lock()
-	if l.locks == nil {
-		l.locks = make(map[string]*sessionLock)
-	}
-	sl := l.locks[id]
-	if sl == nil {
-		sl = &sessionLock{ch: make(chan struct{}, 1)}
-		l.locks[id] = sl
-	}
-	sl.refs++
-	l.mu.Unlock()
-
-	release := func() {
-		l.mu.Lock()
-		sl.refs--
-		if sl.refs == 0 {
-			delete(l.locks, id)
-		}
-		l.mu.Unlock()
-	}
-	select {
-	case sl.ch <- struct{}{}:
-		return func() { <-sl.ch; release() }, nil
-	case <-ctx.Done():
-		release()
-		return nil, ctx.Err()
-	}
-}
