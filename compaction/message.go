@@ -50,6 +50,17 @@ type Message struct {
 
 	// nullContent remembers an explicit "content": null so it is written back as null.
 	nullContent bool
+
+	// parts is what ContentParts counts for the token estimate, worked out when the message
+	// is decoded; it stands only while ContentParts is the slice it was worked out for.
+	parts partsCost
+}
+
+// partsCost is the estimate's size of a ContentParts slice, and which slice it is for.
+type partsCost struct {
+	data  *byte
+	n     int
+	chars int
 }
 
 // ToolCall is one function call requested by an assistant message.
@@ -91,9 +102,58 @@ func cloneExtra(in map[string]json.RawMessage) map[string]json.RawMessage {
 // Chars is the size the token estimate counts for m: content bytes plus the name and
 // arguments of every tool call.
 func (m *Message) Chars() int {
-	n := len(m.Content) + len(m.ContentParts)
+	n := len(m.Content) + m.partsChars()
 	for i := range m.ToolCalls {
 		n += len(m.ToolCalls[i].Function.Name) + len(m.ToolCalls[i].Function.Arguments)
+	}
+	return n
+}
+
+// ImageTokens is what one image in a message's content parts counts for the token estimate,
+// whatever its encoded size: about what the providers charge for a large image (Anthropic
+// bills width×height/750 tokens, at most about 1,600 for the 1.15-megapixel images it keeps
+// whole; OpenAI 765 for a 1024×1024 image in high detail). Counted as its bytes, a
+// base64-encoded screenshot would count for a hundred thousand tokens and force an
+// Emergency compaction.
+const ImageTokens = 1600
+
+// imageTypes are the content part types that hold an image: OpenAI chat ("image_url"), OpenAI
+// responses ("input_image") and Anthropic ("image").
+var imageTypes = map[string]bool{"image_url": true, "input_image": true, "image": true}
+
+// partsChars is the size the estimate counts for m's content parts: a text part its text, an
+// image part ImageTokens×4, any other part its JSON.
+func (m *Message) partsChars() int {
+	if len(m.ContentParts) == 0 {
+		return 0
+	}
+	if c := m.parts; c.n == len(m.ContentParts) && c.data == &m.ContentParts[0] {
+		return c.chars
+	}
+	return contentPartsChars(m.ContentParts)
+}
+
+func contentPartsChars(raw json.RawMessage) int {
+	var parts []json.RawMessage
+	if json.Unmarshal(raw, &parts) != nil {
+		return len(raw)
+	}
+	n := 0
+	for _, p := range parts {
+		var part struct {
+			Type string `json:"type"`
+			Text string `json:"text"`
+		}
+		switch {
+		case json.Unmarshal(p, &part) != nil:
+			n += len(p)
+		case part.Type == "text":
+			n += len(part.Text)
+		case imageTypes[part.Type]:
+			n += ImageTokens * 4
+		default:
+			n += len(p)
+		}
 	}
 	return n
 }
@@ -149,6 +209,7 @@ func (m *Message) decodeSlow(data []byte) error {
 			m.nullContent = true
 		case len(t) > 0 && t[0] == '[':
 			m.ContentParts = append(json.RawMessage(nil), t...)
+			m.parts = partsCost{data: &m.ContentParts[0], n: len(m.ContentParts), chars: contentPartsChars(m.ContentParts)}
 		default:
 			if err := unmarshalString(v, &m.Content); err != nil {
 				return fmt.Errorf("content must be a string, an array of parts or null: %w", err)

@@ -45,12 +45,48 @@ func TestMessageContentParts(t *testing.T) {
 	if m.ContentParts == nil || m.Content != "" {
 		t.Fatalf("parts not kept: %+v", m)
 	}
-	if m.Chars() != len(m.ContentParts) {
-		t.Fatalf("Chars %d, want %d", m.Chars(), len(m.ContentParts))
+	if want := len("look") + ImageTokens*4; m.Chars() != want {
+		t.Fatalf("Chars %d, want %d (the text, and an image as ImageTokens)", m.Chars(), want)
 	}
 	out, _ := json.Marshal(m)
 	if !strings.Contains(string(out), `"image_url"`) {
 		t.Fatalf("parts lost: %s", out)
+	}
+}
+
+// TestImagesCountAsImageTokens: a base64 screenshot counts as ImageTokens, not as its
+// encoded size (which made one screenshot an Emergency compaction), whether the message was
+// decoded or built in Go, and whatever the provider's part type.
+func TestImagesCountAsImageTokens(t *testing.T) {
+	b64 := strings.Repeat("iVBORw0KGgo", 100000) // 1.1 MB
+	for _, parts := range []string{
+		`[{"type":"text","text":"what is on the screen?"},{"type":"image_url","image_url":{"url":"data:image/png;base64,` + b64 + `"}}]`,
+		`[{"type":"text","text":"what is on the screen?"},{"type":"image","source":{"type":"base64","media_type":"image/png","data":"` + b64 + `"}}]`,
+		`[{"type":"text","text":"what is on the screen?"},{"type":"input_image","image_url":"data:image/png;base64,` + b64 + `"}]`,
+	} {
+		var decoded Message
+		if err := json.Unmarshal([]byte(`{"role":"user","content":`+parts+`}`), &decoded); err != nil {
+			t.Fatal(err)
+		}
+		built := Message{Role: RoleUser, ContentParts: json.RawMessage(parts)}
+		want := (len("what is on the screen?") + ImageTokens*4) / 4
+		for name, m := range map[string]Message{"decoded": decoded, "built": built} {
+			if got := EstimateTokens([]Message{m}); got != want {
+				t.Errorf("%s %.40s...: %d tokens, want %d", name, parts, got, want)
+			}
+		}
+		// Parts replaced after decoding are counted anew.
+		decoded.ContentParts = json.RawMessage(`[{"type":"text","text":"` + strings.Repeat("x", 400) + `"}]`)
+		if got := EstimateTokens([]Message{decoded}); got != 100 {
+			t.Errorf("replaced parts: %d tokens, want 100", got)
+		}
+	}
+	// An unknown part counts its JSON, and so does anything that is not a part.
+	for parts, want := range map[string]int{`[{"type":"audio","data":"abcd"}]`: len(`{"type":"audio","data":"abcd"}`), `[1,2,3]`: 3, `[`: 1} {
+		m := Message{Role: RoleUser, ContentParts: json.RawMessage(parts)}
+		if got := m.Chars(); got != want {
+			t.Errorf("%s: %d chars, want %d", parts, got, want)
+		}
 	}
 }
 
@@ -89,5 +125,16 @@ func TestCloneIsDeep(t *testing.T) {
 	c.Extra["k"] = json.RawMessage(`2`)
 	if m.ToolCalls[0].ID != "a" || string(m.Extra["k"]) != "1" {
 		t.Fatal("Clone shares state with the original")
+	}
+}
+
+// TestRenderMessageShowsImagesAsMarkers: the summarizer reads a screenshot as "[image]", not
+// as base64 that costs tokens and says nothing.
+func TestRenderMessageShowsImagesAsMarkers(t *testing.T) {
+	b64 := strings.Repeat("iVBORw0KGgo", 1000)
+	m := Message{Role: RoleUser, ContentParts: json.RawMessage(`[{"type":"text","text":"the login page is blank"},{"type":"image_url","image_url":{"url":"data:image/png;base64,` + b64 + `"}}]`)}
+	got := RenderMessage(&m, 4000)
+	if got != "[user]\nthe login page is blank\n[image]\n\n" {
+		t.Errorf("rendered %q", got)
 	}
 }

@@ -2,6 +2,7 @@ package compaction
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 )
@@ -149,6 +150,33 @@ func promptReminder(req SummaryRequest) string {
 	return s
 }
 
+// renderParts is content parts as a summarizer reads them: the text parts, an "[image]" for
+// each image (its base64 would cost tokens and say nothing), any other part as its JSON.
+func renderParts(raw json.RawMessage) string {
+	var parts []json.RawMessage
+	if json.Unmarshal(raw, &parts) != nil {
+		return string(raw)
+	}
+	lines := make([]string, 0, len(parts))
+	for _, p := range parts {
+		var part struct {
+			Type string `json:"type"`
+			Text string `json:"text"`
+		}
+		switch {
+		case json.Unmarshal(p, &part) != nil:
+			lines = append(lines, string(p))
+		case part.Type == "text":
+			lines = append(lines, part.Text)
+		case imageTypes[part.Type]:
+			lines = append(lines, "[image]")
+		default:
+			lines = append(lines, string(p))
+		}
+	}
+	return strings.Join(lines, "\n")
+}
+
 // RenderMessage renders one message as plain text for a summarizer, cut to maxChars.
 func RenderMessage(m *Message, maxChars int) string {
 	var b strings.Builder
@@ -160,7 +188,7 @@ func RenderMessage(m *Message, maxChars int) string {
 	}
 	content := m.Content
 	if content == "" && m.ContentParts != nil {
-		content = string(m.ContentParts)
+		content = renderParts(m.ContentParts)
 	}
 	if len(content) > maxChars {
 		half := maxChars / 2
