@@ -63,6 +63,7 @@ func (m *Message) decodeFast(data []byte) bool {
 		out.nullContent = true
 	case content[0] == '[':
 		out.ContentParts = append(json.RawMessage(nil), content...)
+		out.parts = partsCost{data: &out.ContentParts[0], n: len(out.ContentParts), chars: contentPartsChars(out.ContentParts)}
 	case content[0] == '"':
 		out.Content = decodeString(content)
 	default:
