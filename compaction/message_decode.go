@@ -17,6 +17,16 @@ import (
 // function named "Name") decode exactly as before. TestDecodeFastAgrees and
 // FuzzDecodeTranscript compare the two.
 
+// keepExtra adds a field the engine does not interpret to extra (made on first use), a copy
+// of its raw value.
+func keepExtra(extra map[string]json.RawMessage, key, value []byte) map[string]json.RawMessage {
+	if extra == nil {
+		extra = map[string]json.RawMessage{}
+	}
+	extra[string(key)] = append(json.RawMessage(nil), value...)
+	return extra
+}
+
 // maxFastDepth is the deepest nesting the fast path checks itself (encoding/json's limit,
 // 10,000, is left to decodeSlow).
 const maxFastDepth = 256
@@ -41,10 +51,7 @@ func (m *Message) decodeFast(data []byte) bool {
 		case fieldPinned:
 			pinned = value
 		default:
-			if extra == nil {
-				extra = map[string]json.RawMessage{}
-			}
-			extra[string(key)] = append(json.RawMessage(nil), value...)
+			extra = keepExtra(extra, key, value)
 		}
 		return true
 	})
@@ -116,10 +123,7 @@ func (tc *ToolCall) decodeFast(data []byte) bool {
 		case fieldFunction:
 			function = value
 		default:
-			if extra == nil {
-				extra = map[string]json.RawMessage{}
-			}
-			extra[string(key)] = append(json.RawMessage(nil), value...)
+			extra = keepExtra(extra, key, value)
 		}
 		return true
 	})

@@ -44,9 +44,6 @@ func (s *Server) checkMessages(msgs []compaction.Message) error {
 	return asAPIError(s.limits().CheckMessages(msgs))
 }
 
-// decode reads one JSON object with no unknown top-level fields and nothing after it.
-func decode(body []byte, v any) error { return asAPIError(compactrequest.Decode(body, v)) }
-
 // asAPIError is err, with a compactrequest.Error made the apiError of the same answer.
 func asAPIError(err error) error {
 	var e *compactrequest.Error

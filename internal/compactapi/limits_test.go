@@ -12,6 +12,7 @@ import (
 
 	"github.com/harness9/compaction-operator/compaction"
 	"github.com/harness9/compaction-operator/compaction/compactclient"
+	"github.com/harness9/compaction-operator/internal/compactrequest"
 )
 
 func TestJSONValues(t *testing.T) {
@@ -226,7 +227,7 @@ func BenchmarkDecodeHostileBody(b *testing.B) {
 				runtime.GC()
 				runtime.ReadMemStats(&before)
 				var req compactclient.CompactRequest
-				_ = decode(h.body, &req)
+				_ = compactrequest.Decode(h.body, &req)
 				runtime.GC()
 				runtime.ReadMemStats(&after)
 				live = max(live, after.HeapAlloc-min(after.HeapAlloc, before.HeapAlloc))
