@@ -177,8 +177,16 @@ func (c *Client) doJSON(ctx context.Context, method, path string, in, out any) e
 	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
 		return fmt.Errorf("compaction client: decode response: %w", err)
 	}
+	// The decoder stops after the value: read the rest (the encoder's newline, the chunked
+	// body's end) so the connection goes back to the pool. A body closed before its end
+	// closes the connection, and the next request pays a new TLS handshake.
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxDrain))
 	return nil
 }
+
+// maxDrain bounds what is read past a decoded answer to keep its connection: a server that
+// sends more than this gets its connection closed instead.
+const maxDrain = 64 << 10
 
 // do sends a request and returns a 2xx response; other statuses become *APIError.
 func (c *Client) do(ctx context.Context, method, path string, body []byte) (*http.Response, error) {
