@@ -233,14 +233,14 @@ func (c *ProgressiveCompactor) predictSaving(t *turn, span []Message) int {
 // countSummarizer counts one summarizer call with its tokens: the server's usage when it
 // reported one, otherwise estimated from the prompt an LLM summarizer would be sent and the
 // answer.
-func (r *CompactionRecord) countSummarizer(req SummaryRequest, answer string, u SummaryUsage) {
-	in, out := u.InputTokens, u.OutputTokens
+func (r *CompactionRecord) countSummarizer(req SummaryRequest, res SummaryResult) {
+	in, out := res.Usage.InputTokens, res.Usage.OutputTokens
 	if in <= 0 {
 		// The prompt an LLM summarizer is sent (each message bounded, see BuildSummaryPrompt).
 		in = (len(SummaryInstructions) + len(BuildSummaryPrompt(req, 0))) / 4
 	}
 	if out <= 0 {
-		out = len(answer) / 4
+		out = res.size() / 4
 	}
 	r.SummarizerCalls++
 	r.SummarizerInputTokens += in

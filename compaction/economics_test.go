@@ -624,15 +624,15 @@ type usageSummarizer struct {
 func (u *usageSummarizer) Name() string { return "usage" }
 
 func (u *usageSummarizer) Summarize(ctx context.Context, req SummaryRequest) (string, error) {
-	out, _, err := u.SummarizeWithUsage(ctx, req)
-	return out, err
+	res, err := u.SummarizeResult(ctx, req)
+	return res.Text, err
 }
 
-func (u *usageSummarizer) SummarizeWithUsage(_ context.Context, req SummaryRequest) (string, SummaryUsage, error) {
+func (u *usageSummarizer) SummarizeResult(_ context.Context, req SummaryRequest) (SummaryResult, error) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	u.reqs = append(u.reqs, req)
-	return u.output, u.usage, nil
+	return SummaryResult{Text: u.output, Usage: u.usage}, nil
 }
 
 func (u *usageSummarizer) requests() []SummaryRequest {
@@ -641,7 +641,7 @@ func (u *usageSummarizer) requests() []SummaryRequest {
 	return append([]SummaryRequest(nil), u.reqs...)
 }
 
-// The record counts the summarizer's calls and tokens: as a UsageSummarizer reports them,
+// The record counts the summarizer's calls and tokens: as a ResultSummarizer reports them,
 // estimated from the prompt and the answer otherwise (or for the side it did not report);
 // Emergency's extractive summary makes no call and is not counted.
 func TestSummarizerAccounting(t *testing.T) {

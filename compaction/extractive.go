@@ -50,21 +50,29 @@ const (
 )
 
 // Summarize renders the anchors and summary in the documented format.
-func (ExtractiveSummarizer) Summarize(ctx context.Context, req SummaryRequest) (string, error) {
-	if err := ctx.Err(); err != nil {
+func (e ExtractiveSummarizer) Summarize(ctx context.Context, req SummaryRequest) (string, error) {
+	r, err := e.SummarizeResult(ctx, req)
+	if err != nil {
 		return "", err
+	}
+	return FormatSummary(r.Anchors, r.Prose), nil
+}
+
+// SummarizeResult answers the anchors and prose as values: the engine takes them as they
+// are, with nothing rendered to text and parsed back.
+func (ExtractiveSummarizer) SummarizeResult(ctx context.Context, req SummaryRequest) (SummaryResult, error) {
+	if err := ctx.Err(); err != nil {
+		return SummaryResult{}, err
 	}
 	x := newExtraction(&req)
 	x.forward()
 	x.backward()
-	var out strings.Builder
-	out.WriteString("## Anchors\n")
 	// The merge with nothing bounds and de-duplicates the items exactly as the engine's
-	// merge will, so what is written here parses back unchanged.
-	out.WriteString(FormatAnchors(MergeAnchors(nil, x.anchors())))
-	out.WriteString("\n## Summary\n")
-	out.WriteString(extractiveProse(&req, x.nUser, x.nAsst, x.nTool, x.nOffload))
-	return out.String(), nil
+	// merge will, so the text Summarize writes parses back to these values.
+	return SummaryResult{
+		Anchors: MergeAnchors(nil, x.anchors()),
+		Prose:   strings.TrimSpace(extractiveProse(&req, x.nUser, x.nAsst, x.nTool, x.nOffload)),
+	}, nil
 }
 
 // extraction is the state of one Summarize call.

@@ -58,21 +58,14 @@ func (c *ProgressiveCompactor) summarize(ctx context.Context, s Summarizer, span
 		PreviousSummary: c.state.LastSummary, PreviousAnchors: c.state.LastAnchors,
 		MaxSummaryChars: c.cfg.MaxSummaryChars,
 	}
-	var raw string
-	var usage SummaryUsage
-	var err error
-	if us, ok := s.(UsageSummarizer); ok {
-		raw, usage, err = us.SummarizeWithUsage(ctx, req)
-	} else {
-		raw, err = s.Summarize(ctx, req)
-	}
+	res, err := Summarize(ctx, s, req)
 	if count {
-		rec.countSummarizer(req, raw, usage)
+		rec.countSummarizer(req, res)
 	}
 	if err != nil {
 		return Message{}, nil, "", err
 	}
-	anchors, summary, perr := ParseAnchorsAndSummary(raw)
+	anchors, summary, perr := res.Parsed()
 	if perr != nil {
 		rec.addError("%v", perr)
 	}

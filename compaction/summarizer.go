@@ -33,12 +33,55 @@ type SummaryUsage struct {
 	OutputTokens int
 }
 
-// UsageSummarizer is a Summarizer that reports the tokens of each call. The engine counts
-// them in the record; for other summarizers it estimates them from the prompt and answer.
-type UsageSummarizer interface {
+// SummaryResult is one summarizer call's answer: Text in the documented format, or, when
+// Text is empty, the anchors and prose as values (a summarizer that builds them, as the
+// extractive one does, need not render text for the engine to parse back).
+type SummaryResult struct {
+	Text string
+	// Anchors are the span's anchors, one per type in AnchorTypes order; Prose the summary.
+	Anchors []Anchor
+	Prose   string
+	// Usage is the call's tokens as its server reported them; zero: the engine estimates them.
+	Usage SummaryUsage
+}
+
+// ResultSummarizer is a Summarizer that answers a SummaryResult: with the tokens its server
+// reported, or with anchors and prose as values. The engine prefers it to Summarize.
+type ResultSummarizer interface {
 	Summarizer
-	// SummarizeWithUsage is Summarize with the call's usage (zero when the server sent none).
-	SummarizeWithUsage(ctx context.Context, req SummaryRequest) (string, SummaryUsage, error)
+	SummarizeResult(ctx context.Context, req SummaryRequest) (SummaryResult, error)
+}
+
+// Summarize calls s, through SummarizeResult when s is a ResultSummarizer.
+func Summarize(ctx context.Context, s Summarizer, req SummaryRequest) (SummaryResult, error) {
+	if rs, ok := s.(ResultSummarizer); ok {
+		return rs.SummarizeResult(ctx, req)
+	}
+	text, err := s.Summarize(ctx, req)
+	return SummaryResult{Text: text}, err
+}
+
+// Parsed is r's anchors and prose: Text parsed (the error says what the parse filled in or
+// kept aside, informational), or the values as they are.
+func (r SummaryResult) Parsed() ([]Anchor, string, error) {
+	if r.Text != "" || (r.Prose == "" && len(r.Anchors) == 0) {
+		return ParseAnchorsAndSummary(r.Text)
+	}
+	return r.Anchors, r.Prose, nil
+}
+
+// size is the length of r's answer as text: what an LLM would have written for it.
+func (r SummaryResult) size() int {
+	if r.Text != "" || (r.Prose == "" && len(r.Anchors) == 0) {
+		return len(r.Text)
+	}
+	return len(FormatSummary(r.Anchors, r.Prose))
+}
+
+// FormatSummary renders anchors and prose in the documented format: what
+// ParseAnchorsAndSummary reads back to them.
+func FormatSummary(anchors []Anchor, prose string) string {
+	return "## Anchors\n" + FormatAnchors(anchors) + "\n## Summary\n" + prose + "\n"
 }
 
 // SummaryInstructions is the system prompt for LLM summarizers. It asks for the format

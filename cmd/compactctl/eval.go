@@ -692,7 +692,7 @@ func evalOne(ctx context.Context, ef *engineFlags, base compaction.Config, summa
 	counting := newCountingSummarizer(summarizer)
 	c, err := compaction.NewProgressiveCompactor(cfg,
 		compaction.WithStore(freshState{store}),
-		compaction.WithSummarizer(counting.wrapped()),
+		compaction.WithSummarizer(counting),
 		compaction.WithSessionID(evalSessionID(ef.sessionID, in.name, w.tokens)),
 		compaction.WithLogger(ef.logger(logTo)),
 	)

@@ -388,8 +388,9 @@ func (h *hookOffloader) apply(ctx context.Context, m compaction.Message) (compac
 }
 
 // countingSummarizer counts the calls of a summarizer and its failures, including output
-// the engine cannot use (no anchors and no summary), which also makes it fall back. Give the
-// engine wrapped(), not the counter itself: it keeps the base's usage reporting.
+// the engine cannot use (no anchors and no summary), which also makes it fall back. It is a
+// compaction.ResultSummarizer whatever it wraps, so the engine still gets the base's usage
+// (an OpenAI summarizer) or anchors as values (the extractive one) through it.
 type countingSummarizer struct {
 	compaction.Summarizer
 	calls    atomic.Int64
@@ -400,45 +401,26 @@ func newCountingSummarizer(base compaction.Summarizer) *countingSummarizer {
 	return &countingSummarizer{Summarizer: base}
 }
 
-// wrapped is the counter as the engine should see it: a compaction.UsageSummarizer when the
-// base is one, so the records still carry the tokens its server reports; a plain Summarizer
-// otherwise, so the engine estimates them as it does for the base.
-func (c *countingSummarizer) wrapped() compaction.Summarizer {
-	if u, ok := c.Summarizer.(compaction.UsageSummarizer); ok {
-		return &countingUsageSummarizer{countingSummarizer: c, usage: u}
-	}
-	return c
-}
-
 func (c *countingSummarizer) Summarize(ctx context.Context, req compaction.SummaryRequest) (string, error) {
-	c.calls.Add(1)
-	out, err := c.Summarizer.Summarize(ctx, req)
-	c.check(out, err)
-	return out, err
+	res, err := c.SummarizeResult(ctx, req)
+	if err != nil {
+		return "", err
+	}
+	if res.Text == "" {
+		return compaction.FormatSummary(res.Anchors, res.Prose), nil
+	}
+	return res.Text, nil
 }
 
-// check counts a failed call.
-func (c *countingSummarizer) check(out string, err error) {
+func (c *countingSummarizer) SummarizeResult(ctx context.Context, req compaction.SummaryRequest) (compaction.SummaryResult, error) {
+	c.calls.Add(1)
+	res, err := compaction.Summarize(ctx, c.Summarizer, req)
 	if err != nil {
 		c.failures.Add(1)
-		return
-	}
-	if anchors, summary, _ := compaction.ParseAnchorsAndSummary(out); summary == "" && compaction.CountAvailable(anchors) == 0 {
+	} else if anchors, summary, _ := res.Parsed(); summary == "" && compaction.CountAvailable(anchors) == 0 {
 		c.failures.Add(1)
 	}
-}
-
-// countingUsageSummarizer is a countingSummarizer over a compaction.UsageSummarizer.
-type countingUsageSummarizer struct {
-	*countingSummarizer
-	usage compaction.UsageSummarizer
-}
-
-func (c *countingUsageSummarizer) SummarizeWithUsage(ctx context.Context, req compaction.SummaryRequest) (string, compaction.SummaryUsage, error) {
-	c.calls.Add(1)
-	out, u, err := c.usage.SummarizeWithUsage(ctx, req)
-	c.check(out, err)
-	return out, u, err
+	return res, err
 }
 
 // humanCount renders n like the engine's notifications do: 812, 45.2K, 1.3M.

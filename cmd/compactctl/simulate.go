@@ -158,7 +158,7 @@ func runSimulate(ctx context.Context, std *stdio, ef *engineFlags, sf *simulateF
 	summarizer := newCountingSummarizer(base)
 	c, err := compaction.NewProgressiveCompactor(cfg,
 		compaction.WithStore(freshState{store}),
-		compaction.WithSummarizer(summarizer.wrapped()),
+		compaction.WithSummarizer(summarizer),
 		compaction.WithSessionID(ef.sessionID),
 		compaction.WithLogger(ef.logger(std.err)),
 	)

@@ -120,28 +120,17 @@ func (m *Metrics) observeCompaction(summarizer string, rec *compaction.Compactio
 	m.OffloadBytes.Add(float64(rec.OffloadedBytes()))
 }
 
-// timedSummarizer counts and times the calls of a summarizer.
+// timedSummarizer counts and times the calls of a summarizer. It is a
+// compaction.ResultSummarizer whatever it wraps, so the engine still gets the server's
+// usage (an OpenAI summarizer) or the anchors as values (the extractive one) through it.
 type timedSummarizer struct {
 	inner compaction.Summarizer
 	m     *Metrics
 }
 
-// timedUsageSummarizer is timedSummarizer for a summarizer that reports its tokens: the
-// wrapper must not hide SummarizeWithUsage from the engine, or every OpenAI call would be
-// counted from estimates instead of the server's usage.
-type timedUsageSummarizer struct {
-	timedSummarizer
-	usage compaction.UsageSummarizer
-}
-
-// timed wraps inner to time its calls, keeping compaction.UsageSummarizer when inner is one
-// (and only then: the engine estimates the tokens of the others).
+// timed wraps inner to time its calls.
 func (s *Server) timed(inner compaction.Summarizer) compaction.Summarizer {
-	t := timedSummarizer{inner: inner, m: s.metrics}
-	if u, ok := inner.(compaction.UsageSummarizer); ok {
-		return timedUsageSummarizer{timedSummarizer: t, usage: u}
-	}
-	return t
+	return timedSummarizer{inner: inner, m: s.metrics}
 }
 
 func (t timedSummarizer) Name() string { return t.inner.Name() }
@@ -153,11 +142,11 @@ func (t timedSummarizer) Summarize(ctx context.Context, req compaction.SummaryRe
 	return out, err
 }
 
-func (t timedUsageSummarizer) SummarizeWithUsage(ctx context.Context, req compaction.SummaryRequest) (string, compaction.SummaryUsage, error) {
+func (t timedSummarizer) SummarizeResult(ctx context.Context, req compaction.SummaryRequest) (compaction.SummaryResult, error) {
 	start := time.Now()
-	out, usage, err := t.usage.SummarizeWithUsage(ctx, req)
+	res, err := compaction.Summarize(ctx, t.inner, req)
 	t.observe(start, err)
-	return out, usage, err
+	return res, err
 }
 
 func (t timedSummarizer) observe(start time.Time, err error) {

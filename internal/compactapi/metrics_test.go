@@ -66,39 +66,35 @@ type fakeUsageSummarizer struct {
 
 func (fakeUsageSummarizer) Name() string { return "openai" }
 func (f fakeUsageSummarizer) Summarize(ctx context.Context, req compaction.SummaryRequest) (string, error) {
-	text, _, err := f.SummarizeWithUsage(ctx, req)
-	return text, err
+	res, err := f.SummarizeResult(ctx, req)
+	return res.Text, err
 }
-func (f fakeUsageSummarizer) SummarizeWithUsage(context.Context, compaction.SummaryRequest) (string, compaction.SummaryUsage, error) {
+func (f fakeUsageSummarizer) SummarizeResult(context.Context, compaction.SummaryRequest) (compaction.SummaryResult, error) {
 	if f.err != nil {
-		return "", compaction.SummaryUsage{}, f.err
+		return compaction.SummaryResult{}, f.err
 	}
-	return "## Anchors\n## Summary\nok", f.usage, nil
+	return compaction.SummaryResult{Text: "## Anchors\n## Summary\nok", Usage: f.usage}, nil
 }
 
-// TestTimedKeepsUsageSummarizer: the timing wrapper passes the server's usage through to the
-// engine for a summarizer that reports it, and does not claim to report it for the others
-// (the engine estimates theirs).
-func TestTimedKeepsUsageSummarizer(t *testing.T) {
+// TestTimedKeepsResults: the timing wrapper passes on what the summarizer answers: the
+// server's usage for one that reports it, none for the others (the engine estimates theirs),
+// the extractive summarizer's anchors as values.
+func TestTimedKeepsResults(t *testing.T) {
+	ctx := context.Background()
 	s, reg := newTestMetrics(t)
 	want := compaction.SummaryUsage{InputTokens: 1200, OutputTokens: 80}
 	wrapped := s.timed(fakeUsageSummarizer{usage: want})
-	us, ok := wrapped.(compaction.UsageSummarizer)
-	if !ok {
-		t.Fatal("timed(UsageSummarizer) is not a compaction.UsageSummarizer: the engine would never see the server's usage")
-	}
 	if wrapped.Name() != "openai" {
 		t.Errorf("Name() = %q", wrapped.Name())
 	}
-	_, got, err := us.SummarizeWithUsage(context.Background(), compaction.SummaryRequest{})
-	if err != nil || got != want {
-		t.Errorf("SummarizeWithUsage = %+v, %v; want %+v", got, err, want)
+	res, err := compaction.Summarize(ctx, wrapped, compaction.SummaryRequest{})
+	if err != nil || res.Usage != want {
+		t.Errorf("Summarize = %+v, %v; want usage %+v: the engine would never see the server's usage", res, err, want)
 	}
-	if _, err := wrapped.Summarize(context.Background(), compaction.SummaryRequest{}); err != nil {
+	if _, err := wrapped.Summarize(ctx, compaction.SummaryRequest{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := s.timed(fakeUsageSummarizer{err: errors.New("down")}).(compaction.UsageSummarizer).
-		SummarizeWithUsage(context.Background(), compaction.SummaryRequest{}); err == nil {
+	if _, err := compaction.Summarize(ctx, s.timed(fakeUsageSummarizer{err: errors.New("down")}), compaction.SummaryRequest{}); err == nil {
 		t.Fatal("the error was lost")
 	}
 	openai := map[string]string{"summarizer": "openai"}
@@ -109,8 +105,13 @@ func TestTimedKeepsUsageSummarizer(t *testing.T) {
 		t.Errorf("%v errors, want 1", n)
 	}
 
-	if _, ok := s.timed(compaction.ExtractiveSummarizer{}).(compaction.UsageSummarizer); ok {
-		t.Error("timed(extractive) claims to report usage: the engine would count zero tokens instead of estimating them")
+	req := compaction.SummaryRequest{Messages: []compaction.Message{{Role: compaction.RoleUser, Content: "Fix the flaky TestEviction"}}}
+	res, err = compaction.Summarize(ctx, s.timed(compaction.ExtractiveSummarizer{}), req)
+	if err != nil || res.Usage != (compaction.SummaryUsage{}) {
+		t.Errorf("timed(extractive) = %+v, %v: reporting usage, the engine would count it instead of estimating", res.Usage, err)
+	}
+	if res.Text != "" || compaction.CountAvailable(res.Anchors) == 0 {
+		t.Errorf("timed(extractive) answered text %q, anchors %v; want the anchors as values", res.Text, res.Anchors)
 	}
 }
 

@@ -1,7 +1,7 @@
 // Package openai is a compaction.Summarizer backed by any OpenAI-compatible
 // /v1/chat/completions endpoint: OpenAI itself, vLLM, Ollama, LiteLLM and similar servers.
-// It is a compaction.UsageSummarizer: SummarizeWithUsage also returns the prompt and
-// completion tokens the server reported, so compaction records count the summarizer's cost.
+// It is a compaction.ResultSummarizer: its answers carry the prompt and completion tokens
+// the server reported, so compaction records count the summarizer's cost.
 //
 // It uses only the standard library so that embedding the compactor does not pull in a
 // vendor SDK. The summarizer is one step of a fail-open pipeline (spec section 6.1: when the
@@ -153,7 +153,7 @@ type Summarizer struct {
 	quiet           bool
 }
 
-var _ compaction.UsageSummarizer = (*Summarizer)(nil)
+var _ compaction.ResultSummarizer = (*Summarizer)(nil)
 
 // New validates cfg, applies the defaults and resolves the API key.
 func New(cfg Config) (*Summarizer, error) {
@@ -314,6 +314,13 @@ type chatRequest struct {
 func (s *Summarizer) Summarize(ctx context.Context, req compaction.SummaryRequest) (string, error) {
 	text, _, err := s.SummarizeWithUsage(ctx, req)
 	return text, err
+}
+
+// SummarizeResult is SummarizeWithUsage as the engine calls it: the text, parsed by the
+// engine, and the tokens the server reported.
+func (s *Summarizer) SummarizeResult(ctx context.Context, req compaction.SummaryRequest) (compaction.SummaryResult, error) {
+	text, usage, err := s.SummarizeWithUsage(ctx, req)
+	return compaction.SummaryResult{Text: text, Usage: usage}, err
 }
 
 // SummarizeWithUsage is Summarize that also returns the tokens the server reported for the
