@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	compactionv1alpha1 "github.com/harness9/compaction-operator/api/v1alpha1"
 	"github.com/harness9/compaction-operator/compaction"
@@ -321,51 +322,67 @@ func (s *Server) flushStatus(ctx context.Context) int {
 	return failed
 }
 
-// writeStatus applies p to the session's status, reading it fresh from the API server and
-// updating with its resourceVersion, retrying on conflict. It reports whether it wrote.
+// writeStatus applies p to the session's status and reports whether it wrote. The first
+// attempt updates the informer's copy: current unless a write raced it, and then the update
+// fails with a conflict. A conflict, or a copy on which p would change nothing (which a stale
+// copy could claim), is decided on a fresh read from the API server, retried on conflict.
 func (s *Server) writeStatus(ctx context.Context, key types.NamespacedName, p *pendingStatus) (bool, error) {
-	written := false
-	err := retry.RetryOnConflict(retry.DefaultBackoff, func() error {
-		var obj compactionv1alpha1.AgentSession
-		if err := s.apiReader.Get(ctx, key, &obj); err != nil {
-			return err
-		}
-		if obj.UID != p.uid {
-			return nil // deleted and re-created meanwhile: not this session's numbers
-		}
-		st := &obj.Status
-		before := st.DeepCopy()
-		if p.turn {
-			st.Tier = compactionv1alpha1.Tier(p.tier.String())
-			st.ContextUsage = p.usage
-		}
-		addCounts(&st.Compactions, p.counts)
-		addSummarizerUsage(&st.Summarizer, p.summarizer)
-		addTo(&st.OffloadedCount, p.offloadedCount)
-		addTo(&st.OffloadedBytes, p.offloadedBytes)
-		if rec := p.last; rec != nil {
-			st.CompressionRatio = fmt.Sprintf("%.2f", rec.CompressionRatio)
-			st.TokensBefore, st.TokensAfter = ptr.To(int64(rec.TokensBefore)), ptr.To(int64(rec.TokensAfter))
-			st.MessagesBefore, st.MessagesAfter = ptr.To(int64(rec.MsgsBefore)), ptr.To(int64(rec.MsgsAfter))
-			st.LastCompactionTime = &metav1.Time{Time: rec.Timestamp}
-			st.Watermark = ptr.To(int64(rec.WatermarkAfter))
-			if p.includeAnchors && len(rec.Anchors) > 0 {
-				st.Anchors = statusAnchors(rec.Anchors)
-			}
-		}
-		if !p.includeAnchors {
-			st.Anchors = nil
-		}
-		if equality.Semantic.DeepEqual(before, st) {
-			return nil
-		}
-		if err := s.writer.Status().Update(ctx, &obj); err != nil {
-			return err
-		}
-		written = true
-		return nil
+	written, skipped, err := s.applyStatus(ctx, s.cache, key, p)
+	if err == nil && !skipped {
+		return written, nil
+	}
+	if err != nil && !apierrors.IsConflict(err) && !apierrors.IsNotFound(err) {
+		return false, err
+	}
+	err = retry.RetryOnConflict(retry.DefaultBackoff, func() error {
+		var err error
+		written, _, err = s.applyStatus(ctx, s.apiReader, key, p)
+		return err
 	})
 	return written, err
+}
+
+// applyStatus reads the session with r, applies p and updates it with the read
+// resourceVersion. skipped: nothing to write (no change, or a session re-created meanwhile,
+// whose numbers these are not).
+func (s *Server) applyStatus(ctx context.Context, r client.Reader, key types.NamespacedName, p *pendingStatus) (written, skipped bool, err error) {
+	var obj compactionv1alpha1.AgentSession
+	if err := r.Get(ctx, key, &obj); err != nil {
+		return false, false, err
+	}
+	if obj.UID != p.uid {
+		return false, true, nil
+	}
+	st := &obj.Status
+	before := st.DeepCopy()
+	if p.turn {
+		st.Tier = compactionv1alpha1.Tier(p.tier.String())
+		st.ContextUsage = p.usage
+	}
+	addCounts(&st.Compactions, p.counts)
+	addSummarizerUsage(&st.Summarizer, p.summarizer)
+	addTo(&st.OffloadedCount, p.offloadedCount)
+	addTo(&st.OffloadedBytes, p.offloadedBytes)
+	if rec := p.last; rec != nil {
+		st.CompressionRatio = fmt.Sprintf("%.2f", rec.CompressionRatio)
+		st.TokensBefore, st.TokensAfter = ptr.To(int64(rec.TokensBefore)), ptr.To(int64(rec.TokensAfter))
+		st.MessagesBefore, st.MessagesAfter = ptr.To(int64(rec.MsgsBefore)), ptr.To(int64(rec.MsgsAfter))
+		st.LastCompactionTime = &metav1.Time{Time: rec.Timestamp}
+		st.Watermark = ptr.To(int64(rec.WatermarkAfter))
+		if p.includeAnchors && len(rec.Anchors) > 0 {
+			st.Anchors = statusAnchors(rec.Anchors)
+		}
+	}
+	if !p.includeAnchors {
+		st.Anchors = nil
+	}
+	if equality.Semantic.DeepEqual(before, st) {
+		return false, true, nil
+	}
+	if err := s.writer.Status().Update(ctx, &obj); err != nil {
+		return false, false, err
+	}
+	return true, false, nil
 }
 
 // statusAnchors keeps the available anchors, one per type, bounded in size.

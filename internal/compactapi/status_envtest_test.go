@@ -45,7 +45,7 @@ func TestStatusWriteSummarizerUsage(t *testing.T) {
 	}
 	s, reg := newTestMetrics(t)
 	s.cfg.UsageInterval = time.Hour
-	s.apiReader, s.writer, s.log, s.status = c, c, logr.Discard(), newStatusBatcher()
+	s.cache, s.apiReader, s.writer, s.log, s.status = c, c, c, logr.Discard(), newStatusBatcher()
 	sess := &session{obj: obj, id: string(obj.UID), cfg: compaction.DefaultConfig(100000)}
 
 	read := func() compactionv1alpha1.AgentSessionStatus {
@@ -95,5 +95,73 @@ func TestStatusWriteSummarizerUsage(t *testing.T) {
 	}
 	if st.Tier != compactionv1alpha1.TierFull || st.ContextUsage != "0.82" {
 		t.Errorf("a None turn that is not due changed tier %s contextUsage %s", st.Tier, st.ContextUsage)
+	}
+}
+
+// staleReader answers every Get with a copy of one earlier snapshot of the session: an
+// informer that has not seen the latest writes yet.
+type staleReader struct {
+	client.Reader
+	snapshot *compactionv1alpha1.AgentSession
+}
+
+func (r staleReader) Get(_ context.Context, _ client.ObjectKey, obj client.Object, _ ...client.GetOption) error {
+	r.snapshot.DeepCopyInto(obj.(*compactionv1alpha1.AgentSession))
+	return nil
+}
+
+// TestStatusWriteFromStaleCache: status writes start from the informer's copy of the
+// session; a copy that missed the latest write neither loses a change (its update
+// conflicts and is made again on a fresh read) nor skips one (a change it would call a
+// no-op is checked on a fresh read).
+func TestStatusWriteFromStaleCache(t *testing.T) {
+	root := testenv.RepoRoot(t)
+	_, cfg := kubeenv.Start(t, kubeenv.Options{CRDDirectoryPaths: []string{filepath.Join(root, "config", "crd", "bases")}})
+	scheme := runtime.NewScheme()
+	testenv.Must(t, clientgoscheme.AddToScheme(scheme))
+	testenv.Must(t, compactionv1alpha1.AddToScheme(scheme))
+	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	testenv.Must(t, err)
+	ctx := context.Background()
+	obj := builder.Session("default", "agent", "p").Build()
+	testenv.Must(t, c.Create(ctx, obj))
+	s, _ := newTestMetrics(t)
+	s.cfg.UsageInterval = 0 // every None turn is written
+	s.cache, s.apiReader, s.writer, s.log, s.status = c, c, c, logr.Discard(), newStatusBatcher()
+	sess := &session{obj: obj, id: string(obj.UID), cfg: compaction.DefaultConfig(100000)}
+	key := client.ObjectKeyFromObject(obj)
+	read := func() compactionv1alpha1.AgentSession {
+		t.Helper()
+		var got compactionv1alpha1.AgentSession
+		testenv.Must(t, c.Get(ctx, key, &got))
+		return got
+	}
+	turn := func(tier compaction.Tier, usage float64) {
+		t.Helper()
+		s.recordStatus(sess, &compaction.CompactionRecord{Timestamp: time.Now(), Tier: tier, TokensBefore: 1000, TokensAfter: 900,
+			Calibration: 1, UsageBefore: usage, UsageAfter: usage})
+		if failed := s.flushStatus(ctx); failed != 0 {
+			t.Fatalf("%d status writes failed", failed)
+		}
+	}
+
+	turn(compaction.TierNone, 0.30)
+	snapshot := read() // None 0.30
+	turn(compaction.TierSoft, 0.72)
+	if st := read().Status; st.Tier != compactionv1alpha1.TierSoft {
+		t.Fatalf("tier %s, want Soft", st.Tier)
+	}
+
+	s.cache = staleReader{Reader: c, snapshot: &snapshot}
+	// On the stale copy this turn changes nothing (it says None 0.30 already).
+	turn(compaction.TierNone, 0.30)
+	if st := read().Status; st.Tier != compactionv1alpha1.TierNone || st.ContextUsage != "0.30" {
+		t.Fatalf("after a None turn written from a stale copy: tier %s usage %s, want None 0.30", st.Tier, st.ContextUsage)
+	}
+	// On the stale copy the update conflicts.
+	turn(compaction.TierFull, 0.85)
+	st := read().Status
+	if st.Tier != compactionv1alpha1.TierFull || !reflect.DeepEqual(st.Compactions, compactionv1alpha1.TierCounts{Soft: ptr.To[int64](1), Full: ptr.To[int64](1)}) {
+		t.Fatalf("after a Full turn written from a stale copy: tier %s compactions %+v, want Full with Soft 1, Full 1", st.Tier, st.Compactions)
 	}
 }
