@@ -131,6 +131,8 @@ type Server struct {
 	// calibrates the session's estimate. Bounded; a session served elsewhere just skips a
 	// calibration sample.
 	lastViews *lru.Cache[string, int]
+	// locations keeps the sessions' decoded pinned locations (nil: decoded every request).
+	locations *policy.DecodedLocations
 	// engines are the sessions' compactors on this replica, by session UID (see engine);
 	// enginesMu makes finding or building a session's engine one step, so a session has one
 	// engine, which serializes its compactions.
@@ -196,6 +198,10 @@ func New(mgr ctrl.Manager, cfg Config, stores *policy.Stores, reg prometheus.Reg
 	if err != nil {
 		return nil, fmt.Errorf("last views cache: %w", err)
 	}
+	locations, err := policy.NewDecodedLocations(decodedLocations)
+	if err != nil {
+		return nil, err
+	}
 	reviewer, err := reviewClient(mgr, cfg.ReviewQPS, cfg.ReviewBurst)
 	if err != nil {
 		return nil, err
@@ -205,6 +211,7 @@ func New(mgr ctrl.Manager, cfg Config, stores *policy.Stores, reg prometheus.Reg
 	return &Server{
 		cfg:       cfg,
 		cache:     mgr.GetCache(),
+		locations: locations,
 		apiReader: mgr.GetAPIReader(),
 		writer:    mgr.GetClient(),
 		secrets:   cfg.Secrets,
@@ -246,6 +253,9 @@ func llmClient(allowed *egress.Allowlist) *http.Client {
 // lastViewSessions bounds the sessions whose last view size a replica remembers (an int
 // each).
 const lastViewSessions = 20000
+
+// decodedLocations bounds the decoded pinned locations a replica keeps (about 1 KB each).
+const decodedLocations = 5000
 
 // NeedLeaderElection is false: every replica serves the API.
 func (s *Server) NeedLeaderElection() bool { return false }

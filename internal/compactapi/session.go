@@ -109,7 +109,7 @@ func (s *Server) lookup(ctx context.Context, namespace, name string, withEngine 
 // agent's turn.
 func (s *Server) pinned(ctx context.Context, obj *compactionv1alpha1.AgentSession) (*policy.Pinned, error) {
 	ready := meta.FindStatusCondition(obj.Status.Conditions, compactionv1alpha1.ConditionReady)
-	locations := policy.Locations{Namespace: s.cfg.ClusterResourceNamespace, Reader: s.cache}
+	locations := policy.Locations{Namespace: s.cfg.ClusterResourceNamespace, Reader: s.cache, Decoded: s.locations}
 	if ready != nil && ready.Status == metav1.ConditionTrue {
 		// The session says it is Ready: its location may have been pinned a moment ago and
 		// not be in the cache yet. (The condition only decides whether to ask the API

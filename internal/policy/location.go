@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"strings"
 
+	lru "github.com/hashicorp/golang-lru/v2"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -96,6 +97,40 @@ type Locations struct {
 	APIReader client.Reader
 	// Writer creates and deletes them; only Pin and Delete need it.
 	Writer client.Writer
+	// Decoded, when set, keeps what Get decoded, so a request does not decode the same
+	// ConfigMap again.
+	Decoded *DecodedLocations
+}
+
+// DecodedLocations keeps decoded pinned locations by what decoding reads (the ConfigMap's
+// data and session annotation, the session), so the same ConfigMap is not decoded again.
+// Safe for concurrent use.
+type DecodedLocations struct {
+	cache *lru.Cache[decodedKey, *Pinned]
+}
+
+type decodedKey struct {
+	location, policy, annotation string
+	session                      types.UID
+	namespace, name              string
+}
+
+// NewDecodedLocations keeps at most size decoded locations, the least recently used
+// forgotten first.
+func NewDecodedLocations(size int) (*DecodedLocations, error) {
+	c, err := lru.New[decodedKey, *Pinned](size)
+	if err != nil {
+		return nil, fmt.Errorf("decoded locations: %w", err)
+	}
+	return &DecodedLocations{cache: c}, nil
+}
+
+// copyPinned is a copy of p a caller may change, for the ConfigMap cm.
+func copyPinned(p *Pinned, cm *corev1.ConfigMap) *Pinned {
+	out := *p
+	loc := *p.Location
+	out.Location, out.object = &loc, cm
+	return &out
 }
 
 func (l Locations) key(namespace, name string) client.ObjectKey {
@@ -113,7 +148,20 @@ func (l Locations) Get(ctx context.Context, s *compactionv1alpha1.AgentSession) 
 	if types.UID(cm.Labels[LocationUIDLabel]) != s.UID {
 		return nil, nil
 	}
-	return decodePinned(cm, s)
+	if l.Decoded == nil {
+		return decodePinned(cm, s)
+	}
+	key := decodedKey{location: cm.Data[locationKey], policy: cm.Data[locationPolicyKey], annotation: cm.Annotations[LocationSessionAnnotation],
+		session: s.UID, namespace: s.Namespace, name: s.Name}
+	if p, ok := l.Decoded.cache.Get(key); ok {
+		return copyPinned(p, cm), nil
+	}
+	p, err := decodePinned(cm, s)
+	if err != nil {
+		return nil, err
+	}
+	l.Decoded.cache.Add(key, copyPinned(p, nil)) // without the ConfigMap: it is read anyway
+	return p, nil
 }
 
 func (l Locations) read(ctx context.Context, namespace, name string) (*corev1.ConfigMap, error) {

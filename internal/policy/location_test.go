@@ -185,3 +185,62 @@ func TestGetReadsLocationsPinnedBeforeProtocol(t *testing.T) {
 		}
 	}
 }
+
+// TestDecodedLocations: with Decoded, Get answers what it decoded before for the same
+// ConfigMap and session, a copy the caller may change, and decodes a new ConfigMap (a
+// session of the same name pinned again) afresh; an invalid location is never kept.
+func TestDecodedLocations(t *testing.T) {
+	ctx := context.Background()
+	l, c := newLocations(t)
+	decoded, err := NewDecodedLocations(10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.Decoded = decoded
+	p := &Policy{Kind: compactionv1alpha1.PolicyKindNamespaced, Namespace: "team", Name: "p", Spec: spec("/a/", compactionv1alpha1.S3CredentialsSecretRef{})}
+	s := agentSession("uid-1")
+	if _, err := l.Pin(ctx, s, p, "ops"); err != nil {
+		t.Fatal(err)
+	}
+	first, err := l.Get(ctx, s)
+	if err != nil || first == nil || first.object == nil {
+		t.Fatalf("Get = %+v, %v", first, err)
+	}
+	first.Location.Bucket = "changed by the caller"
+	second, err := l.Get(ctx, s)
+	if err != nil || second.Location.Bucket != p.Spec.Storage.S3.Bucket || second.object == nil || decoded.cache.Len() != 1 {
+		t.Fatalf("second Get = %+v, %v (%d kept); want the pinned bucket %q and its ConfigMap", second, err, decoded.cache.Len(), p.Spec.Storage.S3.Bucket)
+	}
+
+	// Pinned again for a new session of the same name, from a policy that moved.
+	next := agentSession("uid-2")
+	p.Spec.Storage.S3.Bucket = "elsewhere"
+	if _, err := l.Pin(ctx, next, p, "ops"); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := l.Get(ctx, next); err != nil || got == nil || got.Location.Bucket != "elsewhere" {
+		t.Fatalf("Get after a new pin = %+v, %v; want bucket elsewhere", got, err)
+	}
+	if got, err := l.Get(ctx, s); got != nil || err != nil {
+		t.Fatalf("Get for the old session = %+v, %v; want nothing pinned", got, err)
+	}
+
+	// An invalid location is refused every time.
+	if err := l.Delete(ctx, "team", "agent", ""); err != nil {
+		t.Fatal(err)
+	}
+	before := decoded.cache.Len()
+	if err := c.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ops", Name: LocationName("team", "agent"),
+		Labels: map[string]string{LocationUIDLabel: "uid-2"}, Annotations: map[string]string{LocationSessionAnnotation: "team/agent"}},
+		Data: map[string]string{locationKey: `{"bucket":"b","sessionPrefix":"p/compaction_records/uid-9/"}`, locationPolicyKey: "CompactionPolicy/team/p"}}); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if got, err := l.Get(ctx, next); !errors.Is(err, ErrInvalidLocation) {
+			t.Fatalf("Get of an invalid location = %+v, %v", got, err)
+		}
+	}
+	if decoded.cache.Len() != before {
+		t.Errorf("an invalid location was kept")
+	}
+}
