@@ -27,6 +27,9 @@ const opTimeout = 60 * time.Second
 // callID is the tool call ID of the cases where the ID itself is not under test.
 const callID = "call_1"
 
+// slashCallID is a tool call ID that is not safe as a key as it is.
+const slashCallID = "call/2"
+
 // InvalidSessionIDs are session IDs every method must reject: they would climb out of the
 // session's directory or key prefix, or are otherwise malformed.
 func InvalidSessionIDs() []string {
@@ -458,7 +461,7 @@ func testDeleteSession(t *testing.T, s compaction.Store) {
 	now := time.Date(2026, 6, 1, 0, 0, 0, 0, time.UTC)
 	populate := func(sid string) {
 		t.Helper()
-		for _, id := range []string{callID, "call/2"} {
+		for _, id := range []string{callID, slashCallID} {
 			if _, err := s.PutToolResult(ctx, sid, id, []byte(sid+" "+id)); err != nil {
 				t.Fatalf("PutToolResult(%s): %v", sid, err)
 			}
@@ -485,7 +488,7 @@ func testDeleteSession(t *testing.T, s compaction.Store) {
 	if n < 4 {
 		t.Errorf("DeleteSession removed %d objects, want at least 4", n)
 	}
-	for _, id := range []string{callID, "call/2"} {
+	for _, id := range []string{callID, slashCallID} {
 		if _, err := s.GetToolResult(ctx, victim, id); !errors.Is(err, compaction.ErrNotFound) {
 			t.Errorf("after DeleteSession GetToolResult(%s): err = %v, want ErrNotFound", id, err)
 		}
@@ -498,7 +501,7 @@ func testDeleteSession(t *testing.T, s compaction.Store) {
 	}
 
 	for _, sid := range survivors {
-		for _, id := range []string{callID, "call/2"} {
+		for _, id := range []string{callID, slashCallID} {
 			got, err := s.GetToolResult(ctx, sid, id)
 			if err != nil || string(got) != sid+" "+id {
 				t.Errorf("survivor %s lost tool result %s: %q, %v", sid, id, got, err)
@@ -540,7 +543,7 @@ func testConversations(t *testing.T, s compaction.Store) {
 		t.Helper()
 		for i, conv := range convs {
 			sid := compaction.ConversationSessionID(session, conv)
-			for _, id := range []string{callID, "call/2"} {
+			for _, id := range []string{callID, slashCallID} {
 				if _, err := s.PutToolResult(ctx, sid, id, []byte(sid+" "+id)); err != nil {
 					t.Fatalf("PutToolResult(%s): %v", sid, err)
 				}
@@ -561,7 +564,7 @@ func testConversations(t *testing.T, s compaction.Store) {
 		t.Helper()
 		for i, conv := range convs {
 			sid := compaction.ConversationSessionID(session, conv)
-			for _, id := range []string{callID, "call/2"} {
+			for _, id := range []string{callID, slashCallID} {
 				if got, err := s.GetToolResult(ctx, sid, id); err != nil || string(got) != sid+" "+id {
 					t.Errorf("GetToolResult(%s, %s) = %q, %v; want its own result", sid, id, got, err)
 				}
@@ -600,7 +603,7 @@ func testConversations(t *testing.T, s compaction.Store) {
 	}
 	for _, conv := range convs {
 		sid := compaction.ConversationSessionID(victim, conv)
-		for _, id := range []string{callID, "call/2"} {
+		for _, id := range []string{callID, slashCallID} {
 			if _, err := s.GetToolResult(ctx, sid, id); !errors.Is(err, compaction.ErrNotFound) {
 				t.Errorf("after DeleteSession GetToolResult(%s, %s): err = %v, want ErrNotFound", sid, id, err)
 			}
