@@ -157,10 +157,11 @@ func (e *conversationEnv) records(t *testing.T, conversation string) []compactio
 // markedHistory is a history of turns tool rounds whose task and tool output all carry
 // mark, so a view shows whose history it was built from.
 func markedHistory(mark string, turns int) []compaction.Message {
-	msgs := []compaction.Message{
-		{Role: compaction.RoleSystem, Content: "You are a coding agent."},
-		{Role: compaction.RoleUser, Content: "Task " + mark + ": fix the failing test in pkg/" + mark + "."},
-	}
+	msgs := make([]compaction.Message, 0, 2+2*turns)
+	msgs = append(msgs,
+		compaction.Message{Role: compaction.RoleSystem, Content: "You are a coding agent."},
+		compaction.Message{Role: compaction.RoleUser, Content: "Task " + mark + ": fix the failing test in pkg/" + mark + "."},
+	)
 	for i := range turns {
 		id := fmt.Sprintf("call_%d", i)
 		msgs = append(msgs,
@@ -285,13 +286,23 @@ func TestConversationsAreIndependent(t *testing.T) {
 		}
 	}
 
-	// The same tool call ID holds a different result in each conversation: no conflict,
-	// each reads back its own, and the default conversation has none.
+	checkToolResults(t, agentA, agentB, agentDefault)
+	e.checkRecords(t, map[string]int{convA: compactionsA, convB: 1, "": 1})
+	e.checkDeleteSession(t, []string{"conv/state/" + string(e.sess.UID) + ".json",
+		"conv/state/conversations/" + string(e.sess.UID) + "/" + convA + ".json",
+		"conv/tool_results/" + string(e.sess.UID) + "/conversations/" + convB + "/call_big.txt"})
+}
+
+// checkToolResults: the same tool call ID holds a different result in each of two
+// conversations (no conflict), each reads back its own, the default conversation none.
+func checkToolResults(t *testing.T, a, b, def *compactclient.Session) {
+	t.Helper()
+	ctx := context.Background()
 	big := func(mark string) compaction.Message {
 		return compaction.Message{Role: compaction.RoleTool, ToolCallID: "call_big", Content: strings.Repeat(mark+" big output\n", 1200)}
 	}
-	for _, s := range []*compactclient.Session{agentA, agentB} {
-		mark := map[string]string{convA: "ALPHA", convB: "BRAVO"}[s.Conversation]
+	for _, s := range []*compactclient.Session{a, b} {
+		mark := map[string]string{a.Conversation: "ALPHA", b.Conversation: "BRAVO"}[s.Conversation]
 		off, err := s.OffloadToolResult(ctx, big(mark))
 		if err != nil || off.Offloaded == nil {
 			t.Fatalf("offload in %q: %+v, %v", s.Conversation, off, err)
@@ -302,16 +313,20 @@ func TestConversationsAreIndependent(t *testing.T) {
 		}
 	}
 	var ae *compactclient.APIError
-	if _, err := agentDefault.GetToolResult(ctx, "call_big"); !errors.As(err, &ae) || ae.Code != http.StatusNotFound {
+	if _, err := def.GetToolResult(ctx, "call_big"); !errors.As(err, &ae) || ae.Code != http.StatusNotFound {
 		t.Errorf("the default conversation reads another conversation's tool result: %v, want 404", err)
 	}
+}
 
-	// Each trail holds its own compactions only.
+// checkRecords: each conversation's trail holds its own compactions only, as many as want
+// says; the replica has one engine for each.
+func (e *conversationEnv) checkRecords(t *testing.T, want map[string]int) {
+	t.Helper()
 	uid := string(e.sess.UID)
-	for conv, want := range map[string]int{convA: compactionsA, convB: 1, "": 1} {
+	for conv, n := range want {
 		recs := e.records(t, conv)
-		if len(recs) != want {
-			t.Errorf("conversation %q: %d records, want %d", conv, len(recs), want)
+		if len(recs) != n {
+			t.Errorf("conversation %q: %d records, want %d", conv, len(recs), n)
 		}
 		for _, rec := range recs {
 			if rec.SessionID != compaction.ConversationSessionID(uid, conv) {
@@ -319,14 +334,20 @@ func TestConversationsAreIndependent(t *testing.T) {
 			}
 		}
 	}
-	if n := e.server.engines.Len(); n != 3 {
-		t.Errorf("%d engines, want one for each of the 3 conversations", n)
+	if n := e.server.engines.Len(); n != len(want) {
+		t.Errorf("%d engines, want one for each of the %d conversations", n, len(want))
 	}
+}
 
-	// The finalizer's deletion: DeleteSession(uid) at the pinned location.
+// checkDeleteSession deletes the session's objects as the finalizer does, DeleteSession(uid)
+// at the pinned location, and checks it removes every object in the bucket (the session's
+// and all its conversations', among them the keys in some).
+func (e *conversationEnv) checkDeleteSession(t *testing.T, some []string) {
+	t.Helper()
+	ctx := context.Background()
+	uid := string(e.sess.UID)
 	keys := e.keys(t)
-	for _, want := range []string{"conv/state/" + uid + ".json", "conv/state/conversations/" + uid + "/" + convA + ".json",
-		"conv/tool_results/" + uid + "/conversations/" + convB + "/call_big.txt"} {
+	for _, want := range some {
 		if _, ok := keys[want]; !ok {
 			t.Errorf("no key %s: %q", want, slices.Sorted(maps.Keys(keys)))
 		}
