@@ -216,7 +216,7 @@ func TestConversationsAreIndependent(t *testing.T) {
 	// A grows until it has compacted with a summary more than once.
 	historyA := markedHistory("ALPHA", 40)
 	var lastA *compactclient.CompactResponse
-	compactionsA := 0
+	compactionsA, summarizedA := 0, false
 	for turns := 2; turns <= 40; turns += 2 {
 		resp, err := agentA.Compact(ctx, historyA[:2+2*turns], 0)
 		if err != nil {
@@ -225,7 +225,13 @@ func TestConversationsAreIndependent(t *testing.T) {
 		if resp.Record.Tier != compaction.TierNone {
 			compactionsA++
 		}
+		if resp.Record.Tier >= compaction.TierSoft && strings.Contains(resp.Record.SummaryText, "ALPHA") {
+			summarizedA = true
+		}
 		lastA = resp
+	}
+	if !summarizedA {
+		t.Fatalf("A never summarized its history (Soft or Full): the test did not exercise a summary to leak")
 	}
 	if lastA.Watermark == 0 || compactionsA < 2 {
 		t.Fatalf("A compacted %d times, watermark %d: the test did not exercise a compaction", compactionsA, lastA.Watermark)
