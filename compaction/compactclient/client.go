@@ -225,8 +225,15 @@ const maxDrain = 64 << 10
 // do sends a request and returns a 2xx response; other statuses become *APIError.
 func (c *Client) do(ctx context.Context, method, path string, q url.Values, body []byte) (*http.Response, error) {
 	u := *c.base
-	u.Path = strings.TrimRight(u.Path, "/") + path
-	u.RawPath = ""
+	// path is escaped (c.path): keep it so, with Path its unescaped form. Setting Path alone
+	// escaped the escapes again, and a tool call ID with a '/' ("call/1", sent as
+	// "call%2F1") reached the server as "call%2F1".
+	escaped := strings.TrimRight(c.base.EscapedPath(), "/") + path
+	unescaped, err := url.PathUnescape(escaped)
+	if err != nil {
+		return nil, fmt.Errorf("compaction client: path %q: %w", escaped, err)
+	}
+	u.Path, u.RawPath = unescaped, escaped
 	u.RawQuery = q.Encode()
 	var rd io.Reader
 	if body != nil {

@@ -83,3 +83,36 @@ func TestConversationParameter(t *testing.T) {
 		}
 	}
 }
+
+// A tool call ID that is not safe in a path as it is reaches the server as that ID, escaped
+// once (the server's mux unescapes it once).
+func TestToolCallIDEscapedOnce(t *testing.T) {
+	var got []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got = append(got, r.URL.EscapedPath()+" "+r.URL.Path)
+		_, _ = w.Write([]byte("x"))
+	}))
+	t.Cleanup(srv.Close)
+	for _, base := range []string{srv.URL, srv.URL + "/", srv.URL + "/api%20v"} {
+		c, err := New(base, WithToken("t"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.GetToolResult(context.Background(), "ns", "agent", "call/1 %"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := []string{
+		"/v1/namespaces/ns/sessions/agent/toolresults/call%2F1%20%25 /v1/namespaces/ns/sessions/agent/toolresults/call/1 %",
+		"/v1/namespaces/ns/sessions/agent/toolresults/call%2F1%20%25 /v1/namespaces/ns/sessions/agent/toolresults/call/1 %",
+		"/api%20v/v1/namespaces/ns/sessions/agent/toolresults/call%2F1%20%25 /api v/v1/namespaces/ns/sessions/agent/toolresults/call/1 %",
+	}
+	if len(got) != len(want) {
+		t.Fatalf("requests %q, want %q", got, want)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("request %d: %q, want %q", i, got[i], want[i])
+		}
+	}
+}

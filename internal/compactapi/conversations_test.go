@@ -296,7 +296,7 @@ func TestConversationsAreIndependent(t *testing.T) {
 	e.checkRecords(t, map[string]int{convA: compactionsA, convB: 1, "": 1})
 	e.checkDeleteSession(t, []string{"conv/state/" + string(e.sess.UID) + ".json",
 		"conv/state/conversations/" + string(e.sess.UID) + "/" + convA + ".json",
-		"conv/tool_results/" + string(e.sess.UID) + "/conversations/" + convB + "/call_big.txt"})
+		"conv/tool_results/" + string(e.sess.UID) + "/conversations/" + convB + "/call%2Fbig.txt"})
 }
 
 // checkToolResults: the same tool call ID holds a different result in each of two
@@ -305,7 +305,7 @@ func checkToolResults(t *testing.T, a, b, def *compactclient.Session) {
 	t.Helper()
 	ctx := context.Background()
 	big := func(mark string) compaction.Message {
-		return compaction.Message{Role: compaction.RoleTool, ToolCallID: "call_big", Content: strings.Repeat(mark+" big output\n", 1200)}
+		return compaction.Message{Role: compaction.RoleTool, ToolCallID: "call/big", Content: strings.Repeat(mark+" big output\n", 1200)}
 	}
 	for _, s := range []*compactclient.Session{a, b} {
 		mark := map[string]string{a.Conversation: "ALPHA", b.Conversation: "BRAVO"}[s.Conversation]
@@ -313,13 +313,13 @@ func checkToolResults(t *testing.T, a, b, def *compactclient.Session) {
 		if err != nil || off.Offloaded == nil {
 			t.Fatalf("offload in %q: %+v, %v", s.Conversation, off, err)
 		}
-		got, err := s.GetToolResult(ctx, "call_big")
+		got, err := s.GetToolResult(ctx, "call/big")
 		if err != nil || string(got) != big(mark).Content {
 			t.Errorf("read back in %q: %d bytes, %v; want its own result", s.Conversation, len(got), err)
 		}
 	}
 	var ae *compactclient.APIError
-	if _, err := def.GetToolResult(ctx, "call_big"); !errors.As(err, &ae) || ae.Code != http.StatusNotFound {
+	if _, err := def.GetToolResult(ctx, "call/big"); !errors.As(err, &ae) || ae.Code != http.StatusNotFound {
 		t.Errorf("the default conversation reads another conversation's tool result: %v, want 404", err)
 	}
 }
