@@ -127,9 +127,30 @@ func (s *State) clone() *State {
 // MaxSessionIDLength bounds session IDs (a Kubernetes UID is 36 bytes).
 const MaxSessionIDLength = 128
 
+// MaxConversationIDLength bounds conversation IDs.
+const MaxConversationIDLength = 64
+
+// conversationSep joins a session's ID and a conversation's in the ID the engine and the
+// stores know the conversation by (ConversationSessionID). A session ID never holds '/',
+// so the joined ID can be neither a session's own ID nor another session's conversation.
+const conversationSep = "/conversations/"
+
 // ValidateSessionID accepts IDs made of letters, digits, '-', '_' and '.', not starting with
-// '.', so an ID can never climb out of its directory or key prefix.
+// '.', so an ID can never climb out of its directory or key prefix; and the ID of a
+// conversation of such a session, "{sessionID}/conversations/{conversationID}"
+// (ConversationSessionID), whose conversation ID passes ValidateConversationID. Nothing
+// else may hold a '/'.
 func ValidateSessionID(id string) error {
+	if base, conv, ok := strings.Cut(id, conversationSep); ok {
+		if err := validateBaseSessionID(base); err != nil {
+			return err
+		}
+		return ValidateConversationID(conv)
+	}
+	return validateBaseSessionID(id)
+}
+
+func validateBaseSessionID(id string) error {
 	if id == "" {
 		return fmt.Errorf("empty session id")
 	}
@@ -146,6 +167,47 @@ func ValidateSessionID(id string) error {
 		}
 	}
 	return nil
+}
+
+// ValidateConversationID accepts 1 to 64 letters, digits, '-', '_' and '.', not starting
+// with '.' and without "..": a conversation ID is one key segment or directory name, and
+// never a path of its own.
+func ValidateConversationID(id string) error {
+	if id == "" {
+		return fmt.Errorf("empty conversation id")
+	}
+	if len(id) > MaxConversationIDLength {
+		return fmt.Errorf("conversation id is %d bytes, longer than %d", len(id), MaxConversationIDLength)
+	}
+	if id[0] == '.' || strings.Contains(id, "..") {
+		return fmt.Errorf("conversation id %q must not start with '.' or hold \"..\"", truncateForError(id))
+	}
+	for i := 0; i < len(id); i++ {
+		if c := id[i]; !keyByteOK(c) && c != '.' {
+			return fmt.Errorf("conversation id %q may hold only letters, digits, '-', '_' and '.'", truncateForError(id))
+		}
+	}
+	return nil
+}
+
+// ConversationSessionID is the ID the engine and the stores know conversation of session
+// sessionID by: sessionID itself for the session's default conversation (""), else
+// "{sessionID}/conversations/{conversation}". A conversation's objects are under its
+// session's in every store (its keys extend the session's prefixes), so DeleteSession of
+// the session removes every conversation's objects too. The caller validates both IDs
+// (ValidateSessionID does, on the result).
+func ConversationSessionID(sessionID, conversation string) string {
+	if conversation == "" {
+		return sessionID
+	}
+	return sessionID + conversationSep + conversation
+}
+
+// SplitSessionID is the inverse of ConversationSessionID: the session's ID and the
+// conversation's ("" for the default conversation).
+func SplitSessionID(id string) (sessionID, conversation string) {
+	base, conv, _ := strings.Cut(id, conversationSep)
+	return base, conv
 }
 
 // maxKeyBytes keeps a key segment well inside the 255-byte file-name limit of filesystems.
@@ -217,13 +279,27 @@ func RecordSegmentKey(sessionID, recordID string) string {
 	return "compaction_records/" + sessionID + "/" + SafeKey(recordID) + ".jsonl"
 }
 
-// StateKey is state/{sessionID}.json.
+// StateKey is state/{sessionID}.json; a conversation's (ConversationSessionID) is
+// state/conversations/{sessionID}/{conversationID}.json. Not state/{sessionID}/...: the
+// session "{sessionID}.json" has the key state/{sessionID}.json, and stores that keep
+// objects as files (MinIO) cannot hold keys under a key that is an object.
 func StateKey(sessionID string) string {
+	if session, conv := SplitSessionID(sessionID); conv != "" {
+		return "state/conversations/" + session + "/" + conv + ".json"
+	}
 	return "state/" + sessionID + ".json"
 }
 
 // SessionPrefixes are the key prefixes (with their trailing '/', so "abc" never matches
-// "abcd") that hold a session's objects, besides StateKey.
+// "abcd") that hold a session's objects, besides StateKey. The second is the session's
+// record segments. The keys of a session's conversations (ConversationSessionID) are under
+// the session's prefixes too: tool_results/{sessionID}/conversations/{id}/ and
+// compaction_records/{sessionID}/conversations/{id}/, and the third prefix of a session,
+// state/conversations/{sessionID}/, holds their states.
 func SessionPrefixes(sessionID string) []string {
-	return []string{"tool_results/" + sessionID + "/", "compaction_records/" + sessionID + "/"}
+	p := []string{"tool_results/" + sessionID + "/", "compaction_records/" + sessionID + "/"}
+	if _, conv := SplitSessionID(sessionID); conv == "" {
+		p = append(p, "state/conversations/"+sessionID+"/")
+	}
+	return p
 }

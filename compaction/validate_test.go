@@ -76,6 +76,55 @@ func TestValidateSessionID(t *testing.T) {
 	}
 }
 
+func TestConversationIDs(t *testing.T) {
+	for _, ok := range []string{"a", "sub-agent_2", "retry.3", "A.b-c_d", strings.Repeat("z", MaxConversationIDLength)} {
+		if err := ValidateConversationID(ok); err != nil {
+			t.Errorf("conversation %q rejected: %v", ok, err)
+		}
+		id := ConversationSessionID("6f1c2d3e-aaaa", ok)
+		if err := ValidateSessionID(id); err != nil {
+			t.Errorf("session id %q of conversation %q rejected: %v", id, ok, err)
+		}
+		if s, c := SplitSessionID(id); s != "6f1c2d3e-aaaa" || c != ok {
+			t.Errorf("SplitSessionID(%q) = %q, %q", id, s, c)
+		}
+	}
+	for _, bad := range []string{"", ".", "..", ".x", "../x", "a/b", "a..b", "%2F", "ü", "a b", "a\x00", strings.Repeat("z", MaxConversationIDLength+1)} {
+		if err := ValidateConversationID(bad); err == nil {
+			t.Errorf("conversation %q accepted", bad)
+		}
+		if id := ConversationSessionID("s", bad); bad != "" && ValidateSessionID(id) == nil {
+			t.Errorf("session id %q of conversation %q accepted", id, bad)
+		}
+	}
+	// The default conversation is the session itself: same ID, same keys as before
+	// conversations existed.
+	if id := ConversationSessionID("s", ""); id != "s" || StateKey(id) != "state/s.json" || ToolResultKey(id, "c") != "tool_results/s/c.txt" {
+		t.Errorf("default conversation: id %q, keys %q %q", id, StateKey(id), ToolResultKey(id, "c"))
+	}
+	// A conversation's keys are under its session's prefixes, and no other session's.
+	id := ConversationSessionID("s", "x")
+	keys := []string{StateKey(id), ToolResultKey(id, "c"), RecordSegmentKey(id, "r")}
+	for _, k := range keys {
+		in := 0
+		for _, p := range SessionPrefixes("s") {
+			if strings.HasPrefix(k, p) {
+				in++
+			}
+		}
+		if in != 1 {
+			t.Errorf("key %q of conversation x is under %d of session s's prefixes %q, want 1", k, in, SessionPrefixes("s"))
+		}
+		for _, other := range []string{"s.json", "s2", "x"} {
+			for _, p := range append(SessionPrefixes(other), StateKey(other)) {
+				if strings.HasPrefix(k, p) {
+					t.Errorf("key %q of session s's conversation is under session %s's %q", k, other, p)
+				}
+			}
+		}
+	}
+}
+
 func FuzzSafeKey(f *testing.F) {
 	for _, s := range []string{"call_1", "../x", "a/b", "%", "é", ""} {
 		f.Add(s)

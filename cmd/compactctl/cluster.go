@@ -23,6 +23,8 @@ type clusterFlags struct {
 	// fromKubeconfig is set when the token came from the kubeconfig, for explain.
 	fromKubeconfig bool
 	caFile         *string
+	// conversation is the conversation of the session to read ("" its default one).
+	conversation *string
 }
 
 func addClusterFlags(fs *flag.FlagSet) *clusterFlags {
@@ -37,6 +39,8 @@ func addClusterFlags(fs *flag.FlagSet) *clusterFlags {
 		tokenFile: fs.String("token-file", "", "file holding the bearer token, e.g. a projected ServiceAccount token with audience "+compactclient.DefaultTokenAudience),
 		kubeconfig: fs.String("kubeconfig", "",
 			"kubeconfig whose current context's token is used when neither --token nor --token-file is set (default $KUBECONFIG, ~/.kube/config)"),
+		conversation: fs.String("conversation", "",
+			"conversation of the session (the API's conversation parameter, e.g. a proxy's sub-agent); empty: the session's default conversation"),
 	}
 }
 
@@ -119,7 +123,8 @@ func recordsCommand() *command {
 		help: `Streams the session's audit trail, one CompactionRecord per line, oldest first, from the
 operator's compaction API (GET /v1/namespaces/NAMESPACE/sessions/NAME/records). The caller
 needs "get" on agentsessions/records in the namespace (the compaction-agent ClusterRole).`,
-		example: `  compactctl records --server https://localhost:8082 --ca-file ca.crt default/swe-agent-1 | jq -c '{tier, tokensBefore, tokensAfter}'`,
+		example: `  compactctl records --server https://localhost:8082 --ca-file ca.crt default/swe-agent-1 | jq -c '{tier, tokensBefore, tokensAfter}'
+  compactctl records --server https://localhost:8082 --ca-file ca.crt --conversation sub-agent-2 default/swe-agent-1`,
 		flags: func(fs *flag.FlagSet) func(context.Context, *stdio, []string) error {
 			cf := addClusterFlags(fs)
 			return func(ctx context.Context, std *stdio, args []string) error {
@@ -134,7 +139,7 @@ needs "get" on agentsessions/records in the namespace (the compaction-agent Clus
 				if err != nil {
 					return err
 				}
-				return cf.explain(c.Records(ctx, ns, name, std.out))
+				return cf.explain(c.Records(ctx, ns, name, std.out, compactclient.InConversation(*cf.conversation)))
 			}
 		},
 	}
@@ -163,7 +168,7 @@ on agentsessions/toolresults in the namespace.`,
 				if err != nil {
 					return err
 				}
-				data, err := c.GetToolResult(ctx, ns, name, args[1])
+				data, err := c.GetToolResult(ctx, ns, name, args[1], compactclient.InConversation(*cf.conversation))
 				if err != nil {
 					return cf.explain(err)
 				}

@@ -45,3 +45,31 @@ current-context: x
 		t.Errorf("records with --token: want the plain 401\n%s", r)
 	}
 }
+
+// TestConversationFlag: records and tool-result send --conversation as the API's
+// conversation parameter, and nothing without it.
+func TestConversationFlag(t *testing.T) {
+	var got []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got = append(got, r.URL.RequestURI())
+		_, _ = w.Write([]byte("x\n"))
+	}))
+	defer srv.Close()
+	for _, args := range [][]string{
+		{"records", "--server", srv.URL, "--token", "t", "default/agent"},
+		{"records", "--server", srv.URL, "--token", "t", "--conversation", "sub-2", "default/agent"},
+		{"tool-result", "--server", srv.URL, "--token", "t", "--conversation", "sub-2", "default/agent", "call_1"},
+	} {
+		if r := runCLI(t, "", args...); r.code != 0 {
+			t.Fatalf("%q: %s", args, r)
+		}
+	}
+	want := []string{
+		"/v1/namespaces/default/sessions/agent/records",
+		"/v1/namespaces/default/sessions/agent/records?conversation=sub-2",
+		"/v1/namespaces/default/sessions/agent/toolresults/call_1?conversation=sub-2",
+	}
+	if strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Errorf("requests %q, want %q", got, want)
+	}
+}

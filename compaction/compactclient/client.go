@@ -109,28 +109,61 @@ func isReason(err error, reason string) bool {
 	return errors.As(err, &ae) && ae.Reason == reason
 }
 
+// CallOption changes one call of a Client.
+type CallOption func(*callOptions)
+
+type callOptions struct {
+	conversation string
+}
+
+// ConversationParam is the query parameter that names the conversation of a session a
+// request is for.
+const ConversationParam = "conversation"
+
+// InConversation makes a call work on conversation id of the session: its own state,
+// records and offloaded tool results, apart from the session's other conversations. An
+// empty id is the session's default conversation (the same as leaving the option out).
+// The server accepts 1 to 64 letters, digits, '-', '_' and '.', not starting with '.', and
+// answers anything else with a 400 (ReasonBadRequest).
+func InConversation(id string) CallOption {
+	return func(o *callOptions) { o.conversation = id }
+}
+
+// query is the query string of a call with opts.
+func query(opts []CallOption) url.Values {
+	var o callOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if o.conversation == "" {
+		return nil
+	}
+	return url.Values{ConversationParam: []string{o.conversation}}
+}
+
 // Compact sends one turn's history and returns the view to send to the LLM.
-func (c *Client) Compact(ctx context.Context, namespace, name string, req CompactRequest) (*CompactResponse, error) {
+func (c *Client) Compact(ctx context.Context, namespace, name string, req CompactRequest, opts ...CallOption) (*CompactResponse, error) {
 	var resp CompactResponse
-	if err := c.doJSON(ctx, http.MethodPost, c.path(namespace, name, "compact"), req, &resp); err != nil {
+	if err := c.doJSON(ctx, http.MethodPost, c.path(namespace, name, "compact"), query(opts), req, &resp); err != nil {
 		return nil, err
 	}
 	return &resp, nil
 }
 
 // OffloadToolResult stores a tool result over the policy's hookThresholdChars and returns
-// the placeholder message to append to the history instead (or the message unchanged).
-func (c *Client) OffloadToolResult(ctx context.Context, namespace, name string, msg compaction.Message) (*OffloadResponse, error) {
+// the placeholder message to append to the history instead (or the message unchanged). The
+// result is read back (GetToolResult) in the same conversation.
+func (c *Client) OffloadToolResult(ctx context.Context, namespace, name string, msg compaction.Message, opts ...CallOption) (*OffloadResponse, error) {
 	var resp OffloadResponse
-	if err := c.doJSON(ctx, http.MethodPost, c.path(namespace, name, "toolresults"), OffloadRequest{Message: msg}, &resp); err != nil {
+	if err := c.doJSON(ctx, http.MethodPost, c.path(namespace, name, "toolresults"), query(opts), OffloadRequest{Message: msg}, &resp); err != nil {
 		return nil, err
 	}
 	return &resp, nil
 }
 
 // GetToolResult returns the full original bytes of an offloaded tool result.
-func (c *Client) GetToolResult(ctx context.Context, namespace, name, toolCallID string) ([]byte, error) {
-	resp, err := c.do(ctx, http.MethodGet, c.path(namespace, name, "toolresults", toolCallID), nil)
+func (c *Client) GetToolResult(ctx context.Context, namespace, name, toolCallID string, opts ...CallOption) ([]byte, error) {
+	resp, err := c.do(ctx, http.MethodGet, c.path(namespace, name, "toolresults", toolCallID), query(opts), nil)
 	if err != nil {
 		return nil, err
 	}
@@ -142,9 +175,10 @@ func (c *Client) GetToolResult(ctx context.Context, namespace, name, toolCallID 
 	return data, nil
 }
 
-// Records copies the session's JSONL audit trail, oldest first, to w.
-func (c *Client) Records(ctx context.Context, namespace, name string, w io.Writer) error {
-	resp, err := c.do(ctx, http.MethodGet, c.path(namespace, name, "records"), nil)
+// Records copies the session's JSONL audit trail, oldest first, to w: its default
+// conversation's, or with InConversation that conversation's.
+func (c *Client) Records(ctx context.Context, namespace, name string, w io.Writer, opts ...CallOption) error {
+	resp, err := c.do(ctx, http.MethodGet, c.path(namespace, name, "records"), query(opts), nil)
 	if err != nil {
 		return err
 	}
@@ -164,12 +198,12 @@ func (c *Client) path(namespace, name string, rest ...string) string {
 	return "/" + strings.Join(parts, "/")
 }
 
-func (c *Client) doJSON(ctx context.Context, method, path string, in, out any) error {
+func (c *Client) doJSON(ctx context.Context, method, path string, q url.Values, in, out any) error {
 	body, err := json.Marshal(in)
 	if err != nil {
 		return fmt.Errorf("compaction client: encode request: %w", err)
 	}
-	resp, err := c.do(ctx, method, path, body)
+	resp, err := c.do(ctx, method, path, q, body)
 	if err != nil {
 		return err
 	}
@@ -189,10 +223,18 @@ func (c *Client) doJSON(ctx context.Context, method, path string, in, out any) e
 const maxDrain = 64 << 10
 
 // do sends a request and returns a 2xx response; other statuses become *APIError.
-func (c *Client) do(ctx context.Context, method, path string, body []byte) (*http.Response, error) {
+func (c *Client) do(ctx context.Context, method, path string, q url.Values, body []byte) (*http.Response, error) {
 	u := *c.base
-	u.Path = strings.TrimRight(u.Path, "/") + path
-	u.RawPath = ""
+	// path is escaped (c.path): keep it so, with Path its unescaped form. Setting Path alone
+	// escaped the escapes again, and a tool call ID with a '/' ("call/1", sent as
+	// "call%2F1") reached the server as "call%2F1".
+	escaped := strings.TrimRight(c.base.EscapedPath(), "/") + path
+	unescaped, err := url.PathUnescape(escaped)
+	if err != nil {
+		return nil, fmt.Errorf("compaction client: path %q: %w", escaped, err)
+	}
+	u.Path, u.RawPath = unescaped, escaped
+	u.RawQuery = q.Encode()
 	var rd io.Reader
 	if body != nil {
 		rd = bytes.NewReader(body)

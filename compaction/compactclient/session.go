@@ -2,6 +2,7 @@ package compactclient
 
 import (
 	"context"
+	"io"
 	"sync"
 
 	"github.com/harness9/compaction-operator/compaction"
@@ -12,10 +13,16 @@ import (
 // messages after it, falling back to the full history when the server says the watermark is
 // stale (another process compacted, or the history was rewritten) or cannot read the
 // session's state (storage down: the full history lets it fail open).
+//
+// Conversation, when set, is the conversation of the AgentSession this Session works on
+// (Client.InConversation): one AgentSession carries any number of conversations (a
+// proxy's sub-agents, retries, parallel workers), each with its own state, records and tool
+// results. Empty is the session's default conversation. Use one Session per conversation.
 type Session struct {
-	Client    *Client
-	Namespace string
-	Name      string
+	Client       *Client
+	Namespace    string
+	Name         string
+	Conversation string
 
 	mu         sync.Mutex
 	watermark  int
@@ -41,7 +48,7 @@ func (s *Session) Compact(ctx context.Context, history []compaction.Message, pro
 		delta = append(delta, history[s.watermark:]...)
 		dreq := req
 		dreq.Messages, dreq.Watermark, dreq.PrefixHash = delta, s.watermark, s.prefixHash
-		resp, err := s.Client.Compact(ctx, s.Namespace, s.Name, dreq)
+		resp, err := s.Client.Compact(ctx, s.Namespace, s.Name, dreq, InConversation(s.Conversation))
 		if err == nil {
 			s.watermark, s.prefixHash = resp.Watermark, resp.PrefixHash
 			return resp, nil
@@ -52,10 +59,25 @@ func (s *Session) Compact(ctx context.Context, history []compaction.Message, pro
 			return nil, err
 		}
 	}
-	resp, err := s.Client.Compact(ctx, s.Namespace, s.Name, req)
+	resp, err := s.Client.Compact(ctx, s.Namespace, s.Name, req, InConversation(s.Conversation))
 	if err != nil {
 		return nil, err
 	}
 	s.watermark, s.prefixHash = resp.Watermark, resp.PrefixHash
 	return resp, nil
+}
+
+// OffloadToolResult is Client.OffloadToolResult in the Session's conversation.
+func (s *Session) OffloadToolResult(ctx context.Context, msg compaction.Message) (*OffloadResponse, error) {
+	return s.Client.OffloadToolResult(ctx, s.Namespace, s.Name, msg, InConversation(s.Conversation))
+}
+
+// GetToolResult is Client.GetToolResult in the Session's conversation.
+func (s *Session) GetToolResult(ctx context.Context, toolCallID string) ([]byte, error) {
+	return s.Client.GetToolResult(ctx, s.Namespace, s.Name, toolCallID, InConversation(s.Conversation))
+}
+
+// Records is Client.Records of the Session's conversation.
+func (s *Session) Records(ctx context.Context, w io.Writer) error {
+	return s.Client.Records(ctx, s.Namespace, s.Name, w, InConversation(s.Conversation))
 }

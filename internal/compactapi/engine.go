@@ -14,8 +14,9 @@ import (
 
 // Bounds of the engines a replica keeps.
 const (
-	// engineSessions bounds the sessions whose engine a replica keeps (an engine holds the
-	// session's state: its anchors, summary and offload index, tens of KiB).
+	// engineSessions bounds the sessions (conversations, each with an engine of its own)
+	// whose engine a replica keeps (an engine holds the conversation's state: its anchors,
+	// summary and offload index, tens of KiB).
 	engineSessions = 4096
 	// engineIdle is how long an engine is kept after its session's last compaction.
 	engineIdle = 10 * time.Minute
@@ -49,15 +50,19 @@ func engineKey(sess *session) string {
 	return fmt.Sprintf("%+v|%t|%+v|%p", sess.cfg, sess.sumOpenAI, sum, sess.store)
 }
 
-// engineFor returns the session's engine, building it when the replica has none for the
-// session's current configuration. Concurrent requests of a session get the same engine.
+// engineFor returns the engine of the request's conversation of the session, building it
+// when the replica has none for the session's current configuration. Concurrent requests
+// of a conversation get the same engine; each conversation has its own (they are cached by
+// sess.storeID()), so conversations of one session never share a state and compact in
+// parallel.
 func (s *Server) engineFor(sess *session) (*engine, error) {
 	key := engineKey(sess)
+	id := sess.storeID()
 	s.enginesMu.Lock()
 	defer s.enginesMu.Unlock()
 	if s.engines != nil {
-		if e, ok := s.engines.Get(sess.id); ok && e.key == key {
-			s.engines.Add(sess.id, e) // kept engineIdle from now
+		if e, ok := s.engines.Get(id); ok && e.key == key {
+			s.engines.Add(id, e) // kept engineIdle from now
 			return e, nil
 		}
 	}
@@ -68,17 +73,20 @@ func (s *Server) engineFor(sess *session) (*engine, error) {
 			return nil, &apiError{code: http.StatusServiceUnavailable, reason: ReasonSessionNotReady, msg: err.Error()}
 		}
 	}
+	log := s.log.WithValues("session", sess.obj.Namespace+"/"+sess.obj.Name)
+	if sess.conversation != "" {
+		log = log.WithValues("conversation", sess.conversation)
+	}
 	c, err := compaction.NewProgressiveCompactor(sess.cfg,
-		compaction.WithStore(sess.store), compaction.WithSessionID(sess.id),
-		compaction.WithSummarizer(sum), compaction.WithLastViewTokens(s.lastViewTokens(sess.id)),
-		compaction.WithLogger(s.log.WithValues("session", sess.obj.Namespace+"/"+sess.obj.Name)),
-		compaction.WithStateRevalidation())
+		compaction.WithStore(sess.store), compaction.WithSessionID(id),
+		compaction.WithSummarizer(sum), compaction.WithLastViewTokens(s.lastViewTokens(id)),
+		compaction.WithLogger(log), compaction.WithStateRevalidation())
 	if err != nil {
 		return nil, &apiError{code: http.StatusConflict, reason: ReasonSessionNotReady, msg: "the session's policy does not make a valid configuration: " + err.Error()}
 	}
 	e := &engine{key: key, c: c, summarizer: sum}
 	if s.engines != nil {
-		s.engines.Add(sess.id, e)
+		s.engines.Add(id, e)
 	}
 	return e, nil
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 
@@ -100,13 +101,56 @@ func (s *Server) compact(w http.ResponseWriter, r *http.Request, sess *session, 
 		}
 	}
 	if s.lastViews != nil {
-		s.lastViews.Add(sess.id, rec.TokensAfter)
+		// By conversation: the next usage.promptTokens of this conversation measures this view.
+		s.lastViews.Add(sess.storeID(), rec.TokensAfter)
 	}
 	s.metrics.observeCompaction(e.summarizer.Name(), rec)
 	s.emitEvent(sess, rec)
 	s.recordStatus(sess, rec)
 	writeCompactResponse(w, compactResponse(sess.cfg, out, rec))
 	return nil
+}
+
+// conversationParam is the query parameter that names a conversation of the session: a
+// proxy in an agent's pod carries several conversations (sub-agents, retries, parallel
+// workers) through one AgentSession, each with its own state, records and tool results.
+// A query parameter, not a header, so a URL names what it reads (records, a tool result)
+// and curl or a browser need nothing more.
+const conversationParam = "conversation"
+
+// conversationOf reads the request's conversation: "" (the session's default conversation,
+// as before conversations existed) without the parameter. A malformed query, a repeated,
+// empty or invalid conversation ID is a 400 that names it, before anything is read or
+// stored. Other parameters are ignored, as they always were.
+func conversationOf(r *http.Request) (string, error) {
+	if r.URL.RawQuery == "" {
+		return "", nil
+	}
+	q, err := url.ParseQuery(r.URL.RawQuery)
+	if err != nil {
+		return "", &apiError{http.StatusBadRequest, ReasonBadRequest, "malformed query string: " + err.Error()}
+	}
+	values, ok := q[conversationParam]
+	switch {
+	case !ok:
+		return "", nil
+	case len(values) > 1:
+		return "", &apiError{http.StatusBadRequest, ReasonBadRequest, fmt.Sprintf("%d %s parameters: send one", len(values), conversationParam)}
+	}
+	if err := compaction.ValidateConversationID(values[0]); err != nil {
+		return "", &apiError{http.StatusBadRequest, ReasonBadRequest, fmt.Sprintf(
+			"%s parameter: %v (1 to %d letters, digits, '-', '_' and '.', not starting with '.'; leave it out for the session's default conversation)",
+			conversationParam, err, compaction.MaxConversationIDLength)}
+	}
+	return values[0], nil
+}
+
+// scope names what a request works on, for messages.
+func (sess *session) scope() string {
+	if sess.conversation == "" {
+		return "session"
+	}
+	return fmt.Sprintf("conversation (%q) of the session", sess.conversation)
 }
 
 // compactResponse is the answer to a compaction that made the view out.
@@ -166,11 +210,11 @@ func (s *Server) parseOffload(body []byte) (*compactclient.OffloadRequest, error
 
 func (s *Server) offload(w http.ResponseWriter, r *http.Request, sess *session, req *compactclient.OffloadRequest) error {
 	m := req.Message
-	o := compaction.NewOffloader(sess.store, sess.id, sess.cfg.OffloadThreshold, sess.cfg.PreviewLines)
+	o := compaction.NewOffloader(sess.store, sess.storeID(), sess.cfg.OffloadThreshold, sess.cfg.PreviewLines)
 	out, entry, err := o.Hook(r.Context(), m, sess.cfg.HookThreshold)
 	if errors.Is(err, compaction.ErrToolResultExists) {
 		return &apiError{http.StatusConflict, ReasonToolResultExists, fmt.Sprintf(
-			"tool call ID %q already holds a different result in this session; the stored one is kept: keep this result in the history", m.ToolCallID)}
+			"tool call ID %q already holds a different result in this %s; the stored one is kept: keep this result in the history", m.ToolCallID, sess.scope())}
 	}
 	if err != nil {
 		return &apiError{http.StatusServiceUnavailable, ReasonStorage, "offload failed, keep the result in the history: " + err.Error()}
@@ -190,10 +234,10 @@ func (s *Server) toolResult(w http.ResponseWriter, r *http.Request, sess *sessio
 	}
 	// Streamed from the store: a large result is never held in memory, however many
 	// readers it has.
-	rc, size, err := sess.store.OpenToolResult(r.Context(), sess.id, id)
+	rc, size, err := sess.store.OpenToolResult(r.Context(), sess.storeID(), id)
 	switch {
 	case errors.Is(err, compaction.ErrNotFound):
-		return &apiError{http.StatusNotFound, ReasonNotFound, fmt.Sprintf("no offloaded result for tool call %q in this session", id)}
+		return &apiError{http.StatusNotFound, ReasonNotFound, fmt.Sprintf("no offloaded result for tool call %q in this %s", id, sess.scope())}
 	case err != nil:
 		return &apiError{http.StatusServiceUnavailable, ReasonStorage, err.Error()}
 	}
@@ -213,7 +257,7 @@ func (s *Server) records(w http.ResponseWriter, r *http.Request, sess *session, 
 	// Records are buffered up to a first chunk so a storage error before any output can still
 	// be answered with a proper status; after that they stream.
 	sw := &lazyWriter{w: w, threshold: 64 << 10}
-	err := sess.store.ReadRecords(r.Context(), sess.id, sw)
+	err := sess.store.ReadRecords(r.Context(), sess.storeID(), sw)
 	if err != nil && !sw.started {
 		return &apiError{http.StatusServiceUnavailable, ReasonStorage, err.Error()}
 	}

@@ -402,6 +402,16 @@ func route[Req any](s *Server, name, verb, subresource string, withEngine bool,
 			s.fail(rw, log, err)
 			return
 		}
+		// Authorization is per session: any caller of the session may use any of its
+		// conversations (they separate an agent's conversations, not tenants).
+		conversation, err := conversationOf(r)
+		if err != nil {
+			s.fail(rw, log, err)
+			return
+		}
+		if conversation != "" {
+			log = log.WithValues("conversation", conversation)
+		}
 		// Checked after authorization (a caller without access learns nothing) and before
 		// the session is looked up or the body read.
 		declared := int64(0)
@@ -434,6 +444,7 @@ func route[Req any](s *Server, name, verb, subresource string, withEngine bool,
 			s.fail(rw, log, err)
 			return
 		}
+		sess.conversation = conversation
 		var req Req
 		if parse != nil {
 			body, err := s.readBody(rw, r)

@@ -23,9 +23,12 @@ import (
 // (compact, offload) also get the policy's engine configuration and summarizer (withEngine).
 // id is the session's metadata.uid.
 type session struct {
-	obj   *compactionv1alpha1.AgentSession
-	id    string
-	store *s3.Store
+	obj *compactionv1alpha1.AgentSession
+	id  string
+	// conversation is the conversation of the session the request is for (the query
+	// parameter conversation); empty for the session's default conversation.
+	conversation string
+	store        *s3.Store
 	// Set for the routes that change the session only: the engine configuration and the
 	// summarizer's (sumCfg, when sumOpenAI; else the extractive one). summarizer, when set,
 	// is used instead (tests).
@@ -36,6 +39,14 @@ type session struct {
 	// anchorsInStatus: the policy asks for the anchors in status (conversation content,
 	// readable by anyone who may get the session).
 	anchorsInStatus bool
+}
+
+// storeID is the ID the engine and the store know the request's conversation by: the
+// session's UID for its default conversation, else "{uid}/conversations/{conversation}",
+// whose objects are under the session's, so the finalizer's DeleteSession(uid) removes
+// them too. The session's status, events and metrics stay the session's (by sess.obj).
+func (sess *session) storeID() string {
+	return compaction.ConversationSessionID(sess.id, sess.conversation)
 }
 
 // lookup resolves a Ready session; withEngine also resolves its policy's engine configuration

@@ -572,14 +572,18 @@ func (e *env) testDeleteRemovesOnlyItsObjects(t *testing.T) {
 	e.waitCondition(t, b, compactionv1alpha1.ConditionReady, metav1.ConditionTrue)
 
 	// extended is an ID that a's ID is a prefix of: a prefix match without the '/' boundary
-	// would delete its objects too.
+	// would delete its objects too. Each has two conversations besides its default one (the
+	// compaction API's conversation parameter), stored under the session's keys: deleting
+	// the session deletes them, and only them.
 	sa, sb := string(a.UID), string(b.UID)
 	extended := sa + "0"
 	for _, sid := range []string{sa, sb, extended} {
-		e.putSessionObjects(t, sid)
+		for _, conv := range []string{"", "sub-agent-1", "worker.2"} {
+			e.putSessionObjects(t, compaction.ConversationSessionID(sid, conv))
+		}
 	}
-	if n := len(e.objectsOf(t, sa)); n != 5 {
-		t.Fatalf("session a has %d objects before deletion, want 5", n)
+	if n := len(e.objectsOf(t, sa)); n != 15 {
+		t.Fatalf("session a has %d objects before deletion, want 15 (5 for each of 3 conversations)", n)
 	}
 
 	testenv.Must(t, e.c.Delete(context.Background(), a))
@@ -588,8 +592,8 @@ func (e *env) testDeleteRemovesOnlyItsObjects(t *testing.T) {
 		t.Errorf("objects of the deleted session left behind: %v", left)
 	}
 	for _, sid := range []string{sb, extended} {
-		if n := len(e.objectsOf(t, sid)); n != 5 {
-			t.Errorf("session %s has %d objects after deleting another session, want 5", sid, n)
+		if n := len(e.objectsOf(t, sid)); n != 15 {
+			t.Errorf("session %s has %d objects after deleting another session, want 15", sid, n)
 		}
 	}
 	e.waitEvent(t, a.Name, corev1.EventTypeNormal, "StorageDeleted")

@@ -4,6 +4,18 @@
 //	{root}/.harness9/tool_results/{sessionID}/{SafeKey(toolCallID)}.txt
 //	{root}/.harness9/compaction_records/{sessionID}.jsonl   (appended, one record a line)
 //	{root}/.harness9/state/{sessionID}.json                 (replaced atomically)
+//
+// A conversation of a session (compaction.ConversationSessionID "{sessionID}/conversations/{id}")
+// keeps its records and state in a directory of its own under the session's, and its tool
+// results one level under the session's:
+//
+//	{root}/.harness9/conversations/{sessionID}/{id}/compaction_records.jsonl
+//	{root}/.harness9/conversations/{sessionID}/{id}/state.json
+//	{root}/.harness9/tool_results/{sessionID}/conversations/{id}/{SafeKey(toolCallID)}.txt
+//
+// Not compaction_records/{sessionID}/...: that directory would take the name of the records
+// file of the session "{sessionID}" minus ".jsonl" (session "a.jsonl"'s directory is session
+// "a"'s file), and deleting one session would delete the other's trail.
 package fs
 
 import (
@@ -76,14 +88,26 @@ func (s *Store) ToolResultPath(sid, toolCallID string) string {
 	return filepath.Join(s.toolResultDir(sid), compaction.SafeKey(toolCallID)+".txt")
 }
 
-// RecordsPath is the session's JSONL trail.
+// RecordsPath is the session's (or conversation's) JSONL trail.
 func (s *Store) RecordsPath(sid string) string {
+	if session, conv := compaction.SplitSessionID(sid); conv != "" {
+		return filepath.Join(s.conversationsDir(session), conv, "compaction_records.jsonl")
+	}
 	return filepath.Join(s.base, "compaction_records", sid+".jsonl")
 }
 
-// StatePath is the session's state file.
+// StatePath is the session's (or conversation's) state file.
 func (s *Store) StatePath(sid string) string {
+	if session, conv := compaction.SplitSessionID(sid); conv != "" {
+		return filepath.Join(s.conversationsDir(session), conv, "state.json")
+	}
 	return filepath.Join(s.base, "state", sid+".json")
+}
+
+// conversationsDir holds the records and states of the session's conversations. Its name is
+// the session ID exactly, so no other session's directory or file can be it.
+func (s *Store) conversationsDir(session string) string {
+	return filepath.Join(s.base, "conversations", session)
 }
 
 // PutToolResult writes content atomically, so a reader (the agent reading the ref back)
@@ -248,15 +272,28 @@ func (s *Store) SaveState(ctx context.Context, sessionID string, st *compaction.
 	return nil
 }
 
-// DeleteSession removes the session's tool results, trail and state and returns how many
-// files it removed. Each path is built from the exact session ID (a directory or a file
-// name), so a session whose ID extends this one is never touched.
+// DeleteSession removes the session's tool results, trail and state, and its
+// conversations', and returns how many files it removed. Each path is built from the exact
+// session ID (a directory or a file name), so a session whose ID extends this one is never
+// touched.
 func (s *Store) DeleteSession(ctx context.Context, sessionID string) (int, error) {
 	if err := check(ctx, "delete session", sessionID); err != nil {
 		return 0, err
 	}
 	removed := 0
 	var errs []error
+
+	// The conversations' records and states (their tool results are under the session's
+	// tool result directory). Under appendMu, like the trail below.
+	if session, conv := compaction.SplitSessionID(sessionID); conv == "" {
+		s.appendMu.Lock()
+		n, err := removeTree(s.conversationsDir(session))
+		s.appendMu.Unlock()
+		removed += n
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
 
 	dir := s.toolResultDir(sessionID)
 	n, err := removeTree(dir)

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"sync"
 
 	"github.com/harness9/compaction-operator/compaction"
@@ -171,23 +172,27 @@ func (s *Store) SaveState(ctx context.Context, sessionID string, st *compaction.
 	return nil
 }
 
-// DeleteSession forgets every object of the session and returns how many there were (each
-// tool result, each record and the state count as one).
+// DeleteSession forgets every object of the session, its conversations' included, and
+// returns how many there were (each tool result, each record and the state count as one).
 func (s *Store) DeleteSession(ctx context.Context, sessionID string) (int, error) {
 	if err := check(ctx, "delete session", sessionID); err != nil {
 		return 0, err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	sess := s.sessionLocked(sessionID, false)
-	if sess == nil {
-		return 0, nil
+	n := 0
+	for id, sess := range s.sessions {
+		// A conversation's ID is its session's followed by '/' (compaction.ConversationSessionID);
+		// no session's own ID holds one, so no other session matches.
+		if id != sessionID && !strings.HasPrefix(id, sessionID+"/") {
+			continue
+		}
+		n += len(sess.results) + len(sess.records)
+		if sess.state != nil {
+			n++
+		}
+		delete(s.sessions, id)
 	}
-	n := len(sess.results) + len(sess.records)
-	if sess.state != nil {
-		n++
-	}
-	delete(s.sessions, sessionID)
 	return n, nil
 }
 

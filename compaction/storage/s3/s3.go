@@ -6,6 +6,11 @@
 //	compaction_records/{sessionID}/{recordID}.jsonl   (one object per record)
 //	state/{sessionID}.json
 //
+// A conversation of a session (compaction.ConversationSessionID) has the session ID
+// "{sessionID}/conversations/{id}", so its keys are one level under the session's:
+// tool_results/{sessionID}/conversations/{id}/..., compaction_records/{sessionID}/conversations/{id}/...
+// and state/conversations/{sessionID}/{id}.json. DeleteSession of the session removes them.
+//
 // S3 has no append, and rewriting a growing object loses records when two replicas race, so
 // every record is its own segment object. Record IDs are time-sortable and S3 lists keys in
 // order, so listing the session's segment prefix yields the trail oldest first.
@@ -288,7 +293,13 @@ func (s *Store) ReadRecords(ctx context.Context, sessionID string, w io.Writer) 
 	}
 	prefix := s.key(compaction.SessionPrefixes(sessionID)[1])
 	lw := &lineWriter{w: w}
-	err := s.list(ctx, prefix, func(obj minio.ObjectInfo) error {
+	// Only the segments right under the prefix: the session's conversations keep theirs
+	// one level down ({prefix}conversations/{id}/), and they are not this trail. Listed
+	// with a delimiter, S3 names each such level once instead of listing its segments.
+	err := s.listLevel(ctx, prefix, func(obj minio.ObjectInfo) error {
+		if strings.Contains(obj.Key[len(prefix):], "/") {
+			return nil
+		}
 		return s.copyObject(ctx, obj.Key, lw)
 	})
 	if err != nil {
@@ -416,9 +427,10 @@ func (s *Store) SaveState(ctx context.Context, sessionID string, st *compaction.
 	return nil
 }
 
-// DeleteSession removes every object of the session with batched multi-object deletes and
-// returns how many it removed. It lists only under the session's prefixes, which end in
-// '/', plus the exact state key, so a session whose ID extends this one is never touched.
+// DeleteSession removes every object of the session, its conversations' included, with
+// batched multi-object deletes and returns how many it removed. It lists only under the
+// session's prefixes, which end in '/' (the conversations' objects are under them), plus the
+// exact state key, so a session whose ID extends this one is never touched.
 // Per-object failures are all reported, joined.
 func (s *Store) DeleteSession(ctx context.Context, sessionID string) (int, error) {
 	if err := validate("delete session", sessionID); err != nil {
@@ -487,9 +499,19 @@ func (s *Store) feedSessionObjects(ctx context.Context, sessionID string, out ch
 // list calls fn for every object under prefix, in key order. It always drains the listing
 // so its goroutine ends, even when fn fails.
 func (s *Store) list(ctx context.Context, prefix string, fn func(minio.ObjectInfo) error) error {
+	return s.listObjects(ctx, prefix, true, fn)
+}
+
+// listLevel is list of the objects right under prefix (the delimiter '/'): each deeper level
+// comes once, as an entry whose key is that level's prefix, ending in '/'.
+func (s *Store) listLevel(ctx context.Context, prefix string, fn func(minio.ObjectInfo) error) error {
+	return s.listObjects(ctx, prefix, false, fn)
+}
+
+func (s *Store) listObjects(ctx context.Context, prefix string, recursive bool, fn func(minio.ObjectInfo) error) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	ch := s.client.ListObjects(ctx, s.bucket, minio.ListObjectsOptions{Prefix: prefix, Recursive: true})
+	ch := s.client.ListObjects(ctx, s.bucket, minio.ListObjectsOptions{Prefix: prefix, Recursive: recursive})
 	var err error
 	for obj := range ch {
 		if err != nil {

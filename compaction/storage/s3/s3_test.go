@@ -736,3 +736,84 @@ func TestRewrittenHistoryOverStoredState(t *testing.T) {
 		t.Fatalf("stored state %+v, %v; want the rewritten history's (prefix hash %q)", got, err, rec.PrefixHash)
 	}
 }
+
+// TestConversationKeys: a session's conversations are stored under the session's keys
+// (tool_results/{sid}/conversations/{id}/, compaction_records/{sid}/conversations/{id}/,
+// state/conversations/{sid}/{id}.json), the session's own trail lists none of their
+// records, and DeleteSession of the session leaves no key of the session or of any of its
+// conversations, and every key of a session whose ID extends it.
+func TestConversationKeys(t *testing.T) {
+	srv := startServer(t)
+	bucket := srv.newBucket(t)
+	st := srv.store(t, bucket, "p")
+	c := ctx(t)
+	now := time.Date(2026, 2, 1, 0, 0, 0, 0, time.UTC)
+	const victim = "0b8e5a7c-victim"
+	populate := func(sid string) {
+		t.Helper()
+		if _, err := st.PutToolResult(c, sid, "call_1", []byte(sid)); err != nil {
+			t.Fatal(err)
+		}
+		if err := st.AppendRecord(c, storetest.NewRecord(t, sid, now, 1)); err != nil {
+			t.Fatal(err)
+		}
+		if err := st.SaveState(c, sid, &compaction.State{LastSummary: sid}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, sid := range []string{victim, victim + ".json", victim + "2"} {
+		for _, conv := range []string{"", "a", "b"} {
+			populate(compaction.ConversationSessionID(sid, conv))
+		}
+	}
+	for _, want := range []string{
+		"p/tool_results/" + victim + "/conversations/a/call_1.txt",
+		"p/state/conversations/" + victim + "/b.json",
+		"p/state/conversations/" + victim + ".json/a.json",
+		"p/state/" + victim + ".json",
+	} {
+		if !slices.Contains(srv.keys(t, bucket), want) {
+			t.Errorf("no key %s in %q", want, srv.keys(t, bucket))
+		}
+	}
+	if got := storetest.ReadRecords(t, st, victim); len(got) != 1 || got[0].SessionID != victim {
+		t.Errorf("the session's own trail: %+v, want its one record", got)
+	}
+	if got := storetest.ReadRecords(t, st, compaction.ConversationSessionID(victim, "a")); len(got) != 1 || got[0].SessionID != victim+"/conversations/a" {
+		t.Errorf("conversation a's trail: %+v, want its one record", got)
+	}
+
+	before := len(srv.keys(t, bucket))
+	n, err := st.DeleteSession(c, victim)
+	if err != nil {
+		t.Fatalf("DeleteSession: %v", err)
+	}
+	if n != 9 {
+		t.Errorf("DeleteSession removed %d, want 9 (3 conversations of a result, a record and a state)", n)
+	}
+	keys := srv.keys(t, bucket)
+	if len(keys) != before-9 {
+		t.Errorf("%d keys left of %d, want %d", len(keys), before, before-9)
+	}
+	for _, k := range keys {
+		if strings.Contains(k, "/"+victim+"/") || strings.HasSuffix(k, "/"+victim+".json") {
+			t.Errorf("key %q of the deleted session survived", k)
+		}
+	}
+	for _, sid := range []string{victim + ".json", victim + "2"} {
+		for _, conv := range []string{"", "a", "b"} {
+			id := compaction.ConversationSessionID(sid, conv)
+			if got, err := st.LoadState(c, id); err != nil || got.LastSummary != id {
+				t.Errorf("%s lost its state: %+v, %v", id, got, err)
+			}
+		}
+	}
+	for _, sid := range []string{victim + ".json", victim + "2"} {
+		for _, conv := range []string{"", "a", "b"} {
+			id := compaction.ConversationSessionID(sid, conv)
+			if got, err := st.GetToolResult(c, id, "call_1"); err != nil || string(got) != id {
+				t.Errorf("%s lost its tool result: %q, %v", id, got, err)
+			}
+		}
+	}
+}

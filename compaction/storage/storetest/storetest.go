@@ -27,12 +27,21 @@ const opTimeout = 60 * time.Second
 // callID is the tool call ID of the cases where the ID itself is not under test.
 const callID = "call_1"
 
+// slashCallID is a tool call ID that is not safe as a key as it is.
+const slashCallID = "call/2"
+
 // InvalidSessionIDs are session IDs every method must reject: they would climb out of the
 // session's directory or key prefix, or are otherwise malformed.
 func InvalidSessionIDs() []string {
 	return []string{
 		"", ".", "..", "../x", "a/b", "/abs", `a\b`, ".hidden", "a b", "a\x00b", "ü",
 		"abc/../abcd", strings.Repeat("a", compaction.MaxSessionIDLength+1),
+		// Conversation IDs (compaction.ConversationSessionID) whose session or conversation
+		// part is unsafe, or that nest.
+		"abc/conversations/", "abc/conversations/..", "abc/conversations/../x", "abc/conversations/.x",
+		"abc/conversations/a/b", "abc/conversations/a/conversations/b", "/conversations/a", "../conversations/a",
+		"abc/conversations/ü", "abc/conversation/a", "abc/conversations/a..b",
+		"abc/conversations/" + strings.Repeat("a", compaction.MaxConversationIDLength+1),
 	}
 }
 
@@ -51,6 +60,7 @@ func Run(t *testing.T, newStore func(t *testing.T) compaction.Store) {
 	t.Run("StateRoundTrip", func(t *testing.T) { testStateRoundTrip(t, newStore(t)) })
 	t.Run("DeleteSession", func(t *testing.T) { testDeleteSession(t, newStore(t)) })
 	t.Run("DeleteSessionEmpty", func(t *testing.T) { testDeleteSessionEmpty(t, newStore(t)) })
+	t.Run("Conversations", func(t *testing.T) { testConversations(t, newStore(t)) })
 	t.Run("InvalidSessionIDs", func(t *testing.T) { testInvalidSessionIDs(t, newStore(t)) })
 	t.Run("CanceledContext", func(t *testing.T) { testCanceledContext(t, newStore(t)) })
 }
@@ -451,7 +461,7 @@ func testDeleteSession(t *testing.T, s compaction.Store) {
 	now := time.Date(2026, 6, 1, 0, 0, 0, 0, time.UTC)
 	populate := func(sid string) {
 		t.Helper()
-		for _, id := range []string{callID, "call/2"} {
+		for _, id := range []string{callID, slashCallID} {
 			if _, err := s.PutToolResult(ctx, sid, id, []byte(sid+" "+id)); err != nil {
 				t.Fatalf("PutToolResult(%s): %v", sid, err)
 			}
@@ -478,7 +488,7 @@ func testDeleteSession(t *testing.T, s compaction.Store) {
 	if n < 4 {
 		t.Errorf("DeleteSession removed %d objects, want at least 4", n)
 	}
-	for _, id := range []string{callID, "call/2"} {
+	for _, id := range []string{callID, slashCallID} {
 		if _, err := s.GetToolResult(ctx, victim, id); !errors.Is(err, compaction.ErrNotFound) {
 			t.Errorf("after DeleteSession GetToolResult(%s): err = %v, want ErrNotFound", id, err)
 		}
@@ -491,7 +501,7 @@ func testDeleteSession(t *testing.T, s compaction.Store) {
 	}
 
 	for _, sid := range survivors {
-		for _, id := range []string{callID, "call/2"} {
+		for _, id := range []string{callID, slashCallID} {
 			got, err := s.GetToolResult(ctx, sid, id)
 			if err != nil || string(got) != sid+" "+id {
 				t.Errorf("survivor %s lost tool result %s: %q, %v", sid, id, got, err)
@@ -515,6 +525,101 @@ func testDeleteSession(t *testing.T, s compaction.Store) {
 	}
 	if got := ReadRecords(t, s, victim); len(got) != 1 {
 		t.Errorf("after re-use %d records, want 1", len(got))
+	}
+}
+
+// testConversations: a session's conversations (compaction.ConversationSessionID) keep
+// their own tool results, records and state, apart from each other and from the session's
+// default conversation; DeleteSession of the session removes every one of them, and nothing
+// of sessions whose IDs extend the session's, conversations included.
+func testConversations(t *testing.T, s compaction.Store) {
+	ctx := opCtx(t)
+	now := time.Date(2026, 7, 1, 0, 0, 0, 0, time.UTC)
+	victim := "abc"
+	// "abc.json" and "abc.jsonl" end like the victim's state and trail files.
+	survivors := []string{"abcd", "abc.json", "abc.jsonl", "abc_conversations"}
+	convs := []string{"", "x", "y.1", "conversations"}
+	populate := func(session string) {
+		t.Helper()
+		for i, conv := range convs {
+			sid := compaction.ConversationSessionID(session, conv)
+			for _, id := range []string{callID, slashCallID} {
+				if _, err := s.PutToolResult(ctx, sid, id, []byte(sid+" "+id)); err != nil {
+					t.Fatalf("PutToolResult(%s): %v", sid, err)
+				}
+			}
+			// A different number of records in each, so a trail that mixes them shows.
+			for j := range i + 1 {
+				rec := NewRecord(t, sid, now.Add(time.Duration(j)*time.Second), j)
+				if err := s.AppendRecord(ctx, rec); err != nil {
+					t.Fatalf("AppendRecord(%s): %v", sid, err)
+				}
+			}
+			if err := s.SaveState(ctx, sid, &compaction.State{LastSummary: sid, UpdatedAt: now}); err != nil {
+				t.Fatalf("SaveState(%s): %v", sid, err)
+			}
+		}
+	}
+	intact := func(session string) {
+		t.Helper()
+		for i, conv := range convs {
+			sid := compaction.ConversationSessionID(session, conv)
+			for _, id := range []string{callID, slashCallID} {
+				if got, err := s.GetToolResult(ctx, sid, id); err != nil || string(got) != sid+" "+id {
+					t.Errorf("GetToolResult(%s, %s) = %q, %v; want its own result", sid, id, got, err)
+				}
+			}
+			got := ReadRecords(t, s, sid)
+			if len(got) != i+1 {
+				t.Errorf("ReadRecords(%s): %d records, want its own %d", sid, len(got), i+1)
+			}
+			for _, rec := range got {
+				if rec.SessionID != sid {
+					t.Errorf("ReadRecords(%s) holds a record of %s", sid, rec.SessionID)
+				}
+			}
+			if st, err := s.LoadState(ctx, sid); err != nil || st.LastSummary != sid {
+				t.Errorf("LoadState(%s) = %+v, %v; want its own state", sid, st, err)
+			}
+		}
+	}
+	populate(victim)
+	for _, sid := range survivors {
+		populate(sid)
+	}
+	intact(victim)
+	for _, sid := range survivors {
+		intact(sid)
+	}
+
+	n, err := s.DeleteSession(ctx, victim)
+	if err != nil {
+		t.Fatalf("DeleteSession: %v", err)
+	}
+	// Per conversation two results and the state; records as populated (stores may keep
+	// a trail in one object).
+	if n < len(convs)*4 {
+		t.Errorf("DeleteSession removed %d objects, want at least %d", n, len(convs)*4)
+	}
+	for _, conv := range convs {
+		sid := compaction.ConversationSessionID(victim, conv)
+		for _, id := range []string{callID, slashCallID} {
+			if _, err := s.GetToolResult(ctx, sid, id); !errors.Is(err, compaction.ErrNotFound) {
+				t.Errorf("after DeleteSession GetToolResult(%s, %s): err = %v, want ErrNotFound", sid, id, err)
+			}
+		}
+		if _, err := s.LoadState(ctx, sid); !errors.Is(err, compaction.ErrNotFound) {
+			t.Errorf("after DeleteSession LoadState(%s): err = %v, want ErrNotFound", sid, err)
+		}
+		if got := ReadRecords(t, s, sid); len(got) != 0 {
+			t.Errorf("after DeleteSession %s has %d records", sid, len(got))
+		}
+	}
+	for _, sid := range survivors {
+		intact(sid)
+	}
+	if n, err := s.DeleteSession(ctx, victim); err != nil || n != 0 {
+		t.Errorf("second DeleteSession = %d, %v; want 0, nil", n, err)
 	}
 }
 
