@@ -1,0 +1,187 @@
+// Command compaction-proxy is the agent's model endpoint: it compacts the messages of each
+// chat request through the operator's compaction API and forwards the request to the real
+// endpoint. See internal/proxy.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	"github.com/harness9/compaction-operator/compaction/compactclient"
+	"github.com/harness9/compaction-operator/internal/proxy"
+)
+
+const usage = `compaction-proxy: the model endpoint of an agent, compacting its context on the way.
+
+The agent talks to the proxy instead of its model endpoint (point OPENAI_BASE_URL at
+http://LISTEN/v1, ANTHROPIC_BASE_URL at http://LISTEN). For each chat request (OpenAI
+POST /v1/chat/completions, Anthropic POST /v1/messages, streamed or not) the proxy sends the
+history to the operator's compaction API (the AgentSession --session), replaces the
+messages with the compacted view and forwards the request, with the agent's own headers
+(its API key passes through, never stored), to the upstream. The answer comes back byte for
+byte; its token usage calibrates the next compaction. Other requests pass through untouched.
+Each conversation (told apart by its system prompt and first user message) is compacted on
+its own. If the compaction API cannot be reached or answers an error, the request goes
+upstream as the agent sent it.
+
+Usage:
+  compaction-proxy --server URL --session NAMESPACE/NAME [flags]
+
+Flags:
+`
+
+type options struct {
+	listen, upstream, anthropicUpstream string
+	server, session, tokenFile, caFile  string
+	metricsListen                       string
+	promptCacheKey                      bool
+	compactTimeout                      time.Duration
+	maxBodyBytes                        int64
+}
+
+func parse(args []string, stderr io.Writer) (*options, error) {
+	o := &options{}
+	fs := flag.NewFlagSet("compaction-proxy", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&o.listen, "listen", "127.0.0.1:4141", "address to serve the agent on (keep it on loopback: the proxy forwards the agent's API key)")
+	fs.StringVar(&o.upstream, "upstream", envOr("COMPACTION_PROXY_UPSTREAM", "https://api.openai.com/v1"),
+		"the OpenAI-compatible base URL the agent would have used ($COMPACTION_PROXY_UPSTREAM)")
+	fs.StringVar(&o.anthropicUpstream, "anthropic-upstream", envOr("COMPACTION_PROXY_ANTHROPIC_UPSTREAM", "https://api.anthropic.com/v1"),
+		"the Anthropic base URL, with its /v1 ($COMPACTION_PROXY_ANTHROPIC_UPSTREAM)")
+	fs.StringVar(&o.server, "server", os.Getenv("COMPACTION_SERVER"), "the operator's compaction API base URL ($COMPACTION_SERVER), e.g. https://compaction-operator-api.compaction-system.svc:8443")
+	fs.StringVar(&o.session, "session", os.Getenv("COMPACTION_SESSION"), "the AgentSession as NAMESPACE/NAME ($COMPACTION_SESSION)")
+	fs.StringVar(&o.tokenFile, "token-file", envOr("COMPACTION_TOKEN_FILE", ""),
+		"file holding the bearer token for the compaction API, read on every request (a projected ServiceAccount token with audience "+compactclient.DefaultTokenAudience+"; $COMPACTION_TOKEN_FILE)")
+	fs.StringVar(&o.caFile, "ca-file", os.Getenv("COMPACTION_CA_FILE"), "CA bundle to verify the compaction API with (key ca.crt of ConfigMap compaction-operator-api-ca; $COMPACTION_CA_FILE)")
+	fs.StringVar(&o.metricsListen, "metrics-listen", "", "address to serve Prometheus metrics on at /metrics (empty: none)")
+	fs.BoolVar(&o.promptCacheKey, "prompt-cache-key", true, "set OpenAI's prompt_cache_key to the conversation when the agent sets none")
+	fs.DurationVar(&o.compactTimeout, "compact-timeout", proxy.DefaultCompactTimeout, "longest wait for a compaction; past it the request goes upstream uncompacted")
+	fs.Int64Var(&o.maxBodyBytes, "max-body-bytes", proxy.DefaultMaxBodyBytes, "largest chat request compacted; a larger one goes upstream uncompacted")
+	fs.Usage = func() {
+		_, _ = fmt.Fprint(stderr, usage)
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	if o.server == "" || o.session == "" {
+		return nil, errors.New("--server and --session are required")
+	}
+	return o, nil
+}
+
+func envOr(key, def string) string {
+	if v := os.Getenv(key); v != "" {
+		return v
+	}
+	return def
+}
+
+func main() {
+	o, err := parse(os.Args[1:], os.Stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "compaction-proxy:", err)
+		os.Exit(2)
+	}
+	log := zap.New(zap.UseDevMode(false))
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, o, log, nil); err != nil {
+		log.Error(err, "compaction-proxy stopped")
+		os.Exit(1)
+	}
+}
+
+// run serves until ctx ends; ready, when set, gets the bound address.
+func run(ctx context.Context, o *options, log logr.Logger, ready chan<- string) error {
+	ns, name, ok := strings.Cut(o.session, "/")
+	if !ok || ns == "" || name == "" || strings.Contains(name, "/") {
+		return fmt.Errorf("--session %q: want NAMESPACE/NAME", o.session)
+	}
+	upstream, err := url.Parse(o.upstream)
+	if err != nil {
+		return fmt.Errorf("--upstream: %w", err)
+	}
+	anthropicUpstream, err := url.Parse(o.anthropicUpstream)
+	if err != nil {
+		return fmt.Errorf("--anthropic-upstream: %w", err)
+	}
+	var copts []compactclient.Option
+	if o.tokenFile != "" {
+		copts = append(copts, compactclient.WithTokenFile(o.tokenFile))
+	}
+	if o.caFile != "" {
+		copts = append(copts, compactclient.WithCAFile(o.caFile))
+	}
+	api, err := compactclient.New(o.server, copts...)
+	if err != nil {
+		return err
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	metrics, err := proxy.NewMetrics(reg)
+	if err != nil {
+		return err
+	}
+	p, err := proxy.New(proxy.Config{
+		Upstream: upstream, AnthropicUpstream: anthropicUpstream,
+		Compactor:      proxy.NewAPICompactor(api, ns, name),
+		PromptCacheKey: o.promptCacheKey, CompactTimeout: o.compactTimeout, MaxBodyBytes: o.maxBodyBytes,
+		Metrics: metrics, Log: log,
+	})
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", o.listen)
+	if err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	srv := &http.Server{Handler: p, ReadHeaderTimeout: 30 * time.Second}
+	errs := make(chan error, 2)
+	go func() { errs <- srv.Serve(ln) }()
+	var msrv *http.Server
+	if o.metricsListen != "" {
+		mux := http.NewServeMux()
+		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+		msrv = &http.Server{Addr: o.metricsListen, Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+		go func() { errs <- msrv.ListenAndServe() }()
+	}
+	log.Info("serving", "listen", ln.Addr().String(), "upstream", upstream.Redacted(), "anthropicUpstream", anthropicUpstream.Redacted(), "session", o.session)
+	if ready != nil {
+		ready <- ln.Addr().String()
+	}
+	select {
+	case <-ctx.Done():
+	case err := <-errs:
+		return err
+	}
+	shutdown, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if msrv != nil {
+		_ = msrv.Shutdown(shutdown)
+	}
+	return srv.Shutdown(shutdown)
+}

@@ -1,0 +1,51 @@
+package proxy
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"github.com/harness9/compaction-operator/compaction"
+	"github.com/harness9/compaction-operator/compaction/anthropic"
+)
+
+// anthropicProtocol is Anthropic Messages (POST /v1/messages), converted to and from the
+// engine's model by compaction/anthropic: blocks the engine has no place for are written
+// back as the request had them.
+type anthropicProtocol struct{}
+
+func (anthropicProtocol) name() string { return "anthropic" }
+
+func (anthropicProtocol) decode(body []byte) (request, error) {
+	req, err := anthropic.DecodeRequest(body)
+	if err != nil {
+		return nil, err
+	}
+	if len(req.Messages) == 0 {
+		return nil, fmt.Errorf("%w: no messages", anthropic.ErrInvalidRequest)
+	}
+	var top struct {
+		Stream bool `json:"stream"`
+	}
+	_ = json.Unmarshal(body, &top) // DecodeRequest read it as an object already
+	return &anthropicRequest{req: req, stream: top.Stream}, nil
+}
+
+func (anthropicProtocol) usageReader(streamed bool) usageReader {
+	if streamed {
+		return &sseUsage{read: readAnthropicEvent}
+	}
+	return &jsonUsage{read: readAnthropicMessage}
+}
+
+type anthropicRequest struct {
+	req    *anthropic.Request
+	stream bool
+}
+
+func (r *anthropicRequest) history() []compaction.Message { return r.req.Messages }
+func (r *anthropicRequest) streamed() bool                { return r.stream }
+func (r *anthropicRequest) conversation() string          { return conversationOf(r.req.Messages) }
+
+func (r *anthropicRequest) rewrite(view []compaction.Message) ([]byte, error) {
+	return r.req.Encode(view)
+}

@@ -1,0 +1,95 @@
+package proxy
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/harness9/compaction-operator/compaction"
+)
+
+// openAIProtocol is OpenAI Chat Completions (POST /v1/chat/completions).
+type openAIProtocol struct {
+	// cacheKey sets prompt_cache_key to the conversation when the agent did not set one.
+	cacheKey bool
+}
+
+func (openAIProtocol) name() string { return "openai" }
+
+func (o openAIProtocol) decode(body []byte) (request, error) {
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(body, &fields); err != nil {
+		return nil, fmt.Errorf("not a JSON object: %w", err)
+	}
+	raw, ok := fields["messages"]
+	if !ok {
+		return nil, errors.New("no messages")
+	}
+	var msgs []compaction.Message
+	if err := json.Unmarshal(raw, &msgs); err != nil {
+		return nil, fmt.Errorf("messages: %w", err)
+	}
+	if len(msgs) == 0 {
+		return nil, errors.New("no messages")
+	}
+	var stream bool
+	if s, ok := fields["stream"]; ok {
+		_ = json.Unmarshal(s, &stream) // anything but true is a complete answer
+	}
+	return &openAIRequest{fields: fields, msgs: msgs, stream: stream, cacheKey: o.cacheKey}, nil
+}
+
+func (openAIProtocol) usageReader(streamed bool) usageReader {
+	if streamed {
+		return &sseUsage{read: readOpenAIUsage}
+	}
+	return &jsonUsage{read: readOpenAIUsage}
+}
+
+type openAIRequest struct {
+	fields   map[string]json.RawMessage
+	msgs     []compaction.Message
+	stream   bool
+	cacheKey bool
+}
+
+func (r *openAIRequest) history() []compaction.Message { return r.msgs }
+func (r *openAIRequest) streamed() bool                { return r.stream }
+func (r *openAIRequest) conversation() string          { return conversationOf(r.msgs) }
+
+func (r *openAIRequest) rewrite(view []compaction.Message) ([]byte, error) {
+	msgs, err := json.Marshal(view)
+	if err != nil {
+		return nil, fmt.Errorf("encode view: %w", err)
+	}
+	fields := make(map[string]json.RawMessage, len(r.fields)+1)
+	for k, v := range r.fields {
+		fields[k] = v
+	}
+	fields["messages"] = msgs
+	if _, set := fields["prompt_cache_key"]; r.cacheKey && !set {
+		// The view's prefix is stable between compactions; one key per conversation keeps
+		// its requests on the same cache.
+		key, _ := json.Marshal("compaction-" + r.conversation())
+		fields["prompt_cache_key"] = key
+	}
+	return json.Marshal(fields)
+}
+
+// conversationOf names the conversation msgs belong to: a hash of its opening, the leading
+// system messages and the first user message, which every later request of the conversation
+// repeats and another conversation (a sub-agent, a parallel worker) does not.
+func conversationOf(msgs []compaction.Message) string {
+	h := sha256.New()
+	for i := range msgs {
+		m := &msgs[i]
+		part, _ := json.Marshal([]any{m.Role, m.Content, m.ContentParts})
+		h.Write(part)
+		if m.Role != compaction.RoleSystem {
+			break
+		}
+	}
+	return hex.EncodeToString(h.Sum(nil)[:12])
+}

@@ -1,0 +1,373 @@
+// Package proxy drives agents built on the official OpenAI Go SDK through compaction-proxy:
+// the manager binary on a real kube-apiserver and MinIO serves the compaction API, an
+// in-process fake model endpoint answers from a script and records what it received.
+package proxy
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr/testr"
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	compactionv1alpha1 "github.com/harness9/compaction-operator/api/v1alpha1"
+	"github.com/harness9/compaction-operator/compaction"
+	"github.com/harness9/compaction-operator/compaction/compactclient"
+	"github.com/harness9/compaction-operator/internal/dev/builder"
+	"github.com/harness9/compaction-operator/internal/dev/devenv"
+	"github.com/harness9/compaction-operator/internal/dev/testenv"
+	"github.com/harness9/compaction-operator/internal/proxy"
+)
+
+const (
+	ns = "default"
+	// window: a 60-turn tool loop with a few KB per result passes Warn, Soft and Full.
+	window = 16000
+)
+
+// agentSystem is the system prompt of the agents.
+const agentSystem = "You are a coding agent. Fix the failing tests."
+
+type suite struct {
+	t   *testing.T
+	env *devenv.Env
+	c   client.Client
+	api *compactclient.Client
+}
+
+func setUp(t *testing.T) *suite {
+	t.Helper()
+	root := testenv.RepoRoot(t)
+	bin := testenv.BuildManager(t)
+	ctx := context.Background()
+	env, err := devenv.Start(ctx, devenv.Options{Root: root, Dir: t.TempDir(), ManagerBin: bin})
+	testenv.Must(t, err)
+	t.Cleanup(env.Stop)
+	scheme := runtime.NewScheme()
+	testenv.Must(t, clientgoscheme.AddToScheme(scheme))
+	testenv.Must(t, compactionv1alpha1.AddToScheme(scheme))
+	c, err := client.New(env.Config, client.Options{Scheme: scheme})
+	testenv.Must(t, err)
+	testenv.Must(t, c.Create(ctx, builder.MinIOSecret(ns, "minio", devenv.MinIOAccessKey, devenv.MinIOSecretKey)))
+	// Soft at 65% and Full at 85%: the tool loop's even turns let the oldest half of the
+	// head reach the 50% target from Soft, so all three tiers occur.
+	testenv.Must(t, c.Create(ctx, builder.Policy(ns, "proxied").Window(window).
+		Storage(builder.MinIOStorage(env.MinIO.Endpoint, "agent-context", "", "minio")).
+		Spec(func(s *compactionv1alpha1.CompactionPolicySpec) {
+			s.Thresholds = compactionv1alpha1.Thresholds{WarnPercent: 55, SoftPercent: 65, FullPercent: 85, EmergencyPercent: 95, TargetPercent: 50, MinSavingPercent: 15}
+		}).Build()))
+	api, err := compactclient.New(env.APIURL, compactclient.WithTokenFile(env.AgentTokenFile), compactclient.WithCAFile(env.CAFile))
+	testenv.Must(t, err)
+	return &suite{t: t, env: env, c: c, api: api}
+}
+
+// session creates a Ready AgentSession.
+func (s *suite) session(t *testing.T, name string) {
+	t.Helper()
+	ctx := context.Background()
+	testenv.Must(t, s.c.Create(ctx, builder.Session(ns, name, "proxied").Build()))
+	testenv.Eventually(t, time.Minute, "session "+name+" Ready", func() (bool, string) {
+		var got compactionv1alpha1.AgentSession
+		if err := s.c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &got); err != nil {
+			return false, err.Error()
+		}
+		return meta.IsStatusConditionTrue(got.Status.Conditions, compactionv1alpha1.ConditionReady), fmt.Sprint(got.Status.Conditions)
+	})
+}
+
+// startProxy serves a proxy for session name in front of up.
+func (s *suite) startProxy(t *testing.T, name string, up *httptest.Server) (string, *prometheus.Registry) {
+	t.Helper()
+	base, err := url.Parse(up.URL + "/v1")
+	testenv.Must(t, err)
+	reg := prometheus.NewRegistry()
+	m, err := proxy.NewMetrics(reg)
+	testenv.Must(t, err)
+	p, err := proxy.New(proxy.Config{Upstream: base, Compactor: proxy.NewAPICompactor(s.api, ns, name), PromptCacheKey: true,
+		Metrics: m, Log: testr.New(t)})
+	testenv.Must(t, err)
+	srv := httptest.NewServer(p)
+	t.Cleanup(srv.Close)
+	return srv.URL, reg
+}
+
+// toolOutput is the result of the agent's tool on turn i: one or two KB of test log, every
+// fifth large enough to be offloaded.
+func toolOutput(dir string, i int) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "$ pytest -k case%d\n", i)
+	lines := 30 + (i%3)*20
+	if i%5 == 0 {
+		lines = 160
+	}
+	for j := range lines {
+		fmt.Fprintf(&b, "%s/test_case%d.py::test_%d PASSED [%d%%]\n", dir, i, j, 100*j/lines)
+	}
+	fmt.Fprintf(&b, "==== %d passed, 1 failed: %s/test_edge.py::test_edge%d AssertionError: expected 4, got 5 ====\n", lines-1, dir, i)
+	return b.String()
+}
+
+// agentLoop is an agent written with the OpenAI SDK: it calls the model, runs the tool calls
+// it asks for, and stops at the first answer without any. It returns its history.
+func agentLoop(t *testing.T, sdk openai.Client, system, task, dir string, streamed bool, onTurn func(turn int)) []openai.ChatCompletionMessageParamUnion {
+	t.Helper()
+	ctx := context.Background()
+	params := openai.ChatCompletionNewParams{
+		Model: "gpt-test",
+		Messages: []openai.ChatCompletionMessageParamUnion{
+			openai.SystemMessage(system),
+			openai.UserMessage(task),
+		},
+	}
+	if streamed {
+		params.StreamOptions = openai.ChatCompletionStreamOptionsParam{IncludeUsage: openai.Bool(true)}
+	}
+	for turn := 1; turn <= 200; turn++ {
+		if onTurn != nil {
+			onTurn(turn)
+		}
+		var msg openai.ChatCompletionMessage
+		if streamed {
+			stream := sdk.Chat.Completions.NewStreaming(ctx, params)
+			var acc openai.ChatCompletionAccumulator
+			for stream.Next() {
+				acc.AddChunk(stream.Current())
+			}
+			if err := stream.Err(); err != nil {
+				t.Fatalf("turn %d: stream: %v", turn, err)
+			}
+			msg = acc.Choices[0].Message
+		} else {
+			resp, err := sdk.Chat.Completions.New(ctx, params)
+			if err != nil {
+				t.Fatalf("turn %d: %v", turn, err)
+			}
+			msg = resp.Choices[0].Message
+		}
+		params.Messages = append(params.Messages, msg.ToParam())
+		if len(msg.ToolCalls) == 0 {
+			if msg.Content != "All tests pass. Done." {
+				t.Fatalf("turn %d: final answer %q, want the upstream's", turn, msg.Content)
+			}
+			return params.Messages
+		}
+		for _, tc := range msg.ToolCalls {
+			if want := fmt.Sprintf(`{"cmd":"pytest -k case%d"}`, turn); tc.Function.Arguments != want {
+				t.Fatalf("turn %d: tool call arguments %q, want the upstream's %q", turn, tc.Function.Arguments, want)
+			}
+			params.Messages = append(params.Messages, openai.ToolMessage(toolOutput(dir, turn), tc.ID))
+		}
+	}
+	t.Fatal("the loop did not end")
+	return nil
+}
+
+// waitForTiers waits for the session's status to count compactions of every tier in want.
+func (s *suite) waitForTiers(t *testing.T, name string, want ...compactionv1alpha1.Tier) {
+	t.Helper()
+	testenv.Eventually(t, 30*time.Second, name+" status counting "+fmt.Sprint(want), func() (bool, string) {
+		var got compactionv1alpha1.AgentSession
+		if err := s.c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, &got); err != nil {
+			return false, err.Error()
+		}
+		counts := map[compactionv1alpha1.Tier]int64{
+			compactionv1alpha1.TierWarn: ptr.Deref(got.Status.Compactions.Warn, 0),
+			compactionv1alpha1.TierSoft: ptr.Deref(got.Status.Compactions.Soft, 0),
+			compactionv1alpha1.TierFull: ptr.Deref(got.Status.Compactions.Full, 0),
+		}
+		for _, tier := range want {
+			if counts[tier] == 0 {
+				return false, fmt.Sprint(counts)
+			}
+		}
+		return true, ""
+	})
+}
+
+// records reads the session's compaction records.
+func (s *suite) records(t *testing.T, name, conversation string) []*compaction.CompactionRecord {
+	t.Helper()
+	var buf bytes.Buffer
+	testenv.Must(t, s.api.Records(context.Background(), ns, name, &buf, compactclient.InConversation(conversation)))
+	var out []*compaction.CompactionRecord
+	for line := range strings.SplitSeq(strings.TrimSpace(buf.String()), "\n") {
+		if line == "" {
+			continue
+		}
+		var rec compaction.CompactionRecord
+		testenv.Must(t, json.Unmarshal([]byte(line), &rec))
+		out = append(out, &rec)
+	}
+	return out
+}
+
+// checkCompacted: the upstream received compacted views (shorter than the agent's history,
+// with the summary at Full), the agent's key, and one prompt cache key.
+func checkCompacted(t *testing.T, reqs []received, history int) {
+	t.Helper()
+	shorter, summarized := 0, false
+	keys := map[string]bool{}
+	for i, r := range reqs {
+		if r.auth != "Bearer sk-agent-key" {
+			t.Fatalf("request %d reached the upstream with Authorization %q, want the agent's key", i, r.auth)
+		}
+		keys[r.promptCacheKey] = true
+		if len(r.messages) < 2*i+2 { // the agent sent system, task, then a call and a result per turn
+			shorter++
+		}
+		for _, m := range r.messages {
+			if c, _ := m["content"].(string); strings.HasPrefix(c, compaction.CompactionHeader) {
+				summarized = true
+			}
+		}
+	}
+	if shorter == 0 || !summarized {
+		t.Errorf("the upstream got %d views shorter than the history (of %d messages at the end), a summary: %v", shorter, history, summarized)
+	}
+	if len(keys) != 1 || keys[""] {
+		t.Errorf("prompt_cache_key values %v, want one per conversation", keys)
+	}
+}
+
+func TestProxy(t *testing.T) {
+	s := setUp(t)
+
+	for _, streamed := range []bool{false, true} {
+		name := "agent-plain"
+		if streamed {
+			name = "agent-streamed"
+		}
+		t.Run(name, func(t *testing.T) {
+			s.session(t, name)
+			up := newUpstream(t, 60)
+			upSrv := httptest.NewServer(up)
+			t.Cleanup(upSrv.Close)
+			proxyURL, reg := s.startProxy(t, name, upSrv)
+			sdk := openai.NewClient(option.WithBaseURL(proxyURL+"/v1/"), option.WithAPIKey("sk-agent-key"), option.WithMaxRetries(0))
+			history := agentLoop(t, sdk, agentSystem, "Fix the failing test_edge cases in tests/", "tests", streamed, nil)
+			checkCompacted(t, up.requests(), len(history))
+			s.waitForTiers(t, name, compactionv1alpha1.TierWarn, compactionv1alpha1.TierSoft, compactionv1alpha1.TierFull)
+			if n := counted(t, reg, "openai", "compacted"); n != float64(len(up.requests())) {
+				t.Errorf("%v requests counted compacted, want every one of %d", n, len(up.requests()))
+			}
+			// The upstream's usage reached the engine: it calibrates the estimate upwards.
+			calibrated := false
+			// The proxy names the conversation in its prompt cache key.
+			conversation := strings.TrimPrefix(up.requests()[0].promptCacheKey, "compaction-")
+			for _, rec := range s.records(t, name, conversation) {
+				if rec.Calibration > 1.05 {
+					calibrated = true
+				}
+			}
+			if !calibrated {
+				t.Errorf("no record shows a calibration from the reported usage")
+			}
+
+			// A sub-agent through the same proxy: its own conversation, compacted on its
+			// own, never shown the first agent's context.
+			first := len(up.requests())
+			sub := agentLoop(t, sdk, "You are a sub-agent. Review the documentation.", "Review docs/ for stale examples", "docs", streamed, nil)
+			subReqs := up.requests()[first:]
+			checkCompacted(t, subReqs, len(sub))
+			for i, r := range subReqs {
+				if bytes.Contains(r.raw, []byte("tests/")) || bytes.Contains(r.raw, []byte("Fix the failing")) {
+					t.Fatalf("sub-agent request %d carries the first agent's context", i)
+				}
+			}
+		})
+	}
+
+	t.Run("bytes", func(t *testing.T) {
+		s.session(t, "agent-bytes")
+		up := newUpstream(t, 1)
+		upSrv := httptest.NewServer(up)
+		t.Cleanup(upSrv.Close)
+		proxyURL, _ := s.startProxy(t, "agent-bytes", upSrv)
+		for _, body := range []string{
+			`{"model":"gpt-test","messages":[{"role":"user","content":"hello"}]}`,
+			`{"model":"gpt-test","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"hello"}]}`,
+		} {
+			resp, err := http.Post(proxyURL+"/v1/chat/completions", "application/json", strings.NewReader(body))
+			testenv.Must(t, err)
+			got, err := io.ReadAll(resp.Body)
+			_ = resp.Body.Close()
+			testenv.Must(t, err)
+			if want := up.lastSent(); !bytes.Equal(got, want) {
+				t.Errorf("the agent got\n%s\nthe upstream sent\n%s", got, want)
+			}
+		}
+		// Other routes pass through.
+		resp, err := http.Get(proxyURL + "/v1/models")
+		testenv.Must(t, err)
+		got, _ := io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || !strings.Contains(string(got), "gpt-test") {
+			t.Errorf("GET /v1/models: %s %s", resp.Status, got)
+		}
+	})
+
+	// Last: it stops the manager.
+	t.Run("operator-down", func(t *testing.T) {
+		s.session(t, "agent-outage")
+		up := newUpstream(t, 12)
+		upSrv := httptest.NewServer(up)
+		t.Cleanup(upSrv.Close)
+		proxyURL, reg := s.startProxy(t, "agent-outage", upSrv)
+		sdk := openai.NewClient(option.WithBaseURL(proxyURL+"/v1/"), option.WithAPIKey("sk-agent-key"), option.WithMaxRetries(0))
+		history := agentLoop(t, sdk, agentSystem, "Fix the flaky tests", "tests", false, func(turn int) {
+			if turn == 6 {
+				testenv.Must(t, s.env.Manager().Stop(5*time.Second))
+			}
+		})
+		reqs := up.requests()
+		if len(reqs) != 13 {
+			t.Fatalf("%d requests reached the upstream, want 13", len(reqs))
+		}
+		// From turn 6 on the agent's requests went upstream as it sent them.
+		last := reqs[len(reqs)-1]
+		if len(last.messages) != len(history)-1 {
+			t.Errorf("the last request had %d messages during the outage, want the agent's %d", len(last.messages), len(history)-1)
+		}
+		if n := counted(t, reg, "openai", "failed_open"); n != 8 {
+			t.Errorf("%v requests counted failed_open, want 8", n)
+		}
+	})
+}
+
+// counted is the proxy's request count for protocol and result.
+func counted(t *testing.T, reg *prometheus.Registry, protocol, result string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	testenv.Must(t, err)
+	for _, mf := range mfs {
+		if mf.GetName() != "compaction_proxy_requests_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			if labels["protocol"] == protocol && labels["result"] == result {
+				return m.GetCounter().GetValue()
+			}
+		}
+	}
+	return 0
+}

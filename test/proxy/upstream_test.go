@@ -1,0 +1,150 @@
+package proxy
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// upstream is an in-process OpenAI-compatible model endpoint: it answers from a script (a
+// tool call for each of the first toolTurns requests of a conversation, then text) and
+// records what it received and what it sent.
+type upstream struct {
+	t         *testing.T
+	toolTurns int
+
+	mu       sync.Mutex
+	received []received
+	sent     [][]byte
+	turns    map[string]int // requests per conversation (its first user message)
+}
+
+type received struct {
+	auth           string
+	promptCacheKey string
+	messages       []map[string]any
+	raw            []byte
+}
+
+func newUpstream(t *testing.T, toolTurns int) *upstream {
+	return &upstream{t: t, toolTurns: toolTurns, turns: map[string]int{}}
+}
+
+func (u *upstream) requests() []received {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return append([]received(nil), u.received...)
+}
+
+func (u *upstream) lastSent() []byte {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.sent[len(u.sent)-1]
+}
+
+func (u *upstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path == "/v1/models" {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"object":"list","data":[{"id":"gpt-test","object":"model"}]}`)
+		return
+	}
+	if r.Method != http.MethodPost || r.URL.Path != "/v1/chat/completions" {
+		http.Error(w, "not found", http.StatusNotFound)
+		return
+	}
+	body, _ := io.ReadAll(r.Body)
+	var req struct {
+		Messages       []map[string]any `json:"messages"`
+		Stream         bool             `json:"stream"`
+		PromptCacheKey string           `json:"prompt_cache_key"`
+		StreamOptions  struct {
+			IncludeUsage bool `json:"include_usage"`
+		} `json:"stream_options"`
+	}
+	if err := json.Unmarshal(body, &req); err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	conv := ""
+	for _, m := range req.Messages {
+		if m["role"] == "user" {
+			conv, _ = m["content"].(string)
+			break
+		}
+	}
+	u.mu.Lock()
+	u.received = append(u.received, received{auth: r.Header.Get("Authorization"), promptCacheKey: req.PromptCacheKey, messages: req.Messages, raw: body})
+	u.turns[conv]++
+	turn := u.turns[conv]
+	u.mu.Unlock()
+
+	// The prompt as a provider would count it: a token per 3.6 characters of content, a
+	// little more than the engine's estimate (a quarter), so the reported usage visibly
+	// calibrates the session.
+	chars := 0
+	for _, m := range req.Messages {
+		c, _ := json.Marshal(m["content"])
+		calls, _ := json.Marshal(m["tool_calls"])
+		chars += len(c) + len(calls)
+	}
+	prompt := chars * 10 / 36
+	id := fmt.Sprintf("call_%d_%d", len(conv)%97, turn)
+	var out []byte
+	if req.Stream {
+		var b strings.Builder
+		chunk := func(delta, finish string) {
+			fin := "null"
+			if finish != "" {
+				fin = `"` + finish + `"`
+			}
+			fmt.Fprintf(&b, "data: {\"id\":\"chatcmpl-%d\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"gpt-test\",\"choices\":[{\"index\":0,\"delta\":%s,\"finish_reason\":%s}]}\n\n", turn, delta, fin)
+		}
+		chunk(`{"role":"assistant","content":""}`, "")
+		if turn <= u.toolTurns {
+			chunk(fmt.Sprintf(`{"tool_calls":[{"index":0,"id":%q,"type":"function","function":{"name":"run","arguments":""}}]}`, id), "")
+			chunk(fmt.Sprintf(`{"tool_calls":[{"index":0,"function":{"arguments":%q}}]}`, fmt.Sprintf(`{"cmd":"pytest -k case%d"}`, turn)), "")
+			chunk(`{}`, "tool_calls")
+		} else {
+			chunk(`{"content":"All tests pass. "}`, "")
+			chunk(`{"content":"Done."}`, "")
+			chunk(`{}`, "stop")
+		}
+		if req.StreamOptions.IncludeUsage {
+			fmt.Fprintf(&b, "data: {\"id\":\"chatcmpl-%d\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"gpt-test\",\"choices\":[],\"usage\":{\"prompt_tokens\":%d,\"completion_tokens\":12,\"total_tokens\":%d}}\n\n", turn, prompt, prompt+12)
+		}
+		b.WriteString("data: [DONE]\n\n")
+		out = []byte(b.String())
+		w.Header().Set("Content-Type", "text/event-stream")
+		// Sent in pieces, flushed, as a provider streams.
+		for len(out) > 0 {
+			n := min(len(out), 97)
+			_, _ = w.Write(out[:n])
+			w.(http.Flusher).Flush()
+			out = out[n:]
+		}
+		out = []byte(b.String())
+	} else {
+		var msg string
+		if turn <= u.toolTurns {
+			msg = fmt.Sprintf(`{"role":"assistant","content":null,"tool_calls":[{"id":%q,"type":"function","function":{"name":"run","arguments":%q}}]}`,
+				id, fmt.Sprintf(`{"cmd":"pytest -k case%d"}`, turn))
+		} else {
+			msg = `{"role":"assistant","content":"All tests pass. Done."}`
+		}
+		finish := "stop"
+		if turn <= u.toolTurns {
+			finish = "tool_calls"
+		}
+		out = fmt.Appendf(nil, `{"id":"chatcmpl-%d","object":"chat.completion","created":1,"model":"gpt-test","choices":[{"index":0,"message":%s,"finish_reason":%q}],"usage":{"prompt_tokens":%d,"completion_tokens":12,"total_tokens":%d}}`,
+			turn, msg, finish, prompt, prompt+12)
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(out)
+	}
+	u.mu.Lock()
+	u.sent = append(u.sent, out)
+	u.mu.Unlock()
+}
