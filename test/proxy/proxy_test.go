@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/anthropics/anthropic-sdk-go/v2"
+	aoption "github.com/anthropics/anthropic-sdk-go/v2/option"
 	"github.com/go-logr/logr/testr"
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
@@ -218,31 +220,103 @@ func (s *suite) records(t *testing.T, name, conversation string) []*compaction.C
 }
 
 // checkCompacted: the upstream received compacted views (shorter than the agent's history,
-// with the summary at Full), the agent's key, and one prompt cache key.
-func checkCompacted(t *testing.T, reqs []received, history int) {
+// which has lead messages and then a call and a result per turn, with the summary at Full),
+// the agent's key, and (OpenAI) one prompt cache key.
+func checkCompacted(t *testing.T, reqs []received, lead int, key string, cacheKey bool) {
 	t.Helper()
 	shorter, summarized := 0, false
 	keys := map[string]bool{}
 	for i, r := range reqs {
-		if r.auth != "Bearer sk-agent-key" {
-			t.Fatalf("request %d reached the upstream with Authorization %q, want the agent's key", i, r.auth)
+		if r.auth != key {
+			t.Fatalf("request %d reached the upstream with key %q, want the agent's", i, r.auth)
 		}
 		keys[r.promptCacheKey] = true
-		if len(r.messages) < 2*i+2 { // the agent sent system, task, then a call and a result per turn
+		if len(r.messages) < lead+2*i {
 			shorter++
 		}
 		for _, m := range r.messages {
-			if c, _ := m["content"].(string); strings.HasPrefix(c, compaction.CompactionHeader) {
+			if strings.Contains(textOf(m["content"]), compaction.CompactionHeader) {
 				summarized = true
 			}
 		}
 	}
 	if shorter == 0 || !summarized {
-		t.Errorf("the upstream got %d views shorter than the history (of %d messages at the end), a summary: %v", shorter, history, summarized)
+		t.Errorf("of %d requests the upstream got %d views shorter than the history; a summary: %v", len(reqs), shorter, summarized)
 	}
-	if len(keys) != 1 || keys[""] {
+	if cacheKey && (len(keys) != 1 || keys[""]) {
 		t.Errorf("prompt_cache_key values %v, want one per conversation", keys)
 	}
+}
+
+// textOf is a message content's text: the string, or its text blocks.
+func textOf(content any) string {
+	switch c := content.(type) {
+	case string:
+		return c
+	case []any:
+		var b strings.Builder
+		for _, block := range c {
+			if m, ok := block.(map[string]any); ok {
+				if text, ok := m["text"].(string); ok {
+					b.WriteString(text)
+				}
+			}
+		}
+		return b.String()
+	}
+	return ""
+}
+
+// anthropicLoop is agentLoop written with the Anthropic SDK.
+func anthropicLoop(t *testing.T, sdk anthropic.Client, system, task, dir string, streamed bool) {
+	t.Helper()
+	ctx := context.Background()
+	params := anthropic.MessageNewParams{
+		Model: "claude-test", MaxTokens: 1024,
+		System:   []anthropic.TextBlockParam{{Text: system}},
+		Messages: []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock(task))},
+	}
+	for turn := 1; turn <= 200; turn++ {
+		var msg anthropic.Message
+		if streamed {
+			stream := sdk.Messages.NewStreaming(ctx, params)
+			for stream.Next() {
+				testenv.Must(t, msg.Accumulate(stream.Current()))
+			}
+			if err := stream.Err(); err != nil {
+				t.Fatalf("turn %d: stream: %v", turn, err)
+			}
+		} else {
+			resp, err := sdk.Messages.New(ctx, params)
+			if err != nil {
+				t.Fatalf("turn %d: %v", turn, err)
+			}
+			msg = *resp
+		}
+		params.Messages = append(params.Messages, msg.ToParam())
+		var results []anthropic.ContentBlockParamUnion
+		var text strings.Builder
+		for _, block := range msg.Content {
+			switch block.Type {
+			case "tool_use":
+				use := block.AsToolUse()
+				if want := fmt.Sprintf(`{"cmd":"pytest -k case%d"}`, turn); string(use.Input) != want {
+					t.Fatalf("turn %d: tool input %s, want the upstream's %s", turn, use.Input, want)
+				}
+				results = append(results, anthropic.NewToolResultBlock(use.ID, toolOutput(dir, turn), false))
+			case "text":
+				text.WriteString(block.Text)
+			}
+		}
+		if len(results) == 0 {
+			if text.String() != "All tests pass. Done." {
+				t.Fatalf("turn %d: final answer %q, want the upstream's", turn, text.String())
+			}
+			return
+		}
+		params.Messages = append(params.Messages, anthropic.NewUserMessage(results...))
+	}
+	t.Fatal("the loop did not end")
 }
 
 func TestProxy(t *testing.T) {
@@ -260,8 +334,8 @@ func TestProxy(t *testing.T) {
 			t.Cleanup(upSrv.Close)
 			proxyURL, reg := s.startProxy(t, name, upSrv)
 			sdk := openai.NewClient(option.WithBaseURL(proxyURL+"/v1/"), option.WithAPIKey("sk-agent-key"), option.WithMaxRetries(0))
-			history := agentLoop(t, sdk, agentSystem, "Fix the failing test_edge cases in tests/", "tests", streamed, nil)
-			checkCompacted(t, up.requests(), len(history))
+			agentLoop(t, sdk, agentSystem, "Fix the failing test_edge cases in tests/", "tests", streamed, nil)
+			checkCompacted(t, up.requests(), 2, "Bearer sk-agent-key", true)
 			s.waitForTiers(t, name, compactionv1alpha1.TierWarn, compactionv1alpha1.TierSoft, compactionv1alpha1.TierFull)
 			if n := counted(t, reg, "openai", "compacted"); n != float64(len(up.requests())) {
 				t.Errorf("%v requests counted compacted, want every one of %d", n, len(up.requests()))
@@ -282,13 +356,34 @@ func TestProxy(t *testing.T) {
 			// A sub-agent through the same proxy: its own conversation, compacted on its
 			// own, never shown the first agent's context.
 			first := len(up.requests())
-			sub := agentLoop(t, sdk, "You are a sub-agent. Review the documentation.", "Review docs/ for stale examples", "docs", streamed, nil)
+			agentLoop(t, sdk, "You are a sub-agent. Review the documentation.", "Review docs/ for stale examples", "docs", streamed, nil)
 			subReqs := up.requests()[first:]
-			checkCompacted(t, subReqs, len(sub))
+			checkCompacted(t, subReqs, 2, "Bearer sk-agent-key", true)
 			for i, r := range subReqs {
 				if bytes.Contains(r.raw, []byte("tests/")) || bytes.Contains(r.raw, []byte("Fix the failing")) {
 					t.Fatalf("sub-agent request %d carries the first agent's context", i)
 				}
+			}
+		})
+	}
+
+	for _, streamed := range []bool{false, true} {
+		name := "claude-plain"
+		if streamed {
+			name = "claude-streamed"
+		}
+		t.Run(name, func(t *testing.T) {
+			s.session(t, name)
+			up := newUpstream(t, 60)
+			upSrv := httptest.NewServer(up)
+			t.Cleanup(upSrv.Close)
+			proxyURL, reg := s.startProxy(t, name, upSrv)
+			sdk := anthropic.NewClient(aoption.WithBaseURL(proxyURL), aoption.WithAPIKey("sk-ant-agent-key"), aoption.WithMaxRetries(0))
+			anthropicLoop(t, sdk, agentSystem, "Fix the failing test_edge cases in tests/", "tests", streamed)
+			checkCompacted(t, up.requests(), 1, "Bearer sk-ant-agent-key", false)
+			s.waitForTiers(t, name, compactionv1alpha1.TierWarn, compactionv1alpha1.TierSoft, compactionv1alpha1.TierFull)
+			if n := counted(t, reg, "anthropic", "compacted"); n != float64(len(up.requests())) {
+				t.Errorf("%v requests counted compacted, want every one of %d", n, len(up.requests()))
 			}
 		})
 	}
@@ -299,11 +394,13 @@ func TestProxy(t *testing.T) {
 		upSrv := httptest.NewServer(up)
 		t.Cleanup(upSrv.Close)
 		proxyURL, _ := s.startProxy(t, "agent-bytes", upSrv)
-		for _, body := range []string{
-			`{"model":"gpt-test","messages":[{"role":"user","content":"hello"}]}`,
-			`{"model":"gpt-test","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"hello"}]}`,
+		for _, req := range []struct{ path, body string }{
+			{"/v1/chat/completions", `{"model":"gpt-test","messages":[{"role":"user","content":"hello"}]}`},
+			{"/v1/chat/completions", `{"model":"gpt-test","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"hello"}]}`},
+			{"/v1/messages", `{"model":"claude-test","max_tokens":100,"messages":[{"role":"user","content":"hello"}]}`},
+			{"/v1/messages", `{"model":"claude-test","max_tokens":100,"stream":true,"messages":[{"role":"user","content":"hello"}]}`},
 		} {
-			resp, err := http.Post(proxyURL+"/v1/chat/completions", "application/json", strings.NewReader(body))
+			resp, err := http.Post(proxyURL+req.path, "application/json", strings.NewReader(req.body))
 			testenv.Must(t, err)
 			got, err := io.ReadAll(resp.Body)
 			_ = resp.Body.Close()

@@ -52,6 +52,10 @@ func (u *upstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.WriteString(w, `{"object":"list","data":[{"id":"gpt-test","object":"model"}]}`)
 		return
 	}
+	if r.Method == http.MethodPost && r.URL.Path == "/v1/messages" {
+		u.messages(w, r)
+		return
+	}
 	if r.Method != http.MethodPost || r.URL.Path != "/v1/chat/completions" {
 		http.Error(w, "not found", http.StatusNotFound)
 		return
@@ -141,6 +145,81 @@ func (u *upstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		out = fmt.Appendf(nil, `{"id":"chatcmpl-%d","object":"chat.completion","created":1,"model":"gpt-test","choices":[{"index":0,"message":%s,"finish_reason":%q}],"usage":{"prompt_tokens":%d,"completion_tokens":12,"total_tokens":%d}}`,
 			turn, msg, finish, prompt, prompt+12)
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(out)
+	}
+	u.mu.Lock()
+	u.sent = append(u.sent, out)
+	u.mu.Unlock()
+}
+
+// messages answers Anthropic's POST /v1/messages from the same script: a tool_use block for
+// each of the first toolTurns requests of a conversation, then text.
+func (u *upstream) messages(w http.ResponseWriter, r *http.Request) {
+	body, _ := io.ReadAll(r.Body)
+	var req struct {
+		System   json.RawMessage  `json:"system"`
+		Messages []map[string]any `json:"messages"`
+		Stream   bool             `json:"stream"`
+	}
+	if err := json.Unmarshal(body, &req); err != nil || len(req.Messages) == 0 {
+		http.Error(w, fmt.Sprintf(`{"type":"error","error":{"type":"invalid_request_error","message":"%v"}}`, err), http.StatusBadRequest)
+		return
+	}
+	// A compacted view starts with the summary, not the task: the system prompt names the
+	// conversation.
+	conv := string(req.System)
+	u.mu.Lock()
+	auth := r.Header.Get("X-Api-Key") // or Authorization, as the Go SDK v2 sends the key
+	if auth == "" {
+		auth = r.Header.Get("Authorization")
+	}
+	u.received = append(u.received, received{auth: auth, messages: req.Messages, raw: body})
+	u.turns[conv]++
+	turn := u.turns[conv]
+	u.mu.Unlock()
+
+	chars := 0
+	for _, m := range req.Messages {
+		c, _ := json.Marshal(m["content"])
+		chars += len(c)
+	}
+	prompt := chars * 10 / 36
+	id := fmt.Sprintf("toolu_%d_%d", len(conv)%97, turn)
+	input := fmt.Sprintf(`{"cmd":"pytest -k case%d"}`, turn)
+	var out []byte
+	if req.Stream {
+		var b strings.Builder
+		event := func(name, data string) { fmt.Fprintf(&b, "event: %s\ndata: %s\n\n", name, data) }
+		event("message_start", fmt.Sprintf(`{"type":"message_start","message":{"id":"msg_%d","type":"message","role":"assistant","model":"claude-test","content":[],"stop_reason":null,"stop_sequence":null,"usage":{"input_tokens":%d,"output_tokens":1}}}`, turn, prompt))
+		stop := "end_turn"
+		if turn <= u.toolTurns {
+			stop = "tool_use"
+			event("content_block_start", fmt.Sprintf(`{"type":"content_block_start","index":0,"content_block":{"type":"tool_use","id":%q,"name":"run","input":{}}}`, id))
+			event("content_block_delta", fmt.Sprintf(`{"type":"content_block_delta","index":0,"delta":{"type":"input_json_delta","partial_json":%q}}`, input))
+		} else {
+			event("content_block_start", `{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}`)
+			event("content_block_delta", `{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"All tests pass. "}}`)
+			event("content_block_delta", `{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"Done."}}`)
+		}
+		event("content_block_stop", `{"type":"content_block_stop","index":0}`)
+		event("message_delta", fmt.Sprintf(`{"type":"message_delta","delta":{"stop_reason":%q,"stop_sequence":null},"usage":{"output_tokens":12}}`, stop))
+		event("message_stop", `{"type":"message_stop"}`)
+		out = []byte(b.String())
+		w.Header().Set("Content-Type", "text/event-stream")
+		for rest := out; len(rest) > 0; {
+			n := min(len(rest), 89)
+			_, _ = w.Write(rest[:n])
+			w.(http.Flusher).Flush()
+			rest = rest[n:]
+		}
+	} else {
+		content, stop := `[{"type":"text","text":"All tests pass. Done."}]`, "end_turn"
+		if turn <= u.toolTurns {
+			content, stop = fmt.Sprintf(`[{"type":"tool_use","id":%q,"name":"run","input":%s}]`, id, input), "tool_use"
+		}
+		out = fmt.Appendf(nil, `{"id":"msg_%d","type":"message","role":"assistant","model":"claude-test","content":%s,"stop_reason":%q,"stop_sequence":null,"usage":{"input_tokens":%d,"output_tokens":12}}`,
+			turn, content, stop, prompt)
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = w.Write(out)
 	}
