@@ -40,9 +40,10 @@ tools: ## Build kube-apiserver, kubectl, etcd, MinIO, controller-gen, helm and k
 	@hack/build-tools.sh
 
 .PHONY: build
-build: ## Build compactctl and the manager into bin/ (static, as the image builds them).
+build: ## Build compactctl, the manager and compaction-proxy into bin/ (static, as the image builds them).
 	hack/build-static.sh $(BIN)/compactctl ./cmd/compactctl
 	hack/build-static.sh $(BIN)/manager ./cmd/manager
+	hack/build-static.sh $(BIN)/compaction-proxy ./cmd/compaction-proxy
 
 IMG ?= ghcr.io/harness9/compaction-operator:latest
 VERSION ?= dev

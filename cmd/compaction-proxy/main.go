@@ -39,7 +39,7 @@ messages with the compacted view and forwards the request, with the agent's own 
 byte; its token usage calibrates the next compaction. Other requests pass through untouched.
 Each conversation (told apart by its system prompt and first user message) is compacted on
 its own. If the compaction API cannot be reached or answers an error, the request goes
-upstream as the agent sent it.
+upstream uncompacted, as the agent sent it (fail-open).
 
 Usage:
   compaction-proxy --server URL --session NAMESPACE/NAME [flags]

@@ -54,3 +54,36 @@ func TestStaticManagerBinary(t *testing.T) {
 		t.Errorf("manager --version: %v: %s; want the VERSION the build was given", err, version)
 	}
 }
+
+// The image carries compaction-proxy too, built the same way: agent pods run it from the
+// operator's image as their sidecar.
+func TestStaticProxyBinary(t *testing.T) {
+	root := testenv.RepoRoot(t)
+	dockerfile, err := os.ReadFile(filepath.Join(root, "Dockerfile"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"hack/build-static.sh /out/compaction-proxy ./cmd/compaction-proxy", "COPY --from=build /out/compaction-proxy /compaction-proxy"} {
+		if !strings.Contains(string(dockerfile), want) {
+			t.Fatalf("the Dockerfile does not say %q", want)
+		}
+	}
+	out := filepath.Join(t.TempDir(), "compaction-proxy")
+	cmd := exec.Command(filepath.Join(root, "hack", "build-static.sh"), out, "./cmd/compaction-proxy")
+	cmd.Dir = root
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("hack/build-static.sh: %v\n%s", err, b)
+	}
+	f, err := elf.Open(out)
+	if err != nil {
+		t.Fatalf("not an ELF binary: %v", err)
+	}
+	defer func() { _ = f.Close() }()
+	if libs, _ := f.ImportedLibraries(); len(libs) > 0 {
+		t.Errorf("the binary links shared libraries: %v", libs)
+	}
+	help, err := exec.Command(out, "--help").CombinedOutput()
+	if err != nil || !strings.Contains(string(help), "-upstream") {
+		t.Errorf("compaction-proxy --help: %v\n%s", err, help)
+	}
+}
