@@ -135,7 +135,7 @@ func (s *conflictStore) SaveState(ctx context.Context, sid string, st *State) er
 	if s.conflicts > 0 {
 		s.conflicts--
 		// The other replica's charge lands in between.
-		other, err := s.memStore.LoadState(ctx, sid)
+		other, err := s.LoadState(ctx, sid)
 		if errors.Is(err, ErrNotFound) {
 			other = &State{}
 		}

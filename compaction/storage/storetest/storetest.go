@@ -630,7 +630,7 @@ func testConversations(t *testing.T, s compaction.Store) {
 func testSessionBudget(t *testing.T, s compaction.Store) {
 	ctx := opCtx(t)
 	now := time.Date(2026, 7, 1, 0, 0, 0, 0, time.UTC)
-	victim, survivor := "abc", "abcd"
+	victim, survivor := "budget-abc", "budget-abcd"
 	charge := func(session string, want bool) {
 		t.Helper()
 		// A new budget each time, as each conversation's engine has its own.
