@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"time"
 )
 
@@ -64,7 +65,16 @@ func (b *StateBudget) ID() string { return b.id }
 // one per concurrent writer.
 func (b *StateBudget) Charge(ctx context.Context, now time.Time, limit int) (bool, time.Time, error) {
 	var lastErr error
-	for range stateBudgetAttempts {
+	for attempt := range stateBudgetAttempts {
+		if attempt > 0 {
+			// Charges that collided retry apart from each other.
+			wait := time.Duration(attempt) * time.Duration(1+rand.IntN(20)) * time.Millisecond // #nosec G404 -- jitter, not a secret
+			select {
+			case <-time.After(wait):
+			case <-ctx.Done():
+				return false, time.Time{}, fmt.Errorf("charge summarizer budget: %w", ctx.Err())
+			}
+		}
 		st, err := b.store.LoadState(ctx, b.id)
 		switch {
 		case errors.Is(err, ErrNotFound):
