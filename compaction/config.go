@@ -32,7 +32,9 @@ type Config struct {
 	// extractive one, which costs nothing) in any hour; past it the session is summarized
 	// extractively and its records say so. It stops one session from spending the
 	// platform's LLM budget, for example by rewriting an early message every request so
-	// each one starts over. 0 means no limit (the default).
+	// each one starts over. 0 means no limit (the default). The calls are counted in the
+	// session's state, or in a SummarizerBudget shared by several compactors
+	// (WithSummarizerBudget: the API shares one among a session's conversations).
 	SummarizerCallsPerHour int
 
 	// OffloadThreshold: tool results in the head longer than this (bytes) are offloaded

@@ -250,26 +250,51 @@ func (r *CompactionRecord) countSummarizer(req SummaryRequest, res SummaryResult
 // summarizerFor is the summarizer of this compaction and whether it is the session's own
 // (counted in the record): the extractive one instead when SummarizerCallsPerHour calls of
 // the last hour used up the session's budget. A call is charged to the budget when it is
-// made, whatever its outcome.
-func (c *ProgressiveCompactor) summarizerFor(rec *CompactionRecord) (Summarizer, bool) {
+// made, whatever its outcome. The calls are counted in the state, or in the shared budget
+// of WithSummarizerBudget; one that cannot be charged (its storage fails) is not made.
+func (c *ProgressiveCompactor) summarizerFor(ctx context.Context, rec *CompactionRecord) (Summarizer, bool) {
 	limit := c.cfg.SummarizerCallsPerHour
 	// By name: a server wraps the extractive summarizer (to time it) and it stays free.
 	if limit == 0 || c.summarizer.Name() == (ExtractiveSummarizer{}).Name() {
 		return c.summarizer, true
 	}
 	now := c.now()
-	calls := c.state.SummarizerCalls
-	for len(calls) > 0 && now.Sub(calls[0]) >= time.Hour {
-		calls = calls[1:]
+	if c.budget != nil {
+		ok, next, err := c.budget.Charge(ctx, now, limit)
+		switch {
+		case err != nil:
+			// Spend protection wins: without a count, no paid call. The view is still made.
+			rec.SummarizerThrottled = true
+			rec.Notes = append(rec.Notes, fmt.Sprintf("summarizer budget unavailable (%v): summarized extractively", err))
+			return ExtractiveSummarizer{}, false
+		case !ok:
+			rec.SummarizerThrottled = true
+			rec.Notes = append(rec.Notes, budgetUsedUp(limit, next))
+			return ExtractiveSummarizer{}, false
+		}
+		return c.summarizer, true
 	}
+	calls := pruneCalls(c.state.SummarizerCalls, now)
 	if len(calls) >= limit {
 		c.state.SummarizerCalls = calls
 		rec.SummarizerThrottled = true
-		rec.Notes = append(rec.Notes, fmt.Sprintf("summarizer budget of %d calls per hour used up (next call allowed at %s): summarized extractively",
-			limit, calls[0].Add(time.Hour).UTC().Format(time.RFC3339)))
+		rec.Notes = append(rec.Notes, budgetUsedUp(limit, calls[0].Add(time.Hour)))
 		return ExtractiveSummarizer{}, false
 	}
 	c.state.SummarizerCalls = append(calls, now)
 	c.budgetCharged = true
 	return c.summarizer, true
+}
+
+func budgetUsedUp(limit int, next time.Time) string {
+	return fmt.Sprintf("summarizer budget of %d calls per hour used up (next call allowed at %s): summarized extractively",
+		limit, next.UTC().Format(time.RFC3339))
+}
+
+// pruneCalls drops the calls (oldest first) made an hour or more before now.
+func pruneCalls(calls []time.Time, now time.Time) []time.Time {
+	for len(calls) > 0 && now.Sub(calls[0]) >= time.Hour {
+		calls = calls[1:]
+	}
+	return calls
 }

@@ -64,6 +64,8 @@ type ProgressiveCompactor struct {
 	// budgetCharged is set when the compaction in progress charged a call to the session's
 	// summarizer budget, so the state is saved even if nothing else changed.
 	budgetCharged bool
+	// budget, when set, counts the summarizer calls instead of the state (WithSummarizerBudget).
+	budget SummarizerBudget
 }
 
 // Option configures a ProgressiveCompactor.
@@ -107,6 +109,14 @@ func WithLogger(l logr.Logger) Option { return func(c *ProgressiveCompactor) { c
 
 // WithClock sets the clock used for record timestamps and IDs.
 func WithClock(now func() time.Time) Option { return func(c *ProgressiveCompactor) { c.now = now } }
+
+// WithSummarizerBudget counts the summarizer calls SummarizerCallsPerHour limits in b
+// instead of the session's state, so several compactors (the conversations of one session,
+// on any replica) share one budget. A budget that fails is not trusted: the compaction is
+// summarized extractively and says so in its record.
+func WithSummarizerBudget(b SummarizerBudget) Option {
+	return func(c *ProgressiveCompactor) { c.budget = b }
+}
 
 // WithLastViewTokens tells a compactor built for one request (as a server does) the estimate
 // of the view the session's previous request returned, so the prompt size the caller reports

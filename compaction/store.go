@@ -138,12 +138,16 @@ const conversationSep = "/conversations/"
 // ValidateSessionID accepts IDs made of letters, digits, '-', '_' and '.', not starting with
 // '.', so an ID can never climb out of its directory or key prefix; and the ID of a
 // conversation of such a session, "{sessionID}/conversations/{conversationID}"
-// (ConversationSessionID), whose conversation ID passes ValidateConversationID. Nothing
-// else may hold a '/'.
+// (ConversationSessionID), whose conversation ID passes ValidateConversationID, or the
+// session's SessionBudgetID (a reserved conversation ID ValidateConversationID refuses).
+// Nothing else may hold a '/'.
 func ValidateSessionID(id string) error {
 	if base, conv, ok := strings.Cut(id, conversationSep); ok {
 		if err := validateBaseSessionID(base); err != nil {
 			return err
+		}
+		if isBudgetConversation(conv) {
+			return nil // the session's summarizer budget (SessionBudgetID)
 		}
 		return ValidateConversationID(conv)
 	}

@@ -24,7 +24,7 @@ func (c *ProgressiveCompactor) summarizeSpan(ctx context.Context, t *turn, span,
 	}
 	offloaded := c.offload(ctx, span, rec)
 	pins := c.pinsAfter(ctx, t, len(span), rec)
-	summarizer, paid := c.summarizerFor(rec)
+	summarizer, paid := c.summarizerFor(ctx, rec)
 	msg, merged, summary, err := c.summarize(ctx, summarizer, offloaded, pins, rec, paid)
 	if err != nil {
 		rec.addError("summarizer %s failed: %v; fell back to budget truncation", summarizer.Name(), err)

@@ -55,7 +55,7 @@ type conversationEnv struct {
 
 const conversationNS, conversationCRN = "default", "compaction-system"
 
-func startConversationEnv(t *testing.T) *conversationEnv {
+func startConversationEnv(t *testing.T, specs ...func(*compactionv1alpha1.CompactionPolicySpec)) *conversationEnv {
 	t.Helper()
 	ctx := context.Background()
 	must := func(err error) {
@@ -83,7 +83,12 @@ func startConversationEnv(t *testing.T) *conversationEnv {
 	must(c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: conversationCRN}}))
 	secret := builder.MinIOSecret(conversationNS, "minio", m.AccessKey, m.SecretKey)
 	must(c.Create(ctx, secret))
-	p := builder.Policy(conversationNS, "p").Window(8000).Storage(builder.MinIOStorage(m.Endpoint, bucket, "conv", secret.Name)).Build()
+	p := builder.Policy(conversationNS, "p").Window(8000).Storage(builder.MinIOStorage(m.Endpoint, bucket, "conv", secret.Name)).
+		Spec(func(spec *compactionv1alpha1.CompactionPolicySpec) {
+			for _, f := range specs {
+				f(spec)
+			}
+		}).Build()
 	must(c.Create(ctx, p))
 	obj := builder.Session(conversationNS, "agent", "p").Build()
 	must(c.Create(ctx, obj))
@@ -419,6 +424,7 @@ func TestBadConversationIDs(t *testing.T) {
 		"conversation=%2F",                        // /
 		"conversation=%252F",                      // the text %2F
 		"conversation=.hidden",                    // starts with '.'
+		"conversation=.summarizer-budget",         // the session's budget (compaction.SessionBudgetID)
 		"conversation=..",                         // ..
 		"conversation=a..b",                       // holds ..
 		"conversation=a%00b",                      // NUL

@@ -54,7 +54,7 @@ func engineKey(sess *session) string {
 // when the replica has none for the session's current configuration. Concurrent requests
 // of a conversation get the same engine; each conversation has its own (they are cached by
 // sess.storeID()), so conversations of one session never share a state and compact in
-// parallel.
+// parallel. They share the session's summarizer budget (compaction.NewStateBudget).
 func (s *Server) engineFor(sess *session) (*engine, error) {
 	key := engineKey(sess)
 	id := sess.storeID()
@@ -77,8 +77,15 @@ func (s *Server) engineFor(sess *session) (*engine, error) {
 	if sess.conversation != "" {
 		log = log.WithValues("conversation", sess.conversation)
 	}
+	// One summarizer budget for the whole session: every conversation's engine (the default
+	// one's too), on every replica, charges the same object in the session's store, so
+	// summarizer.maxCallsPerHour holds for the session, however many conversations it uses.
+	budget, err := compaction.NewStateBudget(sess.store, sess.id)
+	if err != nil {
+		return nil, &apiError{code: http.StatusInternalServerError, reason: ReasonInternal, msg: "the session's summarizer budget: " + err.Error()}
+	}
 	c, err := compaction.NewProgressiveCompactor(sess.cfg,
-		compaction.WithStore(sess.store), compaction.WithSessionID(id),
+		compaction.WithStore(sess.store), compaction.WithSessionID(id), compaction.WithSummarizerBudget(budget),
 		compaction.WithSummarizer(sum), compaction.WithLastViewTokens(s.lastViewTokens(id)),
 		compaction.WithLogger(log), compaction.WithStateRevalidation())
 	if err != nil {

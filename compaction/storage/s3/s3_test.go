@@ -817,3 +817,55 @@ func TestConversationKeys(t *testing.T) {
 		}
 	}
 }
+
+// TestSessionBudgetConcurrentCharges: replicas charging one session's summarizer budget at
+// once never count more calls than the limit, nor lose one they reported as charged: the
+// budget's writes are conditional (ETag), and a conflict is retried on the newer state.
+func TestSessionBudgetConcurrentCharges(t *testing.T) {
+	srv := startServer(t)
+	bucket := srv.newBucket(t)
+	now := time.Date(2026, 7, 1, 0, 0, 0, 0, time.UTC)
+	const limit, replicas = 3, 6
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	charged := 0
+	opCtx := ctx(t)
+	for i := range replicas {
+		// Each replica with a store of its own, charging from its own conversation.
+		b, err := compaction.NewStateBudget(srv.store(t, bucket, "p"), compaction.ConversationSessionID("sess", fmt.Sprintf("c%d", i)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ok, _, err := b.Charge(opCtx, now, limit)
+			if err != nil && !errors.Is(err, compaction.ErrConflict) {
+				t.Errorf("Charge: %v", err)
+			}
+			if ok {
+				mu.Lock()
+				charged++
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	store := srv.store(t, bucket, "p")
+	st, err := store.LoadState(ctx(t), compaction.SessionBudgetID("sess"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if charged == 0 || charged > limit || len(st.SummarizerCalls) != charged {
+		t.Fatalf("%d charges reported, %d stored; want as many, between 1 and %d", charged, len(st.SummarizerCalls), limit)
+	}
+	b, _ := compaction.NewStateBudget(store, "sess")
+	for range limit - charged {
+		if ok, _, err := b.Charge(ctx(t), now, limit); !ok || err != nil {
+			t.Fatalf("Charge under the limit = %v, %v", ok, err)
+		}
+	}
+	if ok, _, err := b.Charge(ctx(t), now, limit); ok || err != nil {
+		t.Fatalf("Charge over the limit = %v, %v; want refused", ok, err)
+	}
+}

@@ -61,6 +61,7 @@ func Run(t *testing.T, newStore func(t *testing.T) compaction.Store) {
 	t.Run("DeleteSession", func(t *testing.T) { testDeleteSession(t, newStore(t)) })
 	t.Run("DeleteSessionEmpty", func(t *testing.T) { testDeleteSessionEmpty(t, newStore(t)) })
 	t.Run("Conversations", func(t *testing.T) { testConversations(t, newStore(t)) })
+	t.Run("SessionBudget", func(t *testing.T) { testSessionBudget(t, newStore(t)) })
 	t.Run("InvalidSessionIDs", func(t *testing.T) { testInvalidSessionIDs(t, newStore(t)) })
 	t.Run("CanceledContext", func(t *testing.T) { testCanceledContext(t, newStore(t)) })
 }
@@ -620,6 +621,48 @@ func testConversations(t *testing.T, s compaction.Store) {
 	}
 	if n, err := s.DeleteSession(ctx, victim); err != nil || n != 0 {
 		t.Errorf("second DeleteSession = %d, %v; want 0, nil", n, err)
+	}
+}
+
+// testSessionBudget: a session's shared summarizer budget (compaction.StateBudget, under
+// the session's reserved compaction.SessionBudgetID) is stored, counted across budget
+// objects of the session, and removed by DeleteSession of the session, and of no other.
+func testSessionBudget(t *testing.T, s compaction.Store) {
+	ctx := opCtx(t)
+	now := time.Date(2026, 7, 1, 0, 0, 0, 0, time.UTC)
+	victim, survivor := "budget-abc", "budget-abcd"
+	charge := func(session string, want bool) {
+		t.Helper()
+		// A new budget each time, as each conversation's engine has its own.
+		b, err := compaction.NewStateBudget(s, session)
+		if err != nil {
+			t.Fatalf("NewStateBudget(%s): %v", session, err)
+		}
+		if ok, _, err := b.Charge(ctx, now, 1); err != nil || ok != want {
+			t.Fatalf("Charge(%s) = %v, %v; want %v", session, ok, err, want)
+		}
+	}
+	for _, sid := range []string{victim, survivor} {
+		charge(sid, true)
+		charge(compaction.ConversationSessionID(sid, "x"), false) // one budget per session
+		if err := s.SaveState(ctx, compaction.ConversationSessionID(sid, "x"), &compaction.State{LastSummary: sid, UpdatedAt: now}); err != nil {
+			t.Fatalf("SaveState: %v", err)
+		}
+	}
+	if st, err := s.LoadState(ctx, compaction.SessionBudgetID(victim)); err != nil || len(st.SummarizerCalls) != 1 {
+		t.Fatalf("LoadState(budget) = %+v, %v; want one call", st, err)
+	}
+	n, err := s.DeleteSession(ctx, victim)
+	if err != nil || n < 2 {
+		t.Fatalf("DeleteSession = %d, %v; want the budget and the conversation's state removed", n, err)
+	}
+	if _, err := s.LoadState(ctx, compaction.SessionBudgetID(victim)); !errors.Is(err, compaction.ErrNotFound) {
+		t.Errorf("after DeleteSession LoadState(budget): err = %v, want ErrNotFound", err)
+	}
+	charge(victim, true) // a new session of the same ID starts with a full budget
+	charge(survivor, false)
+	if st, err := s.LoadState(ctx, compaction.SessionBudgetID(survivor)); err != nil || len(st.SummarizerCalls) != 1 {
+		t.Errorf("the survivor's budget = %+v, %v; want its one call", st, err)
 	}
 }
 
