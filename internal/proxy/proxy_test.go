@@ -1,0 +1,149 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/harness9/compaction-operator/compaction"
+)
+
+// stubCompactor stands for the compaction API in these unit tests of the proxy's own paths
+// (test/proxy drives the real one): it keeps the last message only, or fails.
+type stubCompactor struct {
+	err   error
+	mu    sync.Mutex
+	calls int
+}
+
+func (s *stubCompactor) Compact(_ context.Context, _ string, history []compaction.Message, _ int) ([]compaction.Message, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.calls++
+	if s.err != nil {
+		return nil, s.err
+	}
+	return history[len(history)-1:], nil
+}
+
+// echo is an upstream that answers with the body it received.
+func echo(t *testing.T) *url.URL {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(w, r.Body)
+	}))
+	t.Cleanup(srv.Close)
+	u, _ := url.Parse(srv.URL + "/v1")
+	return u
+}
+
+func newTestProxy(t *testing.T, upstream *url.URL, c Compactor, maxBody int64) (*httptest.Server, *Metrics) {
+	t.Helper()
+	m, err := NewMetrics(prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := New(Config{Upstream: upstream, Compactor: c, MaxBodyBytes: maxBody, Metrics: m, Log: logr.Discard()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(p)
+	t.Cleanup(srv.Close)
+	return srv, m
+}
+
+func post(t *testing.T, url, body string) (int, string) {
+	t.Helper()
+	resp, err := http.Post(url, "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	got, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(got)
+}
+
+const twoMessages = `{"model":"m","messages":[{"role":"user","content":"first"},{"role":"user","content":"second"}]}`
+
+// What the proxy cannot or need not compact goes upstream as the agent sent it, and is
+// counted by why.
+func TestPassedThroughUncompacted(t *testing.T) {
+	for _, tc := range []struct {
+		name, body, result string
+		err                error
+		maxBody            int64
+	}{
+		{"compaction fails", twoMessages, "failed_open", errors.New("compaction API down"), 0},
+		{"not a chat request", `{"model":"m","messages":"nope"}`, "not_decoded", nil, 0},
+		{"too large", twoMessages, "too_large", nil, 20},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			stub := &stubCompactor{err: tc.err}
+			srv, m := newTestProxy(t, echo(t), stub, tc.maxBody)
+			code, got := post(t, srv.URL+"/v1/chat/completions", tc.body)
+			if code != http.StatusOK || got != tc.body {
+				t.Errorf("upstream got %d %q, want the agent's body %q", code, got, tc.body)
+			}
+			if n := value(m.Requests.WithLabelValues("openai", tc.result)); n != 1 {
+				t.Errorf("%v requests counted %s, want 1", n, tc.result)
+			}
+		})
+	}
+}
+
+// A compacted request carries the view and a prompt cache key only when asked to.
+func TestCompactedRequest(t *testing.T) {
+	srv, m := newTestProxy(t, echo(t), &stubCompactor{}, 0)
+	_, got := post(t, srv.URL+"/v1/chat/completions", twoMessages)
+	if strings.Contains(got, "first") || !strings.Contains(got, "second") || strings.Contains(got, "prompt_cache_key") {
+		t.Errorf("upstream got %s, want only the view's message and no prompt_cache_key", got)
+	}
+	if n := value(m.Requests.WithLabelValues("openai", "compacted")); n != 1 {
+		t.Errorf("%v requests counted compacted", n)
+	}
+}
+
+// An upstream that cannot be reached is a 502 for the agent, counted.
+func TestUpstreamUnreachable(t *testing.T) {
+	dead := httptest.NewServer(http.NotFoundHandler())
+	u, _ := url.Parse(dead.URL + "/v1")
+	dead.Close()
+	srv, m := newTestProxy(t, u, &stubCompactor{}, 0)
+	if code, _ := post(t, srv.URL+"/v1/embeddings", `{}`); code != http.StatusBadGateway {
+		t.Errorf("status %d, want 502", code)
+	}
+	if n := value(m.UpstreamErrors); n != 1 {
+		t.Errorf("%v upstream errors counted, want 1", n)
+	}
+}
+
+func TestNewRefusesBadConfig(t *testing.T) {
+	good, _ := url.Parse("https://api.example.com/v1")
+	ftp, _ := url.Parse("ftp://x")
+	for _, cfg := range []Config{
+		{Compactor: &stubCompactor{}},
+		{Upstream: ftp, Compactor: &stubCompactor{}},
+		{Upstream: good, AnthropicUpstream: ftp, Compactor: &stubCompactor{}},
+		{Upstream: good},
+	} {
+		if _, err := New(cfg); err == nil {
+			t.Errorf("New(%+v) accepted", cfg)
+		}
+	}
+}
+
+func value(c prometheus.Counter) float64 {
+	var d dto.Metric
+	_ = c.Write(&d)
+	return d.GetCounter().GetValue()
+}
