@@ -93,6 +93,18 @@ func (s *suite) session(t *testing.T, name string) {
 	})
 }
 
+// proxied creates the Ready session name and serves a proxy for it in front of a new
+// scripted upstream (toolTurns tool calls per conversation).
+func (s *suite) proxied(t *testing.T, name string, toolTurns int) (*upstream, string, *prometheus.Registry) {
+	t.Helper()
+	s.session(t, name)
+	up := newUpstream(t, toolTurns)
+	upSrv := httptest.NewServer(up)
+	t.Cleanup(upSrv.Close)
+	proxyURL, reg := s.startProxy(t, name, upSrv)
+	return up, proxyURL, reg
+}
+
 // startProxy serves a proxy for session name in front of up.
 func (s *suite) startProxy(t *testing.T, name string, up *httptest.Server) (string, *prometheus.Registry) {
 	t.Helper()
@@ -328,11 +340,7 @@ func TestProxy(t *testing.T) {
 			name = "agent-streamed"
 		}
 		t.Run(name, func(t *testing.T) {
-			s.session(t, name)
-			up := newUpstream(t, 60)
-			upSrv := httptest.NewServer(up)
-			t.Cleanup(upSrv.Close)
-			proxyURL, reg := s.startProxy(t, name, upSrv)
+			up, proxyURL, reg := s.proxied(t, name, 60)
 			sdk := openai.NewClient(option.WithBaseURL(proxyURL+"/v1/"), option.WithAPIKey("sk-agent-key"), option.WithMaxRetries(0))
 			agentLoop(t, sdk, agentSystem, "Fix the failing test_edge cases in tests/", "tests", streamed, nil)
 			checkCompacted(t, up.requests(), 2, "Bearer sk-agent-key", true)
@@ -373,11 +381,7 @@ func TestProxy(t *testing.T) {
 			name = "claude-streamed"
 		}
 		t.Run(name, func(t *testing.T) {
-			s.session(t, name)
-			up := newUpstream(t, 60)
-			upSrv := httptest.NewServer(up)
-			t.Cleanup(upSrv.Close)
-			proxyURL, reg := s.startProxy(t, name, upSrv)
+			up, proxyURL, reg := s.proxied(t, name, 60)
 			sdk := anthropic.NewClient(aoption.WithBaseURL(proxyURL), aoption.WithAPIKey("sk-ant-agent-key"), aoption.WithMaxRetries(0))
 			anthropicLoop(t, sdk, agentSystem, "Fix the failing test_edge cases in tests/", "tests", streamed)
 			checkCompacted(t, up.requests(), 1, "Bearer sk-ant-agent-key", false)
@@ -389,11 +393,7 @@ func TestProxy(t *testing.T) {
 	}
 
 	t.Run("bytes", func(t *testing.T) {
-		s.session(t, "agent-bytes")
-		up := newUpstream(t, 1)
-		upSrv := httptest.NewServer(up)
-		t.Cleanup(upSrv.Close)
-		proxyURL, _ := s.startProxy(t, "agent-bytes", upSrv)
+		up, proxyURL, _ := s.proxied(t, "agent-bytes", 1)
 		for _, req := range []struct{ path, body string }{
 			{"/v1/chat/completions", `{"model":"gpt-test","messages":[{"role":"user","content":"hello"}]}`},
 			{"/v1/chat/completions", `{"model":"gpt-test","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"hello"}]}`},
@@ -421,11 +421,7 @@ func TestProxy(t *testing.T) {
 
 	// Last: it stops the manager.
 	t.Run("operator-down", func(t *testing.T) {
-		s.session(t, "agent-outage")
-		up := newUpstream(t, 12)
-		upSrv := httptest.NewServer(up)
-		t.Cleanup(upSrv.Close)
-		proxyURL, reg := s.startProxy(t, "agent-outage", upSrv)
+		up, proxyURL, reg := s.proxied(t, "agent-outage", 12)
 		sdk := openai.NewClient(option.WithBaseURL(proxyURL+"/v1/"), option.WithAPIKey("sk-agent-key"), option.WithMaxRetries(0))
 		history := agentLoop(t, sdk, agentSystem, "Fix the flaky tests", "tests", false, func(turn int) {
 			if turn == 6 {
