@@ -37,8 +37,8 @@ type Options struct {
 	Transcript string
 	// Window is the policy's context window, small enough that every tier shows up.
 	Window int32
-	// ManagerBin overrides bin/manager.
-	ManagerBin string
+	// ManagerBin overrides bin/manager, ProxyBin bin/compaction-proxy.
+	ManagerBin, ProxyBin string
 	// Keep leaves everything running after the replay, until ctx ends.
 	Keep bool
 	// Out receives the narration.
@@ -57,6 +57,9 @@ func Run(ctx context.Context, o Options) error {
 	say := func(format string, args ...any) { _, _ = fmt.Fprintf(o.Out, format+"\n", args...) }
 	history, err := replay.Load(o.Transcript)
 	if err != nil {
+		return err
+	}
+	if err := checkProxyBin(o); err != nil {
 		return err
 	}
 
@@ -85,7 +88,7 @@ func Run(ctx context.Context, o Options) error {
 	if err := createSession(ctx, c, env, o.Window); err != nil {
 		return err
 	}
-	if err := waitReady(ctx, c); err != nil {
+	if err := waitReady(ctx, c, session); err != nil {
 		return err
 	}
 	say("%s", kubectl("get", "compactionpolicies,agentsessions"))
@@ -128,6 +131,15 @@ func Run(ctx context.Context, o Options) error {
 	}
 	lines := strings.Split(strings.TrimSpace(records.String()), "\n")
 	say("== The JSONL audit trail (GET .../records): %d records; the last one:\n%s", len(lines), lines[len(lines)-1])
+
+	say("\n== The same agent, unmodified: an OpenAI SDK loop whose base URL is compaction-proxy (AgentSession %s)", sdkSession)
+	sdk, err := runSDKAgent(ctx, o, env, c, history, say)
+	if err != nil {
+		return err
+	}
+	say("%d turns through compaction-proxy: %d reached the model compacted; the model received %.1f MB where the agent sent %.1f MB (%.0f%%); the agent's own API key reached the model: %v",
+		sdk.turns, sdk.compacted, float64(sdk.recvBytes)/(1<<20), float64(sdk.sentBytes)/(1<<20), 100*float64(sdk.recvBytes)/float64(max(sdk.sentBytes, 1)), sdk.keyPassed)
+	say("%s", kubectl("get", "agentsessions"))
 
 	if o.Keep {
 		say(`
@@ -246,18 +258,18 @@ func createSession(ctx context.Context, c client.Client, env *devenv.Env, window
 	return nil
 }
 
-func waitReady(ctx context.Context, c client.Client) error {
+func waitReady(ctx context.Context, c client.Client, name string) error {
 	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
 	for {
 		var s compactionv1alpha1.AgentSession
-		err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: session}, &s)
+		err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &s)
 		if err == nil && meta.IsStatusConditionTrue(s.Status.Conditions, compactionv1alpha1.ConditionReady) {
 			return nil
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("AgentSession %s not Ready: %+v (%w)", session, s.Status.Conditions, ctx.Err())
+			return fmt.Errorf("AgentSession %s not Ready: %+v (%w)", name, s.Status.Conditions, ctx.Err())
 		case <-time.After(200 * time.Millisecond):
 		}
 	}

@@ -42,7 +42,7 @@ func TestDemo(t *testing.T) {
 	var out syncBuffer
 	err := demo.Run(context.Background(), demo.Options{
 		Root: root, Dir: t.TempDir(), Transcript: filepath.Join(root, "testdata", "long-session.jsonl"),
-		Window: 8000, ManagerBin: testenv.BuildManager(t), Out: &out,
+		Window: 8000, ManagerBin: testenv.BuildManager(t), ProxyBin: testenv.Build(t, "./cmd/compaction-proxy"), Out: &out,
 	})
 	if err != nil {
 		t.Fatalf("demo: %v\n%s", err, out.String())
@@ -71,6 +71,22 @@ func TestDemo(t *testing.T) {
 		if saving < 15 || calls == 0 || calls > turns/3 {
 			t.Errorf("replay of %d turns: smallest saving %d%% (want >= 15), %d summarizer calls (want 1..%d)", turns, saving, calls, turns/3)
 		}
+	}
+	// Issue 16: the unmodified SDK loop through compaction-proxy gets compacted views, and its
+	// key reaches the model.
+	m = regexp.MustCompile(`(\d+) turns through compaction-proxy: (\d+) reached the model compacted; .* \((\d+)%\); the agent's own API key reached the model: (\w+)`).FindStringSubmatch(text)
+	if m == nil {
+		t.Errorf("demo output lacks the SDK agent's summary line")
+	} else {
+		turns, _ := strconv.Atoi(m[1])
+		compacted, _ := strconv.Atoi(m[2])
+		share, _ := strconv.Atoi(m[3])
+		if turns < 100 || compacted < turns/2 || share > 50 || m[4] != "true" {
+			t.Errorf("SDK agent: %d turns, %d compacted (want >= half), the model received %d%% of the bytes (want <= 50), key passed %s", turns, compacted, share, m[4])
+		}
+	}
+	if !strings.Contains(text, "starts with the operator's summary") {
+		t.Errorf("demo output never shows the model receiving the operator's summary")
 	}
 	if t.Failed() {
 		t.Logf("demo output:\n%s", text)
