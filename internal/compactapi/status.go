@@ -153,30 +153,33 @@ func addSummarizerUsage(dst *compactionv1alpha1.SummarizerUsage, src summarizerW
 // usage written again before its interval is over, which costs one status write.
 const maxUsageMarks = 100000
 
-// usageMarks remembers when the TierNone usage of recent sessions was written, in an LRU
-// (not golang-lru's expirable one, whose cleanup goroutine would outlive the server). The
-// zero value is ready.
+// usageMarks remembers, for recent sessions, when their usage was last written and with
+// which tier, in an LRU (not golang-lru's expirable one, whose cleanup goroutine would
+// outlive the server). The zero value is ready.
 type usageMarks struct {
 	mu     sync.Mutex // makes due's look and mark one step
-	recent *lru.Cache[types.UID, time.Time]
+	recent *lru.Cache[types.UID, usageMark]
 }
 
-// due reports whether the usage of session uid may be written now, at most once per
-// interval, and if so counts it as written.
-func (u *usageMarks) due(uid types.UID, interval time.Duration) bool {
-	if interval <= 0 {
-		return true
-	}
+type usageMark struct {
+	at   time.Time
+	tier compaction.Tier
+}
+
+// due reports whether the usage of session uid, at tier, may be written now: at once when
+// the tier differs from the one last written, else at most once per interval. If so it
+// counts it as written.
+func (u *usageMarks) due(uid types.UID, tier compaction.Tier, interval time.Duration) bool {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	if u.recent == nil {
-		u.recent, _ = lru.New[types.UID, time.Time](maxUsageMarks) // errors only for a size below 1
+		u.recent, _ = lru.New[types.UID, usageMark](maxUsageMarks) // errors only for a size below 1
 	}
 	now := time.Now()
-	if at, written := u.recent.Get(uid); written && now.Sub(at) < interval {
+	if m, written := u.recent.Get(uid); written && m.tier == tier && now.Sub(m.at) < interval {
 		return false
 	}
-	u.recent.Add(uid, now)
+	u.recent.Add(uid, usageMark{at: now, tier: tier})
 	return true
 }
 
@@ -187,18 +190,18 @@ func (b *statusBatcher) wake() {
 	}
 }
 
-// recordStatus notes what a compaction changed: every compaction above TierNone, and
-// TierNone turns at most once per UsageInterval per session. The summarizer's work is
-// always counted, also in a turn whose tier is None (the engine may call the summarizer and
-// then not apply a summary that saves too little).
+// recordStatus notes what a turn changed. A compaction (a record that changed the view) is
+// always written. The tier and usage of a turn that changed nothing (TierNone, or a tier
+// whose compaction waited for a saving worth its cost) are written when the tier differs
+// from the last one written, else at most once per UsageInterval per session. The
+// summarizer's work is always counted, also in a turn that changed nothing (the engine may
+// call the summarizer and then not apply a summary that saves too little).
 func (s *Server) recordStatus(sess *session, rec *compaction.CompactionRecord) {
 	spent := summarizerUsage(rec)
-	turn := true
-	if rec.Tier == compaction.TierNone {
-		turn = s.usageWritten.due(sess.obj.UID, s.cfg.UsageInterval)
-		if !turn && spent == (summarizerWork{}) {
-			return
-		}
+	changed := rec.ChangedView()
+	turn := s.usageWritten.due(sess.obj.UID, rec.Tier, s.cfg.UsageInterval) || changed
+	if !turn && spent == (summarizerWork{}) {
+		return
 	}
 	b := s.status
 	b.mu.Lock()
@@ -207,7 +210,7 @@ func (s *Server) recordStatus(sess *session, rec *compaction.CompactionRecord) {
 		p.turn, p.tier, p.usage = true, rec.Tier, fmt.Sprintf("%.2f", usageOf(sess.cfg, rec).before)
 	}
 	p.summarizer.add(spent)
-	if rec.Tier != compaction.TierNone {
+	if changed {
 		p.last = rec
 		p.offloadedCount += int64(len(rec.Offloaded))
 		p.offloadedBytes += int64(rec.OffloadedBytes())
@@ -414,9 +417,10 @@ func statusAnchors(anchors []compaction.Anchor) []compactionv1alpha1.Anchor {
 
 func utf8RuneStart(b byte) bool { return b&0xC0 != 0x80 }
 
-// emitEvent puts the spec's notification on the session as an Event.
+// emitEvent puts the spec's notification of a compaction on the session as an Event; a
+// turn that changed nothing gets none unless something failed.
 func (s *Server) emitEvent(sess *session, rec *compaction.CompactionRecord) {
-	if rec.Tier == compaction.TierNone {
+	if !rec.ChangedView() && rec.Error == "" {
 		return
 	}
 	typ := corev1.EventTypeNormal
