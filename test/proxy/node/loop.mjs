@@ -7,6 +7,10 @@
 //	bin/node loop.mjs --protocol openai|anthropic [--stream] --base-url URL --api-key KEY \
 //		--system PROMPT --task TASK --dir tests
 //
+// The SDK calls: OpenAI chat.completions.create (not streamed) and chat.completions.stream
+// (create with stream: true, plus the SDK's accumulator: finalChatCompletion), with
+// stream_options.include_usage; Anthropic messages.create and messages.stream (finalMessage).
+//
 // stdout is one JSON object per line: for each turn {"turn", "response"} (not streamed: the
 // SDK's parsed response) or {"turn", "events", "message"} (streamed: every chunk or event the
 // SDK yielded, then the message its stream helper accumulated), then
@@ -78,9 +82,15 @@ async function openaiLoop(maxTurns) {
         messages,
         stream_options: { include_usage: true },
       });
+      // A copy of each chunk as it arrived, as for Anthropic's stream below.
       const events = [];
-      for await (const chunk of stream) {
-        events.push(chunk);
+      stream.on('chunk', (chunk) => events.push(structuredClone(chunk)));
+      let yielded = 0;
+      for await (const _ of stream) {
+        yielded++;
+      }
+      if (yielded !== events.length) {
+        throw new Error(`turn ${turn}: the stream yielded ${yielded} chunks, its chunk listener saw ${events.length}`);
       }
       const completion = await stream.finalChatCompletion();
       message = completion.choices[0].message;
