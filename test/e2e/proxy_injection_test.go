@@ -194,7 +194,7 @@ func injectPod(name string, policy, proxy bool, containers ...corev1.Container) 
 }
 
 func containerNames(cs []corev1.Container) []string {
-	var names []string
+	names := make([]string, 0, len(cs))
 	for _, c := range cs {
 		names = append(names, c.Name)
 	}
@@ -257,7 +257,7 @@ func checkSidecar(t *testing.T, got corev1.Container, upstream ...corev1.EnvVar)
 // checkVolumes checks that the pod has its own volumes (own), then the proxy's token and CA.
 func checkVolumes(t *testing.T, p *corev1.Pod, own []string) {
 	t.Helper()
-	var names []string
+	names := make([]string, 0, len(p.Spec.Volumes))
 	for _, v := range p.Spec.Volumes {
 		names = append(names, v.Name)
 	}

@@ -1587,27 +1587,7 @@ func testInstall(t *testing.T, h *helmCLI, cfg *rest.Config, kubeconfig string) 
 		t.Fatal(err)
 	}
 
-	// The proxy injection policy is installed (helm finds the API in the cluster) and
-	// injects the sidecar into an annotated pod (test/e2e checks the injection in detail).
-	mustGet(&admissionregistrationv1.MutatingAdmissionPolicy{}, "", prefix+"proxy-injection")
-	mustGet(&admissionregistrationv1.MutatingAdmissionPolicyBinding{}, "", prefix+"proxy-injection")
-	var injected *corev1.Pod
-	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
-		injected = &corev1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "agent", Annotations: map[string]string{
-				"compaction.harness9.io/policy": "default", "compaction.harness9.io/proxy": "true"}},
-			Spec: corev1.PodSpec{ServiceAccountName: prefix + "controller-manager", Containers: []corev1.Container{{Name: "agent", Image: "busybox:1.36"}}},
-		}
-		if err := c.Create(ctx, injected, client.DryRunAll); err != nil {
-			t.Fatal(err)
-		}
-		if len(injected.Spec.InitContainers) > 0 {
-			break
-		}
-	}
-	if ic := injected.Spec.InitContainers; len(ic) != 1 || ic[0].Name != "compaction-proxy" || ic[0].Image != "ghcr.io/harness9/compaction-operator:"+chartAppVersion(t) {
-		t.Errorf("init containers of an annotated pod: %+v, want compaction-proxy with the manager's image", ic)
-	}
+	checkInstalledProxyInjection(t, c, mustGet)
 
 	var policy v1alpha1.ClusterCompactionPolicy
 	mustGet(&policy, "", "default")
@@ -1648,6 +1628,33 @@ func testInstall(t *testing.T, h *helmCLI, cfg *rest.Config, kubeconfig string) 
 		if !get(&apiextensionsv1.CustomResourceDefinition{}, "", n+"."+v1alpha1.GroupVersion.Group) {
 			t.Errorf("CRD %s was deleted by helm uninstall despite crds.keep", n)
 		}
+	}
+}
+
+// checkInstalledProxyInjection checks that helm install created the proxy injection policy
+// (helm finds the MutatingAdmissionPolicy API in the cluster) and that it injects the sidecar
+// into an annotated pod (test/e2e checks the injection in detail).
+func checkInstalledProxyInjection(t *testing.T, c client.Client, mustGet func(client.Object, string, string)) {
+	t.Helper()
+	ctx := context.Background()
+	mustGet(&admissionregistrationv1.MutatingAdmissionPolicy{}, "", prefix+"proxy-injection")
+	mustGet(&admissionregistrationv1.MutatingAdmissionPolicyBinding{}, "", prefix+"proxy-injection")
+	var injected *corev1.Pod
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		injected = &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "agent", Annotations: map[string]string{
+				"compaction.harness9.io/policy": "default", "compaction.harness9.io/proxy": "true"}},
+			Spec: corev1.PodSpec{ServiceAccountName: prefix + "controller-manager", Containers: []corev1.Container{{Name: "agent", Image: "busybox:1.36"}}},
+		}
+		if err := c.Create(ctx, injected, client.DryRunAll); err != nil {
+			t.Fatal(err)
+		}
+		if len(injected.Spec.InitContainers) > 0 {
+			break
+		}
+	}
+	if ic := injected.Spec.InitContainers; len(ic) != 1 || ic[0].Name != "compaction-proxy" || ic[0].Image != "ghcr.io/harness9/compaction-operator:"+chartAppVersion(t) {
+		t.Errorf("init containers of an annotated pod: %+v, want compaction-proxy with the manager's image", ic)
 	}
 }
 
