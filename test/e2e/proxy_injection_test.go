@@ -13,6 +13,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/harness9/compaction-operator/compaction/compactclient"
 	"github.com/harness9/compaction-operator/internal/dev/testenv"
 	"github.com/harness9/compaction-operator/internal/dev/testenv/operator"
 )
@@ -21,7 +22,7 @@ import (
 const (
 	injectNamespace = "agents"
 	proxyImage      = "ghcr.io/harness9/compaction-operator:latest"
-	proxyServer     = "https://compaction-operator-api.compaction-system.svc:8082"
+	proxyServer     = "https://compaction-operator-api." + operator.SystemNamespace + ".svc:8082"
 )
 
 // TestProxyInjection is issue 16: with config/default installed (kubectl apply -k, as a user
@@ -267,12 +268,12 @@ func checkVolumes(t *testing.T, p *corev1.Pod, own []string) {
 	n := len(own)
 	wantToken := corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{
 		Sources: []corev1.VolumeProjection{{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{
-			Audience: "compaction.harness9.io", ExpirationSeconds: ptr.To[int64](3600), Path: "token"}}},
+			Audience: compactclient.DefaultTokenAudience, ExpirationSeconds: ptr.To[int64](3600), Path: "token"}}},
 		DefaultMode: ptr.To[int32](corev1.ProjectedVolumeSourceDefaultMode),
 	}}
 	wantCA := corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{
 		Sources: []corev1.VolumeProjection{{ConfigMap: &corev1.ConfigMapProjection{
-			LocalObjectReference: corev1.LocalObjectReference{Name: "compaction-operator-api-ca"},
+			LocalObjectReference: corev1.LocalObjectReference{Name: operator.CAConfigMap},
 			Items:                []corev1.KeyToPath{{Key: "ca.crt", Path: "ca.crt"}}}}},
 		DefaultMode: ptr.To[int32](corev1.ProjectedVolumeSourceDefaultMode),
 	}}
