@@ -4,6 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -294,4 +302,151 @@ func checkEnv(t *testing.T, c corev1.Container, want []corev1.EnvVar) {
 func asJSON(v any) string {
 	b, _ := json.MarshalIndent(v, "", "  ")
 	return string(b)
+}
+
+// TestInjectedSidecarCompacts runs compaction-proxy as the policy injected it into a pod:
+// its command and environment resolved the way the kubelet would (downward API, $(VAR)
+// references, the projected token and the CA copied into the namespace at their mount
+// paths), against the manager running as config/default's ServiceAccount. Two things no
+// kubelet runs here stand in: the proxy listens on a free port instead of 127.0.0.1:4141,
+// and it reaches the manager at its local address instead of the Service's DNS name. The
+// agent's request reaches the agent's own upstream compacted: with the prompt_cache_key the
+// proxy sets only on a view the compaction API returned.
+func TestInjectedSidecarCompacts(t *testing.T) {
+	cl := operator.Install(t)
+	m := testenv.StartMinIO(t)
+	mgr := cl.StartManager(testenv.BuildManager(t))
+	proxyBin := testenv.Build(t, "./cmd/compaction-proxy")
+	c, ctx := cl.Client, context.Background()
+	cl.CreateMinIOPolicy(ns, "shared", "inject", m, window, nil)
+	cl.BindAgent(ns, "agent")
+
+	var mu sync.Mutex
+	var upstreamBodies []string
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		upstreamBodies = append(upstreamBodies, r.Method+" "+r.URL.Path+" "+string(body))
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"id":"c1","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"done"},"finish_reason":"stop"}],"usage":{"prompt_tokens":12,"completion_tokens":1,"total_tokens":13}}`)
+	}))
+	t.Cleanup(upstream.Close)
+
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "injected-agent", Annotations: map[string]string{
+			"compaction.harness9.io/policy": "shared", "compaction.harness9.io/proxy": "true"}},
+		Spec: corev1.PodSpec{ServiceAccountName: "agent", Containers: []corev1.Container{{Name: "agent", Image: "busybox:1.36",
+			Env: []corev1.EnvVar{{Name: "OPENAI_BASE_URL", Value: upstream.URL + "/v1"}}}}},
+	}
+	testenv.Eventually(t, waitFor, "the annotated pod is created with the sidecar", func() (bool, string) {
+		p := pod.DeepCopy()
+		if err := c.Create(ctx, p, client.DryRunAll); err != nil {
+			return false, err.Error()
+		}
+		return len(p.Spec.InitContainers) == 1, fmt.Sprintf("init containers %v", containerNames(p.Spec.InitContainers))
+	})
+	testenv.Must(t, c.Create(ctx, pod))
+	podSession(t, c, pod)
+
+	// The sidecar as the kubelet would start it.
+	sidecar := pod.Spec.InitContainers[0]
+	mounts := map[string]string{} // volume name -> a directory standing in for it
+	for _, v := range pod.Spec.Volumes {
+		dir := t.TempDir()
+		mounts[v.Name] = dir
+		for _, src := range v.Projected.Sources {
+			switch {
+			case src.ServiceAccountToken != nil:
+				if src.ServiceAccountToken.Audience != compactclient.DefaultTokenAudience {
+					t.Fatalf("projected token audience %q", src.ServiceAccountToken.Audience)
+				}
+				writeFile(t, filepath.Join(dir, src.ServiceAccountToken.Path), cl.PodToken(ns, pod.Name))
+			case src.ConfigMap != nil:
+				ca, err := os.ReadFile(mgr.CAFile) // the namespace's copy of the published bundle
+				testenv.Must(t, err)
+				writeFile(t, filepath.Join(dir, src.ConfigMap.Items[0].Path), string(ca))
+			}
+		}
+	}
+	hostPath := func(p string) string {
+		for _, vm := range sidecar.VolumeMounts {
+			if rel, ok := strings.CutPrefix(p, vm.MountPath+"/"); ok {
+				return filepath.Join(mounts[vm.Name], rel)
+			}
+		}
+		return p
+	}
+	vars := map[string]string{}
+	env := make([]string, 0, len(sidecar.Env))
+	for _, e := range sidecar.Env {
+		v := e.Value
+		if e.ValueFrom != nil {
+			v = map[string]string{"metadata.namespace": pod.Namespace, "metadata.name": pod.Name}[e.ValueFrom.FieldRef.FieldPath]
+		}
+		v = os.Expand(strings.ReplaceAll(strings.ReplaceAll(v, "$(", "${"), ")", "}"), func(k string) string { return vars[k] })
+		switch e.Name {
+		case "COMPACTION_TOKEN_FILE", "COMPACTION_CA_FILE":
+			v = hostPath(v)
+		case "COMPACTION_SERVER":
+			if v != proxyServer {
+				t.Fatalf("COMPACTION_SERVER %q, want %q", v, proxyServer)
+			}
+			v = mgr.URL
+		}
+		vars[e.Name] = v
+		env = append(env, e.Name+"="+v)
+	}
+	if got, want := vars["COMPACTION_SESSION"], ns+"/"+pod.Name; got != want {
+		t.Fatalf("COMPACTION_SESSION %q, want %q", got, want)
+	}
+	listen := testenv.FreePorts(t, 1)[0]
+	args := slices.Clone(sidecar.Args)
+	for i, a := range args {
+		if a == "--listen=127.0.0.1:4141" {
+			args[i] = "--listen=" + listen
+		}
+	}
+	if len(sidecar.Command) != 1 || sidecar.Command[0] != "/compaction-proxy" {
+		t.Fatalf("command %v", sidecar.Command)
+	}
+	proxy := testenv.StartProcess(t, proxyBin, args, env...)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("compaction-proxy output:\n%s", proxy.Output())
+		}
+	})
+
+	// The agent calls its OPENAI_BASE_URL (the proxy's, on the stand-in port).
+	base := strings.Replace(pod.Spec.Containers[0].Env[0].Value, "127.0.0.1:4141", listen, 1)
+	if base != "http://"+listen+"/v1" {
+		t.Fatalf("the agent's OPENAI_BASE_URL is %q", pod.Spec.Containers[0].Env[0].Value)
+	}
+	var resp *http.Response
+	testenv.Eventually(t, waitFor, "the proxy answers", func() (bool, string) {
+		var err error
+		resp, err = http.Post(base+"/chat/completions", "application/json", strings.NewReader(
+			`{"model":"m","messages":[{"role":"system","content":"You are a coding agent."},{"role":"user","content":"Fix the build."}]}`))
+		return err == nil, fmt.Sprint(err)
+	})
+	body, _ := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), `"done"`) {
+		t.Fatalf("the agent got %d %s", resp.StatusCode, body)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(upstreamBodies) != 1 || !strings.HasPrefix(upstreamBodies[0], "POST /v1/chat/completions ") ||
+		!strings.Contains(upstreamBodies[0], `"prompt_cache_key":"compaction-`) {
+		t.Errorf("the agent's upstream received %q, want one compacted chat request (with the proxy's prompt_cache_key)", upstreamBodies)
+	}
+	if strings.Contains(proxy.Output(), "compaction failed") {
+		t.Errorf("the proxy failed open:\n%s", proxy.Output())
+	}
+}
+
+func writeFile(t *testing.T, path, data string) {
+	t.Helper()
+	testenv.Must(t, os.MkdirAll(filepath.Dir(path), 0o700))
+	testenv.Must(t, os.WriteFile(path, []byte(data), 0o600))
 }
