@@ -737,9 +737,11 @@ func TestNotes(t *testing.T) {
 		args       []string
 		want, lack []string
 	}{
-		"SelfSigned": {nil, []string{"https://" + api, "ConfigMap " + prefix + "api-ca", "--ca-file ca.crt", "ca\\.crt"}, []string{"http://" + api}},
-		"Secret":     {[]string{"--set", "api.tls.mode=Secret,api.tls.secretName=mine"}, []string{"https://" + api, "Secret mine", "your Secret has a ca.crt"}, []string{"http://" + api}},
-		"Insecure":   {[]string{"--set", "api.tls.insecureServeHTTP=true"}, []string{"http://" + api, "WARNING"}, []string{"https://" + api, "--ca-file"}},
+		"SelfSigned": {nil, []string{"https://" + api, "ConfigMap " + prefix + "api-ca", "--ca-file ca.crt", "ca\\.crt",
+			"compaction-proxy is not injected into agent pods"}, []string{"http://" + api}},
+		"Secret":      {[]string{"--set", "api.tls.mode=Secret,api.tls.secretName=mine"}, []string{"https://" + api, "Secret mine", "your Secret has a ca.crt"}, []string{"http://" + api}},
+		"Insecure":    {[]string{"--set", "api.tls.insecureServeHTTP=true"}, []string{"http://" + api, "WARNING", "and the compaction API over HTTPS"}, []string{"https://" + api, "--ca-file"}},
+		"NoInjection": {[]string{"--set", "proxyInjection.enabled=false"}, nil, []string{"compaction-proxy"}},
 	} {
 		n := notes(c.args...)
 		for _, w := range c.want {
