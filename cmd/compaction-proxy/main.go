@@ -65,7 +65,7 @@ func parse(args []string, stderr io.Writer) (*options, error) {
 		"the OpenAI-compatible base URL the agent would have used ($COMPACTION_PROXY_UPSTREAM)")
 	fs.StringVar(&o.anthropicUpstream, "anthropic-upstream", envOr("COMPACTION_PROXY_ANTHROPIC_UPSTREAM", "https://api.anthropic.com/v1"),
 		"the Anthropic base URL, with its /v1 ($COMPACTION_PROXY_ANTHROPIC_UPSTREAM)")
-	fs.StringVar(&o.server, "server", os.Getenv("COMPACTION_SERVER"), "the operator's compaction API base URL ($COMPACTION_SERVER), e.g. https://compaction-operator-api.compaction-system.svc:8443")
+	fs.StringVar(&o.server, "server", os.Getenv("COMPACTION_SERVER"), "the operator's compaction API base URL ($COMPACTION_SERVER), e.g. https://compaction-operator-api.compaction-system.svc:8082")
 	fs.StringVar(&o.session, "session", os.Getenv("COMPACTION_SESSION"), "the AgentSession as NAMESPACE/NAME ($COMPACTION_SESSION)")
 	fs.StringVar(&o.tokenFile, "token-file", envOr("COMPACTION_TOKEN_FILE", ""),
 		"file holding the bearer token for the compaction API, read on every request (a projected ServiceAccount token with audience "+compactclient.DefaultTokenAudience+"; $COMPACTION_TOKEN_FILE)")

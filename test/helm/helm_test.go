@@ -32,6 +32,7 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
@@ -55,6 +56,10 @@ const (
 	// config/default does.
 	prefix = "compaction-operator-"
 )
+
+// mapAPI is what `helm template` needs to be told the cluster serves for the chart to render
+// the proxy injection policy (helm install finds it in the cluster's discovery).
+var mapAPI = []string{"--api-versions", "admissionregistration.k8s.io/v1/MutatingAdmissionPolicy"}
 
 // allOptions turns on every optional part of the chart.
 var allOptions = []string{"--set", "serviceMonitor.enabled=true,networkPolicy.enabled=true,defaultPolicy.enabled=true,grafanaDashboard.enabled=true"}
@@ -403,6 +408,7 @@ func TestValues(t *testing.T) {
 	t.Run("GrafanaDashboard", func(t *testing.T) { testDashboard(t, h) })
 	t.Run("LongReleaseName", func(t *testing.T) { testLongReleaseName(t, h) })
 	t.Run("AdmissionPolicy", func(t *testing.T) { testAdmissionPolicy(t, h) })
+	t.Run("ProxyInjection", func(t *testing.T) { testProxyInjection(t, h) })
 	t.Run("SessionLocationRole", func(t *testing.T) { testSessionLocationRole(t, h) })
 }
 
@@ -475,6 +481,72 @@ func testAdmissionPolicy(t *testing.T, h *helmCLI) {
 	for _, o := range decode(t, h.template(t, "--set", "admissionPolicy.enabled=false")) {
 		if strings.HasPrefix(o.GetKind(), "ValidatingAdmissionPolicy") {
 			t.Errorf("admissionPolicy.enabled=false renders %s/%s", o.GetKind(), o.GetName())
+		}
+	}
+}
+
+// testProxyInjection checks that the chart's proxy injection policy is config/default's
+// (kustomize, as kubectl applies it) when the image is the same, that it follows the values
+// it names, and that it is left out where the cluster has no MutatingAdmissionPolicy API,
+// with proxyInjection.enabled=false and with a plain HTTP API.
+func testProxyInjection(t *testing.T, h *helmCLI) {
+	out, err := exec.Command(tool(t, "kubectl"), "kustomize", filepath.Join(testenv.RepoRoot(t), "config", "default")).Output()
+	if err != nil {
+		t.Fatalf("kubectl kustomize config/default: %v", err)
+	}
+	config := decode(t, out)
+	chart := decode(t, h.template(t, append(mapAPI, "--set", "image.tag=latest")...))
+	for _, kind := range []string{"MutatingAdmissionPolicy", "MutatingAdmissionPolicyBinding"} {
+		want := find(t, config, kind, prefix+"proxy-injection")
+		got := find(t, chart, kind, prefix+"proxy-injection")
+		if got.GetNamespace() != "" || want.GetNamespace() != "" {
+			t.Errorf("%s is cluster-scoped; chart namespace %q, config/default %q", kind, got.GetNamespace(), want.GetNamespace())
+		}
+		if !equality.Semantic.DeepEqual(got.Object["spec"], want.Object["spec"]) {
+			t.Errorf("%s spec: chart renders\n%v\nconfig/default has\n%v", kind, got.Object["spec"], want.Object["spec"])
+		}
+	}
+
+	variables := func(objs []*unstructured.Unstructured, fullname string) map[string]string {
+		t.Helper()
+		m := find(t, objs, "MutatingAdmissionPolicy", fullname+"-proxy-injection")
+		vars, _, _ := unstructured.NestedSlice(m.Object, "spec", "variables")
+		out := map[string]string{}
+		for _, v := range vars {
+			v := v.(map[string]any)
+			out[v["name"].(string)] = v["expression"].(string)
+		}
+		return out
+	}
+	def := variables(decode(t, h.template(t, mapAPI...)), release)
+	if got, want := def["image"], "'ghcr.io/harness9/compaction-operator:"+chartAppVersion(t)+"'"; got != want {
+		t.Errorf("default image %s, want the manager's %s", got, want)
+	}
+	custom := variables(decode(t, h.template(t, append(mapAPI, "--set",
+		"proxyInjection.image=registry.example/proxy:1,api.tokenAudience=agents.example,service.apiPort=9443,fullnameOverride=co",
+		"--set-json", `proxyInjection.resources={"requests":{"memory":"64Mi","cpu":"50m"},"limits":{"memory":null}}`)...)), "co")
+	for name, want := range map[string]string{
+		"image":       "'registry.example/proxy:1'",
+		"server":      "'https://' + 'co-api' + '.' + '" + namespace + "' + '.svc:9443'",
+		"audience":    "'agents.example'",
+		"caConfigMap": "'co-api-ca'",
+		"requests":    "{'cpu': '50m', 'memory': '64Mi'}",
+		"limits":      "{}",
+	} {
+		if custom[name] != want {
+			t.Errorf("variable %s: %s, want %s", name, custom[name], want)
+		}
+	}
+
+	for what, args := range map[string][]string{
+		"no MutatingAdmissionPolicy API": nil,
+		"proxyInjection.enabled=false":   append(mapAPI, "--set", "proxyInjection.enabled=false"),
+		"api.tls.insecureServeHTTP=true": append(mapAPI, "--set", "api.tls.insecureServeHTTP=true"),
+	} {
+		for _, o := range decode(t, h.template(t, args...)) {
+			if strings.HasPrefix(o.GetKind(), "MutatingAdmissionPolicy") {
+				t.Errorf("%s: the chart renders %s/%s", what, o.GetKind(), o.GetName())
+			}
 		}
 	}
 }
@@ -665,9 +737,11 @@ func TestNotes(t *testing.T) {
 		args       []string
 		want, lack []string
 	}{
-		"SelfSigned": {nil, []string{"https://" + api, "ConfigMap " + prefix + "api-ca", "--ca-file ca.crt", "ca\\.crt"}, []string{"http://" + api}},
-		"Secret":     {[]string{"--set", "api.tls.mode=Secret,api.tls.secretName=mine"}, []string{"https://" + api, "Secret mine", "your Secret has a ca.crt"}, []string{"http://" + api}},
-		"Insecure":   {[]string{"--set", "api.tls.insecureServeHTTP=true"}, []string{"http://" + api, "WARNING"}, []string{"https://" + api, "--ca-file"}},
+		"SelfSigned": {nil, []string{"https://" + api, "ConfigMap " + prefix + "api-ca", "--ca-file ca.crt", "ca\\.crt",
+			"compaction-proxy is not injected into agent pods"}, []string{"http://" + api}},
+		"Secret":      {[]string{"--set", "api.tls.mode=Secret,api.tls.secretName=mine"}, []string{"https://" + api, "Secret mine", "your Secret has a ca.crt"}, []string{"http://" + api}},
+		"Insecure":    {[]string{"--set", "api.tls.insecureServeHTTP=true"}, []string{"http://" + api, "WARNING", "and the compaction API over HTTPS"}, []string{"https://" + api, "--ca-file"}},
+		"NoInjection": {[]string{"--set", "proxyInjection.enabled=false"}, nil, []string{"compaction-proxy"}},
 	} {
 		n := notes(c.args...)
 		for _, w := range c.want {
@@ -1089,8 +1163,9 @@ func TestInCluster(t *testing.T) {
 // so no kind goes unchecked. The only kind skipped is the ServiceMonitor, whose CRD
 // belongs to the Prometheus Operator.
 func testKubeconform(t *testing.T, h *helmCLI, kubeconform string, cfg *rest.Config) {
-	manifests := h.template(t, allOptions...)
+	manifests := h.template(t, append(mapAPI, allOptions...)...)
 	objs := decode(t, manifests)
+	find(t, objs, "MutatingAdmissionPolicy", prefix+"proxy-injection")
 	schemas := t.TempDir()
 	writeCRDSchemas(t, testenv.RepoRoot(t), schemas)
 	var gvs []string
@@ -1514,6 +1589,8 @@ func testInstall(t *testing.T, h *helmCLI, cfg *rest.Config, kubeconfig string) 
 		t.Fatal(err)
 	}
 
+	checkInstalledProxyInjection(t, c, mustGet)
+
 	var policy v1alpha1.ClusterCompactionPolicy
 	mustGet(&policy, "", "default")
 	if policy.Spec.ContextWindow != 200000 || policy.Spec.Storage.S3.Bucket != "agent-context" {
@@ -1553,6 +1630,33 @@ func testInstall(t *testing.T, h *helmCLI, cfg *rest.Config, kubeconfig string) 
 		if !get(&apiextensionsv1.CustomResourceDefinition{}, "", n+"."+v1alpha1.GroupVersion.Group) {
 			t.Errorf("CRD %s was deleted by helm uninstall despite crds.keep", n)
 		}
+	}
+}
+
+// checkInstalledProxyInjection checks that helm install created the proxy injection policy
+// (helm finds the MutatingAdmissionPolicy API in the cluster) and that it injects the sidecar
+// into an annotated pod (test/e2e checks the injection in detail).
+func checkInstalledProxyInjection(t *testing.T, c client.Client, mustGet func(client.Object, string, string)) {
+	t.Helper()
+	ctx := context.Background()
+	mustGet(&admissionregistrationv1.MutatingAdmissionPolicy{}, "", prefix+"proxy-injection")
+	mustGet(&admissionregistrationv1.MutatingAdmissionPolicyBinding{}, "", prefix+"proxy-injection")
+	var injected *corev1.Pod
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		injected = &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "agent", Annotations: map[string]string{
+				"compaction.harness9.io/policy": "default", "compaction.harness9.io/proxy": "true"}},
+			Spec: corev1.PodSpec{ServiceAccountName: prefix + "controller-manager", Containers: []corev1.Container{{Name: "agent", Image: "busybox:1.36"}}},
+		}
+		if err := c.Create(ctx, injected, client.DryRunAll); err != nil {
+			t.Fatal(err)
+		}
+		if len(injected.Spec.InitContainers) > 0 {
+			break
+		}
+	}
+	if ic := injected.Spec.InitContainers; len(ic) != 1 || ic[0].Name != "compaction-proxy" || ic[0].Image != "ghcr.io/harness9/compaction-operator:"+chartAppVersion(t) {
+		t.Errorf("init containers of an annotated pod: %+v, want compaction-proxy with the manager's image", ic)
 	}
 }
 

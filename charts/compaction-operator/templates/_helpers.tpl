@@ -161,3 +161,14 @@ The DNS names the API's certificate is for: the API Service's and the metrics Se
 - {{ . }}.{{ $ns }}.svc.cluster.local
 {{- end }}
 {{- end }}
+
+{{/*
+A map of strings as a CEL map literal, keys sorted: {'cpu': '10m', 'memory': '32Mi'}.
+*/}}
+{{- define "compaction-operator.celStringMap" -}}
+{{- $parts := list }}
+{{- range $k, $v := . }}
+{{- $parts = append $parts (printf "'%s': '%v'" $k $v) }}
+{{- end }}
+{{- printf "{%s}" (join ", " $parts) }}
+{{- end }}
