@@ -42,10 +42,10 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Buckets: []float64{.001, .0025, .005, .01, .02, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
 		}, []string{"route"}),
 		Compactions: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "compaction_compactions_total", Help: "Compactions by tier (None counts turns that needed none).",
+			Name: "compaction_compactions_total", Help: "Turns by the tier they reached (None: turns that needed no compaction), also those above None whose compaction waited and changed nothing (status.compactions counts only compactions that changed the view).",
 		}, []string{"tier"}),
 		CompressionRatio: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name: "compaction_compression_ratio", Help: "1 - tokensAfter/tokensBefore of compactions above TierNone.",
+			Name: "compaction_compression_ratio", Help: "1 - tokensAfter/tokensBefore of compactions that changed the view.",
 			Buckets: prometheus.LinearBuckets(0, 0.1, 11),
 		}),
 		TokensSaved: prometheus.NewCounter(prometheus.CounterOpts{
@@ -110,8 +110,8 @@ func (m *Metrics) observeCompaction(summarizer string, rec *compaction.Compactio
 		m.SummarizerTokens.WithLabelValues(summarizer, "input").Add(float64(u.inputTokens))
 		m.SummarizerTokens.WithLabelValues(summarizer, "output").Add(float64(u.outputTokens))
 	}
-	if rec.Tier == compaction.TierNone {
-		return
+	if !rec.ChangedView() {
+		return // a turn that waited saved nothing: its ratio of 0 is no compaction's
 	}
 	m.CompressionRatio.Observe(rec.CompressionRatio)
 	if saved := rec.TokensBefore - rec.TokensAfter; saved > 0 {
