@@ -153,33 +153,30 @@ func addSummarizerUsage(dst *compactionv1alpha1.SummarizerUsage, src summarizerW
 // usage written again before its interval is over, which costs one status write.
 const maxUsageMarks = 100000
 
-// usageMarks remembers, for recent sessions, when their usage was last written and with
-// which tier, in an LRU (not golang-lru's expirable one, whose cleanup goroutine would
+// usageMarks remembers when the usage of recent sessions was last written for a turn that
+// changed nothing, in an LRU (not golang-lru's expirable one, whose cleanup goroutine would
 // outlive the server). The zero value is ready.
 type usageMarks struct {
 	mu     sync.Mutex // makes due's look and mark one step
-	recent *lru.Cache[types.UID, usageMark]
+	recent *lru.Cache[types.UID, time.Time]
 }
 
-type usageMark struct {
-	at   time.Time
-	tier compaction.Tier
-}
-
-// due reports whether the usage of session uid, at tier, may be written now: at once when
-// the tier differs from the one last written, else at most once per interval. If so it
-// counts it as written.
-func (u *usageMarks) due(uid types.UID, tier compaction.Tier, interval time.Duration) bool {
+// due reports whether the usage of session uid may be written now, at most once per
+// interval, and if so counts it as written.
+func (u *usageMarks) due(uid types.UID, interval time.Duration) bool {
+	if interval <= 0 {
+		return true
+	}
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	if u.recent == nil {
-		u.recent, _ = lru.New[types.UID, usageMark](maxUsageMarks) // errors only for a size below 1
+		u.recent, _ = lru.New[types.UID, time.Time](maxUsageMarks) // errors only for a size below 1
 	}
 	now := time.Now()
-	if m, written := u.recent.Get(uid); written && m.tier == tier && now.Sub(m.at) < interval {
+	if at, written := u.recent.Get(uid); written && now.Sub(at) < interval {
 		return false
 	}
-	u.recent.Add(uid, usageMark{at: now, tier: tier})
+	u.recent.Add(uid, now)
 	return true
 }
 
@@ -192,14 +189,14 @@ func (b *statusBatcher) wake() {
 
 // recordStatus notes what a turn changed. A compaction (a record that changed the view) is
 // always written. The tier and usage of a turn that changed nothing (TierNone, or a tier
-// whose compaction waited for a saving worth its cost) are written when the tier differs
-// from the last one written, else at most once per UsageInterval per session. The
-// summarizer's work is always counted, also in a turn that changed nothing (the engine may
-// call the summarizer and then not apply a summary that saves too little).
+// whose compaction waited for a saving worth its cost) are written at most once per
+// UsageInterval per session. The summarizer's work is always counted, also in a turn that
+// changed nothing (the engine may call the summarizer and then not apply a summary that
+// saves too little).
 func (s *Server) recordStatus(sess *session, rec *compaction.CompactionRecord) {
 	spent := summarizerUsage(rec)
 	changed := rec.ChangedView()
-	turn := s.usageWritten.due(sess.obj.UID, rec.Tier, s.cfg.UsageInterval) || changed
+	turn := changed || s.usageWritten.due(sess.obj.UID, s.cfg.UsageInterval)
 	if !turn && spent == (summarizerWork{}) {
 		return
 	}

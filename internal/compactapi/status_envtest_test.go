@@ -84,7 +84,7 @@ func TestStatusWriteSummarizerUsage(t *testing.T) {
 	// Later work adds to the status, also from a turn whose tier stays None and that is not
 	// due for a usage write (the session's first None turn was never written: make it due
 	// later).
-	s.usageWritten.due(obj.UID, compaction.TierNone, s.cfg.UsageInterval) // counts it as written now
+	s.usageWritten.due(obj.UID, s.cfg.UsageInterval) // counts it as written now
 	s.recordStatus(sess, &compaction.CompactionRecord{ID: "3", Timestamp: now, Tier: compaction.TierNone, TokensBefore: 41000, TokensAfter: 41000,
 		Calibration: 1.05, UsageBefore: 0.43, UsageAfter: 0.43, SummarizerCalls: 1, SummarizerInputTokens: 500, SummarizerOutputTokens: 40})
 	if failed := s.flushStatus(ctx); failed != 0 {
@@ -98,9 +98,9 @@ func TestStatusWriteSummarizerUsage(t *testing.T) {
 		t.Errorf("a None turn that is not due changed tier %s contextUsage %s", st.Tier, st.ContextUsage)
 	}
 
-	// A Warn turn that waited (nothing offloaded, the view unchanged) is not a compaction: it
-	// reports its tier, which differs from the last one written, at once, but neither counts
-	// nor replaces the last compaction's numbers, and puts no Event on the session.
+	// A Warn turn that waited (nothing offloaded, the view unchanged) is not a compaction: its
+	// tier and usage are paced like a None turn's (this one is not due), it neither counts
+	// nor replaces the last compaction's numbers, and it puts no Event on the session.
 	waited := &compaction.CompactionRecord{ID: "4", Timestamp: now.Add(time.Second), Tier: compaction.TierWarn, TokensBefore: 62000, TokensAfter: 62000,
 		MsgsBefore: 90, MsgsAfter: 90, Calibration: 1.05, UsageBefore: 0.651, UsageAfter: 0.651}
 	events := k8sevents.NewFakeRecorder(10)
@@ -111,8 +111,8 @@ func TestStatusWriteSummarizerUsage(t *testing.T) {
 		t.Fatalf("%d status writes failed", failed)
 	}
 	st = read()
-	if st.Tier != compactionv1alpha1.TierWarn || st.ContextUsage != "0.65" {
-		t.Errorf("a waiting Warn turn: status tier %s contextUsage %s, want Warn 0.65", st.Tier, st.ContextUsage)
+	if st.Tier != compactionv1alpha1.TierFull || st.ContextUsage != "0.82" {
+		t.Errorf("a waiting Warn turn that is not due changed tier %s contextUsage %s", st.Tier, st.ContextUsage)
 	}
 	if !reflect.DeepEqual(st.Compactions, compactionv1alpha1.TierCounts{Soft: ptr.To[int64](1), Full: ptr.To[int64](1)}) ||
 		ptr.Deref(st.TokensBefore, 0) != 78000 || ptr.Deref(st.MessagesBefore, 0) == 90 {

@@ -122,29 +122,25 @@ func TestSummarizerUsageCountsThrottled(t *testing.T) {
 	}
 }
 
-// A session's usage at one tier is due once per interval, at another tier at once; other
-// sessions are paced apart, and an interval of 0 never holds a write back.
+// A session's usage is due once per interval; other sessions are paced apart, and an
+// interval of 0 never holds a write back.
 func TestUsageMarksPaceEachSession(t *testing.T) {
 	t.Parallel()
 	var u usageMarks
 	const interval = 50 * time.Millisecond
-	none, warn := compaction.TierNone, compaction.TierWarn
-	if !u.due("a", none, interval) || u.due("a", none, interval) {
+	if !u.due("a", interval) || u.due("a", interval) {
 		t.Fatal("want the first turn of a due and the second held back")
 	}
-	if !u.due("b", none, interval) {
+	if !u.due("b", interval) {
 		t.Error("session b held back by a's write")
 	}
-	if !u.due("a", warn, interval) || u.due("a", warn, interval) {
-		t.Error("want a's first Warn turn due at once and the next held back")
-	}
 	time.Sleep(interval + 10*time.Millisecond)
-	if !u.due("a", warn, interval) {
+	if !u.due("a", interval) {
 		t.Error("a still held back after its interval")
 	}
-	var zero usageMarks
+	var none usageMarks
 	for range 2 {
-		if !zero.due("a", none, 0) {
+		if !none.due("a", 0) {
 			t.Error("interval 0 held a write back")
 		}
 	}
