@@ -171,9 +171,11 @@ func run(setup string, requests, turns int, window int32, sample int, managerBin
 	peakRSS, peakHeap := rss0, heap0
 	fmt.Printf("proxy memory at start: RSS %.1f MiB, heap in use %.1f MiB\n", mib(rss0), mib(heap0))
 	a := &agent{turns: turns}
+	var sent int64
 	for i := range requests {
 		streamed := i%2 == 1
 		body := a.next(streamed)
+		sent += int64(len(body))
 		// Alternate which goes first, so neither always finds the caches warm.
 		order := []string{upstream, proxyURL + "/v1"}
 		if i%2 == 1 {
@@ -206,6 +208,8 @@ func run(setup string, requests, turns int, window int32, sample int, managerBin
 		}
 	}
 	rss1, heap1 := mem()
+	peakRSS, peakHeap = max(peakRSS, rss1), max(peakHeap, heap1)
+	fmt.Printf("requests of %.1f KB on average (the agent's history, uncompacted)\n", float64(sent)/float64(requests)/1024)
 	fmt.Printf("request latency, complete answers (%d each):\n", len(direct))
 	report("direct", direct)
 	report("proxied", proxied)

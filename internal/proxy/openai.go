@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sort"
 
 	"github.com/harness9/compaction-operator/compaction"
 )
@@ -60,7 +61,7 @@ func (r *openAIRequest) streamed() bool                { return r.stream }
 func (r *openAIRequest) conversation() string          { return conversationOf(r.msgs) }
 
 func (r *openAIRequest) rewrite(view []compaction.Message) ([]byte, error) {
-	msgs, err := json.Marshal(view)
+	msgs, err := encodeMessages(view)
 	if err != nil {
 		return nil, fmt.Errorf("encode view: %w", err)
 	}
@@ -75,7 +76,51 @@ func (r *openAIRequest) rewrite(view []compaction.Message) ([]byte, error) {
 		key, _ := json.Marshal("compaction-" + r.conversation())
 		fields["prompt_cache_key"] = key
 	}
-	return json.Marshal(fields)
+	return encodeObject(fields), nil
+}
+
+// encodeMessages is the JSON array of msgs. Each message's own encoding is valid, compact
+// JSON: joined as it is, not validated and compacted again as json.Marshal of the slice
+// would (most of the cost of a large history).
+func encodeMessages(msgs []compaction.Message) (json.RawMessage, error) {
+	out := make([]byte, 0, 2+compaction.EstimateTokens(msgs)*5)
+	out = append(out, '[')
+	for i := range msgs {
+		if i > 0 {
+			out = append(out, ',')
+		}
+		m, err := msgs[i].MarshalJSON()
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, m...)
+	}
+	return append(out, ']'), nil
+}
+
+// encodeObject is the JSON object of fields, keys sorted as json.Marshal sorts them, values
+// as they are: each came from the request (valid JSON, checked when it was decoded) or from
+// the proxy's own encoding.
+func encodeObject(fields map[string]json.RawMessage) []byte {
+	keys := make([]string, 0, len(fields))
+	size := 2
+	for k, v := range fields {
+		keys = append(keys, k)
+		size += len(k) + len(v) + 4
+	}
+	sort.Strings(keys)
+	out := make([]byte, 0, size)
+	out = append(out, '{')
+	for i, k := range keys {
+		if i > 0 {
+			out = append(out, ',')
+		}
+		name, _ := json.Marshal(k) // a string always encodes
+		out = append(out, name...)
+		out = append(out, ':')
+		out = append(out, fields[k]...)
+	}
+	return append(out, '}')
 }
 
 // conversationOf names the conversation msgs belong to: a hash of its opening, the leading
