@@ -12,12 +12,13 @@
 //     real manager of the local environment (internal/dev/devenv: kube-apiserver, etcd,
 //     MinIO): the latency includes the compaction API round trip, the engine and the
 //     OffloadHook. The proxy's RSS (/proc) and heap in use (its /metrics) are sampled.
+//
 //   - stub: the proxy in process with a compactor that returns the history as it is: the
 //     proxy's own cost (decoding, re-encoding, forwarding, reading the usage).
 //
-//	go run ./hack/proxybench -requests 400
-//	go run ./hack/proxybench -setup stub -requests 2000
-//	go run ./hack/proxybench -requests 4000 -sample 500   # memory over a long loop
+//     go run ./hack/proxybench -requests 400
+//     go run ./hack/proxybench -setup stub -requests 2000
+//     go run ./hack/proxybench -requests 4000 -sample 500   # memory over a long loop
 package main
 
 import (
