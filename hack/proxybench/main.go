@@ -16,9 +16,11 @@
 //   - stub: the proxy in process with a compactor that returns the history as it is: the
 //     proxy's own cost (decoding, re-encoding, forwarding, reading the usage).
 //
-//     go run ./hack/proxybench -requests 400
-//     go run ./hack/proxybench -setup stub -requests 2000
-//     go run ./hack/proxybench -requests 4000 -sample 500   # memory over a long loop
+// Run from the repository root:
+//
+//	go run ./hack/proxybench -requests 400
+//	go run ./hack/proxybench -setup stub -requests 2000
+//	go run ./hack/proxybench -requests 4000 -sample 500   # memory over a long loop
 package main
 
 import (
