@@ -60,6 +60,14 @@ import (
 
 const ns = "default"
 
+// message is a message of the agent's history.
+type message struct {
+	Role       string `json:"role"`
+	Content    any    `json:"content"`
+	ToolCalls  []any  `json:"tool_calls,omitempty"`
+	ToolCallID string `json:"tool_call_id,omitempty"`
+}
+
 func main() {
 	setup := flag.String("setup", "api", "api: the proxy binary on the real manager; stub: the proxy in process with a pass-through compactor")
 	requests := flag.Int("requests", 400, "requests sent each way (direct and proxied), half of them streamed")
@@ -238,16 +246,16 @@ type agent struct {
 	turns         int
 	conversations int
 	turn          int
-	msgs          []map[string]any
+	msgs          []message
 }
 
 func (a *agent) next(streamed bool) []byte {
 	if a.msgs == nil || a.turn >= a.turns {
 		a.conversations++
 		a.turn = 0
-		a.msgs = []map[string]any{
-			{"role": "system", "content": "You are a coding agent. Fix the failing tests."},
-			{"role": "user", "content": fmt.Sprintf("Fix the failing tests of module %d", a.conversations)},
+		a.msgs = []message{
+			{Role: "system", Content: "You are a coding agent. Fix the failing tests."},
+			{Role: "user", Content: fmt.Sprintf("Fix the failing tests of module %d", a.conversations)},
 		}
 	}
 	a.turn++
@@ -264,9 +272,9 @@ func (a *agent) next(streamed bool) []byte {
 func (a *agent) answered(_ []byte) {
 	id := fmt.Sprintf("call_%d_%d", a.conversations, a.turn)
 	a.msgs = append(a.msgs,
-		map[string]any{"role": "assistant", "content": nil, "tool_calls": []any{map[string]any{"id": id, "type": "function",
+		message{Role: "assistant", ToolCalls: []any{map[string]any{"id": id, "type": "function",
 			"function": map[string]any{"name": "run", "arguments": fmt.Sprintf(`{"cmd":"pytest -k case%d"}`, a.turn)}}}},
-		map[string]any{"role": "tool", "tool_call_id": id, "content": toolOutput(a.conversations, a.turn)})
+		message{Role: "tool", ToolCallID: id, Content: toolOutput(a.conversations, a.turn)})
 }
 
 // toolOutput is one or two KB of test log, 16 KB every fifth turn (over the hook threshold).

@@ -267,8 +267,9 @@ func validConversation(c string) bool {
 		return false
 	}
 	for i := 0; i < len(c); i++ {
-		ch := c[i]
-		if !(ch >= 'a' && ch <= 'z' || ch >= 'A' && ch <= 'Z' || ch >= '0' && ch <= '9' || ch == '-' || ch == '_' || ch == '.') {
+		switch ch := c[i]; {
+		case ch >= 'a' && ch <= 'z', ch >= 'A' && ch <= 'Z', ch >= '0' && ch <= '9', ch == '-', ch == '_', ch == '.':
+		default:
 			return false
 		}
 	}

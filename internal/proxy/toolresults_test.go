@@ -109,7 +109,8 @@ type chatMsg struct {
 
 // toolTurn is the request of an agent after its tool calls ids returned results.
 func toolTurn(results map[string]string, ids ...string) string {
-	msgs := []chatMsg{{Role: "system", Content: "sys"}, {Role: "user", Content: "fix it"}}
+	msgs := make([]chatMsg, 0, 2+2*len(ids))
+	msgs = append(msgs, chatMsg{Role: "system", Content: "sys"}, chatMsg{Role: "user", Content: "fix it"})
 	for _, id := range ids {
 		msgs = append(msgs, chatMsg{Role: "assistant", ToolCalls: []any{map[string]any{"id": id, "type": "function", "function": map[string]any{"name": "run", "arguments": "{}"}}}},
 			chatMsg{Role: "tool", ToolCallID: id, Content: results[id]})
