@@ -109,6 +109,7 @@ func run(setup string, requests, turns int, window int32, sample int, managerBin
 
 	var proxyURL string
 	var mem func() (rss, heap int64)
+	var counts func() string // the proxy's own counts of what it did, for the api setup
 	switch setup {
 	case "stub":
 		u, _ := url.Parse(upstream)
@@ -170,6 +171,19 @@ func run(setup string, requests, turns int, window int32, sample int, managerBin
 		metricsURL := "http://" + ports[1] + "/metrics"
 		pid := cmd.Process.Pid
 		mem = func() (int64, int64) { return rssOf(pid), gauge(metricsURL, "go_memstats_heap_inuse_bytes") }
+		counts = func() string {
+			var b strings.Builder
+			for _, series := range []string{
+				`compaction_proxy_requests_total{protocol="openai",result="compacted"}`,
+				`compaction_proxy_requests_total{protocol="openai",result="failed_open"}`,
+				`compaction_proxy_offload_hook_total{result="offloaded"}`,
+				`compaction_proxy_offload_hook_total{result="kept"}`,
+				`compaction_proxy_offload_hook_total{result="failed_open"}`,
+			} {
+				fmt.Fprintf(&b, "  %s %d\n", series, gauge(metricsURL, series))
+			}
+			return b.String()
+		}
 	default:
 		return fmt.Errorf("-setup %q: want api or stub", setup)
 	}
@@ -231,6 +245,9 @@ func run(setup string, requests, turns int, window int32, sample int, managerBin
 	fmt.Printf("  added: p50 %s, p99 %s\n", (pct(proxiedTTFB, 50) - pct(directTTFB, 50)).Round(time.Microsecond), (pct(proxiedTTFB, 99) - pct(directTTFB, 99)).Round(time.Microsecond))
 	fmt.Printf("proxy memory: start RSS %.1f MiB / heap %.1f MiB, end %.1f / %.1f MiB, peak %.1f / %.1f MiB\n",
 		mib(rss0), mib(heap0), mib(rss1), mib(heap1), mib(peakRSS), mib(peakHeap))
+	if counts != nil {
+		fmt.Print("the proxy's counts:\n", counts())
+	}
 	return nil
 }
 

@@ -65,7 +65,9 @@ func (a *APICompactor) OffloadToolResult(ctx context.Context, conversation strin
 
 // GetToolResult reads an offloaded result of conversation back.
 func (a *APICompactor) GetToolResult(ctx context.Context, conversation, toolCallID string) ([]byte, error) {
-	data, err := a.session(conversation).GetToolResult(ctx, toolCallID)
+	// Not through a.session: a read-back names any conversation, and must not push the
+	// Sessions (watermarks) of the conversations being compacted out of the cache.
+	data, err := a.client.GetToolResult(ctx, a.namespace, a.name, toolCallID, compactclient.InConversation(conversation))
 	var ae *compactclient.APIError
 	if errors.As(err, &ae) && ae.Code == http.StatusNotFound {
 		return nil, fmt.Errorf("%w: %w", ErrToolResultNotFound, err)

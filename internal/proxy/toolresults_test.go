@@ -304,3 +304,24 @@ func TestReadBackRewriteDeterministic(t *testing.T) {
 		t.Error("rewritten without a read-back URL")
 	}
 }
+
+// Anthropic tool_result blocks go through the same hook, and their placeholder through the
+// same rewrite.
+func TestOffloadHookOnEntryAnthropic(t *testing.T) {
+	stub := newToolStub(10000)
+	srv, _ := newToolProxy(t, stub)
+	big := strings.Repeat("FAILED test_x line\n", 800)
+	req, _ := json.Marshal(map[string]any{"model": "claude", "max_tokens": 100, "messages": []any{
+		map[string]any{"role": "user", "content": "fix it"},
+		map[string]any{"role": "assistant", "content": []any{map[string]any{"type": "tool_use", "id": "toolu_1", "name": "run", "input": map[string]any{}}}},
+		map[string]any{"role": "user", "content": []any{map[string]any{"type": "tool_result", "tool_use_id": "toolu_1", "content": big}}},
+	}})
+	code, got := post(t, srv.URL+"/v1/messages", string(req))
+	if code != http.StatusOK || strings.Contains(got, "FAILED test_x line\\nFAILED test_x line\\nFAILED test_x line\\nFAILED test_x line\\nFAILED test_x line\\nFAILED test_x line\\nFAILED test_x line") ||
+		!strings.Contains(got, "read it back with: curl -s '"+srv.URL+"/compaction/v1/toolresults/toolu_1?conversation=") {
+		t.Fatalf("the upstream got %d %.600s", code, got)
+	}
+	if stub.calls("toolu_1") != 1 {
+		t.Errorf("%d hook calls, want 1", stub.calls("toolu_1"))
+	}
+}
