@@ -84,7 +84,7 @@ func parse(args []string, stderr io.Writer) (*options, error) {
 	fs.BoolVar(&o.promptCacheKey, "prompt-cache-key", true, "set OpenAI's prompt_cache_key to the conversation when the agent sets none")
 	fs.BoolVar(&o.offloadHook, "offload-hook", true, "send new tool results over the policy's hook threshold to the operator's OffloadHook before compacting\n(false: large results are offloaded only by compaction, from the Warn tier on)")
 	fs.StringVar(&o.readBackURL, "read-back-url", "", "base URL of the proxy as the agent reaches it, written into the read-back command of each placeholder\n(empty: http://LISTEN, with 127.0.0.1 for an unspecified address)")
-	fs.DurationVar(&o.compactTimeout, "compact-timeout", proxy.DefaultCompactTimeout, "longest wait for a compaction; past it the request goes upstream uncompacted")
+	fs.DurationVar(&o.compactTimeout, "compact-timeout", proxy.DefaultCompactTimeout, "longest wait for a compaction, the offload-hook calls before it included; past it the request goes upstream uncompacted")
 	fs.Int64Var(&o.maxBodyBytes, "max-body-bytes", proxy.DefaultMaxBodyBytes, "largest chat request compacted; a larger one goes upstream uncompacted")
 	fs.Usage = func() {
 		_, _ = fmt.Fprint(stderr, usage)

@@ -52,7 +52,8 @@ type Config struct {
 	PromptCacheKey bool
 	// MaxBodyBytes bounds a chat request's body; a larger one is passed through uncompacted.
 	MaxBodyBytes int64
-	// CompactTimeout bounds one compaction; past it the request goes upstream uncompacted.
+	// CompactTimeout bounds one compaction, with the OffloadHook calls before it; past it
+	// the request goes upstream uncompacted.
 	CompactTimeout time.Duration
 	// Client sends the requests upstream; nil: a client without timeout (answers stream
 	// as long as they take), proxying nothing from the environment.
@@ -188,8 +189,10 @@ func (p *Proxy) chat(w http.ResponseWriter, r *http.Request, proto protocol) {
 	conv := req.conversation()
 	out := body
 	history := req.history()
-	entered, hooked := p.offloadNew(r.Context(), conv, history)
+	// One deadline for the hook calls and the compaction: an API that hangs delays the
+	// request by CompactTimeout at most, then it goes upstream as it is.
 	ctx, cancel := context.WithTimeout(r.Context(), p.cfg.CompactTimeout)
+	entered, hooked := p.offloadNew(ctx, conv, history)
 	view, err := p.cfg.Compactor.Compact(ctx, conv, entered, p.usage.prompt(conv))
 	cancel()
 	if err == nil {

@@ -154,8 +154,6 @@ func (p *Proxy) offloadNew(ctx context.Context, conv string, history []compactio
 		err error
 	}
 	results := make([]result, len(todo))
-	hctx, cancel := context.WithTimeout(ctx, p.cfg.CompactTimeout)
-	defer cancel()
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, hookConcurrency)
 	for k, i := range todo {
@@ -164,7 +162,7 @@ func (p *Proxy) offloadNew(ctx context.Context, conv string, history []compactio
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			results[k].msg, results[k].err = tr.OffloadToolResult(hctx, conv, history[i])
+			results[k].msg, results[k].err = tr.OffloadToolResult(ctx, conv, history[i])
 		}()
 	}
 	wg.Wait()
