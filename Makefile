@@ -57,9 +57,9 @@ dev-cluster: tools build ## Run kube-apiserver, etcd, MinIO and the manager loca
 	$(GORUN) ./hack/devenv
 
 .PHONY: bench
-bench: ## Engine and request-decoding benchmarks (set TRANSCRIPTS=dir to add the real transcripts, BENCH_SCALE=1 to add 1,000 to 100,000 messages).
+bench: ## Engine, request-decoding and compaction-proxy benchmarks (set TRANSCRIPTS=dir to add the real transcripts, BENCH_SCALE=1 to add 1,000 to 100,000 messages).
 	@mkdir -p $(BENCH_STORE_DIR)
-	TRANSCRIPTS=$(TRANSCRIPTS) BENCH_SCALE=$(BENCH_SCALE) BENCH_STORE_DIR=$(BENCH_STORE_DIR) $(GO) test -run '^$$' -bench . -benchmem -benchtime=$(BENCHTIME) -timeout=30m ./compaction/... ./internal/compactrequest/
+	TRANSCRIPTS=$(TRANSCRIPTS) BENCH_SCALE=$(BENCH_SCALE) BENCH_STORE_DIR=$(BENCH_STORE_DIR) $(GO) test -run '^$$' -bench . -benchmem -benchtime=$(BENCHTIME) -timeout=30m ./compaction/... ./internal/compactrequest/ ./internal/proxy/
 
 .PHONY: eval
 eval: ## Quality benchmark: replay each transcript of TRANSCRIPTS (default ../shared/testdata/real) at 1/5 and 1/10 of its size and print which probe facts (testdata/probes) the final views kept; EVAL_FLAGS adds compactctl eval flags.

@@ -11,6 +11,37 @@ import (
 // starts with it is never offloaded again (the OffloadHook may have offloaded it at source).
 const PlaceholderPrefix = "[Offloaded tool result]"
 
+// PlaceholderReadBack is the last line of a placeholder: where the full result is. A program
+// that shows the placeholder to a model with a way to read it back (compaction-proxy's
+// read-back URL) replaces this line, and only this line, with that way.
+const PlaceholderReadBack = "[the full result is stored: read it back by its tool_call_id]"
+
+// ReadBackPrefix starts the line that marks a tool result as an offloaded result read back
+// (compaction-proxy's read-back route begins its answer with it). Reading a result back is
+// never offloaded again: neither compaction nor the OffloadHook offloads a result marked so,
+// when the marker starts one of its first lines (a tool may print a line of its own, such as
+// the command it ran, before the output). Summarization may still summarize it.
+const ReadBackPrefix = "[Offloaded tool result, read back]"
+
+// readBackScanBytes is how far into a result IsReadBack looks for the marker.
+const readBackScanBytes = 1024
+
+// IsReadBack reports whether content is an offloaded result read back: a line among its
+// first readBackScanBytes bytes starts with ReadBackPrefix.
+func IsReadBack(content string) bool {
+	head := content[:min(len(content), readBackScanBytes)]
+	for {
+		if strings.HasPrefix(head, ReadBackPrefix) {
+			return true
+		}
+		i := strings.IndexByte(head, '\n')
+		if i < 0 {
+			return false
+		}
+		head = head[i+1:]
+	}
+}
+
 // maxPreviewLineBytes and maxPreviewBytes keep a preview small even when the result is one
 // huge line (minified JSON, a binary dump).
 const (
@@ -104,10 +135,11 @@ func (o *Offloader) Retain(keep map[string]bool) {
 }
 
 // shouldOffload applies the spec's skip conditions (no tool call ID, at or under the
-// threshold, already a placeholder) and one of its own: the placeholder must be smaller
-// than the result, which a very low threshold could otherwise break.
+// threshold, already a placeholder, an offloaded result read back) and one of its own: the
+// placeholder must be smaller than the result, which a very low threshold could otherwise
+// break.
 func (o *Offloader) shouldOffload(m *Message, threshold int) bool {
-	if m.ToolCallID == "" || len(m.Content) <= threshold || strings.HasPrefix(m.Content, PlaceholderPrefix) {
+	if m.ToolCallID == "" || len(m.Content) <= threshold || strings.HasPrefix(m.Content, PlaceholderPrefix) || IsReadBack(m.Content) {
 		return false
 	}
 	preview, shown := previewOf(m.Content, o.previewLines)
@@ -294,7 +326,7 @@ func Placeholder(toolCallID, content, ref string, previewLines int) string {
 			fmt.Fprintf(&b, "[...]\nlast %d lines:\n%s", n, last)
 		}
 	}
-	b.WriteString("[the full result is stored: read it back by its tool_call_id]")
+	b.WriteString(PlaceholderReadBack)
 	return b.String()
 }
 

@@ -71,3 +71,39 @@ func TestOffloadSkipsWhenPlaceholderWouldBeLarger(t *testing.T) {
 		t.Fatal("offloaded a result the placeholder would not shrink, or one without a tool call id")
 	}
 }
+
+// An offloaded result read back (marked with ReadBackPrefix, on its first line or after a
+// line the tool printed first) is offloaded neither by compaction nor by the OffloadHook.
+func TestReadBackIsNeverOffloadedAgain(t *testing.T) {
+	st := newMemStore()
+	o := NewOffloader(st, "s", 4000, 10)
+	ctx := context.Background()
+	body := strings.Repeat("full output line\n", 2000)
+	marked := result("rb1", ReadBackPrefix+" tool_call_id: a, 34000 bytes\n"+body)
+	afterCommand := result("rb2", "$ curl -s http://127.0.0.1:4141/compaction/v1/toolresults/a\n"+ReadBackPrefix+"\n"+body)
+	tooLate := result("rb3", strings.Repeat("x", readBackScanBytes)+"\n"+ReadBackPrefix+"\n"+body)
+	rec := &CompactionRecord{}
+	out := o.OffloadMessages(ctx, []Message{marked, afterCommand, tooLate}, rec)
+	if out[0].Content != marked.Content || out[1].Content != afterCommand.Content {
+		t.Fatal("compaction offloaded a result read back")
+	}
+	if !strings.HasPrefix(out[2].Content, PlaceholderPrefix) || len(rec.Offloaded) != 1 {
+		t.Fatal("a marker past the first KB must not keep a result in the view")
+	}
+	for _, m := range []Message{marked, afterCommand} {
+		got, entry, err := o.Hook(ctx, m, 10000)
+		if err != nil || entry != nil || got.Content != m.Content {
+			t.Fatalf("the hook offloaded %s, a result read back", m.ToolCallID)
+		}
+	}
+	if st.puts != 1 {
+		t.Fatalf("%d store writes, want 1", st.puts)
+	}
+	if IsReadBack("x"+ReadBackPrefix) || !IsReadBack(ReadBackPrefix) {
+		t.Fatal("IsReadBack must look for the marker at the start of a line")
+	}
+	// The placeholder's last line is PlaceholderReadBack, for programs to replace.
+	if ph := Placeholder("id", body, "ref", 3); !strings.HasSuffix(ph, "\n"+PlaceholderReadBack) {
+		t.Fatalf("placeholder does not end with PlaceholderReadBack:\n%s", ph)
+	}
+}

@@ -41,6 +41,15 @@ Each conversation (told apart by its system prompt and first user message) is co
 its own. If the compaction API cannot be reached or answers an error, the request goes
 upstream uncompacted, as the agent sent it (fail-open).
 
+Tool results new in a request and larger than the policy's offload.hookThresholdChars go
+through the operator's OffloadHook first (--offload-hook): the upstream sees their
+placeholder from the first request on. Each placeholder the upstream sees ends with a
+command that reads the full result back from the proxy itself:
+  curl -s 'http://LISTEN/compaction/v1/toolresults/TOOL_CALL_ID?conversation=CONVERSATION'
+(--read-back-url sets the base URL in it), so a model whose agent can run a shell or fetch a
+URL reads it without code of the agent's. A result read back starts with a marker line and
+is never offloaded again.
+
 Usage:
   compaction-proxy --server URL --session NAMESPACE/NAME [flags]
 
@@ -51,7 +60,8 @@ type options struct {
 	listen, upstream, anthropicUpstream string
 	server, session, tokenFile, caFile  string
 	metricsListen                       string
-	promptCacheKey                      bool
+	promptCacheKey, offloadHook         bool
+	readBackURL                         string
 	compactTimeout                      time.Duration
 	maxBodyBytes                        int64
 }
@@ -72,7 +82,9 @@ func parse(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.caFile, "ca-file", os.Getenv("COMPACTION_CA_FILE"), "CA bundle to verify the compaction API with (key ca.crt of ConfigMap compaction-operator-api-ca; $COMPACTION_CA_FILE)")
 	fs.StringVar(&o.metricsListen, "metrics-listen", "", "address to serve Prometheus metrics on at /metrics (empty: none)")
 	fs.BoolVar(&o.promptCacheKey, "prompt-cache-key", true, "set OpenAI's prompt_cache_key to the conversation when the agent sets none")
-	fs.DurationVar(&o.compactTimeout, "compact-timeout", proxy.DefaultCompactTimeout, "longest wait for a compaction; past it the request goes upstream uncompacted")
+	fs.BoolVar(&o.offloadHook, "offload-hook", true, "send new tool results over the policy's hook threshold to the operator's OffloadHook before compacting\n(false: large results are offloaded only by compaction, from the Warn tier on)")
+	fs.StringVar(&o.readBackURL, "read-back-url", "", "base URL of the proxy as the agent reaches it, written into the read-back command of each placeholder\n(empty: http://LISTEN, with 127.0.0.1 for an unspecified address)")
+	fs.DurationVar(&o.compactTimeout, "compact-timeout", proxy.DefaultCompactTimeout, "longest wait for a compaction, the offload-hook calls before it included; past it the request goes upstream uncompacted")
 	fs.Int64Var(&o.maxBodyBytes, "max-body-bytes", proxy.DefaultMaxBodyBytes, "largest chat request compacted; a larger one goes upstream uncompacted")
 	fs.Usage = func() {
 		_, _ = fmt.Fprint(stderr, usage)
@@ -146,18 +158,24 @@ func run(ctx context.Context, o *options, log logr.Logger, ready chan<- string) 
 	if err != nil {
 		return err
 	}
+	ln, err := net.Listen("tcp", o.listen)
+	if err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	readBack := o.readBackURL
+	if readBack == "" {
+		readBack = localURL(ln.Addr())
+	}
 	p, err := proxy.New(proxy.Config{
 		Upstream: upstream, AnthropicUpstream: anthropicUpstream,
 		Compactor:      proxy.NewAPICompactor(api, ns, name),
 		PromptCacheKey: o.promptCacheKey, CompactTimeout: o.compactTimeout, MaxBodyBytes: o.maxBodyBytes,
+		ReadBackURL: readBack, DisableOffloadHook: !o.offloadHook,
 		Metrics: metrics, Log: log,
 	})
 	if err != nil {
+		_ = ln.Close()
 		return err
-	}
-	ln, err := net.Listen("tcp", o.listen)
-	if err != nil {
-		return fmt.Errorf("listen: %w", err)
 	}
 	srv := &http.Server{Handler: p, ReadHeaderTimeout: 30 * time.Second}
 	errs := make(chan error, 2)
@@ -169,7 +187,7 @@ func run(ctx context.Context, o *options, log logr.Logger, ready chan<- string) 
 		msrv = &http.Server{Addr: o.metricsListen, Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 		go func() { errs <- msrv.ListenAndServe() }()
 	}
-	log.Info("serving", "listen", ln.Addr().String(), "upstream", upstream.Redacted(), "anthropicUpstream", anthropicUpstream.Redacted(), "session", o.session)
+	log.Info("serving", "listen", ln.Addr().String(), "upstream", upstream.Redacted(), "anthropicUpstream", anthropicUpstream.Redacted(), "session", o.session, "readBack", readBack)
 	if ready != nil {
 		ready <- ln.Addr().String()
 	}
@@ -184,4 +202,20 @@ func run(ctx context.Context, o *options, log logr.Logger, ready chan<- string) 
 		_ = msrv.Shutdown(shutdown)
 	}
 	return srv.Shutdown(shutdown)
+}
+
+// localURL is the base URL the agent reaches the listener at: its address, with the loopback
+// address of its family when it listens on all of them.
+func localURL(addr net.Addr) string {
+	host, port, err := net.SplitHostPort(addr.String())
+	if err != nil {
+		return "http://" + addr.String()
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+		host = "127.0.0.1"
+		if ip.To4() == nil {
+			host = "::1"
+		}
+	}
+	return "http://" + net.JoinHostPort(host, port)
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"net"
 	"strings"
 	"testing"
 
@@ -52,6 +53,36 @@ func TestRunRefusesBadSessionsAndURLs(t *testing.T) {
 	} {
 		if err := run(context.Background(), o, logr.Discard(), nil); err == nil {
 			t.Errorf("run(%+v) accepted", o)
+		}
+	}
+}
+
+func TestHelpDocumentsToolResults(t *testing.T) {
+	var out bytes.Buffer
+	_, _ = parse([]string{"--help"}, &out)
+	for _, want := range []string{"-offload-hook", "-read-back-url", "/compaction/v1/toolresults/", "hookThresholdChars"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("--help does not mention %q", want)
+		}
+	}
+	o, err := parse([]string{"--server", "https://api:8443", "--session", "ns/name"}, &bytes.Buffer{})
+	if err != nil || !o.offloadHook || o.readBackURL != "" {
+		t.Fatalf("defaults: %+v, %v; want the hook on and the read-back URL from the listener", o, err)
+	}
+}
+
+func TestLocalURL(t *testing.T) {
+	for addr, want := range map[string]string{
+		"127.0.0.1:4141": "http://127.0.0.1:4141",
+		"0.0.0.0:4141":   "http://127.0.0.1:4141",
+		"[::]:4141":      "http://[::1]:4141",
+	} {
+		a, err := net.ResolveTCPAddr("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := localURL(a); got != want {
+			t.Errorf("localURL(%s) = %s, want %s", addr, got, want)
 		}
 	}
 }

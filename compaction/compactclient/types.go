@@ -42,6 +42,11 @@ type CompactResponse struct {
 	// TokensToNextTier 0 when the view is in Emergency already. Both are from Record.
 	NextTier         compaction.Tier `json:"nextTier,omitempty"`
 	TokensToNextTier int             `json:"tokensToNextTier"`
+	// HookThreshold is the size, in bytes, above which the session's toolresults route
+	// (OffloadToolResult) offloads a tool result at source (the policy's
+	// offload.hookThresholdChars): a client need not send it a result at or under it.
+	// 0: the server did not say.
+	HookThreshold int `json:"hookThreshold,omitempty"`
 }
 
 // OffloadRequest is the body of POST .../toolresults: a tool result before it enters the
@@ -55,6 +60,8 @@ type OffloadRequest struct {
 type OffloadResponse struct {
 	Message   compaction.Message       `json:"message"`
 	Offloaded *compaction.OffloadEntry `json:"offloaded"`
+	// HookThreshold is CompactResponse.HookThreshold.
+	HookThreshold int `json:"hookThreshold,omitempty"`
 }
 
 // ErrorResponse is the JSON body of every error answer.

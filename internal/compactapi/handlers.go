@@ -157,7 +157,7 @@ func (sess *session) scope() string {
 func compactResponse(cfg compaction.Config, out []compaction.Message, rec *compaction.CompactionRecord) compactclient.CompactResponse {
 	u := usageOf(cfg, rec)
 	return compactclient.CompactResponse{Messages: out, Record: rec, Watermark: rec.WatermarkAfter, PrefixHash: rec.PrefixHash,
-		Usage: u.after, NextTier: u.next, TokensToNextTier: u.toNext}
+		Usage: u.after, NextTier: u.next, TokensToNextTier: u.toNext, HookThreshold: cfg.HookThreshold}
 }
 
 // recordUsage is the calibrated usage of a compaction's input and output views and the
@@ -223,7 +223,7 @@ func (s *Server) offload(w http.ResponseWriter, r *http.Request, sess *session, 
 		s.metrics.OffloadBytes.Add(float64(entry.Bytes))
 		s.recordOffload(sess, entry.Bytes)
 	}
-	writeJSON(w, http.StatusOK, compactclient.OffloadResponse{Message: out, Offloaded: entry})
+	writeJSON(w, http.StatusOK, compactclient.OffloadResponse{Message: out, Offloaded: entry, HookThreshold: sess.cfg.HookThreshold})
 	return nil
 }
 

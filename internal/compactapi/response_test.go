@@ -152,3 +152,17 @@ func toolHistory(turns int) []map[string]any {
 	}
 	return msgs
 }
+
+// TestCompactResponseHookThreshold: the answer says the policy's hook threshold, so a client
+// (compaction-proxy) sends the toolresults route only the results it would offload.
+func TestCompactResponseHookThreshold(t *testing.T) {
+	cfg := compaction.DefaultConfig(100000)
+	cfg.HookThreshold = 12345
+	data, err := json.Marshal(compactResponse(cfg, nil, &compaction.CompactionRecord{Tier: compaction.TierNone}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(data), `"hookThreshold":12345`) {
+		t.Errorf("response JSON %s lacks the hook threshold", data)
+	}
+}

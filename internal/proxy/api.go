@@ -2,7 +2,11 @@ package proxy
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"net/http"
 	"sync"
+	"sync/atomic"
 
 	lru "github.com/hashicorp/golang-lru/v2"
 
@@ -20,6 +24,9 @@ type APICompactor struct {
 
 	mu       sync.Mutex
 	sessions *lru.Cache[string, *compactclient.Session]
+	// hookThreshold is the last hook threshold an answer of the API gave (0: none yet). It
+	// is the AgentSession's policy's, the same for all its conversations.
+	hookThreshold atomic.Int64
 }
 
 // NewAPICompactor compacts the conversations of the AgentSession namespace/name with c.
@@ -34,7 +41,38 @@ func (a *APICompactor) Compact(ctx context.Context, conversation string, history
 	if err != nil {
 		return nil, err
 	}
+	if resp.HookThreshold > 0 {
+		a.hookThreshold.Store(int64(resp.HookThreshold))
+	}
 	return resp.Messages, nil
+}
+
+// HookThreshold is the policy's hook threshold as the API's last answer gave it (0: not
+// known yet, or a server that does not say).
+func (a *APICompactor) HookThreshold() int { return int(a.hookThreshold.Load()) }
+
+// OffloadToolResult sends m to the session's toolresults route in conversation.
+func (a *APICompactor) OffloadToolResult(ctx context.Context, conversation string, m compaction.Message) (compaction.Message, error) {
+	resp, err := a.session(conversation).OffloadToolResult(ctx, m)
+	if err != nil {
+		return m, err
+	}
+	if resp.HookThreshold > 0 {
+		a.hookThreshold.Store(int64(resp.HookThreshold))
+	}
+	return resp.Message, nil
+}
+
+// GetToolResult reads an offloaded result of conversation back.
+func (a *APICompactor) GetToolResult(ctx context.Context, conversation, toolCallID string) ([]byte, error) {
+	// Not through a.session: a read-back names any conversation, and must not push the
+	// Sessions (watermarks) of the conversations being compacted out of the cache.
+	data, err := a.client.GetToolResult(ctx, a.namespace, a.name, toolCallID, compactclient.InConversation(conversation))
+	var ae *compactclient.APIError
+	if errors.As(err, &ae) && ae.Code == http.StatusNotFound {
+		return nil, fmt.Errorf("%w: %w", ErrToolResultNotFound, err)
+	}
+	return data, err
 }
 
 func (a *APICompactor) session(conversation string) *compactclient.Session {

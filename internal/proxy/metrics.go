@@ -14,6 +14,13 @@ type Metrics struct {
 	Requests *prometheus.CounterVec
 	// UpstreamErrors counts requests the upstream could not be reached for.
 	UpstreamErrors prometheus.Counter
+	// OffloadHook counts new tool results sent to the OffloadHook by result: offloaded,
+	// kept (the hook left it in the history) and failed_open (the call failed: the result
+	// stays in the request).
+	OffloadHook *prometheus.CounterVec
+	// ReadBacks counts requests of the read-back route by result: ok, not_found,
+	// bad_request, failed.
+	ReadBacks *prometheus.CounterVec
 }
 
 // NewMetrics registers the metrics with reg.
@@ -27,8 +34,16 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Name: "compaction_proxy_upstream_errors_total",
 			Help: "Requests the upstream could not be reached for (answered 502).",
 		}),
+		OffloadHook: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "compaction_proxy_offload_hook_total",
+			Help: "New tool results over the hook threshold sent to the OffloadHook, by result: offloaded, kept, failed_open (kept in the request).",
+		}, []string{"result"}),
+		ReadBacks: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "compaction_proxy_read_backs_total",
+			Help: "Requests of the read-back route (GET /compaction/v1/toolresults/{id}) by result: ok, not_found, bad_request, failed.",
+		}, []string{"result"}),
 	}
-	for _, c := range []prometheus.Collector{m.Requests, m.UpstreamErrors} {
+	for _, c := range []prometheus.Collector{m.Requests, m.UpstreamErrors, m.OffloadHook, m.ReadBacks} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("register proxy metrics: %w", err)
 		}
@@ -45,5 +60,17 @@ func (m *Metrics) request(protocol, result string) {
 func (m *Metrics) upstreamError() {
 	if m != nil {
 		m.UpstreamErrors.Inc()
+	}
+}
+
+func (m *Metrics) hook(result string) {
+	if m != nil {
+		m.OffloadHook.WithLabelValues(result).Inc()
+	}
+}
+
+func (m *Metrics) readBack(result string) {
+	if m != nil {
+		m.ReadBacks.WithLabelValues(result).Inc()
 	}
 }

@@ -1,11 +1,13 @@
 package proxy
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sort"
 
 	"github.com/harness9/compaction-operator/compaction"
 )
@@ -27,9 +29,11 @@ func (o openAIProtocol) decode(body []byte) (request, error) {
 	if !ok {
 		return nil, errors.New("no messages")
 	}
-	var msgs []compaction.Message
-	if err := json.Unmarshal(raw, &msgs); err != nil {
-		return nil, fmt.Errorf("messages: %w", err)
+	msgs, ok := decodeMessages(raw)
+	if !ok {
+		if err := json.Unmarshal(raw, &msgs); err != nil {
+			return nil, fmt.Errorf("messages: %w", err)
+		}
 	}
 	if len(msgs) == 0 {
 		return nil, errors.New("no messages")
@@ -60,7 +64,7 @@ func (r *openAIRequest) streamed() bool                { return r.stream }
 func (r *openAIRequest) conversation() string          { return conversationOf(r.msgs) }
 
 func (r *openAIRequest) rewrite(view []compaction.Message) ([]byte, error) {
-	msgs, err := json.Marshal(view)
+	msgs, err := encodeMessages(view)
 	if err != nil {
 		return nil, fmt.Errorf("encode view: %w", err)
 	}
@@ -75,7 +79,51 @@ func (r *openAIRequest) rewrite(view []compaction.Message) ([]byte, error) {
 		key, _ := json.Marshal("compaction-" + r.conversation())
 		fields["prompt_cache_key"] = key
 	}
-	return json.Marshal(fields)
+	return encodeObject(fields), nil
+}
+
+// encodeMessages is the JSON array of msgs. Each message's own encoding is valid, compact
+// JSON: joined as it is, not validated and compacted again as json.Marshal of the slice
+// would (most of the cost of a large history).
+func encodeMessages(msgs []compaction.Message) (json.RawMessage, error) {
+	out := make([]byte, 0, 2+compaction.EstimateTokens(msgs)*5)
+	out = append(out, '[')
+	for i := range msgs {
+		if i > 0 {
+			out = append(out, ',')
+		}
+		m, err := msgs[i].MarshalJSON()
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, m...)
+	}
+	return append(out, ']'), nil
+}
+
+// encodeObject is the JSON object of fields, keys sorted as json.Marshal sorts them, values
+// as they are: each came from the request (valid JSON, checked when it was decoded) or from
+// the proxy's own encoding.
+func encodeObject(fields map[string]json.RawMessage) []byte {
+	keys := make([]string, 0, len(fields))
+	size := 2
+	for k, v := range fields {
+		keys = append(keys, k)
+		size += len(k) + len(v) + 4
+	}
+	sort.Strings(keys)
+	out := make([]byte, 0, size)
+	out = append(out, '{')
+	for i, k := range keys {
+		if i > 0 {
+			out = append(out, ',')
+		}
+		name, _ := json.Marshal(k) // a string always encodes
+		out = append(out, name...)
+		out = append(out, ':')
+		out = append(out, fields[k]...)
+	}
+	return append(out, '}')
 }
 
 // conversationOf names the conversation msgs belong to: a hash of its opening, the leading
@@ -92,4 +140,85 @@ func conversationOf(msgs []compaction.Message) string {
 		}
 	}
 	return hex.EncodeToString(h.Sum(nil)[:12])
+}
+
+// decodeMessages decodes an array of message objects that json.Unmarshal has checked already
+// (as part of the request): each element is found by counting brackets outside strings and
+// decoded by its own UnmarshalJSON, instead of encoding/json validating the array once more
+// and scanning it again to find the elements. false: anything else (null, an element that is
+// not an object, a message that does not decode), for json.Unmarshal to decode or refuse.
+func decodeMessages(raw []byte) ([]compaction.Message, bool) {
+	i := skipSpace(raw, 0)
+	if i >= len(raw) || raw[i] != '[' {
+		return nil, false
+	}
+	msgs := make([]compaction.Message, 0, bytes.Count(raw, []byte(`"role"`)))
+	i = skipSpace(raw, i+1)
+	if i < len(raw) && raw[i] == ']' {
+		return msgs, skipSpace(raw, i+1) == len(raw)
+	}
+	for i < len(raw) {
+		if raw[i] != '{' {
+			return nil, false
+		}
+		end, ok := objectEnd(raw, i)
+		if !ok {
+			return nil, false
+		}
+		var m compaction.Message
+		if m.UnmarshalJSON(raw[i:end]) != nil {
+			return nil, false
+		}
+		msgs = append(msgs, m)
+		i = skipSpace(raw, end)
+		if i >= len(raw) {
+			return nil, false
+		}
+		switch raw[i] {
+		case ',':
+			i = skipSpace(raw, i+1)
+		case ']':
+			return msgs, skipSpace(raw, i+1) == len(raw)
+		default:
+			return nil, false
+		}
+	}
+	return nil, false
+}
+
+// objectEnd is the index after the object or array that starts at raw[i], found by counting
+// brackets outside strings.
+func objectEnd(raw []byte, i int) (int, bool) {
+	depth, inString := 0, false
+	for ; i < len(raw); i++ {
+		c := raw[i]
+		if inString {
+			switch c {
+			case '\\':
+				i++
+			case '"':
+				inString = false
+			}
+			continue
+		}
+		switch c {
+		case '"':
+			inString = true
+		case '{', '[':
+			depth++
+		case '}', ']':
+			depth--
+			if depth == 0 {
+				return i + 1, true
+			}
+		}
+	}
+	return 0, false
+}
+
+func skipSpace(raw []byte, i int) int {
+	for i < len(raw) && (raw[i] == ' ' || raw[i] == '\t' || raw[i] == '\n' || raw[i] == '\r') {
+		i++
+	}
+	return i
 }

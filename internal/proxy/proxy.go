@@ -4,6 +4,13 @@
 // API returns, then go upstream with the agent's own headers; the answer comes back byte for
 // byte while the proxy reads its token usage for the next turn. Every other request is passed
 // through untouched. When compaction fails the original request goes upstream (fail-open).
+//
+// Before compacting, tool results new in a conversation and over the policy's hook threshold
+// go through the operator's OffloadHook (toolresults route), so the compaction and the
+// upstream see their placeholder from the first request that carries them. The placeholders
+// the upstream sees end with a command that reads the result back from the proxy's own
+// listener (GET /compaction/v1/toolresults/{tool_call_id}?conversation=...), so a model whose
+// agent can run a shell or fetch a URL reads it without code of the agent's.
 package proxy
 
 import (
@@ -45,11 +52,20 @@ type Config struct {
 	PromptCacheKey bool
 	// MaxBodyBytes bounds a chat request's body; a larger one is passed through uncompacted.
 	MaxBodyBytes int64
-	// CompactTimeout bounds one compaction; past it the request goes upstream uncompacted.
+	// CompactTimeout bounds one compaction, with the OffloadHook calls before it; past it
+	// the request goes upstream uncompacted.
 	CompactTimeout time.Duration
 	// Client sends the requests upstream; nil: a client without timeout (answers stream
 	// as long as they take), proxying nothing from the environment.
 	Client *http.Client
+	// ReadBackURL is the proxy's own base URL as the agent reaches it, such as
+	// http://127.0.0.1:4141: the placeholders the upstream sees end with the command that
+	// reads their result back from it (ReadBackPath). Empty: placeholders are forwarded as
+	// the engine wrote them.
+	ReadBackURL string
+	// DisableOffloadHook keeps new tool results away from the OffloadHook: large ones are
+	// then offloaded only by compaction, from the Warn tier on.
+	DisableOffloadHook bool
 	// Metrics are updated when set.
 	Metrics *Metrics
 	Log     logr.Logger
@@ -66,6 +82,7 @@ type Proxy struct {
 	cfg    Config
 	client *http.Client
 	usage  *usageBook
+	hooks  *hookBook
 
 	// failing is set while compactions fail, so an outage is logged once, and its end too.
 	mu      sync.Mutex
@@ -98,12 +115,15 @@ func New(cfg Config) (*Proxy, error) {
 		tr.Proxy = nil
 		c = &http.Client{Transport: tr}
 	}
-	return &Proxy{cfg: cfg, client: c, usage: newUsageBook()}, nil
+	cfg.ReadBackURL = strings.TrimRight(cfg.ReadBackURL, "/")
+	return &Proxy{cfg: cfg, client: c, usage: newUsageBook(), hooks: newHookBook()}, nil
 }
 
 // ServeHTTP compacts chat requests and passes everything else through.
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch {
+	case strings.HasPrefix(r.URL.Path, ReadBackPath):
+		p.readBack(w, r)
 	case r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/chat/completions"):
 		p.chat(w, r, openAIProtocol{cacheKey: p.cfg.PromptCacheKey})
 	case r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/messages") && !strings.HasSuffix(r.URL.Path, "/count_tokens"):
@@ -168,15 +188,25 @@ func (p *Proxy) chat(w http.ResponseWriter, r *http.Request, proto protocol) {
 	}
 	conv := req.conversation()
 	out := body
+	history := req.history()
+	// One deadline for the hook calls and the compaction: an API that hangs delays the
+	// request by CompactTimeout at most, then it goes upstream as it is.
 	ctx, cancel := context.WithTimeout(r.Context(), p.cfg.CompactTimeout)
-	view, err := p.cfg.Compactor.Compact(ctx, conv, req.history(), p.usage.prompt(conv))
+	entered, hooked := p.offloadNew(ctx, conv, history)
+	view, err := p.cfg.Compactor.Compact(ctx, conv, entered, p.usage.prompt(conv))
 	cancel()
 	if err == nil {
-		out, err = req.rewrite(view)
+		out, err = req.rewrite(p.withReadBack(conv, view))
 	}
 	if err != nil {
 		p.failed(proto.name(), err)
 		out = body
+		if hooked {
+			// The results the hook offloaded stay placeholders, as on the other turns.
+			if b, rerr := req.rewrite(p.withReadBack(conv, entered)); rerr == nil {
+				out = b
+			}
+		}
 	} else {
 		p.recovered()
 		p.cfg.Metrics.request(proto.name(), "compacted")

@@ -113,10 +113,12 @@ func (s *suite) startProxy(t *testing.T, name string, up *httptest.Server) (stri
 	reg := prometheus.NewRegistry()
 	m, err := proxy.NewMetrics(reg)
 	testenv.Must(t, err)
+	srv := httptest.NewUnstartedServer(nil)
 	p, err := proxy.New(proxy.Config{Upstream: base, Compactor: proxy.NewAPICompactor(s.api, ns, name), PromptCacheKey: true,
-		Metrics: m, Log: testr.New(t)})
+		ReadBackURL: "http://" + srv.Listener.Addr().String(), Metrics: m, Log: testr.New(t)})
 	testenv.Must(t, err)
-	srv := httptest.NewServer(p)
+	srv.Config.Handler = p
+	srv.Start()
 	t.Cleanup(srv.Close)
 	return srv.URL, reg
 }
@@ -419,6 +421,8 @@ func TestProxy(t *testing.T) {
 		}
 	})
 
+	t.Run("offload-on-entry", func(t *testing.T) { offloadOnEntry(t, s) })
+
 	// Last: it stops the manager.
 	t.Run("operator-down", func(t *testing.T) {
 		up, proxyURL, reg := s.proxied(t, "agent-outage", 12)
@@ -463,4 +467,106 @@ func counted(t *testing.T, reg *prometheus.Registry, protocol, result string) fl
 		}
 	}
 	return 0
+}
+
+// toolMessage is the content of the tool result for id in a request the upstream received
+// ("" when the view has none).
+func toolMessage(r received, id string) (string, bool) {
+	for _, m := range r.messages {
+		if m["role"] == "tool" && m["tool_call_id"] == id {
+			return textOf(m["content"]), true
+		}
+	}
+	return "", false
+}
+
+// offloadOnEntry: a 15 KB tool result reaches the upstream as its placeholder on the very
+// next request (the proxy's OffloadHook); the agent's tool runs the read-back command the
+// placeholder ends with, and what it read reaches the upstream whole on the request after,
+// never offloaded again.
+func offloadOnEntry(t *testing.T, s *suite) {
+	// 16 tool turns: after the read-back the view passes Warn, where compaction offloads
+	// the large results of the head.
+	up, proxyURL, reg := s.proxied(t, "agent-hook", 16)
+	sdk := openai.NewClient(option.WithBaseURL(proxyURL+"/v1/"), option.WithAPIKey("sk-agent-key"), option.WithMaxRetries(0))
+	var big strings.Builder
+	for i := 0; big.Len() < 15000; i++ {
+		fmt.Fprintf(&big, "tests/test_big.py::test_%d FAILED AssertionError: expected %d, got %d\n", i, i, i+1)
+	}
+	ctx := context.Background()
+	params := openai.ChatCompletionNewParams{Model: "gpt-test", Messages: []openai.ChatCompletionMessageParamUnion{
+		openai.SystemMessage(agentSystem), openai.UserMessage("Fix the big test file"),
+	}}
+	ids := map[int]string{}
+	var readBack string
+	for turn := 1; ; turn++ {
+		resp, err := sdk.Chat.Completions.New(ctx, params)
+		testenv.Must(t, err)
+		msg := resp.Choices[0].Message
+		params.Messages = append(params.Messages, msg.ToParam())
+		if len(msg.ToolCalls) == 0 {
+			break
+		}
+		id := msg.ToolCalls[0].ID
+		ids[turn] = id
+		out := toolOutput("tests", turn)
+		switch turn {
+		case 1:
+			out = big.String()
+		case 2:
+			// The model read the placeholder and asked for the full result: the agent's
+			// tool (a shell) runs the command the placeholder ends with.
+			ph, _ := toolMessage(up.requests()[1], ids[1])
+			_, cmd, ok := strings.Cut(ph, "read it back with: curl -s '")
+			target, _, _ := strings.Cut(cmd, "'")
+			if !ok || !strings.HasPrefix(target, proxyURL+proxy.ReadBackPath) {
+				t.Fatalf("the placeholder names no read-back command on the proxy:\n%s", ph)
+			}
+			res, err := http.Get(target)
+			testenv.Must(t, err)
+			body, _ := io.ReadAll(res.Body)
+			_ = res.Body.Close()
+			if res.StatusCode != http.StatusOK || !strings.HasSuffix(string(body), big.String()) {
+				t.Fatalf("read back: %s %.200q", res.Status, body)
+			}
+			readBack, out = string(body), string(body)
+		}
+		params.Messages = append(params.Messages, openai.ToolMessage(out, id))
+	}
+	reqs := up.requests()
+	if len(reqs) != 17 {
+		t.Fatalf("%d requests reached the upstream, want 17", len(reqs))
+	}
+	// The very next request carries the placeholder, not the 15 KB.
+	first, _ := toolMessage(reqs[1], ids[1])
+	if !strings.HasPrefix(first, compaction.PlaceholderPrefix) || bytes.Contains(reqs[1].raw, []byte("test_big.py::test_200 ")) {
+		t.Fatalf("request 2 carried the 15 KB result:\n%.300s", first)
+	}
+	// Every later view that shows it shows the same bytes (the provider's cache holds).
+	for i, r := range reqs[2:] {
+		if got, ok := toolMessage(r, ids[1]); ok && got != first {
+			t.Errorf("request %d shows the placeholder as\n%s\nwant\n%s", i+3, got, first)
+		}
+	}
+	// What was read back reaches the upstream whole on the next request.
+	if got, ok := toolMessage(reqs[2], ids[2]); !ok || got != readBack || !compaction.IsReadBack(got) {
+		t.Errorf("request 3 carried the result read back as %.200q", got)
+	}
+	conversation := strings.TrimPrefix(reqs[0].promptCacheKey, "compaction-")
+	tiers := map[compaction.Tier]int{}
+	for _, rec := range s.records(t, "agent-hook", conversation) {
+		tiers[rec.Tier]++
+		for _, e := range rec.Offloaded {
+			if e.ToolCallID == ids[2] {
+				t.Errorf("compaction (%s) offloaded the result read back", rec.Tier)
+			}
+		}
+	}
+	t.Logf("the conversation's compactions by tier: %v", tiers)
+	if tiers[compaction.TierWarn]+tiers[compaction.TierSoft]+tiers[compaction.TierFull] == 0 {
+		t.Errorf("no compaction past None (tiers %v): the read-back was never exposed to offload", tiers)
+	}
+	if n := counted(t, reg, "openai", "compacted"); n != 17 {
+		t.Errorf("%v requests counted compacted, want 17", n)
+	}
 }
