@@ -83,6 +83,22 @@ func decodeCompactFast(body []byte, req *compactclient.CompactRequest) bool {
 	return true
 }
 
+// DecodeMessages decodes raw, a JSON array of message objects that encoding/json has
+// checked already as part of a larger document (compaction-proxy's chat requests), in one
+// pass: each element is found by counting brackets and decoded by its own UnmarshalJSON,
+// instead of encoding/json validating the array again and scanning it once more. false:
+// anything else (null, an element that is not an object, a message that does not decode),
+// for encoding/json to decode or refuse.
+func DecodeMessages(raw []byte) ([]compaction.Message, bool) {
+	i := skipSpace(raw, 0)
+	if i >= len(raw) || raw[i] != '[' {
+		return nil, false
+	}
+	var msgs []compaction.Message
+	end, ok := decodeMessages(raw, i, &msgs)
+	return msgs, ok && skipSpace(raw, end) == len(raw)
+}
+
 // decodeMessages decodes the messages array (or null) at body[i].
 func decodeMessages(body []byte, i int, dst *[]compaction.Message) (int, bool) {
 	if i < len(body) && body[i] == 'n' {

@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -10,6 +9,7 @@ import (
 	"sort"
 
 	"github.com/harness9/compaction-operator/compaction"
+	"github.com/harness9/compaction-operator/internal/compactrequest"
 )
 
 // openAIProtocol is OpenAI Chat Completions (POST /v1/chat/completions).
@@ -29,7 +29,7 @@ func (o openAIProtocol) decode(body []byte) (request, error) {
 	if !ok {
 		return nil, errors.New("no messages")
 	}
-	msgs, ok := decodeMessages(raw)
+	msgs, ok := compactrequest.DecodeMessages(raw)
 	if !ok {
 		if err := json.Unmarshal(raw, &msgs); err != nil {
 			return nil, fmt.Errorf("messages: %w", err)
@@ -140,85 +140,4 @@ func conversationOf(msgs []compaction.Message) string {
 		}
 	}
 	return hex.EncodeToString(h.Sum(nil)[:12])
-}
-
-// decodeMessages decodes an array of message objects that json.Unmarshal has checked already
-// (as part of the request): each element is found by counting brackets outside strings and
-// decoded by its own UnmarshalJSON, instead of encoding/json validating the array once more
-// and scanning it again to find the elements. false: anything else (null, an element that is
-// not an object, a message that does not decode), for json.Unmarshal to decode or refuse.
-func decodeMessages(raw []byte) ([]compaction.Message, bool) {
-	i := skipSpace(raw, 0)
-	if i >= len(raw) || raw[i] != '[' {
-		return nil, false
-	}
-	msgs := make([]compaction.Message, 0, bytes.Count(raw, []byte(`"role"`)))
-	i = skipSpace(raw, i+1)
-	if i < len(raw) && raw[i] == ']' {
-		return msgs, skipSpace(raw, i+1) == len(raw)
-	}
-	for i < len(raw) {
-		if raw[i] != '{' {
-			return nil, false
-		}
-		end, ok := objectEnd(raw, i)
-		if !ok {
-			return nil, false
-		}
-		var m compaction.Message
-		if m.UnmarshalJSON(raw[i:end]) != nil {
-			return nil, false
-		}
-		msgs = append(msgs, m)
-		i = skipSpace(raw, end)
-		if i >= len(raw) {
-			return nil, false
-		}
-		switch raw[i] {
-		case ',':
-			i = skipSpace(raw, i+1)
-		case ']':
-			return msgs, skipSpace(raw, i+1) == len(raw)
-		default:
-			return nil, false
-		}
-	}
-	return nil, false
-}
-
-// objectEnd is the index after the object or array that starts at raw[i], found by counting
-// brackets outside strings.
-func objectEnd(raw []byte, i int) (int, bool) {
-	depth, inString := 0, false
-	for ; i < len(raw); i++ {
-		c := raw[i]
-		if inString {
-			switch c {
-			case '\\':
-				i++
-			case '"':
-				inString = false
-			}
-			continue
-		}
-		switch c {
-		case '"':
-			inString = true
-		case '{', '[':
-			depth++
-		case '}', ']':
-			depth--
-			if depth == 0 {
-				return i + 1, true
-			}
-		}
-	}
-	return 0, false
-}
-
-func skipSpace(raw []byte, i int) int {
-	for i < len(raw) && (raw[i] == ' ' || raw[i] == '\t' || raw[i] == '\n' || raw[i] == '\r') {
-		i++
-	}
-	return i
 }

@@ -1,4 +1,4 @@
-package proxy
+package compactrequest_test
 
 import (
 	"encoding/json"
@@ -6,9 +6,10 @@ import (
 	"testing"
 
 	"github.com/harness9/compaction-operator/compaction"
+	"github.com/harness9/compaction-operator/internal/compactrequest"
 )
 
-// decodeMessages decodes what json.Unmarshal decodes, or leaves it to json.Unmarshal.
+// DecodeMessages decodes what json.Unmarshal decodes, or leaves it to json.Unmarshal.
 func TestDecodeMessagesAsEncodingJSON(t *testing.T) {
 	for _, raw := range []string{
 		`[]`,
@@ -26,18 +27,18 @@ func TestDecodeMessagesAsEncodingJSON(t *testing.T) {
 	} {
 		var want []compaction.Message
 		wantErr := json.Unmarshal([]byte(raw), &want)
-		got, ok := decodeMessages([]byte(raw))
+		got, ok := compactrequest.DecodeMessages([]byte(raw))
 		if !ok {
 			continue // json.Unmarshal decides
 		}
 		if wantErr != nil {
-			t.Errorf("%s: decodeMessages took what json.Unmarshal refuses (%v)", raw, wantErr)
+			t.Errorf("%s: DecodeMessages took what json.Unmarshal refuses (%v)", raw, wantErr)
 			continue
 		}
 		a, _ := json.Marshal(got)
 		b, _ := json.Marshal(want)
 		if string(a) != string(b) || len(got) != len(want) || (len(got) == 0) != (len(want) == 0) || reflect.TypeOf(got) != reflect.TypeOf(want) {
-			t.Errorf("%s:\ndecodeMessages %s\njson.Unmarshal %s", raw, a, b)
+			t.Errorf("%s:\nDecodeMessages %s\njson.Unmarshal %s", raw, a, b)
 		}
 	}
 }
