@@ -130,7 +130,12 @@ func Run(ctx context.Context, o Options) error {
 		return err
 	}
 	lines := strings.Split(strings.TrimSpace(records.String()), "\n")
-	say("== The JSONL audit trail (GET .../records): %d records; the last one:\n%s", len(lines), lines[len(lines)-1])
+	last := lines[len(lines)-1]
+	if len(last) > 700 {
+		// Its anchors and summary make it several KB: the head shows the shape.
+		last = fmt.Sprintf("%s… (%d bytes in all)", strings.ToValidUTF8(last[:700], ""), len(last))
+	}
+	say("== The JSONL audit trail (GET .../records): %d records; the last one:\n%s", len(lines), last)
 
 	say("\n== The same agent, unmodified: an OpenAI SDK loop whose base URL is compaction-proxy (AgentSession %s)", sdkSession)
 	sdk, err := runSDKAgent(ctx, o, env, c, history, say)
