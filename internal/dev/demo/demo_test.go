@@ -104,7 +104,7 @@ func TestDemoKeepStopsOnInterrupt(t *testing.T) {
 	go func() {
 		done <- demo.Run(ctx, demo.Options{
 			Root: root, Dir: t.TempDir(), Transcript: filepath.Join(root, "testdata", "coding-agent-small.jsonl"),
-			Window: 8000, ManagerBin: testenv.BuildManager(t), Keep: true, Out: &out,
+			Window: 8000, ManagerBin: testenv.BuildManager(t), ProxyBin: testenv.Build(t, "./cmd/compaction-proxy"), Keep: true, Out: &out,
 		})
 	}()
 	deadline := time.After(3 * time.Minute)
