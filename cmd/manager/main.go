@@ -371,7 +371,13 @@ func newManager(o *options, certs *lateCertificates) (ctrl.Manager, error) {
 		Client: client.Options{Cache: &client.CacheOptions{DisableFor: []client.Object{&corev1.Secret{}}}},
 		// The only ConfigMaps the manager reads are the sessions' pinned storage locations,
 		// in the cluster resource namespace (where its Role lets it list them).
-		Cache: cache.Options{ByObject: policy.LocationCache(o.clusterResourceNamespace)},
+		Cache: cache.Options{
+			ByObject: policy.LocationCache(o.clusterResourceNamespace),
+			// Nothing reads managedFields: without them every cached object is smaller, and
+			// each read from the cache copies less (the compaction API reads a session, its
+			// policy and its pinned location on every request).
+			DefaultTransform: cache.TransformStripManagedFields(),
+		},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("create manager: %w", err)

@@ -29,7 +29,7 @@ const (
 // session that is not found passes: the lookup answers 404.
 func (s *Server) checkOwner(ctx context.Context, user authenticationv1.UserInfo, namespace, name string) error {
 	var obj compactionv1alpha1.AgentSession
-	if err := s.cache.Get(ctx, types.NamespacedName{Namespace: namespace, Name: name}, &obj); err != nil {
+	if err := (sharedReader{s.cache}).Get(ctx, types.NamespacedName{Namespace: namespace, Name: name}, &obj); err != nil {
 		if client.IgnoreNotFound(err) == nil {
 			return nil
 		}
