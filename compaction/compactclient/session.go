@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"sync"
+	"sync/atomic"
 
 	"github.com/harness9/compaction-operator/compaction"
 )
@@ -18,6 +19,10 @@ import (
 // (Client.InConversation): one AgentSession carries any number of conversations (a
 // proxy's sub-agents, retries, parallel workers), each with its own state, records and tool
 // results. Empty is the session's default conversation. Use one Session per conversation.
+//
+// OffloadToolResult sends only a result over the policy's hook threshold, once an answer has
+// said what it is: a smaller one would come back unchanged, so it is returned as it is,
+// without a round trip.
 type Session struct {
 	Client       *Client
 	Namespace    string
@@ -27,6 +32,9 @@ type Session struct {
 	mu         sync.Mutex
 	watermark  int
 	prefixHash string
+	// hookThreshold is the hook threshold of the last answer that carried one (0: none
+	// yet). Not under mu: a hook need not wait for a compaction in flight.
+	hookThreshold atomic.Int64
 }
 
 // Compact compacts history (the agent's whole raw history) and returns the view for the LLM.
@@ -51,6 +59,7 @@ func (s *Session) Compact(ctx context.Context, history []compaction.Message, pro
 		resp, err := s.Client.Compact(ctx, s.Namespace, s.Name, dreq, InConversation(s.Conversation))
 		if err == nil {
 			s.watermark, s.prefixHash = resp.Watermark, resp.PrefixHash
+			s.learnHookThreshold(resp.HookThreshold)
 			return resp, nil
 		}
 		// Stale watermark, or the session's state unreadable (storage down): only the full
@@ -64,12 +73,35 @@ func (s *Session) Compact(ctx context.Context, history []compaction.Message, pro
 		return nil, err
 	}
 	s.watermark, s.prefixHash = resp.Watermark, resp.PrefixHash
+	s.learnHookThreshold(resp.HookThreshold)
 	return resp, nil
 }
 
-// OffloadToolResult is Client.OffloadToolResult in the Session's conversation.
+// OffloadToolResult is Client.OffloadToolResult in the Session's conversation, without the
+// round trip for a result at or under the hook threshold of the last answer: the server
+// would keep it as it is, and so does this. Until an answer has given the threshold, every
+// result is sent.
 func (s *Session) OffloadToolResult(ctx context.Context, msg compaction.Message) (*OffloadResponse, error) {
-	return s.Client.OffloadToolResult(ctx, s.Namespace, s.Name, msg, InConversation(s.Conversation))
+	if t := int(s.hookThreshold.Load()); t > 0 && len(msg.Content) <= t {
+		return &OffloadResponse{Message: msg, HookThreshold: t}, nil
+	}
+	resp, err := s.Client.OffloadToolResult(ctx, s.Namespace, s.Name, msg, InConversation(s.Conversation))
+	if err == nil {
+		s.learnHookThreshold(resp.HookThreshold)
+	}
+	return resp, err
+}
+
+// HookThreshold is the hook threshold of the last answer that gave one: OffloadToolResult
+// sends only results over it. 0 until an answer has given it.
+func (s *Session) HookThreshold() int { return int(s.hookThreshold.Load()) }
+
+// learnHookThreshold keeps the hook threshold an answer gave; an answer without one (a
+// server before hookThreshold existed) changes nothing.
+func (s *Session) learnHookThreshold(t int) {
+	if t > 0 {
+		s.hookThreshold.Store(int64(t))
+	}
 }
 
 // GetToolResult is Client.GetToolResult in the Session's conversation.

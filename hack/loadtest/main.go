@@ -318,8 +318,8 @@ func reportStorage(m samples, all []sample, cpu float64) {
 	}
 	requests := len(all)
 	total := m.sum("minio_s3_requests_total")
-	fmt.Printf("manager CPU per API request: %.3f ms (%d requests: %d turns, %d of them None, %d hook offloads)\n",
-		cpu*1000/float64(max(requests, 1)), requests, turns, none, requests-turns)
+	fmt.Printf("manager CPU per API request: %.3f ms (%d requests: %d turns, %d of them None, %d hook offloads); per turn, hooks included: %.3f ms\n",
+		cpu*1000/float64(max(requests, 1)), requests, turns, none, requests-turns, cpu*1000/float64(max(turns, 1)))
 	fmt.Printf("S3 requests: %.0f, %.2f per API request, %.2f per turn (hooks included); by API: %s\n",
 		total, total/float64(max(requests, 1)), total/float64(max(turns, 1)), m.byLabel("minio_s3_requests_total", "api", 1))
 }
@@ -333,12 +333,17 @@ func agent(ctx context.Context, api *compactclient.Client, name string, history 
 		case compaction.RoleUser:
 			seenUser = true
 		case compaction.RoleTool:
+			// As a Go agent does: through the Session, which sends only results over the
+			// policy's hook threshold once an answer has given it.
+			sent := s.HookThreshold() == 0 || len(m.Content) > s.HookThreshold()
 			t0 := time.Now()
-			off, err := api.OffloadToolResult(ctx, ns, name, m)
+			off, err := s.OffloadToolResult(ctx, m)
 			if err != nil {
 				return fmt.Errorf("%s: offload: %w", name, err)
 			}
-			out <- sample{hookKind, time.Since(t0)}
+			if sent {
+				out <- sample{hookKind, time.Since(t0)}
+			}
 			live = append(live, off.Message)
 			continue
 		case compaction.RoleAssistant:

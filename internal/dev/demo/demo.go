@@ -204,7 +204,7 @@ func replayTranscript(ctx context.Context, api *compactclient.Client, history []
 			seenUser = true
 		case compaction.RoleTool:
 			st.originals[msg.ToolCallID] = msg.Content
-			off, err := api.OffloadToolResult(ctx, ns, session, msg)
+			off, err := agent.OffloadToolResult(ctx, msg)
 			if err != nil {
 				return nil, err
 			}
