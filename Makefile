@@ -105,10 +105,14 @@ GORUN := CGO_ENABLED=0 $(GO) run -trimpath
 vet: ## go vet.
 	$(VET) ./...
 
+# golangci-lint type-checks against export data from `go list -export`, which compiles every
+# dependency: with go vet's flags those compiles are the ones vet (make verify) already cached.
+# With the defaults (cgo on, no -trimpath) a cold run compiled them all again: 388 s instead of
+# 75 s after a cold go vet on 2 cores.
 .PHONY: lint
 lint: ## golangci-lint (built into bin/ on first use).
 	@hack/build-tools.sh golangci-lint
-	$(BIN)/golangci-lint run ./...
+	CGO_ENABLED=0 GOFLAGS="-trimpath $$GOFLAGS" $(BIN)/golangci-lint run ./...
 
 .PHONY: verify
 verify: manifests generate helm docs ## Fail when gofmt, go vet, go mod tidy or `make manifests generate helm docs` would change anything.
