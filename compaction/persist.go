@@ -9,10 +9,10 @@ import (
 // This file holds the session state's load, revalidation and save.
 
 // loadState reads the persisted state once (on every call with revalidate); a missing state
-// is an empty one.
-func (c *ProgressiveCompactor) loadState(ctx context.Context) error {
+// is an empty one. d is the call's delta (nil for a full history).
+func (c *ProgressiveCompactor) loadState(ctx context.Context, d *Delta) error {
 	if c.revalidate && c.states != nil {
-		return c.refreshState(ctx)
+		return c.refreshState(ctx, d)
 	}
 	if c.stateLoaded {
 		return nil
@@ -42,19 +42,25 @@ func (c *ProgressiveCompactor) loadState(ctx context.Context) error {
 }
 
 // refreshState starts a call from the stored state: the copy kept from the last call while
-// the store says it is current, else the stored state read again. The offloader starts from
+// the store says it is current (or, with WithStateTrust, while d continues from it and the
+// store confirmed it recently), else the stored state read again. The offloader starts from
 // the state's offloads, as a new compactor's would.
-func (c *ProgressiveCompactor) refreshState(ctx context.Context) error {
+func (c *ProgressiveCompactor) refreshState(ctx context.Context, d *Delta) error {
 	var st *State
 	var err error
 	rv, ok := c.states.(StateRevalidator)
-	if ok && c.stored != nil && c.stored.Version != "" {
+	switch {
+	case c.trusted(d):
+		st = c.stored
+	case ok && c.stored != nil && c.stored.Version != "":
 		st, err = rv.LoadStateIfChanged(ctx, c.sessionID, c.stored.Version)
 		if err == nil && st == nil {
 			st = c.stored
 		}
-	} else {
+		c.confirmedAt = c.now()
+	default:
 		st, err = c.states.LoadState(ctx, c.sessionID)
+		c.confirmedAt = c.now()
 	}
 	if errors.Is(err, ErrNotFound) {
 		st, err = &State{}, nil
@@ -72,6 +78,14 @@ func (c *ProgressiveCompactor) refreshState(ctx context.Context) error {
 	c.savedCalibration = c.stored.Calibration
 	c.resetOffloader(c.stored.Offloaded)
 	return nil
+}
+
+// trusted reports whether a call with delta d may start from the kept state without asking
+// the store (WithStateTrust).
+func (c *ProgressiveCompactor) trusted(d *Delta) bool {
+	return c.trustFor > 0 && d != nil && c.stored != nil && c.stored.Version != "" &&
+		d.Watermark == c.stored.Watermark && d.PrefixHash == c.stored.PrefixHash &&
+		c.now().Sub(c.confirmedAt) < c.trustFor
 }
 
 // resetOffloader gives the compactor a new offloader that knows entries.
@@ -97,6 +111,7 @@ func (c *ProgressiveCompactor) saveState(ctx context.Context, rec *CompactionRec
 		c.savedCalibration = c.state.Calibration
 		if c.revalidate {
 			c.stored = c.state.clone()
+			c.confirmedAt = c.now()
 		}
 	}
 	switch {

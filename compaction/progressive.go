@@ -44,6 +44,11 @@ type ProgressiveCompactor struct {
 
 	// revalidate: every call starts from the stored state (WithStateRevalidation).
 	revalidate bool
+	// trustFor: how long after the store last confirmed stored a delta call that continues
+	// from it skips the conditional read (WithStateTrust); 0 never skips it.
+	trustFor time.Duration
+	// confirmedAt is when the store last confirmed stored: read, revalidated or saved.
+	confirmedAt time.Time
 
 	// turn is held (a value sent into it, capacity 1) by the call the compactor serves: the
 	// calls of a session are serialized, and one waiting for its turn gives up when its
@@ -131,6 +136,20 @@ func WithLastViewTokens(n int) Option {
 // conditional request when the store is a StateRevalidator, else a full read). What a call
 // changes and does not save is never carried into the next one.
 func WithStateRevalidation() Option { return func(c *ProgressiveCompactor) { c.revalidate = true } }
+
+// WithStateTrust, with WithStateRevalidation, lets a delta call skip the conditional read
+// when it continues from the kept state: its watermark and prefix hash are those of the state
+// this compactor last read or saved, and the store confirmed that state less than d ago. A
+// caller sends those only after an answer of this compactor, or of one that computed the same
+// state, so it is what the caller's view was made from. Writes stay conditional: a state
+// another process saved meanwhile is never overwritten (the call fails with ErrStateConflict,
+// to be run again on the stored state). What the skip can miss, for up to d, is what another
+// process saved without moving the watermark (its offloads of results after the watermark, its
+// calibration): a turn that writes nothing then answers from the kept state. Meant for
+// requests a load balancer keeps on one process (session affinity); d <= 0 never skips.
+func WithStateTrust(d time.Duration) Option {
+	return func(c *ProgressiveCompactor) { c.trustFor = max(d, 0) }
+}
 
 // NewProgressiveCompactor returns a compactor for one session. Zero fields of cfg take the
 // spec's defaults.
@@ -274,7 +293,7 @@ func (c *ProgressiveCompactor) State(ctx context.Context) (*State, error) {
 		return nil, err
 	}
 	defer c.release()
-	if err := c.loadState(ctx); err != nil {
+	if err := c.loadState(ctx, nil); err != nil {
 		return nil, err
 	}
 	return c.state.clone(), nil
@@ -287,7 +306,7 @@ func (c *ProgressiveCompactor) compact(ctx context.Context, msgs []Message, d *D
 		PromptTokens: promptTokens}
 
 	stateOK := true
-	if err := c.loadState(ctx); err != nil {
+	if err := c.loadState(ctx, d); err != nil {
 		if d != nil {
 			return nil, nil, fmt.Errorf("load session state: %w", err)
 		}

@@ -88,6 +88,7 @@ type options struct {
 	apiRequestTimeout        time.Duration
 	apiReadTimeout           time.Duration
 	apiUsageInterval         time.Duration
+	apiStateTrust            time.Duration
 	apiTokenAudience         string
 	apiReviewQPS             float64
 	apiReviewBurst           int
@@ -184,6 +185,8 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.DurationVar(&o.apiReadTimeout, "api-read-timeout", compactapi.DefaultReadTimeout,
 		"longest time a client may take to send a compaction API request, headers and body; a stalled upload is answered 408 after it")
 	fs.DurationVar(&o.apiUsageInterval, "api-usage-interval", compactapi.DefaultUsageInterval, "least time between two status writes of a session for turns that needed no compaction")
+	fs.DurationVar(&o.apiStateTrust, "api-state-trust", compactapi.DefaultStateTrust,
+		"how long after storage last confirmed a conversation's state a turn that continues from this replica's own answer skips re-reading it (writes stay conditional, so another replica's save is never overwritten; a turn that writes nothing may miss, for this long, what another replica saved without moving the watermark); 0 re-reads it every turn")
 	fs.StringVar(&o.apiTokenAudience, "api-token-audience", compactclient.DefaultTokenAudience,
 		"audience a caller's bearer token must be for (TokenReview audiences): agents send a projected ServiceAccount token with this audience; a token for the Kubernetes API itself is refused")
 	fs.Float64Var(&o.apiReviewQPS, "api-review-qps", compactapi.DefaultReviewQPS,
@@ -400,7 +403,7 @@ func addCompactionAPI(mgr ctrl.Manager, o *options, certs *lateCertificates, sto
 		BindAddress: o.apiAddr, Certificates: src, InsecureServeHTTP: o.apiInsecureHTTP,
 		MaxBodyBytes: o.apiMaxBodyBytes, MaxMessages: o.apiMaxMessages,
 		MaxInflightBytes: o.apiMaxInflightBytes,
-		RequestTimeout:   o.apiRequestTimeout, ReadTimeout: o.apiReadTimeout, UsageInterval: o.apiUsageInterval,
+		RequestTimeout:   o.apiRequestTimeout, ReadTimeout: o.apiReadTimeout, UsageInterval: o.apiUsageInterval, StateTrust: o.apiStateTrust,
 		ClusterResourceNamespace: o.clusterResourceNamespace, TokenAudience: o.apiTokenAudience,
 		ReviewQPS: o.apiReviewQPS, ReviewBurst: o.apiReviewBurst, NewTokenRate: o.apiNewTokenRate, NewTokenBurst: o.apiNewTokenBurst,
 		Secrets: secrets, ClusterSecretNamespaces: o.clusterSecretNamespaces, AllowedEndpoints: allowed,

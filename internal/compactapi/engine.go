@@ -24,10 +24,11 @@ const (
 
 // engine is a session's compactor, kept on this replica between its requests so a turn does
 // not build a compactor, validate its configuration and read the session's state again. The
-// state is still the stored one on every turn: the compactor revalidates its copy with one
-// conditional read (compaction.WithStateRevalidation), so what other replicas saved is seen,
-// and its conditional write never overwrites a newer state. Correctness comes from the
-// store's versions, never from this cache.
+// state is the stored one: the compactor revalidates its copy with one conditional read
+// (compaction.WithStateRevalidation), so what other replicas saved is seen, except on a turn
+// that continues from this replica's own answer within Config.StateTrust
+// (compaction.WithStateTrust); its conditional write never overwrites a newer state.
+// Correctness comes from the store's versions, never from this cache.
 type engine struct {
 	// key is what the engine was built from: another key (the policy, the session's window,
 	// the summarizer's settings or key, the store changed) replaces it.
@@ -87,7 +88,7 @@ func (s *Server) engineFor(sess *session) (*engine, error) {
 	c, err := compaction.NewProgressiveCompactor(sess.cfg,
 		compaction.WithStore(sess.store), compaction.WithSessionID(id), compaction.WithSummarizerBudget(budget),
 		compaction.WithSummarizer(sum), compaction.WithLastViewTokens(s.lastViewTokens(id)),
-		compaction.WithLogger(log), compaction.WithStateRevalidation())
+		compaction.WithLogger(log), compaction.WithStateRevalidation(), compaction.WithStateTrust(s.cfg.StateTrust))
 	if err != nil {
 		return nil, &apiError{code: http.StatusConflict, reason: ReasonSessionNotReady, msg: "the session's policy does not make a valid configuration: " + err.Error()}
 	}

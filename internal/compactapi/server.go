@@ -43,6 +43,8 @@ const (
 	DefaultReadTimeout    = 30 * time.Second
 	DefaultUsageInterval  = 5 * time.Second
 	DefaultStatusFlush    = 500 * time.Millisecond
+	// DefaultStateTrust is the manager's --api-state-trust (see Config.StateTrust).
+	DefaultStateTrust = time.Minute
 )
 
 // Config configures the server.
@@ -73,6 +75,12 @@ type Config struct {
 	// UsageInterval is the least time between two status writes of a session for turns
 	// that needed no compaction.
 	UsageInterval time.Duration
+	// StateTrust is how long after storage last confirmed a conversation's state this
+	// replica continues a delta request from its kept copy without the conditional read
+	// (compaction.WithStateTrust): a turn that follows this replica's own answer then costs
+	// no storage round trip. Writes stay conditional, so another replica's save is never
+	// overwritten. 0: every turn revalidates the state.
+	StateTrust time.Duration
 	// StatusFlushInterval is the least time between two status flushes: compactions of a
 	// session within it are written as one status update.
 	StatusFlushInterval time.Duration

@@ -1,0 +1,194 @@
+package compaction
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+)
+
+// versionedStore is memStore with versioned states, as the S3 store has them: conditional
+// saves (ErrConflict when the state changed since it was loaded) and conditional reads
+// (LoadStateIfChanged). It counts the state reads of each kind.
+type versionedStore struct {
+	*memStore
+	vmu          sync.Mutex
+	version      map[string]int
+	reads, revs  int
+	unchangedRev int
+}
+
+func newVersionedStore() *versionedStore {
+	return &versionedStore{memStore: newMemStore(), version: map[string]int{}}
+}
+
+func (s *versionedStore) LoadState(ctx context.Context, sid string) (*State, error) {
+	s.vmu.Lock()
+	defer s.vmu.Unlock()
+	s.reads++
+	return s.load(ctx, sid)
+}
+
+func (s *versionedStore) load(ctx context.Context, sid string) (*State, error) {
+	st, err := s.memStore.LoadState(ctx, sid)
+	if err != nil {
+		return nil, err
+	}
+	st.Version = strconv.Itoa(s.version[sid])
+	return st, nil
+}
+
+func (s *versionedStore) LoadStateIfChanged(ctx context.Context, sid, version string) (*State, error) {
+	s.vmu.Lock()
+	defer s.vmu.Unlock()
+	s.revs++
+	if version == strconv.Itoa(s.version[sid]) {
+		s.unchangedRev++
+		return nil, nil
+	}
+	return s.load(ctx, sid)
+}
+
+func (s *versionedStore) SaveState(ctx context.Context, sid string, st *State) error {
+	s.vmu.Lock()
+	defer s.vmu.Unlock()
+	if cur := s.version[sid]; cur != 0 && st.Version != strconv.Itoa(cur) {
+		return ErrConflict
+	}
+	if err := s.memStore.SaveState(ctx, sid, st); err != nil {
+		return err
+	}
+	s.version[sid]++
+	st.Version = strconv.Itoa(s.version[sid])
+	return nil
+}
+
+func (s *versionedStore) counts() (reads, revalidations int) {
+	s.vmu.Lock()
+	defer s.vmu.Unlock()
+	return s.reads, s.revs
+}
+
+// storedWatermark is the watermark of the stored state of sid.
+func (s *versionedStore) storedWatermark(t *testing.T, sid string) int {
+	t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var st State
+	if err := json.Unmarshal(s.states[sid], &st); err != nil {
+		t.Fatal(err)
+	}
+	return st.Watermark
+}
+
+// TestStateTrust: with WithStateTrust, a delta call that continues from the state the
+// compactor last read or saved skips the store while the store confirmed it less than the
+// trust ago; anything else (a full history, another watermark, an older confirmation) reads
+// it. A state another compactor saved meanwhile is never overwritten: the write conflicts,
+// and the call run again reads the stored state.
+func TestStateTrust(t *testing.T) {
+	ctx := context.Background()
+	// About 9,000 estimated tokens in a window of 10,000: Full.
+	history := proseHistory([]int{4000, 4000, 4000, 4000, 4000, 4000, 4000, 4000}, 500)
+	cfg := DefaultConfig(10000)
+	now := time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
+	clock := func() time.Time { return now }
+	store := newVersionedStore()
+	a, err := NewProgressiveCompactor(cfg, WithStore(store), WithSessionID("s"), WithClock(clock),
+		WithStateRevalidation(), WithStateTrust(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, first, err := a.CompactWithRecord(ctx, history)
+	if err != nil || first.WatermarkAfter == 0 {
+		t.Fatalf("first call: watermark %d, %v; want a compaction", first.WatermarkAfter, err)
+	}
+	// The agent's next turn: the leading system message and what came after the watermark,
+	// plus one short exchange (a None turn).
+	next := append(append(history[:1:1], history[first.WatermarkAfter:]...), user("ok?"), asst("ok."))
+	d := Delta{Watermark: first.WatermarkAfter, PrefixHash: first.PrefixHash}
+	reads, revs := store.counts()
+
+	now = now.Add(30 * time.Second)
+	_, rec, err := a.CompactDeltaWithRecord(ctx, d, next, false)
+	if err != nil || rec.Tier != TierNone {
+		t.Fatalf("delta call within the trust: %v, %v; want a None turn", rec, err)
+	}
+	if r, v := store.counts(); r != reads || v != revs {
+		t.Fatalf("delta call within the trust read the store: %d reads and %d revalidations, want %d and %d", r, v, reads, revs)
+	}
+
+	// Past the trust (the save confirmed it 61 s ago, the skip did not renew it): one
+	// conditional read, which renews it.
+	now = now.Add(31 * time.Second)
+	if _, _, err := a.CompactDeltaWithRecord(ctx, d, next, false); err != nil {
+		t.Fatal(err)
+	}
+	if r, v := store.counts(); r != reads || v != revs+1 {
+		t.Fatalf("delta call past the trust: %d reads and %d revalidations, want %d and %d", r, v, reads, revs+1)
+	}
+	now = now.Add(time.Second)
+	if _, _, err := a.CompactDeltaWithRecord(ctx, d, next, false); err != nil {
+		t.Fatal(err)
+	}
+	if _, v := store.counts(); v != revs+1 {
+		t.Fatalf("delta call after a revalidation: %d revalidations, want %d", v, revs+1)
+	}
+	// A full history is always revalidated.
+	if _, _, err := a.CompactWithRecord(ctx, history); err != nil {
+		t.Fatal(err)
+	}
+	if _, v := store.counts(); v != revs+2 {
+		t.Fatalf("full-history call: %d revalidations, want %d", v, revs+2)
+	}
+
+	// Another compactor (another replica) saves a new state: a longer history compacted again.
+	b, err := NewProgressiveCompactor(cfg, WithStore(store), WithSessionID("s"), WithClock(clock), WithStateRevalidation())
+	if err != nil {
+		t.Fatal(err)
+	}
+	longer := append(append([]Message{}, history...), proseHistory([]int{4000, 4000, 4000, 4000, 4000, 4000, 4000, 4000}, 500)[2:]...)
+	_, byB, err := b.CompactWithRecord(ctx, longer)
+	if err != nil || byB.WatermarkAfter <= first.WatermarkAfter {
+		t.Fatalf("b: watermark %d, %v; want past %d", byB.WatermarkAfter, err, first.WatermarkAfter)
+	}
+	// a is asked to force a compaction from its kept state, within its trust: it skips the
+	// read, and its conditional write conflicts instead of overwriting b's state.
+	_, _, err = a.CompactDeltaWithRecord(ctx, d, next, true)
+	if !errors.Is(err, ErrStateConflict) {
+		t.Fatalf("forced compaction from a stale kept state: %v, want ErrStateConflict", err)
+	}
+	if got := store.storedWatermark(t, "s"); got != byB.WatermarkAfter {
+		t.Fatalf("stored watermark %d after the conflict, want b's %d", got, byB.WatermarkAfter)
+	}
+	// Run again (as the server does), it reads the stored state: the caller's watermark is
+	// no longer the session's.
+	if _, _, err := a.CompactDeltaWithRecord(ctx, d, next, true); !errors.Is(err, ErrStaleWatermark) {
+		t.Fatalf("the same call run again: %v, want ErrStaleWatermark", err)
+	}
+	// A caller that got b's answer continues from b's state on a.
+	dB := Delta{Watermark: byB.WatermarkAfter, PrefixHash: byB.PrefixHash}
+	_, byA, err := a.CompactDeltaWithRecord(ctx, dB, append(longer[:1:1], longer[byB.WatermarkAfter:]...), false)
+	if err != nil || byA.WatermarkBefore != byB.WatermarkAfter {
+		t.Fatalf("a after b's save: %v, %v; want it to start from b's watermark %d", byA, err, byB.WatermarkAfter)
+	}
+
+	// Without WithStateTrust every delta call revalidates.
+	c, err := NewProgressiveCompactor(cfg, WithStore(store), WithSessionID("s"), WithClock(clock), WithStateRevalidation())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := c.CompactDeltaWithRecord(ctx, dB, append(longer[:1:1], longer[byB.WatermarkAfter:]...), false); err != nil {
+		t.Fatal(err)
+	}
+	_, v0 := store.counts()
+	if _, _, err := c.CompactDeltaWithRecord(ctx, dB, append(longer[:1:1], longer[byB.WatermarkAfter:]...), false); err != nil {
+		t.Fatal(err)
+	}
+	if _, v := store.counts(); v != v0+1 {
+		t.Fatalf("without WithStateTrust: %d revalidations, want %d", v, v0+1)
+	}
+}
