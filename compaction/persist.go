@@ -64,9 +64,12 @@ func (c *ProgressiveCompactor) refreshState(ctx context.Context, d *Delta) error
 	}
 	if errors.Is(err, ErrNotFound) {
 		st, err = &State{}, nil
+		c.storedAbsent = true
+	} else if st != c.stored {
+		c.storedAbsent = false
 	}
 	if err != nil {
-		c.stored, c.state, c.stateLoaded = nil, &State{}, false
+		c.stored, c.state, c.stateLoaded, c.storedAbsent = nil, &State{}, false, false
 		c.resetOffloader(nil)
 		return err
 	}
@@ -81,11 +84,16 @@ func (c *ProgressiveCompactor) refreshState(ctx context.Context, d *Delta) error
 }
 
 // trusted reports whether a call with delta d may start from the kept state without asking
-// the store (WithStateTrust).
+// the store (WithStateTrust): a delta call that continues from the kept state, or a call
+// with the full history (d nil) while the store last said there is no state yet.
 func (c *ProgressiveCompactor) trusted(d *Delta) bool {
-	return c.trustFor > 0 && d != nil && c.stored != nil && c.stored.Version != "" &&
-		d.Watermark == c.stored.Watermark && d.PrefixHash == c.stored.PrefixHash &&
-		c.now().Sub(c.confirmedAt) < c.trustFor
+	if c.trustFor <= 0 || c.stored == nil || c.now().Sub(c.confirmedAt) >= c.trustFor {
+		return false
+	}
+	if d == nil {
+		return c.storedAbsent
+	}
+	return c.stored.Version != "" && d.Watermark == c.stored.Watermark && d.PrefixHash == c.stored.PrefixHash
 }
 
 // resetOffloader gives the compactor a new offloader that knows entries.
@@ -110,13 +118,13 @@ func (c *ProgressiveCompactor) saveState(ctx context.Context, rec *CompactionRec
 	if err == nil {
 		c.savedCalibration = c.state.Calibration
 		if c.revalidate {
-			c.stored = c.state.clone()
+			c.stored, c.storedAbsent = c.state.clone(), false
 			c.confirmedAt = c.now()
 		}
 	}
 	switch {
 	case errors.Is(err, ErrConflict):
-		c.state, c.stateLoaded, c.stored = &State{}, false, nil
+		c.state, c.stateLoaded, c.stored, c.storedAbsent = &State{}, false, nil, false
 		return fmt.Errorf("%w: %v", ErrStateConflict, err)
 	case err != nil:
 		rec.addError("state save: %v", err)

@@ -49,6 +49,9 @@ type ProgressiveCompactor struct {
 	trustFor time.Duration
 	// confirmedAt is when the store last confirmed stored: read, revalidated or saved.
 	confirmedAt time.Time
+	// storedAbsent: the store said at confirmedAt that the session has no state yet (stored
+	// is then the empty state).
+	storedAbsent bool
 
 	// turn is held (a value sent into it, capacity 1) by the call the compactor serves: the
 	// calls of a session are serialized, and one waiting for its turn gives up when its
@@ -141,12 +144,16 @@ func WithStateRevalidation() Option { return func(c *ProgressiveCompactor) { c.r
 // when it continues from the kept state: its watermark and prefix hash are those of the state
 // this compactor last read or saved, and the store confirmed that state less than d ago. A
 // caller sends those only after an answer of this compactor, or of one that computed the same
-// state, so it is what the caller's view was made from. Writes stay conditional: a state
-// another process saved meanwhile is never overwritten (the call fails with ErrStateConflict,
-// to be run again on the stored state). What the skip can miss, for up to d, is what another
-// process saved without moving the watermark (its offloads of results after the watermark, its
-// calibration): a turn that writes nothing then answers from the kept state. Meant for
-// requests a load balancer keeps on one process (session affinity); d <= 0 never skips.
+// state, so it is what the caller's view was made from. A call with the full history skips
+// the read likewise while the store said less than d ago that the session has no state yet
+// (a conversation that has not compacted: the most common turn of an agent with a large
+// window). Writes stay conditional: a state another process saved meanwhile is never
+// overwritten (the call fails with ErrStateConflict, to be run again on the stored state).
+// What the skip can miss, for up to d, is what another process saved without moving the
+// watermark (its offloads of results after the watermark, its calibration) or, before the
+// first compaction, its first save: a turn that writes nothing then answers from the kept
+// state. Meant for requests a load balancer keeps on one process (session affinity); d <= 0
+// never skips.
 func WithStateTrust(d time.Duration) Option {
 	return func(c *ProgressiveCompactor) { c.trustFor = max(d, 0) }
 }

@@ -137,7 +137,7 @@ func TestStateTrust(t *testing.T) {
 	if _, v := store.counts(); v != revs+1 {
 		t.Fatalf("delta call after a revalidation: %d revalidations, want %d", v, revs+1)
 	}
-	// A full history is always revalidated.
+	// A full history is revalidated once a state exists.
 	if _, _, err := a.CompactWithRecord(ctx, history); err != nil {
 		t.Fatal(err)
 	}
@@ -190,5 +190,82 @@ func TestStateTrust(t *testing.T) {
 	}
 	if _, v := store.counts(); v != v0+1 {
 		t.Fatalf("without WithStateTrust: %d revalidations, want %d", v, v0+1)
+	}
+}
+
+// TestStateTrustNoStateYet: with WithStateTrust, a call with the full history of a
+// conversation that has not compacted yet (the store said there is no state) skips the read
+// while that answer is less than the trust old. Another compactor's first save meanwhile is
+// never overwritten: the write conflicts, and the call run again starts from that state.
+func TestStateTrustNoStateYet(t *testing.T) {
+	ctx := context.Background()
+	cfg := DefaultConfig(10000)
+	now := time.Date(2026, 12, 4, 12, 0, 0, 0, time.UTC)
+	clock := func() time.Time { return now }
+	store := newVersionedStore()
+	a, err := NewProgressiveCompactor(cfg, WithStore(store), WithSessionID("s"), WithClock(clock),
+		WithStateRevalidation(), WithStateTrust(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	short := []Message{sys("You are a coding agent."), user("Fix the failing parser test."), asst("Looking.")}
+	none := func(msgs []Message) {
+		t.Helper()
+		if _, rec, err := a.CompactWithRecord(ctx, msgs); err != nil || rec.Tier != TierNone {
+			t.Fatalf("short history: %v, %v; want a None turn", rec, err)
+		}
+	}
+	none(short)
+	if r, _ := store.counts(); r != 1 {
+		t.Fatalf("first call: %d reads, want 1", r)
+	}
+	now = now.Add(30 * time.Second)
+	short = append(short, user("and?"), asst("Still looking."))
+	none(short)
+	if r, _ := store.counts(); r != 1 {
+		t.Fatalf("full history within the trust of the store's \"no state\": %d reads, want 1", r)
+	}
+	now = now.Add(31 * time.Second)
+	none(short)
+	if r, _ := store.counts(); r != 2 {
+		t.Fatalf("full history past the trust: %d reads, want 2", r)
+	}
+
+	// Another compactor saves the conversation's first state; a, within its trust, is given
+	// a history that compacts: its write conflicts, and run again it starts from b's state.
+	b, err := NewProgressiveCompactor(cfg, WithStore(store), WithSessionID("s"), WithClock(clock), WithStateRevalidation())
+	if err != nil {
+		t.Fatal(err)
+	}
+	long := proseHistory([]int{4000, 4000, 4000, 4000, 4000, 4000, 4000, 4000}, 500)
+	_, byB, err := b.CompactWithRecord(ctx, long)
+	if err != nil || byB.WatermarkAfter == 0 {
+		t.Fatalf("b: watermark %d, %v; want a compaction", byB.WatermarkAfter, err)
+	}
+	now = now.Add(time.Second)
+	if _, _, err := a.CompactWithRecord(ctx, long); !errors.Is(err, ErrStateConflict) {
+		t.Fatalf("a compacting over b's first save from its kept \"no state\": %v, want ErrStateConflict", err)
+	}
+	if got := store.storedWatermark(t, "s"); got != byB.WatermarkAfter {
+		t.Fatalf("stored watermark %d after the conflict, want b's %d", got, byB.WatermarkAfter)
+	}
+	_, byA, err := a.CompactWithRecord(ctx, long)
+	if err != nil || byA.WatermarkBefore != byB.WatermarkAfter {
+		t.Fatalf("a run again: %v, %v; want it to start from b's watermark %d", byA, err, byB.WatermarkAfter)
+	}
+
+	// Without WithStateTrust every full-history call reads the store.
+	c, err := NewProgressiveCompactor(cfg, WithStore(store), WithSessionID("fresh"), WithClock(clock), WithStateRevalidation())
+	if err != nil {
+		t.Fatal(err)
+	}
+	r0, _ := store.counts()
+	for range 2 {
+		if _, _, err := c.CompactWithRecord(ctx, short); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if r, _ := store.counts(); r != r0+2 {
+		t.Fatalf("without WithStateTrust: %d reads, want %d", r, r0+2)
 	}
 }

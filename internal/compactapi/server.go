@@ -77,8 +77,9 @@ type Config struct {
 	UsageInterval time.Duration
 	// StateTrust is how long after storage last confirmed a conversation's state this
 	// replica continues a delta request from its kept copy without the conditional read
-	// (compaction.WithStateTrust): a turn that follows this replica's own answer then costs
-	// no storage round trip. Writes stay conditional, so another replica's save is never
+	// (compaction.WithStateTrust): a turn that follows this replica's own answer, or sends
+	// the full history of a conversation storage said has no state yet, then costs no
+	// storage round trip. Writes stay conditional, so another replica's save is never
 	// overwritten. 0: every turn revalidates the state.
 	StateTrust time.Duration
 	// StatusFlushInterval is the least time between two status flushes: compactions of a

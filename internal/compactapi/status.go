@@ -56,9 +56,19 @@ func newStatusBatcher() *statusBatcher {
 	return &statusBatcher{pending: make(map[types.NamespacedName]*pendingStatus), kick: make(chan struct{}, 1)}
 }
 
+// sessionKey is the key of sess's pending change.
+func sessionKey(sess *session) types.NamespacedName {
+	return types.NamespacedName{Namespace: sess.obj.Namespace, Name: sess.obj.Name}
+}
+
+// statusShows reports whether obj's status already has tier and usage.
+func statusShows(obj *compactionv1alpha1.AgentSession, tier compaction.Tier, usage string) bool {
+	return string(obj.Status.Tier) == tier.String() && obj.Status.ContextUsage == usage
+}
+
 // entry returns the pending change of sess, creating it; call with b.mu held.
 func (b *statusBatcher) entry(sess *session) *pendingStatus {
-	key := types.NamespacedName{Namespace: sess.obj.Namespace, Name: sess.obj.Name}
+	key := sessionKey(sess)
 	p := b.pending[key]
 	if p == nil || p.uid != sess.obj.UID {
 		p = &pendingStatus{uid: sess.obj.UID}
@@ -200,11 +210,18 @@ func (s *Server) recordStatus(sess *session, rec *compaction.CompactionRecord) {
 	if !turn && spent == (summarizerWork{}) {
 		return
 	}
+	usage := fmt.Sprintf("%.2f", usageOf(sess.cfg, rec).before)
 	b := s.status
 	b.mu.Lock()
+	if !changed && spent == (summarizerWork{}) && b.pending[sessionKey(sess)] == nil && statusShows(sess.obj, rec.Tier, usage) {
+		// The session's status already says this (the cache's copy, which this request was
+		// served from) and nothing newer waits to be written: a write would change nothing.
+		b.mu.Unlock()
+		return
+	}
 	p := b.entry(sess)
 	if turn {
-		p.turn, p.tier, p.usage = true, rec.Tier, fmt.Sprintf("%.2f", usageOf(sess.cfg, rec).before)
+		p.turn, p.tier, p.usage = true, rec.Tier, usage
 	}
 	p.summarizer.add(spent)
 	if changed {

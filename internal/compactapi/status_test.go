@@ -106,6 +106,52 @@ func TestRecordStatusSummarizerUsage(t *testing.T) {
 	}
 }
 
+// TestRecordStatusSkipsWhatStatusShows: a turn that changed nothing and whose tier and usage
+// the session's status already shows queues no write, unless a change of the session is
+// still waiting (the turn is newer and must win) or the turn's summarizer work must be
+// counted; a compaction is always queued.
+func TestRecordStatusSkipsWhatStatusShows(t *testing.T) {
+	s := &Server{status: newStatusBatcher()} // UsageInterval 0: every turn is due
+	obj := &compactionv1alpha1.AgentSession{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "s", UID: "u1"},
+		Status: compactionv1alpha1.AgentSessionStatus{Tier: compactionv1alpha1.TierNone, ContextUsage: "0.41"}}
+	sess := &session{obj: obj, cfg: compaction.DefaultConfig(100000)}
+	key := types.NamespacedName{Namespace: "ns", Name: "s"}
+	none := func(tokens int) *compaction.CompactionRecord {
+		return &compaction.CompactionRecord{Tier: compaction.TierNone, TokensBefore: tokens, TokensAfter: tokens}
+	}
+
+	s.recordStatus(sess, none(41000))
+	if p := s.status.pending[key]; p != nil {
+		t.Fatalf("a turn the status already shows was queued: %+v", p)
+	}
+	s.recordStatus(sess, &compaction.CompactionRecord{Tier: compaction.TierNone, TokensBefore: 41000, TokensAfter: 41000,
+		SummarizerCalls: 1, SummarizerInputTokens: 300, SummarizerOutputTokens: 30})
+	if p := s.status.pending[key]; p == nil || p.summarizer.calls != 1 {
+		t.Fatalf("a turn with summarizer work was not counted: %+v", p)
+	}
+	delete(s.status.pending, key)
+
+	s.recordStatus(sess, none(42000))
+	p := s.status.pending[key]
+	if p == nil || p.usage != "0.42" {
+		t.Fatalf("a turn with a new usage: %+v, want 0.42 queued", p)
+	}
+	// The status still says 0.41 and 0.42 waits: a turn back at 0.41 is newer and is queued.
+	s.recordStatus(sess, none(41000))
+	if p := s.status.pending[key]; p == nil || p.usage != "0.41" {
+		t.Fatalf("a turn behind a pending change: %+v, want 0.41 queued", p)
+	}
+	delete(s.status.pending, key)
+
+	warn := &compaction.CompactionRecord{Tier: compaction.TierWarn, TokensBefore: 41000, TokensAfter: 30000,
+		Offloaded: []compaction.OffloadEntry{{ToolCallID: "c1", Bytes: 44000}}}
+	obj.Status.Tier = compactionv1alpha1.TierWarn
+	s.recordStatus(sess, warn)
+	if p := s.status.pending[key]; p == nil || p.last != warn || p.counts.warn != 1 {
+		t.Fatalf("a compaction was not queued: %+v", p)
+	}
+}
+
 // TestSummarizerUsageCountsThrottled: a compaction summarized extractively because the
 // session's summarizer budget was used up is counted in status.summarizer.throttled.
 func TestSummarizerUsageCountsThrottled(t *testing.T) {
