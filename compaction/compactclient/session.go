@@ -38,11 +38,14 @@ type Session struct {
 }
 
 // Compact compacts history (the agent's whole raw history) and returns the view for the LLM.
-// usage is the prompt token count of the last LLM call, or 0.
+// usage is the prompt token count of the last LLM call, or 0. It asks for answers without
+// an unchanged view (CompactRequest.AcceptUnchanged): the view returned is then the messages
+// it sent (history itself, or the delta), capped so appending to it never writes into
+// history.
 func (s *Session) Compact(ctx context.Context, history []compaction.Message, promptTokens int) (*CompactResponse, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	req := CompactRequest{Messages: history}
+	req := CompactRequest{Messages: history, AcceptUnchanged: true}
 	if promptTokens > 0 {
 		req.Usage = &Usage{PromptTokens: promptTokens}
 	}
@@ -58,8 +61,7 @@ func (s *Session) Compact(ctx context.Context, history []compaction.Message, pro
 		dreq.Messages, dreq.Watermark, dreq.PrefixHash = delta, s.watermark, s.prefixHash
 		resp, err := s.Client.Compact(ctx, s.Namespace, s.Name, dreq, InConversation(s.Conversation))
 		if err == nil {
-			s.watermark, s.prefixHash = resp.Watermark, resp.PrefixHash
-			s.learnHookThreshold(resp.HookThreshold)
+			s.learn(resp, delta)
 			return resp, nil
 		}
 		// Stale watermark, or the session's state unreadable (storage down): only the full
@@ -72,9 +74,19 @@ func (s *Session) Compact(ctx context.Context, history []compaction.Message, pro
 	if err != nil {
 		return nil, err
 	}
+	s.learn(resp, history)
+	return resp, nil
+}
+
+// learn keeps what resp, the answer to a request that sent msgs, says for the next request,
+// and puts msgs back as its view when the answer left them out (Unchanged). The view then
+// shares msgs' array, capped so that appending to one never writes into the other.
+func (s *Session) learn(resp *CompactResponse, msgs []compaction.Message) {
 	s.watermark, s.prefixHash = resp.Watermark, resp.PrefixHash
 	s.learnHookThreshold(resp.HookThreshold)
-	return resp, nil
+	if resp.Unchanged {
+		resp.Messages = msgs[:len(msgs):len(msgs)]
+	}
 }
 
 // OffloadToolResult is Client.OffloadToolResult in the Session's conversation, without the

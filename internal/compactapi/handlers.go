@@ -107,7 +107,12 @@ func (s *Server) compact(w http.ResponseWriter, r *http.Request, sess *session, 
 	s.metrics.observeCompaction(e.summarizer.Name(), rec)
 	s.emitEvent(sess, rec)
 	s.recordStatus(sess, rec)
-	writeCompactResponse(w, compactResponse(sess.cfg, out, rec))
+	resp := compactResponse(sess.cfg, out, rec)
+	if req.AcceptUnchanged && compaction.EqualMessages(out, req.Messages) {
+		// The caller has this view: it sent it.
+		resp.Messages, resp.Unchanged = nil, true
+	}
+	writeCompactResponse(w, resp)
 	return nil
 }
 

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	compactionv1alpha1 "github.com/harness9/compaction-operator/api/v1alpha1"
 	"github.com/harness9/compaction-operator/compaction"
 	"github.com/harness9/compaction-operator/compaction/compactclient"
 	"github.com/harness9/compaction-operator/internal/dev/builder"
@@ -164,5 +165,65 @@ func TestCompactResponseHookThreshold(t *testing.T) {
 	}
 	if !strings.Contains(string(data), `"hookThreshold":12345`) {
 		t.Errorf("response JSON %s lacks the hook threshold", data)
+	}
+}
+
+// TestCompactResponseUnchanged: a request with acceptUnchanged whose view is exactly its
+// messages (a conversation that has not compacted) gets an answer without them, marked
+// unchanged; a view that differs in anything (a compaction, a pin mark stripped) is sent,
+// and so is every view of a request without acceptUnchanged.
+func TestCompactResponseUnchanged(t *testing.T) {
+	spec := builder.DefaultedSpec(128000)
+	spec.ContextWindow = 4096
+	spec.Pins = compactionv1alpha1.PinsSpec{Rule: compactionv1alpha1.PinMarked, BudgetPercent: 5}
+	s, sess := pinTestServer(t, spec)
+	pinned := toolHistory(1)
+	pinned[1]["pinned"] = true
+	for _, tc := range []struct {
+		name          string
+		history       []map[string]any
+		accept, force bool
+		wantUnchanged bool
+	}{
+		{"small", toolHistory(1), true, false, true},
+		{"small-not-accepted", toolHistory(1), false, false, false},
+		{"pinned", pinned, true, false, false},
+		{"large", toolHistory(16), true, false, false},
+		{"forced", toolHistory(10), true, true, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			other := *sess
+			other.id = "uid-unchanged-" + tc.name
+			w, err := postCompact(t, s, &other, map[string]any{"messages": tc.history, "acceptUnchanged": tc.accept, "force": tc.force})
+			if err != nil || w.Code != http.StatusOK {
+				t.Fatalf("compact: %v %d %s", err, w.Code, w.Body)
+			}
+			var members map[string]json.RawMessage
+			if err := json.Unmarshal(w.Body.Bytes(), &members); err != nil {
+				t.Fatal(err)
+			}
+			var resp compactclient.CompactResponse
+			if err := json.Unmarshal(w.Body.Bytes(), &resp); err != nil {
+				t.Fatal(err)
+			}
+			if resp.Record == nil {
+				t.Fatal("no record")
+			}
+			if resp.Unchanged != tc.wantUnchanged {
+				t.Fatalf("unchanged %t, want %t (tier %s, %d messages)", resp.Unchanged, tc.wantUnchanged, resp.Record.Tier, len(resp.Messages))
+			}
+			if tc.wantUnchanged {
+				if string(members["messages"]) != "null" || resp.Record.Tier != compaction.TierNone {
+					t.Errorf("unchanged answer: messages %s, tier %s; want null and None", members["messages"], resp.Record.Tier)
+				}
+				return
+			}
+			if _, ok := members["unchanged"]; ok {
+				t.Errorf("an answer with its view has an unchanged member: %s", w.Body)
+			}
+			if len(resp.Messages) == 0 {
+				t.Errorf("no view in the answer: %s", w.Body)
+			}
+		})
 	}
 }

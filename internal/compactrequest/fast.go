@@ -18,7 +18,7 @@ import (
 // errors are encoding/json's as before. FuzzDecodeCompactRequest compares the two.
 func decodeCompactFast(body []byte, req *compactclient.CompactRequest) bool {
 	var out compactclient.CompactRequest
-	var seen [5]bool
+	var seen [6]bool
 	i := skipSpace(body, 0)
 	if i >= len(body) || body[i] != '{' {
 		return false
@@ -59,6 +59,9 @@ func decodeCompactFast(body []byte, req *compactclient.CompactRequest) bool {
 				} else if s, i, ok = plainString(body, i); ok {
 					out.PrefixHash = s
 				}
+			case "acceptUnchanged":
+				field = 5
+				i, ok = decodeBool(body, i, &out.AcceptUnchanged)
 			}
 			if field < 0 || !ok || seen[field] {
 				return false
