@@ -85,13 +85,15 @@ func (c *ProgressiveCompactor) refreshState(ctx context.Context, d *Delta) error
 
 // trusted reports whether a call with delta d may start from the kept state without asking
 // the store (WithStateTrust): a delta call that continues from the kept state, or a call
-// with the full history (d nil) while the store last said there is no state yet.
+// with the full history (d nil) while the kept state has not moved the watermark (the store
+// said there is no state yet, or only offloads were saved). A caller that got an answer
+// which moved the watermark sends a delta from it, so a full history from it means none did.
 func (c *ProgressiveCompactor) trusted(d *Delta) bool {
 	if c.trustFor <= 0 || c.stored == nil || c.now().Sub(c.confirmedAt) >= c.trustFor {
 		return false
 	}
 	if d == nil {
-		return c.storedAbsent
+		return c.storedAbsent || (c.stored.Version != "" && c.stored.Watermark == 0)
 	}
 	return c.stored.Version != "" && d.Watermark == c.stored.Watermark && d.PrefixHash == c.stored.PrefixHash
 }

@@ -145,13 +145,14 @@ func WithStateRevalidation() Option { return func(c *ProgressiveCompactor) { c.r
 // this compactor last read or saved, and the store confirmed that state less than d ago. A
 // caller sends those only after an answer of this compactor, or of one that computed the same
 // state, so it is what the caller's view was made from. A call with the full history skips
-// the read likewise while the store said less than d ago that the session has no state yet
-// (a conversation that has not compacted: the most common turn of an agent with a large
-// window). Writes stay conditional: a state another process saved meanwhile is never
+// the read likewise while the kept state has not moved the watermark (the store said there is
+// no state yet, or only offloads were saved) and was confirmed less than d ago: a
+// conversation before its first summary, the most common turn of an agent with a large
+// window. Writes stay conditional: a state another process saved meanwhile is never
 // overwritten (the call fails with ErrStateConflict, to be run again on the stored state).
 // What the skip can miss, for up to d, is what another process saved without moving the
 // watermark (its offloads of results after the watermark, its calibration) or, before the
-// first compaction, its first save: a turn that writes nothing then answers from the kept
+// watermark first moves, its first save or its first summary: a turn that writes nothing then answers from the kept
 // state. Meant for requests a load balancer keeps on one process (session affinity); d <= 0
 // never skips.
 func WithStateTrust(d time.Duration) Option {

@@ -137,7 +137,7 @@ func TestStateTrust(t *testing.T) {
 	if _, v := store.counts(); v != revs+1 {
 		t.Fatalf("delta call after a revalidation: %d revalidations, want %d", v, revs+1)
 	}
-	// A full history is revalidated once a state exists.
+	// A full history is revalidated once the watermark has moved.
 	if _, _, err := a.CompactWithRecord(ctx, history); err != nil {
 		t.Fatal(err)
 	}
@@ -194,8 +194,9 @@ func TestStateTrust(t *testing.T) {
 }
 
 // TestStateTrustNoStateYet: with WithStateTrust, a call with the full history of a
-// conversation that has not compacted yet (the store said there is no state) skips the read
-// while that answer is less than the trust old. Another compactor's first save meanwhile is
+// conversation whose watermark has not moved (the store said there is no state, or the kept
+// state holds offloads only) skips the read while the store confirmed it less than the trust
+// ago. Another compactor's first save meanwhile is
 // never overwritten: the write conflicts, and the call run again starts from that state.
 func TestStateTrustNoStateYet(t *testing.T) {
 	ctx := context.Background()
@@ -254,12 +255,35 @@ func TestStateTrustNoStateYet(t *testing.T) {
 		t.Fatalf("a run again: %v, %v; want it to start from b's watermark %d", byA, err, byB.WatermarkAfter)
 	}
 
+	// A state of offloads only (Warn keeps the watermark at 0) is trusted likewise: the next
+	// full history, within the trust, is answered from it without a read.
+	warned := warnHistory(20000, 12000, 6000, 6000)
+	w, err := NewProgressiveCompactor(DefaultConfig(windowFor(warned, 0.62)), WithStore(store), WithSessionID("w"), WithClock(clock),
+		WithStateRevalidation(), WithStateTrust(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rec, err := w.CompactWithRecord(ctx, warned)
+	if err != nil || rec.Tier != TierWarn || len(rec.Offloaded) == 0 || rec.WatermarkAfter != 0 {
+		t.Fatalf("warn: %+v, %v; want offloads at watermark 0", rec, err)
+	}
+	r0, v0 := store.counts()
+	now = now.Add(10 * time.Second)
+	warned = append(warned, user("and?"))
+	_, rec, err = w.CompactWithRecord(ctx, warned)
+	if err != nil || rec.Tier != TierNone {
+		t.Fatalf("the turn after the offloads: %+v, %v; want None from the kept offloads", rec, err)
+	}
+	if r, v := store.counts(); r != r0 || v != v0 {
+		t.Fatalf("full history on a kept state of offloads: %d reads and %d revalidations, want %d and %d", r, v, r0, v0)
+	}
+
 	// Without WithStateTrust every full-history call reads the store.
 	c, err := NewProgressiveCompactor(cfg, WithStore(store), WithSessionID("fresh"), WithClock(clock), WithStateRevalidation())
 	if err != nil {
 		t.Fatal(err)
 	}
-	r0, _ := store.counts()
+	r0, _ = store.counts()
 	for range 2 {
 		if _, _, err := c.CompactWithRecord(ctx, short); err != nil {
 			t.Fatal(err)

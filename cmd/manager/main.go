@@ -186,7 +186,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		"longest time a client may take to send a compaction API request, headers and body; a stalled upload is answered 408 after it")
 	fs.DurationVar(&o.apiUsageInterval, "api-usage-interval", compactapi.DefaultUsageInterval, "least time between two status writes of a session for turns that needed no compaction")
 	fs.DurationVar(&o.apiStateTrust, "api-state-trust", compactapi.DefaultStateTrust,
-		"how long after storage last confirmed a conversation's state (or that it has none yet) a turn that continues from this replica's own answer (or sends the full history of a conversation that has not compacted) skips re-reading it (writes stay conditional, so another replica's save is never overwritten; a turn that writes nothing may miss, for this long, what another replica saved without moving the watermark, or its first save); 0 re-reads it every turn")
+		"how long after storage last confirmed a conversation's state (or that it has none yet) a turn that continues from this replica's own answer (or sends the full history of a conversation whose watermark has not moved) skips re-reading it (writes stay conditional, so another replica's save is never overwritten; a turn that writes nothing may miss, for this long, what another replica saved without moving the watermark, or its first save or summary); 0 re-reads it every turn")
 	fs.StringVar(&o.apiTokenAudience, "api-token-audience", compactclient.DefaultTokenAudience,
 		"audience a caller's bearer token must be for (TokenReview audiences): agents send a projected ServiceAccount token with this audience; a token for the Kubernetes API itself is refused")
 	fs.Float64Var(&o.apiReviewQPS, "api-review-qps", compactapi.DefaultReviewQPS,

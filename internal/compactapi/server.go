@@ -78,7 +78,7 @@ type Config struct {
 	// StateTrust is how long after storage last confirmed a conversation's state this
 	// replica continues a delta request from its kept copy without the conditional read
 	// (compaction.WithStateTrust): a turn that follows this replica's own answer, or sends
-	// the full history of a conversation storage said has no state yet, then costs no
+	// the full history of a conversation whose watermark has not moved, then costs no
 	// storage round trip. Writes stay conditional, so another replica's save is never
 	// overwritten. 0: every turn revalidates the state.
 	StateTrust time.Duration
