@@ -19,6 +19,16 @@ func EqualMessages(a, b []Message) bool {
 	return true
 }
 
+// SharedTail is how many of the last messages of view are the last messages of sent, in the
+// same order: the part of a view its caller has already, having sent it.
+func SharedTail(view, sent []Message) int {
+	n := 0
+	for n < len(view) && n < len(sent) && view[len(view)-1-n].equal(&sent[len(sent)-1-n]) {
+		n++
+	}
+	return n
+}
+
 func (m *Message) equal(o *Message) bool {
 	if m.Role != o.Role || m.Content != o.Content || m.ToolCallID != o.ToolCallID || m.Name != o.Name ||
 		m.Pinned != o.Pinned || m.nullContent != o.nullContent || !bytes.Equal(m.ContentParts, o.ContentParts) ||

@@ -2,6 +2,7 @@ package compactclient
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"sync"
 	"sync/atomic"
@@ -38,14 +39,14 @@ type Session struct {
 }
 
 // Compact compacts history (the agent's whole raw history) and returns the view for the LLM.
-// usage is the prompt token count of the last LLM call, or 0. It asks for answers without
-// an unchanged view (CompactRequest.AcceptUnchanged): the view returned is then the messages
-// it sent (history itself, or the delta), capped so appending to it never writes into
-// history.
+// usage is the prompt token count of the last LLM call, or 0. It asks for answers that leave
+// out the messages it sent which end the view (CompactRequest.OmitEcho), and puts them back:
+// a view that is all of history shares history's array, capped so appending to it never
+// writes into history.
 func (s *Session) Compact(ctx context.Context, history []compaction.Message, promptTokens int) (*CompactResponse, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	req := CompactRequest{Messages: history, AcceptUnchanged: true}
+	req := CompactRequest{Messages: history, OmitEcho: true}
 	if promptTokens > 0 {
 		req.Usage = &Usage{PromptTokens: promptTokens}
 	}
@@ -61,7 +62,9 @@ func (s *Session) Compact(ctx context.Context, history []compaction.Message, pro
 		dreq.Messages, dreq.Watermark, dreq.PrefixHash = delta, s.watermark, s.prefixHash
 		resp, err := s.Client.Compact(ctx, s.Namespace, s.Name, dreq, InConversation(s.Conversation))
 		if err == nil {
-			s.learn(resp, delta)
+			if err := s.learn(resp, delta); err != nil {
+				return nil, err
+			}
 			return resp, nil
 		}
 		// Stale watermark, or the session's state unreadable (storage down): only the full
@@ -74,19 +77,30 @@ func (s *Session) Compact(ctx context.Context, history []compaction.Message, pro
 	if err != nil {
 		return nil, err
 	}
-	s.learn(resp, history)
+	if err := s.learn(resp, history); err != nil {
+		return nil, err
+	}
 	return resp, nil
 }
 
 // learn keeps what resp, the answer to a request that sent msgs, says for the next request,
-// and puts msgs back as its view when the answer left them out (Unchanged). The view then
-// shares msgs' array, capped so that appending to one never writes into the other.
-func (s *Session) learn(resp *CompactResponse, msgs []compaction.Message) {
+// and puts back the messages of msgs the answer left out (Echoed).
+func (s *Session) learn(resp *CompactResponse, msgs []compaction.Message) error {
+	n := resp.Echoed
+	if n < 0 || n > len(msgs) {
+		return fmt.Errorf("the answer says the view ends with %d of the %d messages sent", n, len(msgs))
+	}
 	s.watermark, s.prefixHash = resp.Watermark, resp.PrefixHash
 	s.learnHookThreshold(resp.HookThreshold)
-	if resp.Unchanged {
-		resp.Messages = msgs[:len(msgs):len(msgs)]
+	switch {
+	case n == 0:
+	case len(resp.Messages) == 0:
+		resp.Messages = msgs[len(msgs)-n : len(msgs) : len(msgs)]
+	default:
+		resp.Messages = append(resp.Messages[:len(resp.Messages):len(resp.Messages)], msgs[len(msgs)-n:]...)
 	}
+	resp.Echoed = 0
+	return nil
 }
 
 // OffloadToolResult is Client.OffloadToolResult in the Session's conversation, without the

@@ -15,10 +15,10 @@ type CompactRequest struct {
 	// Watermark and PrefixHash, from the last response, make this a delta request.
 	Watermark  int    `json:"watermark,omitempty"`
 	PrefixHash string `json:"prefixHash,omitempty"`
-	// AcceptUnchanged lets the server leave the view out of its answer when the view is
-	// exactly Messages (CompactResponse.Unchanged): a conversation that has not compacted
-	// yet, turn after turn, then does not get its history sent back.
-	AcceptUnchanged bool `json:"acceptUnchanged,omitempty"`
+	// OmitEcho lets the server leave out of its answer the messages at the end of the view
+	// that are the last messages of this request (CompactResponse.Echoed): what a turn
+	// that compacts nothing returns is mostly, or wholly, what it was sent.
+	OmitEcho bool `json:"omitEcho,omitempty"`
 }
 
 // Usage is the token usage an LLM reported.
@@ -28,12 +28,12 @@ type Usage struct {
 
 // CompactResponse is the answer of a compaction.
 type CompactResponse struct {
-	// Messages is the view to send to the LLM. It is null when Unchanged.
+	// Messages is the view to send to the LLM; with Echoed, its beginning.
 	Messages []compaction.Message `json:"messages"`
-	// Unchanged, only in the answer to a request with AcceptUnchanged, says the view is
-	// exactly the request's messages, which the answer therefore leaves out (Session.Compact
-	// puts them back).
-	Unchanged bool `json:"unchanged,omitempty"`
+	// Echoed, only in the answer to a request with OmitEcho, is how many of the request's
+	// last messages end the view: the view is Messages followed by them (Session.Compact
+	// puts them back). 0: Messages is the whole view.
+	Echoed int `json:"echoed,omitempty"`
 	// Record describes the compaction (tier, tokens, anchors, offloads, errors).
 	Record *compaction.CompactionRecord `json:"record"`
 	// Watermark and PrefixHash are sent back for a delta request next turn.

@@ -108,9 +108,11 @@ func (s *Server) compact(w http.ResponseWriter, r *http.Request, sess *session, 
 	s.emitEvent(sess, rec)
 	s.recordStatus(sess, rec)
 	resp := compactResponse(sess.cfg, out, rec)
-	if req.AcceptUnchanged && compaction.EqualMessages(out, req.Messages) {
-		// The caller has this view: it sent it.
-		resp.Messages, resp.Unchanged = nil, true
+	if req.OmitEcho {
+		// The caller has the end of the view that it sent: all of it on a turn that
+		// compacts nothing before the first summary, what followed the watermark after.
+		resp.Echoed = compaction.SharedTail(out, req.Messages)
+		resp.Messages = out[:len(out)-resp.Echoed]
 	}
 	writeCompactResponse(w, resp)
 	return nil

@@ -168,62 +168,91 @@ func TestCompactResponseHookThreshold(t *testing.T) {
 	}
 }
 
-// TestCompactResponseUnchanged: a request with acceptUnchanged whose view is exactly its
-// messages (a conversation that has not compacted) gets an answer without them, marked
-// unchanged; a view that differs in anything (a compaction, a pin mark stripped) is sent,
-// and so is every view of a request without acceptUnchanged.
-func TestCompactResponseUnchanged(t *testing.T) {
+// TestCompactResponseOmitEcho: with omitEcho, the answer leaves out the messages at the end
+// of the view that end the request, and says how many (echoed); the messages it has followed
+// by those are the view a request without omitEcho gets. A turn before the first summary
+// echoes the whole history, a delta turn after one what followed the watermark; a message
+// the view changed (a pin mark stripped, a result offloaded) ends the echo.
+func TestCompactResponseOmitEcho(t *testing.T) {
 	spec := builder.DefaultedSpec(128000)
 	spec.ContextWindow = 4096
 	spec.Pins = compactionv1alpha1.PinsSpec{Rule: compactionv1alpha1.PinMarked, BudgetPercent: 5}
 	s, sess := pinTestServer(t, spec)
 	pinned := toolHistory(1)
 	pinned[1]["pinned"] = true
+	// compact sends body to a fresh conversation, with omitEcho or not, and returns the
+	// answer and the view it stands for.
+	compact := func(t *testing.T, id string, body map[string]any, omit bool) (compactclient.CompactResponse, []compaction.Message) {
+		t.Helper()
+		other := *sess
+		other.id = id
+		body["omitEcho"] = omit
+		w, err := postCompact(t, s, &other, body)
+		if err != nil || w.Code != http.StatusOK {
+			t.Fatalf("compact: %v %d %s", err, w.Code, w.Body)
+		}
+		var resp compactclient.CompactResponse
+		if err := json.Unmarshal(w.Body.Bytes(), &resp); err != nil {
+			t.Fatal(err)
+		}
+		if !omit && strings.Contains(w.Body.String(), `"echoed"`) {
+			t.Errorf("an answer without omitEcho has an echoed member: %s", w.Body)
+		}
+		data, err := json.Marshal(body["messages"])
+		if err != nil {
+			t.Fatal(err)
+		}
+		var sent []compaction.Message
+		if err := json.Unmarshal(data, &sent); err != nil {
+			t.Fatal(err)
+		}
+		return resp, append(resp.Messages, sent[len(sent)-resp.Echoed:]...)
+	}
 	for _, tc := range []struct {
-		name          string
-		history       []map[string]any
-		accept, force bool
-		wantUnchanged bool
+		name      string
+		history   []map[string]any
+		force     bool
+		allEchoed bool
 	}{
-		{"small", toolHistory(1), true, false, true},
-		{"small-not-accepted", toolHistory(1), false, false, false},
-		{"pinned", pinned, true, false, false},
-		{"large", toolHistory(16), true, false, false},
-		{"forced", toolHistory(10), true, true, false},
+		{"small", toolHistory(1), false, true},
+		{"pinned", pinned, false, false},
+		{"large", toolHistory(16), false, false},
+		{"forced", toolHistory(10), true, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			other := *sess
-			other.id = "uid-unchanged-" + tc.name
-			w, err := postCompact(t, s, &other, map[string]any{"messages": tc.history, "acceptUnchanged": tc.accept, "force": tc.force})
-			if err != nil || w.Code != http.StatusOK {
-				t.Fatalf("compact: %v %d %s", err, w.Code, w.Body)
+			body := func() map[string]any { return map[string]any{"messages": tc.history, "force": tc.force} }
+			plain, want := compact(t, "uid-plain-"+tc.name, body(), false)
+			resp, got := compact(t, "uid-echo-"+tc.name, body(), true)
+			if !compaction.EqualMessages(got, want) {
+				t.Fatalf("view with omitEcho (%d messages and %d echoed) differs from the view without (%d)", len(resp.Messages), resp.Echoed, len(want))
 			}
-			var members map[string]json.RawMessage
-			if err := json.Unmarshal(w.Body.Bytes(), &members); err != nil {
-				t.Fatal(err)
+			t.Logf("tier %s: %d messages, %d echoed", plain.Record.Tier, len(resp.Messages), resp.Echoed)
+			if tc.allEchoed && (len(resp.Messages) != 0 || resp.Echoed != len(tc.history)) {
+				t.Errorf("%d messages and %d echoed, want none and all %d", len(resp.Messages), resp.Echoed, len(tc.history))
 			}
-			var resp compactclient.CompactResponse
-			if err := json.Unmarshal(w.Body.Bytes(), &resp); err != nil {
-				t.Fatal(err)
-			}
-			if resp.Record == nil {
-				t.Fatal("no record")
-			}
-			if resp.Unchanged != tc.wantUnchanged {
-				t.Fatalf("unchanged %t, want %t (tier %s, %d messages)", resp.Unchanged, tc.wantUnchanged, resp.Record.Tier, len(resp.Messages))
-			}
-			if tc.wantUnchanged {
-				if string(members["messages"]) != "null" || resp.Record.Tier != compaction.TierNone {
-					t.Errorf("unchanged answer: messages %s, tier %s; want null and None", members["messages"], resp.Record.Tier)
-				}
-				return
-			}
-			if _, ok := members["unchanged"]; ok {
-				t.Errorf("an answer with its view has an unchanged member: %s", w.Body)
-			}
-			if len(resp.Messages) == 0 {
-				t.Errorf("no view in the answer: %s", w.Body)
+			if !tc.allEchoed && len(resp.Messages) == 0 {
+				t.Errorf("a view that differs from the request was all echoed")
 			}
 		})
 	}
+	t.Run("delta", func(t *testing.T) {
+		history := toolHistory(16)
+		first, _ := compact(t, "uid-delta", map[string]any{"messages": history}, true)
+		if first.Watermark == 0 {
+			t.Fatalf("no watermark after %s", first.Record.Tier)
+		}
+		next := append(append([]map[string]any{history[0]}, history[first.Watermark:]...),
+			map[string]any{"role": "user", "content": "Go on."}, map[string]any{"role": "assistant", "content": "On it."})
+		body := func() map[string]any {
+			return map[string]any{"messages": next, "watermark": first.Watermark, "prefixHash": first.PrefixHash}
+		}
+		resp, got := compact(t, "uid-delta", body(), true)
+		if resp.Record.Tier != compaction.TierNone || resp.Echoed != len(next)-1 {
+			t.Fatalf("delta turn: tier %s, %d echoed; want None and all %d after the system message", resp.Record.Tier, resp.Echoed, len(next)-1)
+		}
+		_, want := compact(t, "uid-delta", body(), false)
+		if !compaction.EqualMessages(got, want) {
+			t.Fatal("the delta view with omitEcho differs from the view without")
+		}
+	})
 }

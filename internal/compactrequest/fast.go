@@ -59,9 +59,9 @@ func decodeCompactFast(body []byte, req *compactclient.CompactRequest) bool {
 				} else if s, i, ok = plainString(body, i); ok {
 					out.PrefixHash = s
 				}
-			case "acceptUnchanged":
+			case "omitEcho":
 				field = 5
-				i, ok = decodeBool(body, i, &out.AcceptUnchanged)
+				i, ok = decodeBool(body, i, &out.OmitEcho)
 			}
 			if field < 0 || !ok || seen[field] {
 				return false
