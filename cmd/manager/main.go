@@ -88,6 +88,7 @@ type options struct {
 	apiRequestTimeout        time.Duration
 	apiReadTimeout           time.Duration
 	apiUsageInterval         time.Duration
+	apiStatusInterval        time.Duration
 	apiStateTrust            time.Duration
 	apiTokenAudience         string
 	apiReviewQPS             float64
@@ -185,6 +186,8 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.DurationVar(&o.apiReadTimeout, "api-read-timeout", compactapi.DefaultReadTimeout,
 		"longest time a client may take to send a compaction API request, headers and body; a stalled upload is answered 408 after it")
 	fs.DurationVar(&o.apiUsageInterval, "api-usage-interval", compactapi.DefaultUsageInterval, "least time between two status writes of a session for turns that needed no compaction")
+	fs.DurationVar(&o.apiStatusInterval, "api-status-interval", compactapi.DefaultStatusInterval,
+		"least time between two status writes of one session by a replica: what its compactions change meanwhile is written together (counters added, the latest tier, usage and compaction kept; events are not delayed); 0 writes every change within half a second")
 	fs.DurationVar(&o.apiStateTrust, "api-state-trust", compactapi.DefaultStateTrust,
 		"how long after storage last confirmed a conversation's state (or that it has none yet) a turn that continues from this replica's own answer (or sends the full history of a conversation whose watermark has not moved) skips re-reading it (writes stay conditional, so another replica's save is never overwritten; a turn that writes nothing may miss, for this long, what another replica saved without moving the watermark, or its first save or summary); 0 re-reads it every turn")
 	fs.StringVar(&o.apiTokenAudience, "api-token-audience", compactclient.DefaultTokenAudience,
@@ -403,7 +406,7 @@ func addCompactionAPI(mgr ctrl.Manager, o *options, certs *lateCertificates, sto
 		BindAddress: o.apiAddr, Certificates: src, InsecureServeHTTP: o.apiInsecureHTTP,
 		MaxBodyBytes: o.apiMaxBodyBytes, MaxMessages: o.apiMaxMessages,
 		MaxInflightBytes: o.apiMaxInflightBytes,
-		RequestTimeout:   o.apiRequestTimeout, ReadTimeout: o.apiReadTimeout, UsageInterval: o.apiUsageInterval, StateTrust: o.apiStateTrust,
+		RequestTimeout:   o.apiRequestTimeout, ReadTimeout: o.apiReadTimeout, UsageInterval: o.apiUsageInterval, StatusInterval: o.apiStatusInterval, StateTrust: o.apiStateTrust,
 		ClusterResourceNamespace: o.clusterResourceNamespace, TokenAudience: o.apiTokenAudience,
 		ReviewQPS: o.apiReviewQPS, ReviewBurst: o.apiReviewBurst, NewTokenRate: o.apiNewTokenRate, NewTokenBurst: o.apiNewTokenBurst,
 		Secrets: secrets, ClusterSecretNamespaces: o.clusterSecretNamespaces, AllowedEndpoints: allowed,

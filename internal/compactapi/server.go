@@ -43,6 +43,8 @@ const (
 	DefaultReadTimeout    = 30 * time.Second
 	DefaultUsageInterval  = 5 * time.Second
 	DefaultStatusFlush    = 500 * time.Millisecond
+	// DefaultStatusInterval is the manager's --api-status-interval (see Config.StatusInterval).
+	DefaultStatusInterval = 5 * time.Second
 	// DefaultStateTrust is the manager's --api-state-trust (see Config.StateTrust).
 	DefaultStateTrust = time.Minute
 )
@@ -85,6 +87,11 @@ type Config struct {
 	// StatusFlushInterval is the least time between two status flushes: compactions of a
 	// session within it are written as one status update.
 	StatusFlushInterval time.Duration
+	// StatusInterval is the least time between two status writes of one session by this
+	// replica: what its compactions change meanwhile is written together (counters added,
+	// the latest tier, usage and compaction kept). The first change after a quiet spell is
+	// written at the next flush. 0: every flush writes every pending change.
+	StatusInterval time.Duration
 	// ClusterResourceNamespace holds a ClusterCompactionPolicy's Secrets by default.
 	ClusterResourceNamespace string
 	// TokenAudience is the audience a caller's token must be for (default

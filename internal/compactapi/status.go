@@ -43,17 +43,65 @@ type pendingStatus struct {
 }
 
 // statusBatcher coalesces status writes: compactions only record what changed, and a flush
-// loop writes each session's status at most once per flush interval, off the request path.
-// A burst of compactions of one session becomes one write; per-tier counters are added, so
-// none is lost.
+// loop writes each session's status off the request path, at most once per flush interval
+// and per status interval of the session. A burst of compactions of one session becomes one
+// write; per-tier counters are added, so none is lost.
 type statusBatcher struct {
 	mu      sync.Mutex
 	pending map[types.NamespacedName]*pendingStatus
+	// written is when this replica last wrote each session's status, for the sessions
+	// written less than a status interval ago.
+	written map[types.NamespacedName]time.Time
 	kick    chan struct{}
 }
 
 func newStatusBatcher() *statusBatcher {
-	return &statusBatcher{pending: make(map[types.NamespacedName]*pendingStatus), kick: make(chan struct{}, 1)}
+	return &statusBatcher{pending: make(map[types.NamespacedName]*pendingStatus), written: make(map[types.NamespacedName]time.Time),
+		kick: make(chan struct{}, 1)}
+}
+
+// take removes and returns the pending changes that may be written at now: all of them with
+// all or an interval of 0, else those of sessions not written in the last interval. waiting
+// is how many stay pending.
+func (b *statusBatcher) take(now time.Time, interval time.Duration, all bool) (due map[types.NamespacedName]*pendingStatus, waiting int) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for key, at := range b.written {
+		if now.Sub(at) >= interval {
+			delete(b.written, key)
+		}
+	}
+	if all || interval <= 0 || len(b.written) == 0 {
+		due = b.pending
+		b.pending = make(map[types.NamespacedName]*pendingStatus)
+		return due, 0
+	}
+	due = make(map[types.NamespacedName]*pendingStatus, len(b.pending))
+	for key, p := range b.pending {
+		if _, recent := b.written[key]; !recent {
+			due[key] = p
+			delete(b.pending, key)
+		}
+	}
+	return due, len(b.pending)
+}
+
+// settled reports whether nothing of key waits to be written and this replica has not
+// written its status in the last interval (at least the flush interval): a cached copy of the
+// session then shows what this replica wrote. Call with b.mu held.
+func (b *statusBatcher) settled(key types.NamespacedName, now time.Time, interval time.Duration) bool {
+	if b.pending[key] != nil {
+		return false
+	}
+	at, ok := b.written[key]
+	return !ok || now.Sub(at) >= max(interval, DefaultStatusFlush)
+}
+
+// wrote notes that the status of key was written at t.
+func (b *statusBatcher) wrote(key types.NamespacedName, t time.Time) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.written[key] = t
 }
 
 // sessionKey is the key of sess's pending change.
@@ -213,9 +261,11 @@ func (s *Server) recordStatus(sess *session, rec *compaction.CompactionRecord) {
 	usage := fmt.Sprintf("%.2f", usageOf(sess.cfg, rec).before)
 	b := s.status
 	b.mu.Lock()
-	if !changed && spent == (summarizerWork{}) && b.pending[sessionKey(sess)] == nil && statusShows(sess.obj, rec.Tier, usage) {
+	if !changed && spent == (summarizerWork{}) && b.settled(sessionKey(sess), time.Now(), s.cfg.StatusInterval) &&
+		statusShows(sess.obj, rec.Tier, usage) {
 		// The session's status already says this (the cache's copy, which this request was
-		// served from) and nothing newer waits to be written: a write would change nothing.
+		// served from, and which has had time to see this replica's last write): a write
+		// would change nothing.
 		b.mu.Unlock()
 		return
 	}
@@ -255,27 +305,30 @@ func (s *Server) recordOffload(sess *session, bytes int) {
 }
 
 // runStatusWriter flushes pending status changes until stop is closed (after the server
-// has stopped taking requests), then once more. Writes that fail (the API server restarting,
-// say) are kept and retried with a growing pause, so the status catches up once it is back.
+// has stopped taking requests), then all of them once more. Writes that fail (the API server
+// restarting, say) are kept and retried with a growing pause, so the status catches up once
+// it is back.
 func (s *Server) runStatusWriter(stop <-chan struct{}) {
 	pause := s.cfg.StatusFlushInterval
 	for {
 		select {
 		case <-stop:
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			s.flushStatus(ctx)
+			s.flush(ctx, true)
 			cancel()
 			return
 		case <-s.status.kick:
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		failed := s.flushStatus(ctx)
+		failed, waiting := s.flush(ctx, false)
 		cancel()
 		if failed > 0 {
 			pause = min(2*pause, maxStatusRetryPause)
-			s.status.wake() // retry the kept changes even if no request comes
 		} else {
 			pause = s.cfg.StatusFlushInterval
+		}
+		if failed > 0 || waiting > 0 {
+			s.status.wake() // retry the kept changes, write the waiting ones, even if no request comes
 		}
 		// Let the next changes gather: at most one write per session per interval.
 		select {
@@ -288,21 +341,25 @@ func (s *Server) runStatusWriter(stop <-chan struct{}) {
 // maxStatusRetryPause bounds the pause between flushes while status writes fail.
 const maxStatusRetryPause = 10 * time.Second
 
-// flushStatus writes every pending change, a few sessions at a time, and returns how many
-// writes failed (their changes are pending again).
+// flushStatus writes the pending changes that are due (see flush) and returns how many writes
+// failed.
 func (s *Server) flushStatus(ctx context.Context) int {
+	failed, _ := s.flush(ctx, false)
+	return failed
+}
+
+// flush writes the pending changes, a few sessions at a time: all of them, or those of
+// sessions not written in the last StatusInterval. It returns how many writes failed (their
+// changes are pending again) and how many changes wait for their session's interval.
+func (s *Server) flush(ctx context.Context, all bool) (failed, waiting int) {
 	b := s.status
-	b.mu.Lock()
-	batch := b.pending
-	b.pending = make(map[types.NamespacedName]*pendingStatus)
-	b.mu.Unlock()
+	batch, waiting := b.take(time.Now(), s.cfg.StatusInterval, all)
 
 	const workers = 8
 	keys := make(chan types.NamespacedName)
 	var (
 		wg       sync.WaitGroup
 		mu       sync.Mutex
-		failed   int
 		firstErr error
 	)
 	for range min(workers, len(batch)) {
@@ -313,6 +370,7 @@ func (s *Server) flushStatus(ctx context.Context) int {
 				written, err := s.writeStatus(ctx, key, batch[key])
 				switch {
 				case err == nil && written:
+					b.wrote(key, time.Now())
 					s.metrics.StatusWrites.WithLabelValues("written").Inc()
 				case err == nil || apierrors.IsNotFound(err):
 					s.metrics.StatusWrites.WithLabelValues("unchanged").Inc()
@@ -336,7 +394,7 @@ func (s *Server) flushStatus(ctx context.Context) int {
 	if failed > 0 {
 		s.log.Error(firstErr, "status writes failed; kept for a retry", "failed", failed, "sessions", len(batch))
 	}
-	return failed
+	return failed, waiting
 }
 
 // writeStatus applies p to the session's status and reports whether it wrote. The first

@@ -108,8 +108,9 @@ func TestRecordStatusSummarizerUsage(t *testing.T) {
 
 // TestRecordStatusSkipsWhatStatusShows: a turn that changed nothing and whose tier and usage
 // the session's status already shows queues no write, unless a change of the session is
-// still waiting (the turn is newer and must win) or the turn's summarizer work must be
-// counted; a compaction is always queued.
+// still waiting (the turn is newer and must win), this replica wrote the status just before
+// (the cached copy may lag it) or the turn's summarizer work must be counted; a compaction is
+// always queued.
 func TestRecordStatusSkipsWhatStatusShows(t *testing.T) {
 	s := &Server{status: newStatusBatcher()} // UsageInterval 0: every turn is due
 	obj := &compactionv1alpha1.AgentSession{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "s", UID: "u1"},
@@ -140,6 +141,14 @@ func TestRecordStatusSkipsWhatStatusShows(t *testing.T) {
 	s.recordStatus(sess, none(41000))
 	if p := s.status.pending[key]; p == nil || p.usage != "0.41" {
 		t.Fatalf("a turn behind a pending change: %+v, want 0.41 queued", p)
+	}
+	delete(s.status.pending, key)
+	// Just after this replica wrote the status, the cached copy may not show that write yet:
+	// the turn is queued.
+	s.status.wrote(key, time.Now())
+	s.recordStatus(sess, none(41000))
+	if p := s.status.pending[key]; p == nil || p.usage != "0.41" {
+		t.Fatalf("a turn right after a write: %+v, want 0.41 queued", p)
 	}
 	delete(s.status.pending, key)
 
@@ -219,5 +228,64 @@ func TestStatusAnchorsAreCamelCase(t *testing.T) {
 	}
 	if _, ok := compactionv1alpha1.ParseAnchorType("wish_list"); ok {
 		t.Error("ParseAnchorType accepted an unknown type")
+	}
+}
+
+// TestStatusTakePacesEachSession: a session's pending change is taken for a write unless its
+// status was written less than the interval ago; then it waits, under any newer change, while
+// other sessions' changes are taken. All of them are taken at shutdown, and an interval of
+// 0 never holds one back.
+func TestStatusTakePacesEachSession(t *testing.T) {
+	b := newStatusBatcher()
+	a, c := types.NamespacedName{Namespace: "ns", Name: "a"}, types.NamespacedName{Namespace: "ns", Name: "c"}
+	now := time.Date(2026, 12, 4, 12, 0, 0, 0, time.UTC)
+	const interval = 5 * time.Second
+	queue := func(key types.NamespacedName, warn int64) {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		p := b.pending[key]
+		if p == nil {
+			p = &pendingStatus{uid: "u-" + types.UID(key.Name)}
+			b.pending[key] = p
+		}
+		p.counts.warn += warn
+	}
+	take := func(at time.Time, all bool, wantTaken []types.NamespacedName, wantWaiting int) map[types.NamespacedName]*pendingStatus {
+		t.Helper()
+		due, waiting := b.take(at, interval, all)
+		if len(due) != len(wantTaken) || waiting != wantWaiting {
+			t.Fatalf("at %s: took %v, %d waiting; want %v and %d", at.Sub(now), due, waiting, wantTaken, wantWaiting)
+		}
+		for _, key := range wantTaken {
+			if due[key] == nil {
+				t.Fatalf("at %s: %s not taken", at.Sub(now), key)
+			}
+		}
+		return due
+	}
+
+	queue(a, 1)
+	take(now, false, []types.NamespacedName{a}, 0) // never written: at once
+	b.wrote(a, now)
+	queue(a, 1)
+	queue(c, 1)
+	take(now.Add(time.Second), false, []types.NamespacedName{c}, 1) // a was written 1 s ago
+	queue(a, 2)
+	take(now.Add(4*time.Second), false, nil, 1)
+	due := take(now.Add(interval), false, []types.NamespacedName{a}, 0)
+	if got := due[a].counts.warn; got != 3 {
+		t.Fatalf("a's waiting changes add up to %d Warn compactions, want 3", got)
+	}
+	if len(b.written) != 0 {
+		t.Fatalf("written keeps %d sessions past the interval", len(b.written))
+	}
+
+	b.wrote(a, now.Add(interval))
+	queue(a, 1)
+	take(now.Add(interval+time.Second), true, []types.NamespacedName{a}, 0) // shutdown: all
+	b.wrote(a, now.Add(interval+time.Second))
+	queue(a, 1)
+	if due, waiting := b.take(now.Add(interval+time.Second), 0, false); len(due) != 1 || waiting != 0 {
+		t.Fatalf("interval 0: took %d, %d waiting; want 1 and 0", len(due), waiting)
 	}
 }
