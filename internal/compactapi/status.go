@@ -49,15 +49,21 @@ type pendingStatus struct {
 type statusBatcher struct {
 	mu      sync.Mutex
 	pending map[types.NamespacedName]*pendingStatus
-	// written is when this replica last wrote each session's status, for the sessions
-	// written less than a status interval ago.
-	written map[types.NamespacedName]time.Time
+	// written is this replica's last status write of each session, for the sessions written
+	// less than a status interval ago.
+	written map[types.NamespacedName]statusWrite
 	kick    chan struct{}
 }
 
 func newStatusBatcher() *statusBatcher {
-	return &statusBatcher{pending: make(map[types.NamespacedName]*pendingStatus), written: make(map[types.NamespacedName]time.Time),
+	return &statusBatcher{pending: make(map[types.NamespacedName]*pendingStatus), written: make(map[types.NamespacedName]statusWrite),
 		kick: make(chan struct{}, 1)}
+}
+
+// statusWrite is when a status was written and the resourceVersion the write made.
+type statusWrite struct {
+	at time.Time
+	rv string
 }
 
 // take removes and returns the pending changes that may be written at now: all of them with
@@ -66,8 +72,8 @@ func newStatusBatcher() *statusBatcher {
 func (b *statusBatcher) take(now time.Time, interval time.Duration, all bool) (due map[types.NamespacedName]*pendingStatus, waiting int) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	for key, at := range b.written {
-		if now.Sub(at) >= interval {
+	for key, w := range b.written {
+		if now.Sub(w.at) >= interval {
 			delete(b.written, key)
 		}
 	}
@@ -86,22 +92,22 @@ func (b *statusBatcher) take(now time.Time, interval time.Duration, all bool) (d
 	return due, len(b.pending)
 }
 
-// settled reports whether nothing of key waits to be written and this replica has not
-// written its status in the last interval (at least the flush interval): a cached copy of the
-// session then shows what this replica wrote. Call with b.mu held.
-func (b *statusBatcher) settled(key types.NamespacedName, now time.Time, interval time.Duration) bool {
+// settled reports whether nothing of key waits to be written and cached, the session's
+// cached copy, shows this replica's last write of it: it is that write's resourceVersion, or
+// the write is older than the interval (at least the flush interval). Call with b.mu held.
+func (b *statusBatcher) settled(key types.NamespacedName, cached *compactionv1alpha1.AgentSession, now time.Time, interval time.Duration) bool {
 	if b.pending[key] != nil {
 		return false
 	}
-	at, ok := b.written[key]
-	return !ok || now.Sub(at) >= max(interval, DefaultStatusFlush)
+	w, ok := b.written[key]
+	return !ok || w.rv == cached.ResourceVersion || now.Sub(w.at) >= max(interval, DefaultStatusFlush)
 }
 
-// wrote notes that the status of key was written at t.
-func (b *statusBatcher) wrote(key types.NamespacedName, t time.Time) {
+// wrote notes that the status of key was written at t, making resourceVersion rv.
+func (b *statusBatcher) wrote(key types.NamespacedName, t time.Time, rv string) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.written[key] = t
+	b.written[key] = statusWrite{at: t, rv: rv}
 }
 
 // sessionKey is the key of sess's pending change.
@@ -261,7 +267,7 @@ func (s *Server) recordStatus(sess *session, rec *compaction.CompactionRecord) {
 	usage := fmt.Sprintf("%.2f", usageOf(sess.cfg, rec).before)
 	b := s.status
 	b.mu.Lock()
-	if !changed && spent == (summarizerWork{}) && b.settled(sessionKey(sess), time.Now(), s.cfg.StatusInterval) &&
+	if !changed && spent == (summarizerWork{}) && b.settled(sessionKey(sess), sess.obj, time.Now(), s.cfg.StatusInterval) &&
 		statusShows(sess.obj, rec.Tier, usage) {
 		// The session's status already says this (the cache's copy, which this request was
 		// served from, and which has had time to see this replica's last write): a write
@@ -367,10 +373,10 @@ func (s *Server) flush(ctx context.Context, all bool) (failed, waiting int) {
 		go func() {
 			defer wg.Done()
 			for key := range keys {
-				written, err := s.writeStatus(ctx, key, batch[key])
+				rv, err := s.writeStatus(ctx, key, batch[key])
 				switch {
-				case err == nil && written:
-					b.wrote(key, time.Now())
+				case err == nil && rv != "":
+					b.wrote(key, time.Now(), rv)
 					s.metrics.StatusWrites.WithLabelValues("written").Inc()
 				case err == nil || apierrors.IsNotFound(err):
 					s.metrics.StatusWrites.WithLabelValues("unchanged").Inc()
@@ -397,36 +403,37 @@ func (s *Server) flush(ctx context.Context, all bool) (failed, waiting int) {
 	return failed, waiting
 }
 
-// writeStatus applies p to the session's status and reports whether it wrote. The first
+// writeStatus applies p to the session's status and returns the resourceVersion it wrote
+// ("": nothing to write). The first
 // attempt updates the informer's copy: current unless a write raced it, and then the update
 // fails with a conflict. A conflict, or a copy on which p would change nothing (which a stale
 // copy could claim), is decided on a fresh read from the API server, retried on conflict.
-func (s *Server) writeStatus(ctx context.Context, key types.NamespacedName, p *pendingStatus) (bool, error) {
-	written, skipped, err := s.applyStatus(ctx, s.cache, key, p)
+func (s *Server) writeStatus(ctx context.Context, key types.NamespacedName, p *pendingStatus) (string, error) {
+	rv, skipped, err := s.applyStatus(ctx, s.cache, key, p)
 	if err == nil && !skipped {
-		return written, nil
+		return rv, nil
 	}
 	if err != nil && !apierrors.IsConflict(err) && !apierrors.IsNotFound(err) {
-		return false, err
+		return "", err
 	}
 	err = retry.RetryOnConflict(retry.DefaultBackoff, func() error {
 		var err error
-		written, _, err = s.applyStatus(ctx, s.apiReader, key, p)
+		rv, _, err = s.applyStatus(ctx, s.apiReader, key, p)
 		return err
 	})
-	return written, err
+	return rv, err
 }
 
 // applyStatus reads the session with r, applies p and updates it with the read
-// resourceVersion. skipped: nothing to write (no change, or a session re-created meanwhile,
-// whose numbers these are not).
-func (s *Server) applyStatus(ctx context.Context, r client.Reader, key types.NamespacedName, p *pendingStatus) (written, skipped bool, err error) {
+// resourceVersion; rv is the resourceVersion the update made. skipped: nothing to write (no
+// change, or a session re-created meanwhile, whose numbers these are not).
+func (s *Server) applyStatus(ctx context.Context, r client.Reader, key types.NamespacedName, p *pendingStatus) (rv string, skipped bool, err error) {
 	var obj compactionv1alpha1.AgentSession
 	if err := r.Get(ctx, key, &obj); err != nil {
-		return false, false, err
+		return "", false, err
 	}
 	if obj.UID != p.uid {
-		return false, true, nil
+		return "", true, nil
 	}
 	st := &obj.Status
 	before := st.DeepCopy()
@@ -452,12 +459,12 @@ func (s *Server) applyStatus(ctx context.Context, r client.Reader, key types.Nam
 		st.Anchors = nil
 	}
 	if equality.Semantic.DeepEqual(before, st) {
-		return false, true, nil
+		return "", true, nil
 	}
 	if err := s.writer.Status().Update(ctx, &obj); err != nil {
-		return false, false, err
+		return "", false, err
 	}
-	return true, false, nil
+	return obj.ResourceVersion, false, nil
 }
 
 // statusAnchors keeps the available anchors, one per type, bounded in size.

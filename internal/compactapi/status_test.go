@@ -109,8 +109,8 @@ func TestRecordStatusSummarizerUsage(t *testing.T) {
 // TestRecordStatusSkipsWhatStatusShows: a turn that changed nothing and whose tier and usage
 // the session's status already shows queues no write, unless a change of the session is
 // still waiting (the turn is newer and must win), this replica wrote the status just before
-// (the cached copy may lag it) or the turn's summarizer work must be counted; a compaction is
-// always queued.
+// and the cached copy is not that write yet, or the turn's summarizer work must be counted;
+// a compaction is always queued.
 func TestRecordStatusSkipsWhatStatusShows(t *testing.T) {
 	s := &Server{status: newStatusBatcher()} // UsageInterval 0: every turn is due
 	obj := &compactionv1alpha1.AgentSession{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "s", UID: "u1"},
@@ -143,14 +143,20 @@ func TestRecordStatusSkipsWhatStatusShows(t *testing.T) {
 		t.Fatalf("a turn behind a pending change: %+v, want 0.41 queued", p)
 	}
 	delete(s.status.pending, key)
-	// Just after this replica wrote the status, the cached copy may not show that write yet:
-	// the turn is queued.
-	s.status.wrote(key, time.Now())
+	// Just after this replica wrote the status, the cached copy may not show that write yet
+	// (it is another resourceVersion): the turn is queued.
+	s.status.wrote(key, time.Now(), "7")
 	s.recordStatus(sess, none(41000))
 	if p := s.status.pending[key]; p == nil || p.usage != "0.41" {
 		t.Fatalf("a turn right after a write: %+v, want 0.41 queued", p)
 	}
 	delete(s.status.pending, key)
+	// Once the cached copy is that write, the turn is skipped again.
+	obj.ResourceVersion = "7"
+	s.recordStatus(sess, none(41000))
+	if p := s.status.pending[key]; p != nil {
+		t.Fatalf("a turn the cached copy of the last write shows was queued: %+v", p)
+	}
 
 	warn := &compaction.CompactionRecord{Tier: compaction.TierWarn, TokensBefore: 41000, TokensAfter: 30000,
 		Offloaded: []compaction.OffloadEntry{{ToolCallID: "c1", Bytes: 44000}}}
@@ -266,7 +272,7 @@ func TestStatusTakePacesEachSession(t *testing.T) {
 
 	queue(a, 1)
 	take(now, false, []types.NamespacedName{a}, 0) // never written: at once
-	b.wrote(a, now)
+	b.wrote(a, now, "1")
 	queue(a, 1)
 	queue(c, 1)
 	take(now.Add(time.Second), false, []types.NamespacedName{c}, 1) // a was written 1 s ago
@@ -280,10 +286,10 @@ func TestStatusTakePacesEachSession(t *testing.T) {
 		t.Fatalf("written keeps %d sessions past the interval", len(b.written))
 	}
 
-	b.wrote(a, now.Add(interval))
+	b.wrote(a, now.Add(interval), "2")
 	queue(a, 1)
 	take(now.Add(interval+time.Second), true, []types.NamespacedName{a}, 0) // shutdown: all
-	b.wrote(a, now.Add(interval+time.Second))
+	b.wrote(a, now.Add(interval+time.Second), "3")
 	queue(a, 1)
 	if due, waiting := b.take(now.Add(interval+time.Second), 0, false); len(due) != 1 || waiting != 0 {
 		t.Fatalf("interval 0: took %d, %d waiting; want 1 and 0", len(due), waiting)
