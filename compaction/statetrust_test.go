@@ -209,7 +209,8 @@ func TestStateTrustNoStateYet(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	short := []Message{sys("You are a coding agent."), user("Fix the failing parser test."), asst("Looking.")}
+	short := make([]Message, 0, 5)
+	short = append(short, sys("You are a coding agent."), user("Fix the failing parser test."), asst("Looking."))
 	none := func(msgs []Message) {
 		t.Helper()
 		if _, rec, err := a.CompactWithRecord(ctx, msgs); err != nil || rec.Tier != TierNone {

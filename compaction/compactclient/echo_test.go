@@ -45,7 +45,8 @@ func TestSessionPutsEchoBack(t *testing.T) {
 	msg := func(role compaction.Role, content string) compaction.Message {
 		return compaction.Message{Role: role, Content: content}
 	}
-	history := []compaction.Message{msg(compaction.RoleSystem, "s"), msg(compaction.RoleUser, "task"), msg(compaction.RoleAssistant, "a1")}
+	history := make([]compaction.Message, 0, 5)
+	history = append(history, msg(compaction.RoleSystem, "s"), msg(compaction.RoleUser, "task"), msg(compaction.RoleAssistant, "a1"))
 	view := func(history []compaction.Message, want []compaction.Message) {
 		t.Helper()
 		resp, err := s.Compact(ctx, history, 0)
