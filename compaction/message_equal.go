@@ -12,7 +12,7 @@ func EqualMessages(a, b []Message) bool {
 		return false
 	}
 	for i := range a {
-		if !a[i].equal(&b[i]) {
+		if !a[i].Equal(&b[i]) {
 			return false
 		}
 	}
@@ -23,13 +23,15 @@ func EqualMessages(a, b []Message) bool {
 // same order: the part of a view its caller has already, having sent it.
 func SharedTail(view, sent []Message) int {
 	n := 0
-	for n < len(view) && n < len(sent) && view[len(view)-1-n].equal(&sent[len(sent)-1-n]) {
+	for n < len(view) && n < len(sent) && view[len(view)-1-n].Equal(&sent[len(sent)-1-n]) {
 		n++
 	}
 	return n
 }
 
-func (m *Message) equal(o *Message) bool {
+// Equal reports whether m and o are the same message: every field, including the Pinned mark
+// and an explicit null content.
+func (m *Message) Equal(o *Message) bool {
 	if m.Role != o.Role || m.Content != o.Content || m.ToolCallID != o.ToolCallID || m.Name != o.Name ||
 		m.Pinned != o.Pinned || m.nullContent != o.nullContent || !bytes.Equal(m.ContentParts, o.ContentParts) ||
 		(m.ContentParts == nil) != (o.ContentParts == nil) || !equalExtra(m.Extra, o.Extra) || len(m.ToolCalls) != len(o.ToolCalls) {

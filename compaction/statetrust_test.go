@@ -97,11 +97,7 @@ func TestStateTrust(t *testing.T) {
 	now := time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
 	clock := func() time.Time { return now }
 	store := newVersionedStore()
-	a, err := NewProgressiveCompactor(cfg, WithStore(store), WithSessionID("s"), WithClock(clock),
-		WithStateRevalidation(), WithStateTrust(time.Minute))
-	if err != nil {
-		t.Fatal(err)
-	}
+	a := revalidating(t, cfg, store, "s", clock, time.Minute)
 	_, first, err := a.CompactWithRecord(ctx, history)
 	if err != nil || first.WatermarkAfter == 0 {
 		t.Fatalf("first call: watermark %d, %v; want a compaction", first.WatermarkAfter, err)
@@ -146,10 +142,7 @@ func TestStateTrust(t *testing.T) {
 	}
 
 	// Another compactor (another replica) saves a new state: a longer history compacted again.
-	b, err := NewProgressiveCompactor(cfg, WithStore(store), WithSessionID("s"), WithClock(clock), WithStateRevalidation())
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := revalidating(t, cfg, store, "s", clock, 0)
 	longer := append(append([]Message{}, history...), proseHistory([]int{4000, 4000, 4000, 4000, 4000, 4000, 4000, 4000}, 500)[2:]...)
 	_, byB, err := b.CompactWithRecord(ctx, longer)
 	if err != nil || byB.WatermarkAfter <= first.WatermarkAfter {
@@ -177,10 +170,7 @@ func TestStateTrust(t *testing.T) {
 	}
 
 	// Without WithStateTrust every delta call revalidates.
-	c, err := NewProgressiveCompactor(cfg, WithStore(store), WithSessionID("s"), WithClock(clock), WithStateRevalidation())
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := revalidating(t, cfg, store, "s", clock, 0)
 	if _, _, err := c.CompactDeltaWithRecord(ctx, dB, append(longer[:1:1], longer[byB.WatermarkAfter:]...), false); err != nil {
 		t.Fatal(err)
 	}
@@ -204,11 +194,7 @@ func TestStateTrustNoStateYet(t *testing.T) {
 	now := time.Date(2026, 12, 4, 12, 0, 0, 0, time.UTC)
 	clock := func() time.Time { return now }
 	store := newVersionedStore()
-	a, err := NewProgressiveCompactor(cfg, WithStore(store), WithSessionID("s"), WithClock(clock),
-		WithStateRevalidation(), WithStateTrust(time.Minute))
-	if err != nil {
-		t.Fatal(err)
-	}
+	a := revalidating(t, cfg, store, "s", clock, time.Minute)
 	short := make([]Message, 0, 5)
 	short = append(short, sys("You are a coding agent."), user("Fix the failing parser test."), asst("Looking."))
 	none := func(msgs []Message) {
@@ -235,10 +221,7 @@ func TestStateTrustNoStateYet(t *testing.T) {
 
 	// Another compactor saves the conversation's first state; a, within its trust, is given
 	// a history that compacts: its write conflicts, and run again it starts from b's state.
-	b, err := NewProgressiveCompactor(cfg, WithStore(store), WithSessionID("s"), WithClock(clock), WithStateRevalidation())
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := revalidating(t, cfg, store, "s", clock, 0)
 	long := proseHistory([]int{4000, 4000, 4000, 4000, 4000, 4000, 4000, 4000}, 500)
 	_, byB, err := b.CompactWithRecord(ctx, long)
 	if err != nil || byB.WatermarkAfter == 0 {
@@ -259,11 +242,7 @@ func TestStateTrustNoStateYet(t *testing.T) {
 	// A state of offloads only (Warn keeps the watermark at 0) is trusted likewise: the next
 	// full history, within the trust, is answered from it without a read.
 	warned := warnHistory(20000, 12000, 6000, 6000)
-	w, err := NewProgressiveCompactor(DefaultConfig(windowFor(warned, 0.62)), WithStore(store), WithSessionID("w"), WithClock(clock),
-		WithStateRevalidation(), WithStateTrust(time.Minute))
-	if err != nil {
-		t.Fatal(err)
-	}
+	w := revalidating(t, DefaultConfig(windowFor(warned, 0.62)), store, "w", clock, time.Minute)
 	_, rec, err := w.CompactWithRecord(ctx, warned)
 	if err != nil || rec.Tier != TierWarn || len(rec.Offloaded) == 0 || rec.WatermarkAfter != 0 {
 		t.Fatalf("warn: %+v, %v; want offloads at watermark 0", rec, err)
@@ -280,10 +259,7 @@ func TestStateTrustNoStateYet(t *testing.T) {
 	}
 
 	// Without WithStateTrust every full-history call reads the store.
-	c, err := NewProgressiveCompactor(cfg, WithStore(store), WithSessionID("fresh"), WithClock(clock), WithStateRevalidation())
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := revalidating(t, cfg, store, "fresh", clock, 0)
 	r0, _ = store.counts()
 	for range 2 {
 		if _, _, err := c.CompactWithRecord(ctx, short); err != nil {
@@ -293,4 +269,19 @@ func TestStateTrustNoStateYet(t *testing.T) {
 	if r, _ := store.counts(); r != r0+2 {
 		t.Fatalf("without WithStateTrust: %d reads, want %d", r, r0+2)
 	}
+}
+
+// revalidating is a compactor of session sid on store that starts every call from the stored
+// state, trusting its kept copy for trust (0: never).
+func revalidating(t *testing.T, cfg Config, store *versionedStore, sid string, clock func() time.Time, trust time.Duration) *ProgressiveCompactor {
+	t.Helper()
+	opts := []Option{WithStore(store), WithSessionID(sid), WithClock(clock), WithStateRevalidation()}
+	if trust > 0 {
+		opts = append(opts, WithStateTrust(trust))
+	}
+	c, err := NewProgressiveCompactor(cfg, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }

@@ -1,8 +1,6 @@
 package main
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -75,34 +73,12 @@ func (p prices) summarizerCost(in, out int) float64 {
 	return p.Fresh * float64(in+out)
 }
 
-// sameMessage reports whether a provider receives a and b as the same message: role,
-// content, content parts, tool calls (ID, type, function, extra fields), tool_call_id, name
-// and the extra fields sent verbatim. Pinned is a local mark that is never sent.
+// sameMessage reports whether a provider receives a and b as the same message: every field
+// but Pinned, a local mark that is never sent.
 func sameMessage(a, b *compaction.Message) bool {
-	if a.Role != b.Role || a.Content != b.Content || a.ToolCallID != b.ToolCallID || a.Name != b.Name ||
-		!bytes.Equal(a.ContentParts, b.ContentParts) || !sameExtra(a.Extra, b.Extra) || len(a.ToolCalls) != len(b.ToolCalls) {
-		return false
-	}
-	for i := range a.ToolCalls {
-		x, y := &a.ToolCalls[i], &b.ToolCalls[i]
-		if x.ID != y.ID || x.Type != y.Type || x.Function != y.Function || !sameExtra(x.Extra, y.Extra) {
-			return false
-		}
-	}
-	return true
-}
-
-func sameExtra(a, b map[string]json.RawMessage) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		w, ok := b[k]
-		if !ok || !bytes.Equal(v, w) {
-			return false
-		}
-	}
-	return true
+	x, y := *a, *b
+	x.Pinned, y.Pinned = false, false
+	return x.Equal(&y)
 }
 
 // commonPrefix is the number of leading messages view shares with prev followed by reply.
