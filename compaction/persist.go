@@ -88,8 +88,14 @@ func (c *ProgressiveCompactor) refreshState(ctx context.Context, d *Delta) error
 // with the full history (d nil) while the kept state has not moved the watermark (the store
 // said there is no state yet, or only offloads were saved). A caller that got an answer
 // which moved the watermark sends a delta from it, so a full history from it means none did.
+// Only a versioned store (a StateRevalidator) is trusted: its writes are conditional, so a
+// save made from a kept state another process has since replaced fails instead of
+// overwriting it.
 func (c *ProgressiveCompactor) trusted(d *Delta) bool {
 	if c.trustFor <= 0 || c.stored == nil || c.now().Sub(c.confirmedAt) >= c.trustFor {
+		return false
+	}
+	if _, versioned := c.states.(StateRevalidator); !versioned {
 		return false
 	}
 	if d == nil {

@@ -148,13 +148,14 @@ func WithStateRevalidation() Option { return func(c *ProgressiveCompactor) { c.r
 // the read likewise while the kept state has not moved the watermark (the store said there is
 // no state yet, or only offloads were saved) and was confirmed less than d ago: a
 // conversation before its first summary, the most common turn of an agent with a large
-// window. Writes stay conditional: a state another process saved meanwhile is never
-// overwritten (the call fails with ErrStateConflict, to be run again on the stored state).
-// What the skip can miss, for up to d, is what another process saved without moving the
-// watermark (its offloads of results after the watermark, its calibration) or, before the
-// watermark first moves, its first save or its first summary: a turn that writes nothing then answers from the kept
-// state. Meant for requests a load balancer keeps on one process (session affinity); d <= 0
-// never skips.
+// window. Only a versioned store (a StateRevalidator) is trusted, as its writes are
+// conditional: a state another process saved meanwhile is never overwritten (the call fails
+// with ErrStateConflict, to be run again on the stored state). What the skip can miss, for up
+// to d, is what another process saved without moving the watermark (its offloads of results
+// after the watermark, its calibration) or, before the watermark first moves, its first save
+// or summary: a turn that writes nothing then answers from the kept state, and a turn that
+// compacts may summarize again what the other one did before its write conflicts. Meant for
+// requests a load balancer keeps on one process (session affinity); d <= 0 never skips.
 func WithStateTrust(d time.Duration) Option {
 	return func(c *ProgressiveCompactor) { c.trustFor = max(d, 0) }
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -256,6 +257,23 @@ func TestStateTrustNoStateYet(t *testing.T) {
 	}
 	if r, v := store.counts(); r != r0 || v != v0 {
 		t.Fatalf("full history on a kept state of offloads: %d reads and %d revalidations, want %d and %d", r, v, r0, v0)
+	}
+
+	// A store without versions (no conditional writes) is never trusted: the second call
+	// reads it, and fails open on the read error.
+	mem := newMemStore()
+	u, err := NewProgressiveCompactor(cfg, WithStore(mem), WithSessionID("u"), WithClock(clock), WithStateRevalidation(), WithStateTrust(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := u.CompactWithRecord(ctx, short); err != nil {
+		t.Fatal(err)
+	}
+	mem.mu.Lock()
+	mem.failLoad = errors.New("store down")
+	mem.mu.Unlock()
+	if _, rec, err := u.CompactWithRecord(ctx, short); err != nil || !strings.Contains(rec.Error, "store down") {
+		t.Fatalf("a store without versions, within the trust: %v, record error %q; want the store read", err, rec.Error)
 	}
 
 	// Without WithStateTrust every full-history call reads the store.

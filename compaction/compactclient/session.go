@@ -2,8 +2,11 @@ package compactclient
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -33,6 +36,8 @@ type Session struct {
 	mu         sync.Mutex
 	watermark  int
 	prefixHash string
+	// noEcho: the server refused OmitEcho (it is older than the field).
+	noEcho bool
 	// hookThreshold is the hook threshold of the last answer that carried one (0: none
 	// yet). Not under mu: a hook need not wait for a compaction in flight.
 	hookThreshold atomic.Int64
@@ -40,13 +45,15 @@ type Session struct {
 
 // Compact compacts history (the agent's whole raw history) and returns the view for the LLM.
 // usage is the prompt token count of the last LLM call, or 0. It asks for answers that leave
-// out the messages it sent which end the view (CompactRequest.OmitEcho), and puts them back:
-// a view that is all of history shares history's array, capped so appending to it never
-// writes into history.
+// out the messages it sent which end the view (CompactRequest.OmitEcho; not again after a
+// server older than it refused the field), and puts them back: the view's last messages are
+// then history's own (their tool calls, parts and extra fields shared with it; copy a message
+// before changing it in place), and a view that is all of history shares history's array,
+// capped so appending to it never writes into history.
 func (s *Session) Compact(ctx context.Context, history []compaction.Message, promptTokens int) (*CompactResponse, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	req := CompactRequest{Messages: history, OmitEcho: true}
+	req := CompactRequest{Messages: history}
 	if promptTokens > 0 {
 		req.Usage = &Usage{PromptTokens: promptTokens}
 	}
@@ -60,7 +67,7 @@ func (s *Session) Compact(ctx context.Context, history []compaction.Message, pro
 		delta = append(delta, history[s.watermark:]...)
 		dreq := req
 		dreq.Messages, dreq.Watermark, dreq.PrefixHash = delta, s.watermark, s.prefixHash
-		resp, err := s.Client.Compact(ctx, s.Namespace, s.Name, dreq, InConversation(s.Conversation))
+		resp, err := s.send(ctx, dreq)
 		if err == nil {
 			if err := s.learn(resp, delta); err != nil {
 				return nil, err
@@ -73,7 +80,7 @@ func (s *Session) Compact(ctx context.Context, history []compaction.Message, pro
 			return nil, err
 		}
 	}
-	resp, err := s.Client.Compact(ctx, s.Namespace, s.Name, req, InConversation(s.Conversation))
+	resp, err := s.send(ctx, req)
 	if err != nil {
 		return nil, err
 	}
@@ -81,6 +88,26 @@ func (s *Session) Compact(ctx context.Context, history []compaction.Message, pro
 		return nil, err
 	}
 	return resp, nil
+}
+
+// send sends req with OmitEcho, unless a server refused it before: a server older than the
+// field refuses it as unknown (400), and req is then sent again without it, as it is from
+// then on. Call with s.mu held.
+func (s *Session) send(ctx context.Context, req CompactRequest) (*CompactResponse, error) {
+	req.OmitEcho = !s.noEcho
+	resp, err := s.Client.Compact(ctx, s.Namespace, s.Name, req, InConversation(s.Conversation))
+	if err != nil && req.OmitEcho && refusesOmitEcho(err) {
+		s.noEcho, req.OmitEcho = true, false
+		resp, err = s.Client.Compact(ctx, s.Namespace, s.Name, req, InConversation(s.Conversation))
+	}
+	return resp, err
+}
+
+// refusesOmitEcho reports whether err is a server's refusal of the omitEcho field it does
+// not know.
+func refusesOmitEcho(err error) bool {
+	var ae *APIError
+	return errors.As(err, &ae) && ae.Code == http.StatusBadRequest && strings.Contains(ae.Message, `unknown field "omitEcho"`)
 }
 
 // learn keeps what resp, the answer to a request that sent msgs, says for the next request,

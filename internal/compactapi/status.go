@@ -80,6 +80,7 @@ func (b *statusBatcher) take(now time.Time, interval time.Duration, all bool) (d
 	if all || interval <= 0 || len(b.written) == 0 {
 		due = b.pending
 		b.pending = make(map[types.NamespacedName]*pendingStatus)
+		b.inFlight(due, now)
 		return due, 0
 	}
 	due = make(map[types.NamespacedName]*pendingStatus, len(b.pending))
@@ -89,18 +90,42 @@ func (b *statusBatcher) take(now time.Time, interval time.Duration, all bool) (d
 			delete(b.pending, key)
 		}
 	}
+	b.inFlight(due, now)
 	return due, len(b.pending)
 }
 
-// settled reports whether nothing of key waits to be written and cached, the session's
-// cached copy, shows this replica's last write of it: it is that write's resourceVersion, or
-// the write is older than the interval (at least the flush interval). Call with b.mu held.
-func (b *statusBatcher) settled(key types.NamespacedName, cached *compactionv1alpha1.AgentSession, now time.Time, interval time.Duration) bool {
+// inFlight marks the sessions of due as being written at now, with no resourceVersion yet:
+// until the write is done (wrote) or fails (requeue), a turn that would change nothing on the
+// cached copy is not skipped (settled), as that copy may be older than the write. Call with
+// b.mu held.
+func (b *statusBatcher) inFlight(due map[types.NamespacedName]*pendingStatus, now time.Time) {
+	for key := range due {
+		b.written[key] = statusWrite{at: now}
+	}
+}
+
+// settled reports whether nothing of key waits to be written or is being written, and cached,
+// the session's cached copy, shows this replica's last write of it: it is that write's
+// resourceVersion, or the write is older than settle. Call with b.mu held.
+func (b *statusBatcher) settled(key types.NamespacedName, cached *compactionv1alpha1.AgentSession, now time.Time, settle time.Duration) bool {
 	if b.pending[key] != nil {
 		return false
 	}
 	w, ok := b.written[key]
-	return !ok || w.rv == cached.ResourceVersion || now.Sub(w.at) >= max(interval, DefaultStatusFlush)
+	return !ok || (w.rv != "" && w.rv == cached.ResourceVersion) || now.Sub(w.at) >= settle
+}
+
+// forget drops the in-flight mark of key after a flush that wrote nothing.
+func (b *statusBatcher) forget(key types.NamespacedName) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.forgetLocked(key)
+}
+
+func (b *statusBatcher) forgetLocked(key types.NamespacedName) {
+	if w, ok := b.written[key]; ok && w.rv == "" {
+		delete(b.written, key)
+	}
 }
 
 // wrote notes that the status of key was written at t, making resourceVersion rv.
@@ -137,6 +162,7 @@ func (b *statusBatcher) entry(sess *session) *pendingStatus {
 func (b *statusBatcher) requeue(key types.NamespacedName, failed *pendingStatus) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	b.forgetLocked(key) // retried at the next flush, not after a status interval
 	cur := b.pending[key]
 	switch {
 	case cur == nil:
@@ -267,7 +293,7 @@ func (s *Server) recordStatus(sess *session, rec *compaction.CompactionRecord) {
 	usage := fmt.Sprintf("%.2f", usageOf(sess.cfg, rec).before)
 	b := s.status
 	b.mu.Lock()
-	if !changed && spent == (summarizerWork{}) && b.settled(sessionKey(sess), sess.obj, time.Now(), s.cfg.StatusInterval) &&
+	if !changed && spent == (summarizerWork{}) && b.settled(sessionKey(sess), sess.obj, time.Now(), max(s.cfg.StatusInterval, s.cfg.StatusFlushInterval, DefaultStatusFlush)) &&
 		statusShows(sess.obj, rec.Tier, usage) {
 		// The session's status already says this (the cache's copy, which this request was
 		// served from, and which has had time to see this replica's last write): a write
@@ -379,6 +405,7 @@ func (s *Server) flush(ctx context.Context, all bool) (failed, waiting int) {
 					b.wrote(key, time.Now(), rv)
 					s.metrics.StatusWrites.WithLabelValues("written").Inc()
 				case err == nil || apierrors.IsNotFound(err):
+					b.forget(key)
 					s.metrics.StatusWrites.WithLabelValues("unchanged").Inc()
 				default:
 					s.metrics.StatusWrites.WithLabelValues("failed").Inc()

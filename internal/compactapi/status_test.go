@@ -157,6 +157,14 @@ func TestRecordStatusSkipsWhatStatusShows(t *testing.T) {
 	if p := s.status.pending[key]; p != nil {
 		t.Fatalf("a turn the cached copy of the last write shows was queued: %+v", p)
 	}
+	// While a write of the session is in flight, the cached copy may be older than it.
+	s.status.written[key] = statusWrite{at: time.Now()}
+	s.recordStatus(sess, none(41000))
+	if p := s.status.pending[key]; p == nil {
+		t.Fatal("a turn during a write in flight was skipped")
+	}
+	delete(s.status.pending, key)
+	delete(s.status.written, key)
 
 	warn := &compaction.CompactionRecord{Tier: compaction.TierWarn, TokensBefore: 41000, TokensAfter: 30000,
 		Offloaded: []compaction.OffloadEntry{{ToolCallID: "c1", Bytes: 44000}}}
@@ -276,15 +284,25 @@ func TestStatusTakePacesEachSession(t *testing.T) {
 	queue(a, 1)
 	queue(c, 1)
 	take(now.Add(time.Second), false, []types.NamespacedName{c}, 1) // a was written 1 s ago
+	if w := b.written[c]; w.rv != "" || !w.at.Equal(now.Add(time.Second)) {
+		t.Fatalf("c taken: %+v, want it marked in flight", w)
+	}
+	b.forget(c) // its write found nothing to change
+	if _, ok := b.written[c]; ok {
+		t.Fatal("c's in-flight mark outlived a write that wrote nothing")
+	}
 	queue(a, 2)
 	take(now.Add(4*time.Second), false, nil, 1)
 	due := take(now.Add(interval), false, []types.NamespacedName{a}, 0)
 	if got := due[a].counts.warn; got != 3 {
 		t.Fatalf("a's waiting changes add up to %d Warn compactions, want 3", got)
 	}
-	if len(b.written) != 0 {
-		t.Fatalf("written keeps %d sessions past the interval", len(b.written))
+	if w, ok := b.written[a]; len(b.written) != 1 || !ok || w.rv != "" {
+		t.Fatalf("written %+v past the interval, want only a's in-flight mark", b.written)
 	}
+	// A failed write is retried at the next flush, not after an interval.
+	b.requeue(a, due[a])
+	take(now.Add(interval), false, []types.NamespacedName{a}, 0)
 
 	b.wrote(a, now.Add(interval), "2")
 	queue(a, 1)
