@@ -291,10 +291,11 @@ func (s *Server) recordStatus(sess *session, rec *compaction.CompactionRecord) {
 		return
 	}
 	usage := fmt.Sprintf("%.2f", usageOf(sess.cfg, rec).before)
+	settle := max(s.cfg.StatusInterval, s.cfg.StatusFlushInterval, DefaultStatusFlush)
 	b := s.status
 	b.mu.Lock()
-	if !changed && spent == (summarizerWork{}) && b.settled(sessionKey(sess), sess.obj, time.Now(), max(s.cfg.StatusInterval, s.cfg.StatusFlushInterval, DefaultStatusFlush)) &&
-		statusShows(sess.obj, rec.Tier, usage) {
+	if !changed && spent == (summarizerWork{}) && statusShows(sess.obj, rec.Tier, usage) &&
+		b.settled(sessionKey(sess), sess.obj, time.Now(), settle) {
 		// The session's status already says this (the cache's copy, which this request was
 		// served from, and which has had time to see this replica's last write): a write
 		// would change nothing.
@@ -431,9 +432,8 @@ func (s *Server) flush(ctx context.Context, all bool) (failed, waiting int) {
 }
 
 // writeStatus applies p to the session's status and returns the resourceVersion it wrote
-// ("": nothing to write). The first
-// attempt updates the informer's copy: current unless a write raced it, and then the update
-// fails with a conflict. A conflict, or a copy on which p would change nothing (which a stale
+// ("": nothing to write). The first attempt updates the informer's copy: current unless a
+// write raced it, and then the update fails with a conflict. A conflict, or a copy on which p would change nothing (which a stale
 // copy could claim), is decided on a fresh read from the API server, retried on conflict.
 func (s *Server) writeStatus(ctx context.Context, key types.NamespacedName, p *pendingStatus) (string, error) {
 	rv, skipped, err := s.applyStatus(ctx, s.cache, key, p)
