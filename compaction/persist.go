@@ -98,7 +98,7 @@ func (c *ProgressiveCompactor) trusted(d *Delta) bool {
 	if _, versioned := c.states.(StateRevalidator); !versioned {
 		return false
 	}
-	if d == nil {
+	if d == nil || d.Seen > 0 {
 		return c.storedAbsent || (c.stored.Version != "" && c.stored.Watermark == 0)
 	}
 	return c.stored.Version != "" && d.Watermark == c.stored.Watermark && d.PrefixHash == c.stored.PrefixHash

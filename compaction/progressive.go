@@ -74,6 +74,8 @@ type ProgressiveCompactor struct {
 	budgetCharged bool
 	// budget, when set, counts the summarizer calls instead of the state (WithSummarizerBudget).
 	budget SummarizerBudget
+	// seen is the history the last call answered as it was, for a seen delta next (seen.go).
+	seen seenPrefix
 }
 
 // Option configures a ProgressiveCompactor.
@@ -245,6 +247,13 @@ func (c *ProgressiveCompactor) CompactForceWithRecord(ctx context.Context, msgs 
 type Delta struct {
 	Watermark  int
 	PrefixHash string
+	// Seen, with Watermark 0 and PrefixHash the SeenHash of the compactor's last record,
+	// makes msgs the history's leading system messages followed by the messages after its
+	// first Seen: the history that record answered as it was (CompactionRecord.Seen). The
+	// call then returns the view's messages after those Seen, the view being the caller's
+	// first Seen messages followed by them. It is answered only on a turn that compacts
+	// nothing; anything else wraps ErrStaleWatermark and needs the full history.
+	Seen int
 	// PromptTokens is the prompt size the caller's LLM reported for its last call (0:
 	// unknown). It is recorded next to the engine's estimate and changes nothing else.
 	PromptTokens int
@@ -290,7 +299,13 @@ func (c *ProgressiveCompactor) CompactDeltaWithRecord(ctx context.Context, d Del
 		return nil, nil, err
 	}
 	defer c.release()
-	if d.Watermark == 0 {
+	switch {
+	case d.Seen > 0 && d.Watermark == 0:
+		return c.compactSeen(ctx, msgs, &d, force)
+	case d.Seen != 0:
+		c.seen = seenPrefix{}
+		return nil, nil, fmt.Errorf("%w: a delta continues a watermark or a seen history, not both", ErrStaleWatermark)
+	case d.Watermark == 0:
 		return c.compact(ctx, msgs, nil, force, d.PromptTokens)
 	}
 	return c.compact(ctx, msgs, &d, force, d.PromptTokens)
@@ -314,6 +329,7 @@ func (c *ProgressiveCompactor) compact(ctx context.Context, msgs []Message, d *D
 	rec := &CompactionRecord{ID: newRecordID(ts), SessionID: c.sessionID, Timestamp: ts, Anchors: []Anchor{}, Offloaded: []OffloadEntry{},
 		PromptTokens: promptTokens}
 
+	c.seen = seenPrefix{}
 	stateOK := true
 	if err := c.loadState(ctx, d); err != nil {
 		if d != nil {
@@ -362,6 +378,9 @@ func (c *ProgressiveCompactor) compact(ctx context.Context, msgs []Message, d *D
 			if err := c.saveState(ctx, rec); err != nil {
 				return nil, nil, err
 			}
+		}
+		if d == nil && rec.Error == "" {
+			c.noteSeen(msgs, view, &t, stateOK, rec)
 		}
 		return view[:len(view):len(view)], rec, nil
 	}

@@ -70,6 +70,12 @@ type CompactionRecord struct {
 	WatermarkBefore int    `json:"watermarkBefore"`
 	WatermarkAfter  int    `json:"watermarkAfter"`
 	PrefixHash      string `json:"prefixHash,omitempty"`
+	// Seen and SeenHash, on a turn that compacted nothing before the first summary and
+	// returned the history as it was, let the caller's next call send only what follows
+	// the history's first Seen messages (Delta.Seen). Only a compactor kept between requests
+	// gives them (WithStateRevalidation); never persisted, as only such turns carry them.
+	Seen     int    `json:"-"`
+	SeenHash string `json:"-"`
 	// PinnedMessages, PinnedTokens and PinnedHash describe the pins that open the view after
 	// this compaction: how many, their estimated tokens and a hash of their bytes (empty
 	// without pins), so anyone can check from the trail that pins never changed.

@@ -129,7 +129,7 @@ func TestSessionOmitEchoOlderServer(t *testing.T) {
 		t.Fatalf("%d requests, %d refused; want 4 and 1 (omitEcho once, then never)", requests, refused)
 	}
 	// Another refusal is an error as before.
-	if refusesOmitEcho(&APIError{ErrorResponse{Code: 400, Reason: ReasonBadRequest, Message: "messages is empty"}}) {
+	if refusesField(&APIError{ErrorResponse{Code: 400, Reason: ReasonBadRequest, Message: "messages is empty"}}, "omitEcho") {
 		t.Fatal("a 400 about something else is taken for a refusal of omitEcho")
 	}
 }

@@ -17,7 +17,12 @@ import (
 // remembers the watermark of the last answer and sends the leading system messages plus the
 // messages after it, falling back to the full history when the server says the watermark is
 // stale (another process compacted, or the history was rewritten) or cannot read the
-// session's state (storage down: the full history lets it fail open).
+// session's state (storage down: the full history lets it fail open). Before the first
+// summary it does the same from the history the last answer returned as it was
+// (CompactRequest.Seen), so a conversation that compacts nothing is not sent whole every
+// turn; the server asks for the full history (409) on the turn that must compact. The
+// history is expected to grow by appending: a Session checks that the last message it sent
+// is still where it was, not every message before it.
 //
 // Conversation, when set, is the conversation of the AgentSession this Session works on
 // (Client.InConversation): one AgentSession carries any number of conversations (a
@@ -38,6 +43,12 @@ type Session struct {
 	prefixHash string
 	// noEcho: the server refused OmitEcho (it is older than the field).
 	noEcho bool
+	// seen and seenHash are the last answer's Seen and SeenHash, seenLast the message
+	// history[seen-1] was then; noSeen: a server refused Seen (it is older than the field).
+	seen     int
+	seenHash string
+	seenLast compaction.Message
+	noSeen   bool
 	// hookThreshold is the hook threshold of the last answer that carried one (0: none
 	// yet). Not under mu: a hook need not wait for a compaction in flight.
 	hookThreshold atomic.Int64
@@ -57,26 +68,31 @@ func (s *Session) Compact(ctx context.Context, history []compaction.Message, pro
 	if promptTokens > 0 {
 		req.Usage = &Usage{PromptTokens: promptTokens}
 	}
-	if s.watermark > 0 && s.watermark <= len(history) {
-		lead := 0
-		for lead < len(history) && lead < s.watermark && history[lead].Role == compaction.RoleSystem {
-			lead++
-		}
-		delta := make([]compaction.Message, 0, lead+len(history)-s.watermark)
-		delta = append(delta, history[:lead]...)
-		delta = append(delta, history[s.watermark:]...)
+	if from, seen := s.deltaFrom(history); from > 0 {
+		delta := deltaOf(history, from)
 		dreq := req
 		dreq.Messages, dreq.Watermark, dreq.PrefixHash = delta, s.watermark, s.prefixHash
+		if seen {
+			dreq.Watermark, dreq.Seen, dreq.PrefixHash = 0, from, s.seenHash
+		}
 		resp, err := s.send(ctx, dreq)
-		if err == nil {
-			if err := s.learn(resp, delta); err != nil {
+		switch {
+		case err == nil && seen:
+			if err := s.learnSeen(resp, history, delta); err != nil {
 				return nil, err
 			}
 			return resp, nil
-		}
-		// Stale watermark, or the session's state unreadable (storage down): only the full
-		// history lets the server answer, failing open on it.
-		if !IsStaleWatermark(err) && !isReason(err, ReasonStorage) {
+		case err == nil:
+			if err := s.learn(resp, delta, history); err != nil {
+				return nil, err
+			}
+			return resp, nil
+		case seen && refusesField(err, "seen"):
+			// A replica older than seen deltas (a rolling upgrade): full histories from now.
+			s.noSeen = true
+		case !IsStaleWatermark(err) && !isReason(err, ReasonStorage):
+			// Stale watermark or seen history, or the session's state unreadable (storage
+			// down): only the full history lets the server answer, failing open on it.
 			return nil, err
 		}
 	}
@@ -84,10 +100,42 @@ func (s *Session) Compact(ctx context.Context, history []compaction.Message, pro
 	if err != nil {
 		return nil, err
 	}
-	if err := s.learn(resp, history); err != nil {
+	if err := s.learn(resp, history, history); err != nil {
 		return nil, err
 	}
 	return resp, nil
+}
+
+// deltaFrom is where the next request's delta starts in history: after the last answer's
+// watermark, or (seen true) after the history it returned as it was, while history still
+// holds it. 0: send the full history.
+func (s *Session) deltaFrom(history []compaction.Message) (from int, seen bool) {
+	switch {
+	case s.watermark > 0 && s.watermark <= len(history):
+		return s.watermark, false
+	case s.watermark > 0 || s.seen == 0 || s.noSeen || s.seen >= len(history) || !history[s.seen-1].Equal(&s.seenLast):
+		return 0, false
+	}
+	// The server answered the seen history as it was: a pin mark added since would have
+	// to be taken off the view, which only the full history lets it do.
+	for i := range history[:s.seen] {
+		if history[i].Pinned {
+			return 0, false
+		}
+	}
+	return s.seen, true
+}
+
+// deltaOf is history's leading system messages (those before from) followed by the
+// messages from from on.
+func deltaOf(history []compaction.Message, from int) []compaction.Message {
+	lead := 0
+	for lead < len(history) && lead < from && history[lead].Role == compaction.RoleSystem {
+		lead++
+	}
+	delta := make([]compaction.Message, 0, lead+len(history)-from)
+	delta = append(delta, history[:lead]...)
+	return append(delta, history[from:]...)
 }
 
 // send sends req with OmitEcho, unless a server refused it before: a server older than the
@@ -96,28 +144,56 @@ func (s *Session) Compact(ctx context.Context, history []compaction.Message, pro
 func (s *Session) send(ctx context.Context, req CompactRequest) (*CompactResponse, error) {
 	req.OmitEcho = !s.noEcho
 	resp, err := s.Client.Compact(ctx, s.Namespace, s.Name, req, InConversation(s.Conversation))
-	if err != nil && req.OmitEcho && refusesOmitEcho(err) {
+	if err != nil && req.OmitEcho && refusesField(err, "omitEcho") {
 		s.noEcho, req.OmitEcho = true, false
 		resp, err = s.Client.Compact(ctx, s.Namespace, s.Name, req, InConversation(s.Conversation))
 	}
 	return resp, err
 }
 
-// refusesOmitEcho reports whether err is a server's refusal of the omitEcho field it does
-// not know.
-func refusesOmitEcho(err error) bool {
+// refusesField reports whether err is a server's refusal of a request field it does not
+// know.
+func refusesField(err error, field string) bool {
 	var ae *APIError
-	return errors.As(err, &ae) && ae.Code == http.StatusBadRequest && strings.Contains(ae.Message, `unknown field "omitEcho"`)
+	return errors.As(err, &ae) && ae.Code == http.StatusBadRequest && strings.Contains(ae.Message, `unknown field "`+field+`"`)
 }
 
-// learn keeps what resp, the answer to a request that sent msgs, says for the next request,
-// and puts back the messages of msgs the answer left out (Echoed).
-func (s *Session) learn(resp *CompactResponse, msgs []compaction.Message) error {
+// learnSeen is learn for the answer to a seen delta that sent delta: the view is history's
+// first seen messages followed by the answer's messages and the echo.
+func (s *Session) learnSeen(resp *CompactResponse, history, delta []compaction.Message) error {
+	from := s.seen
+	lead := len(delta) - (len(history) - from)
+	if resp.Echoed > len(delta)-lead {
+		return fmt.Errorf("the answer says the view ends with %d of the %d messages after the seen history", resp.Echoed, len(delta)-lead)
+	}
+	whole := len(resp.Messages) == 0 && resp.Echoed == len(delta)-lead
+	if err := s.learn(resp, delta, history); err != nil {
+		return err
+	}
+	if whole { // the view is history as it is: share it, as a full request's answer would
+		resp.Messages = history[:len(history):len(history)]
+		return nil
+	}
+	view := make([]compaction.Message, 0, from+len(resp.Messages))
+	resp.Messages = append(append(view, history[:from]...), resp.Messages...)
+	return nil
+}
+
+// learn keeps what resp, the answer to a request that sent msgs from history, says for the
+// next request, and puts back the messages of msgs the answer left out (Echoed).
+func (s *Session) learn(resp *CompactResponse, msgs, history []compaction.Message) error {
 	n := resp.Echoed
 	if n < 0 || n > len(msgs) {
 		return fmt.Errorf("the answer says the view ends with %d of the %d messages sent", n, len(msgs))
 	}
+	if resp.Seen < 0 || resp.Seen > len(history) || (resp.Seen > 0 && (resp.Watermark != 0 || resp.SeenHash == "")) {
+		return fmt.Errorf("the answer says it saw %d messages (watermark %d) of a history of %d", resp.Seen, resp.Watermark, len(history))
+	}
 	s.watermark, s.prefixHash = resp.Watermark, resp.PrefixHash
+	s.seen, s.seenHash, s.seenLast = resp.Seen, resp.SeenHash, compaction.Message{}
+	if resp.Seen > 0 {
+		s.seenLast = history[resp.Seen-1].Clone()
+	}
 	s.learnHookThreshold(resp.HookThreshold)
 	switch {
 	case n == 0:

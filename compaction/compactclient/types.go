@@ -4,8 +4,9 @@ import "github.com/harness9/compaction-operator/compaction"
 
 // CompactRequest is the body of POST /v1/namespaces/{ns}/sessions/{name}/compact.
 type CompactRequest struct {
-	// Messages is the agent's history (OpenAI chat format), or, with Watermark, its leading
-	// system messages followed by the messages after the watermark.
+	// Messages is the agent's history (OpenAI chat format), or, with Watermark (or Seen), its
+	// leading system messages followed by the messages after the watermark (or after its
+	// first Seen messages).
 	Messages []compaction.Message `json:"messages"`
 	// Force runs the manual /compact path: the Emergency tier (forced truncation, no LLM)
 	// whatever the usage.
@@ -19,6 +20,13 @@ type CompactRequest struct {
 	// that are the last messages of this request (CompactResponse.Echoed): what a turn
 	// that compacts nothing returns is mostly, or wholly, what it was sent.
 	OmitEcho bool `json:"omitEcho,omitempty"`
+	// Seen, with PrefixHash the last answer's SeenHash (and no Watermark), makes this a
+	// seen delta: the history the last answer returned as it was is not sent again, only
+	// what follows it. The answer's Messages (and Echoed) are then the view after the
+	// history's first Seen messages, which the view starts with unchanged. A turn that
+	// must compact, or a server that no longer knows the seen history, answers 409
+	// StaleWatermark: send the full history.
+	Seen int `json:"seen,omitempty"`
 }
 
 // Usage is the token usage an LLM reported.
@@ -39,6 +47,12 @@ type CompactResponse struct {
 	// Watermark and PrefixHash are sent back for a delta request next turn.
 	Watermark  int    `json:"watermark"`
 	PrefixHash string `json:"prefixHash,omitempty"`
+	// Seen and SeenHash, on a turn that compacted nothing before the first summary and
+	// whose view is the history as it was, are sent back (as Seen and PrefixHash) for a seen
+	// delta next turn: the first Seen messages of the history need not be sent again while
+	// nothing is compacted. Only given by a server that keeps the conversation's engine.
+	Seen     int    `json:"seen,omitempty"`
+	SeenHash string `json:"seenHash,omitempty"`
 	// Usage is the context usage of Messages, a fraction of the context window (0.42 is
 	// 42%): the view's estimated tokens times the session's calibration, the ratio of the
 	// real prompt sizes the agent reports (CompactRequest.Usage) to the estimates. It is

@@ -65,7 +65,7 @@ func clip(s string) string {
 }
 
 func (s *Server) compact(w http.ResponseWriter, r *http.Request, sess *session, req *compactclient.CompactRequest) error {
-	d := compaction.Delta{Watermark: req.Watermark, PrefixHash: req.PrefixHash}
+	d := compaction.Delta{Watermark: req.Watermark, PrefixHash: req.PrefixHash, Seen: req.Seen}
 	if req.Usage != nil {
 		d.PromptTokens = req.Usage.PromptTokens
 	}
@@ -111,6 +111,7 @@ func (s *Server) compact(w http.ResponseWriter, r *http.Request, sess *session, 
 	if req.OmitEcho {
 		// The caller has the end of the view that it sent: all of it on a turn that
 		// compacts nothing before the first summary, what followed the watermark after.
+		// (A seen delta's view part holds no system message: the echo cannot reach them.)
 		resp.Echoed = compaction.SharedTail(out, req.Messages)
 		resp.Messages = out[:len(out)-resp.Echoed]
 	}
@@ -164,7 +165,7 @@ func (sess *session) scope() string {
 func compactResponse(cfg compaction.Config, out []compaction.Message, rec *compaction.CompactionRecord) compactclient.CompactResponse {
 	u := usageOf(cfg, rec)
 	return compactclient.CompactResponse{Messages: out, Record: rec, Watermark: rec.WatermarkAfter, PrefixHash: rec.PrefixHash,
-		Usage: u.after, NextTier: u.next, TokensToNextTier: u.toNext, HookThreshold: cfg.HookThreshold}
+		Seen: rec.Seen, SeenHash: rec.SeenHash, Usage: u.after, NextTier: u.next, TokensToNextTier: u.toNext, HookThreshold: cfg.HookThreshold}
 }
 
 // recordUsage is the calibrated usage of a compaction's input and output views and the

@@ -31,7 +31,7 @@ func FuzzDecodeCompactRequest(f *testing.F) {
 		`{"Messages": [{"role": "user", "content": "a"}]}`, `{"messages": [{"role": "user", "content": "a"}], "usage": {"PromptTokens": 1}}`,
 		`{"messages": [{"role": "user", "content": "a"}], "usage": {"promptTokens": 1, "x": 2}}`, `{"messages": [{"role": "user"}], "usage": null, "force": null, "watermark": null, "prefixHash": null}`,
 		`{"messages": [{"role": "user"}], "watermark": 1.0, "prefixHash": "a"}`,
-		`{"messages": [{"role": "user"}], "omitEcho": true}`, `{"omitEcho": false, "messages": [], "omitEcho": true}`, `{"messages": [], "omitEcho": "yes"}`, `{"messages": [{"role": "user"}], "watermark": -0}`, `{"messages": [{"role": "user"}], "watermark": 01}`,
+		`{"messages": [{"role": "user"}], "omitEcho": true}`, `{"messages": [{"role": "user"}], "seen": 3, "prefixHash": "h"}`, `{"seen": 1, "messages": [], "seen": 2}`, `{"messages": [], "seen": "3"}`, `{"messages": [], "seen": 1e2}`, `{"omitEcho": false, "messages": [], "omitEcho": true}`, `{"messages": [], "omitEcho": "yes"}`, `{"messages": [{"role": "user"}], "watermark": -0}`, `{"messages": [{"role": "user"}], "watermark": 01}`,
 		`{"messages": [{"role": "user"}], "watermark": 99999999999999999999, "prefixHash": "a"}`, `{"messages": [{"role": "user"}], "watermark": 2, "prefixHash": "a\u0062"}`,
 		`{"messages": [{"role": "user"}, null]}`, `{"messages": []}`, "\t{ \"messages\" : [ {\"role\":\"user\"} ] , \"force\" : false }\n ",
 		`{"messages": [{"role": "user"}]} `, `{"messages": [{"role": "user"}]}}`, `{"messages": [{"role": "user"}}]}`,

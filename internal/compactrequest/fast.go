@@ -18,7 +18,7 @@ import (
 // errors are encoding/json's as before. FuzzDecodeCompactRequest compares the two.
 func decodeCompactFast(body []byte, req *compactclient.CompactRequest) bool {
 	var out compactclient.CompactRequest
-	var seen [6]bool
+	var seen [7]bool
 	i := skipSpace(body, 0)
 	if i >= len(body) || body[i] != '{' {
 		return false
@@ -62,6 +62,9 @@ func decodeCompactFast(body []byte, req *compactclient.CompactRequest) bool {
 			case "omitEcho":
 				field = 5
 				i, ok = decodeBool(body, i, &out.OmitEcho)
+			case "seen":
+				field = 6
+				i, ok = decodeInt(body, i, &out.Seen)
 			}
 			if field < 0 || !ok || seen[field] {
 				return false

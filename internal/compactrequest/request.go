@@ -57,7 +57,12 @@ func (l Limits) ParseCompact(body []byte) (*compactclient.CompactRequest, error)
 	if err := l.CheckMessages(req.Messages); err != nil {
 		return nil, err
 	}
-	if req.Watermark < 0 || (req.Watermark > 0) != (req.PrefixHash != "") {
+	switch {
+	case req.Seen < 0 || (req.Seen > 0 && req.Watermark != 0):
+		return nil, &Error{http.StatusBadRequest, compactclient.ReasonBadRequest, "a seen delta needs seen (> 0) and prefixHash (the last response's seen and seenHash), and no watermark"}
+	case req.Seen > 0 && req.PrefixHash == "":
+		return nil, &Error{http.StatusBadRequest, compactclient.ReasonBadRequest, "a seen delta needs both seen (> 0) and prefixHash (the last response's seenHash)"}
+	case req.Seen == 0 && (req.Watermark < 0 || (req.Watermark > 0) != (req.PrefixHash != "")):
 		return nil, &Error{http.StatusBadRequest, compactclient.ReasonBadRequest, "a delta request needs both watermark (> 0) and prefixHash from the last response"}
 	}
 	if req.Usage != nil && req.Usage.PromptTokens < 0 {

@@ -85,3 +85,23 @@ func TestDecodeOffloadFast(t *testing.T) {
 		t.Fatalf("fast %s, Decode %s", a, b)
 	}
 }
+
+// TestParseCompactSeen: a seen delta takes seen (> 0) with a prefixHash and no watermark;
+// anything else is a 400 that says what a seen delta needs, before the engine sees it.
+func TestParseCompactSeen(t *testing.T) {
+	l := Limits{MaxMessages: 100}
+	msgs := `"messages": [{"role": "system", "content": "s"}, {"role": "user", "content": "go on"}]`
+	req, err := l.ParseCompact([]byte(`{` + msgs + `, "seen": 7, "prefixHash": "h"}`))
+	if err != nil || req.Seen != 7 || req.PrefixHash != "h" || req.Watermark != 0 {
+		t.Fatalf("a seen delta: %+v, %v", req, err)
+	}
+	for _, body := range []string{
+		`{` + msgs + `, "seen": 7}`,
+		`{` + msgs + `, "seen": -1, "prefixHash": "h"}`,
+		`{` + msgs + `, "seen": 7, "watermark": 3, "prefixHash": "h"}`,
+	} {
+		if _, err := l.ParseCompact([]byte(body)); err == nil || !strings.Contains(err.Error(), "seen") {
+			t.Errorf("%s: %v, want a 400 about seen", body, err)
+		}
+	}
+}
