@@ -2,14 +2,14 @@ package compactapi
 
 import (
 	"crypto/sha256"
-	"encoding/hex"
-	"fmt"
 	"net/http"
 	"time"
 
 	"github.com/hashicorp/golang-lru/v2/expirable"
 
 	"github.com/harness9/compaction-operator/compaction"
+	"github.com/harness9/compaction-operator/compaction/storage/s3"
+	"github.com/harness9/compaction-operator/compaction/summarize/openai"
 )
 
 // Bounds of the engines a replica keeps.
@@ -32,23 +32,40 @@ const (
 type engine struct {
 	// key is what the engine was built from: another key (the policy, the session's window,
 	// the summarizer's settings or key, the store changed) replaces it.
-	key        string
+	key        engineKey
 	c          *compaction.ProgressiveCompactor
 	summarizer compaction.Summarizer
+}
+
+// engineKey is what a session's engine is built from, compared on every request: a struct of
+// values, so the comparison allocates nothing (a formatted string cost 2% of the API's CPU).
+// The API key enters as its hash, and the temperature by value (the pointer is new on every
+// request).
+type engineKey struct {
+	cfg            compaction.Config
+	openAI         bool
+	sum            openai.Config
+	temperature    float64
+	hasTemperature bool
+	apiKey         [sha256.Size]byte
+	store          *s3.Store
 }
 
 func newEngines() *expirable.LRU[string, *engine] {
 	return expirable.NewLRU[string, *engine](engineSessions, nil, engineIdle)
 }
 
-// engineKey identifies what sess's engine is built from. The API key enters as its hash.
-func engineKey(sess *session) string {
-	sum := sess.sumCfg
-	if sum.APIKey != "" {
-		h := sha256.Sum256([]byte(sum.APIKey))
-		sum.APIKey = hex.EncodeToString(h[:])
+// keyOf is what sess's engine is built from.
+func keyOf(sess *session) engineKey {
+	k := engineKey{cfg: sess.cfg, openAI: sess.sumOpenAI, sum: sess.sumCfg, store: sess.store}
+	if k.sum.APIKey != "" {
+		k.apiKey = sha256.Sum256([]byte(k.sum.APIKey))
+		k.sum.APIKey = ""
 	}
-	return fmt.Sprintf("%+v|%t|%+v|%p", sess.cfg, sess.sumOpenAI, sum, sess.store)
+	if t := k.sum.Temperature; t != nil {
+		k.temperature, k.hasTemperature, k.sum.Temperature = *t, true, nil
+	}
+	return k
 }
 
 // engineFor returns the engine of the request's conversation of the session, building it
@@ -57,7 +74,7 @@ func engineKey(sess *session) string {
 // sess.storeID()), so conversations of one session never share a state and compact in
 // parallel. They share the session's summarizer budget (compaction.NewStateBudget).
 func (s *Server) engineFor(sess *session) (*engine, error) {
-	key := engineKey(sess)
+	key := keyOf(sess)
 	id := sess.storeID()
 	s.enginesMu.Lock()
 	defer s.enginesMu.Unlock()

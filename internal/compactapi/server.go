@@ -149,6 +149,9 @@ type Server struct {
 	lastViews *lru.Cache[string, int]
 	// locations keeps the sessions' decoded pinned locations (nil: decoded every request).
 	locations *policy.DecodedLocations
+	// locationIndex holds the pinned locations' ConfigMaps from the cache's informer (nil:
+	// read from the cache).
+	locationIndex *policy.LocationIndex
 	// engines are the sessions' compactors on this replica, by session UID (see engine);
 	// enginesMu makes finding or building a session's engine one step, so a session has one
 	// engine, which serializes its compactions.
@@ -218,6 +221,10 @@ func New(mgr ctrl.Manager, cfg Config, stores *policy.Stores, reg prometheus.Reg
 	if err != nil {
 		return nil, err
 	}
+	index, err := policy.NewLocationIndex(context.Background(), mgr.GetCache(), cfg.ClusterResourceNamespace)
+	if err != nil {
+		return nil, err
+	}
 	reviewer, err := reviewClient(mgr, cfg.ReviewQPS, cfg.ReviewBurst)
 	if err != nil {
 		return nil, err
@@ -225,22 +232,23 @@ func New(mgr ctrl.Manager, cfg Config, stores *policy.Stores, reg prometheus.Reg
 	auth := newAuthorizer(reviewer, cfg.TokenAudience, cfg.NewTokenRate, cfg.NewTokenBurst)
 	auth.reviews, auth.refused = m.TokenReviews, m.TokensRefused
 	return &Server{
-		cfg:       cfg,
-		cache:     mgr.GetCache(),
-		locations: locations,
-		apiReader: mgr.GetAPIReader(),
-		writer:    mgr.GetClient(),
-		secrets:   cfg.Secrets,
-		llm:       llmClient(cfg.AllowedEndpoints),
-		stores:    stores,
-		auth:      auth,
-		recorder:  mgr.GetEventRecorder("compaction-api"),
-		metrics:   m,
-		log:       ctrl.Log.WithName("compaction-api"),
-		status:    newStatusBatcher(),
-		inflight:  newBudget(cfg.MaxInflightBytes, m.Inflight),
-		lastViews: lastViews,
-		engines:   newEngines(),
+		cfg:           cfg,
+		cache:         mgr.GetCache(),
+		locations:     locations,
+		locationIndex: index,
+		apiReader:     mgr.GetAPIReader(),
+		writer:        mgr.GetClient(),
+		secrets:       cfg.Secrets,
+		llm:           llmClient(cfg.AllowedEndpoints),
+		stores:        stores,
+		auth:          auth,
+		recorder:      mgr.GetEventRecorder("compaction-api"),
+		metrics:       m,
+		log:           ctrl.Log.WithName("compaction-api"),
+		status:        newStatusBatcher(),
+		inflight:      newBudget(cfg.MaxInflightBytes, m.Inflight),
+		lastViews:     lastViews,
+		engines:       newEngines(),
 	}, nil
 }
 

@@ -132,7 +132,7 @@ func (r sharedReader) Get(ctx context.Context, key client.ObjectKey, obj client.
 // agent's turn.
 func (s *Server) pinned(ctx context.Context, obj *compactionv1alpha1.AgentSession) (*policy.Pinned, error) {
 	ready := meta.FindStatusCondition(obj.Status.Conditions, compactionv1alpha1.ConditionReady)
-	locations := policy.Locations{Namespace: s.cfg.ClusterResourceNamespace, Reader: sharedReader{s.cache}, Decoded: s.locations}
+	locations := policy.Locations{Namespace: s.cfg.ClusterResourceNamespace, Reader: sharedReader{s.cache}, Decoded: s.locations, Index: s.locationIndex}
 	if ready != nil && ready.Status == metav1.ConditionTrue {
 		// The session says it is Ready: its location may have been pinned a moment ago and
 		// not be in the cache yet. (The condition only decides whether to ask the API

@@ -100,6 +100,9 @@ type Locations struct {
 	// Decoded, when set, keeps what Get decoded, so a request does not decode the same
 	// ConfigMap again.
 	Decoded *DecodedLocations
+	// Index, when set and synced, is read instead of Reader (Reader is read until it has
+	// synced). What it returns is shared: Get only reads it.
+	Index *LocationIndex
 }
 
 // DecodedLocations keeps decoded pinned locations by what decoding reads (the ConfigMap's
@@ -165,8 +168,11 @@ func (l Locations) Get(ctx context.Context, s *compactionv1alpha1.AgentSession) 
 }
 
 func (l Locations) read(ctx context.Context, namespace, name string) (*corev1.ConfigMap, error) {
-	var cm corev1.ConfigMap
 	key := l.key(namespace, name)
+	if cm, known := l.Index.lookup(key); known && cm != nil {
+		return cm, nil
+	}
+	var cm corev1.ConfigMap
 	err := l.Reader.Get(ctx, key, &cm)
 	if apierrors.IsNotFound(err) && l.APIReader != nil {
 		err = l.APIReader.Get(ctx, key, &cm)
