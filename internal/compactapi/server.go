@@ -414,14 +414,14 @@ func route[Req any](s *Server, name, verb, subresource string, withEngine bool,
 		defer cancel()
 		r = r.WithContext(ctx)
 		ns, sessionName := r.PathValue("namespace"), r.PathValue("name")
-		log := s.log.WithValues("route", name, "session", ns+"/"+sessionName)
+		log := &requestLog{kv: []any{"route", name, "session", ns + "/" + sessionName}}
 
 		user, err := s.auth.check(ctx, r, verb, subresource, ns, sessionName)
 		if err != nil {
 			s.fail(rw, log, err)
 			return
 		}
-		log = log.WithValues("user", user.Username)
+		log.with("user", user.Username)
 		if err := s.checkOwner(ctx, user, ns, sessionName); err != nil {
 			s.fail(rw, log, err)
 			return
@@ -434,7 +434,7 @@ func route[Req any](s *Server, name, verb, subresource string, withEngine bool,
 			return
 		}
 		if conversation != "" {
-			log = log.WithValues("conversation", conversation)
+			log.with("conversation", conversation)
 		}
 		// Checked after authorization (a caller without access learns nothing) and before
 		// the session is looked up or the body read.
@@ -499,7 +499,7 @@ func route[Req any](s *Server, name, verb, subresource string, withEngine bool,
 }
 
 // fail answers with err's status; unexpected errors are logged and answered 500.
-func (s *Server) fail(w *statusWriter, log logr.Logger, err error) {
+func (s *Server) fail(w *statusWriter, log *requestLog, err error) {
 	var ae *apiError
 	var mbe *http.MaxBytesError
 	switch {
@@ -511,10 +511,17 @@ func (s *Server) fail(w *statusWriter, log logr.Logger, err error) {
 	case errors.Is(err, context.DeadlineExceeded):
 		writeError(w, http.StatusGatewayTimeout, ReasonTimeout, fmt.Sprintf("request took longer than %s", s.cfg.RequestTimeout))
 	default:
-		log.Error(err, "request failed")
+		s.log.WithValues(log.kv...).Error(err, "request failed")
 		writeError(w, http.StatusInternalServerError, ReasonInternal, err.Error())
 	}
 }
+
+// requestLog is what a failed request is logged with. It becomes a logger only when one is
+// logged: logr.Logger.WithValues encodes its values at once (zap), and on every request it
+// cost 3.5% of the API's CPU.
+type requestLog struct{ kv []any }
+
+func (l *requestLog) with(kv ...any) { l.kv = append(l.kv, kv...) }
 
 // statusWriter remembers the status code for metrics.
 type statusWriter struct {
