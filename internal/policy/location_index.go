@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	corev1 "k8s.io/api/core/v1"
 	toolscache "k8s.io/client-go/tools/cache"
@@ -22,6 +23,8 @@ type LocationIndex struct {
 	mu        sync.RWMutex
 	byName    map[string]*corev1.ConfigMap
 	synced    func() bool
+	// ready latches synced: a registration that has synced stays so.
+	ready atomic.Bool
 }
 
 // NewLocationIndex registers the index on informers' ConfigMap informer (the manager's
@@ -72,8 +75,14 @@ func (x *LocationIndex) remove(obj any) {
 // lookup returns the ConfigMap key names (nil when there is none) and whether the index
 // knows: it does once its informer has synced, for keys in its namespace.
 func (x *LocationIndex) lookup(key client.ObjectKey) (*corev1.ConfigMap, bool) {
-	if x == nil || key.Namespace != x.namespace || !x.synced() {
+	if x == nil || key.Namespace != x.namespace {
 		return nil, false
+	}
+	if !x.ready.Load() {
+		if !x.synced() {
+			return nil, false
+		}
+		x.ready.Store(true)
 	}
 	x.mu.RLock()
 	defer x.mu.RUnlock()
