@@ -3,77 +3,104 @@ package compaction
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 )
 
-// TestSeenDeltaViewsMatchFullHistory replays histories turn by turn twice: once sending the
-// full history every turn, once as compactclient.Session does (a seen delta while the last
-// answer gave a seen history, the full history when there is none or the compactor says
-// it is stale). Every turn's view must be the same, and the seen deltas must carry the
-// turns that compact nothing up to the first compaction.
+// TestSeenDeltaViewsMatchFullHistory replays histories turn by turn (AssistantTurns, the rule
+// of compactctl eval and the demo) twice: once sending the full history every turn, once as
+// compactclient.Session does (a seen delta while the last answer gave a seen history, the
+// full history when there is none or the compactor says it is stale). Every turn's view and
+// tier must be the same, and the seen deltas must carry the turns that compact nothing up to
+// the first compaction. The histories are random ones and the repository's transcripts, each
+// in a window it fills.
 func TestSeenDeltaViewsMatchFullHistory(t *testing.T) {
-	ctx := context.Background()
 	for seed := uint64(1); seed <= 6; seed++ {
-		r := rand.New(rand.NewPCG(seed, seed*7919))
-		history := genHistory(r, 40)
-		cfg := DefaultConfig(windowFor(history, 0.9))
-		now := time.Date(2026, 12, 4, 12, 0, 0, 0, time.UTC)
-		clock := func() time.Time { return now }
-		full := revalidating(t, cfg, newVersionedStore(), "s", clock, time.Minute)
-		seen := revalidating(t, cfg, newVersionedStore(), "s", clock, time.Minute)
-		var hash string
-		seenN, deltas, stale := 0, 0, 0
-		for end := 2; end <= len(history); end++ {
-			if (history[end-1].Role == RoleAssistant && len(history[end-1].ToolCalls) > 0) || (end < len(history) && history[end].Role == RoleTool) {
-				continue // an agent compacts once all the calls of a turn are answered
-			}
-			msgs := history[:end]
-			now = now.Add(2 * time.Second)
-			want, wantRec, err := full.CompactWithRecord(ctx, msgs)
-			if err != nil {
-				t.Fatalf("seed %d, %d messages, full: %v", seed, end, err)
-			}
-			var got []Message
-			var rec *CompactionRecord
-			if seenN > 0 {
-				p := systemPrefixLen(msgs)
-				delta := append(append([]Message(nil), msgs[:p]...), msgs[seenN:]...)
-				part, drec, err := seen.CompactDeltaWithRecord(ctx, Delta{Seen: seenN, PrefixHash: hash}, delta, false)
-				switch {
-				case err == nil:
-					deltas++
-					got, rec = append(append([]Message(nil), msgs[:seenN]...), part...), drec
-				case errors.Is(err, ErrStaleWatermark):
-					stale++
-				default:
-					t.Fatalf("seed %d, %d messages, seen delta: %v", seed, end, err)
-				}
-			}
-			if rec == nil {
-				if got, rec, err = seen.CompactWithRecord(ctx, msgs); err != nil {
-					t.Fatalf("seed %d, %d messages, full after the seen delta: %v", seed, end, err)
-				}
-			}
-			if rec.Tier != wantRec.Tier || rec.TokensBefore != wantRec.TokensBefore || rec.MsgsBefore != wantRec.MsgsBefore ||
-				rec.HistoryTokens != wantRec.HistoryTokens || rec.UsageAfter != wantRec.UsageAfter {
-				t.Fatalf("seed %d, %d messages: record %s %d tokens %d msgs (history %d, usage %.3f), want %s %d %d (%d, %.3f)", seed, end,
-					rec.Tier, rec.TokensBefore, rec.MsgsBefore, rec.HistoryTokens, rec.UsageAfter,
-					wantRec.Tier, wantRec.TokensBefore, wantRec.MsgsBefore, wantRec.HistoryTokens, wantRec.UsageAfter)
-			}
-			if !EqualMessages(got, want) {
-				t.Fatalf("seed %d, %d messages: the seen view differs from the full history's", seed, end)
-			}
-			seenN, hash = rec.Seen, rec.SeenHash
-			if rec.Seen > 0 && (rec.Tier != TierNone || rec.WatermarkAfter != 0 || rec.Seen != end) {
-				t.Fatalf("seed %d, %d messages: seen %d on a %s turn at watermark %d", seed, end, rec.Seen, rec.Tier, rec.WatermarkAfter)
-			}
+		history := genHistory(rand.New(rand.NewPCG(seed, seed*7919)), 40)
+		requireBoth(t, fmt.Sprintf("seed %d", seed), history, DefaultConfig(windowFor(history, 0.9)))
+	}
+	for _, name := range []string{"coding-agent-small.jsonl", "parallel-tools.jsonl", "long-session.jsonl"} {
+		f, err := os.Open(filepath.Join("..", "testdata", name))
+		if err != nil {
+			t.Fatal(err)
 		}
-		if deltas == 0 || stale == 0 {
-			t.Fatalf("seed %d: %d seen deltas answered, %d stale; want both (turns before the first compaction, then the turn that compacts)", seed, deltas, stale)
+		history, err := DecodeTranscript(f, DecodeOptions{})
+		_ = f.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, usage := range []float64{1.5, 4} {
+			requireBoth(t, fmt.Sprintf("%s at %.0f%%", name, usage*100), history, DefaultConfig(windowFor(history, usage)))
 		}
 	}
+}
+
+// requireBoth replays history (replaySeen) and requires seen deltas answered and refused.
+func requireBoth(t *testing.T, name string, history []Message, cfg Config) {
+	t.Helper()
+	if deltas, stale := replaySeen(t, name, history, cfg); deltas == 0 || stale == 0 {
+		t.Fatalf("%s: %d seen deltas answered, %d stale; want both (turns before the first compaction, then the turn that compacts)", name, deltas, stale)
+	}
+}
+
+// replaySeen replays history's turns with the full history and with seen deltas, comparing
+// them, and counts the seen deltas answered and refused (stale).
+func replaySeen(t *testing.T, name string, history []Message, cfg Config) (deltas, stale int) {
+	t.Helper()
+	ctx := context.Background()
+	now := time.Date(2026, 12, 4, 12, 0, 0, 0, time.UTC)
+	clock := func() time.Time { return now }
+	full := revalidating(t, cfg, newVersionedStore(), "s", clock, time.Minute)
+	seen := revalidating(t, cfg, newVersionedStore(), "s", clock, time.Minute)
+	var hash string
+	seenN := 0
+	for _, end := range AssistantTurns(history) {
+		msgs := history[:end]
+		now = now.Add(2 * time.Second)
+		want, wantRec, err := full.CompactWithRecord(ctx, msgs)
+		if err != nil {
+			t.Fatalf("%s, %d messages, full: %v", name, end, err)
+		}
+		var got []Message
+		var rec *CompactionRecord
+		if seenN > 0 {
+			p := systemPrefixLen(msgs)
+			delta := append(append([]Message(nil), msgs[:p]...), msgs[seenN:]...)
+			part, drec, err := seen.CompactDeltaWithRecord(ctx, Delta{Seen: seenN, PrefixHash: hash}, delta, false)
+			switch {
+			case err == nil:
+				deltas++
+				got, rec = append(append([]Message(nil), msgs[:seenN]...), part...), drec
+			case errors.Is(err, ErrStaleWatermark):
+				stale++
+			default:
+				t.Fatalf("%s, %d messages, seen delta: %v", name, end, err)
+			}
+		}
+		if rec == nil {
+			if got, rec, err = seen.CompactWithRecord(ctx, msgs); err != nil {
+				t.Fatalf("%s, %d messages, full after the seen delta: %v", name, end, err)
+			}
+		}
+		if rec.Tier != wantRec.Tier || rec.TokensBefore != wantRec.TokensBefore || rec.MsgsBefore != wantRec.MsgsBefore ||
+			rec.HistoryTokens != wantRec.HistoryTokens || rec.UsageAfter != wantRec.UsageAfter {
+			t.Fatalf("%s, %d messages: record %s %d tokens %d msgs (history %d, usage %.3f), want %s %d %d (%d, %.3f)", name, end,
+				rec.Tier, rec.TokensBefore, rec.MsgsBefore, rec.HistoryTokens, rec.UsageAfter,
+				wantRec.Tier, wantRec.TokensBefore, wantRec.MsgsBefore, wantRec.HistoryTokens, wantRec.UsageAfter)
+		}
+		if !EqualMessages(got, want) {
+			t.Fatalf("%s, %d messages: the seen view differs from the full history's", name, end)
+		}
+		seenN, hash = rec.Seen, rec.SeenHash
+		if rec.Seen > 0 && (rec.Tier != TierNone || rec.WatermarkAfter != 0 || rec.Seen != end) {
+			t.Fatalf("%s, %d messages: seen %d on a %s turn at watermark %d", name, end, rec.Seen, rec.Tier, rec.WatermarkAfter)
+		}
+	}
+	return deltas, stale
 }
 
 // TestSeenDeltaRefused covers what makes a seen delta stale (the caller sends the full

@@ -9,6 +9,9 @@ import (
 	"github.com/harness9/compaction-operator/compaction"
 )
 
+// routeLabel names the API route (compact, toolresults, records, ...) in metrics and logs.
+const routeLabel = "route"
+
 // summarizerLabel names the summarizer ("extractive", "openai") in the summarizer metrics.
 const summarizerLabel = "summarizer"
 
@@ -36,11 +39,11 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	m := &Metrics{
 		Requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "compaction_api_requests_total", Help: "Compaction API requests by route and HTTP status code.",
-		}, []string{"route", "code"}),
+		}, []string{routeLabel, "code"}),
 		RequestDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "compaction_api_request_duration_seconds", Help: "Compaction API request latency by route.",
 			Buckets: []float64{.001, .0025, .005, .01, .02, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
-		}, []string{"route"}),
+		}, []string{routeLabel}),
 		Compactions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "compaction_compactions_total", Help: "Turns by the tier they reached (None: turns that needed no compaction), also those above None whose compaction waited and changed nothing (status.compactions counts only compactions that changed the view).",
 		}, []string{"tier"}),
@@ -77,7 +80,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		Throttled: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "compaction_api_throttled_requests_total",
 			Help: "Compaction API requests answered 429 because the in-flight budget (--api-max-inflight-bytes) could not take them, by route.",
-		}, []string{"route"}),
+		}, []string{routeLabel}),
 		Inflight: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "compaction_api_inflight_bytes",
 			Help: "Bytes of the in-flight budget held by the compaction API requests being served (bodies and what decoding them holds).",

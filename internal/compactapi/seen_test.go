@@ -59,7 +59,9 @@ func TestSessionSeenDeltas(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := &compactclient.Session{Client: api, Namespace: env.sess.Namespace, Name: env.sess.Name}
-	history := []compaction.Message{{Role: compaction.RoleSystem, Content: "You are a coding agent."}, {Role: compaction.RoleUser, Content: "Fix the failing test in pkg/parse."}}
+	history := make([]compaction.Message, 0, 122)
+	history = append(history, compaction.Message{Role: compaction.RoleSystem, Content: "You are a coding agent."},
+		compaction.Message{Role: compaction.RoleUser, Content: "Fix the failing test in pkg/parse."})
 	compactions := 0
 	for turn := range 60 {
 		id := fmt.Sprintf("call_%d", turn)

@@ -414,7 +414,7 @@ func route[Req any](s *Server, name, verb, subresource string, withEngine bool,
 		defer cancel()
 		r = r.WithContext(ctx)
 		ns, sessionName := r.PathValue("namespace"), r.PathValue("name")
-		log := &requestLog{kv: []any{"route", name, "session", ns + "/" + sessionName}}
+		log := &requestLog{kv: []any{routeLabel, name, "session", ns + "/" + sessionName}}
 
 		user, err := s.auth.check(ctx, r, verb, subresource, ns, sessionName)
 		if err != nil {
