@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
-	"net/http/httptest"
 	"testing"
 
 	"github.com/harness9/compaction-operator/compaction"
@@ -28,7 +27,7 @@ func TestSessionPutsEchoBack(t *testing.T) {
 		{body: `{"messages":[],"echoed":-1,"record":{},"watermark":7,"prefixHash":"bad"}`},
 	}
 	n := 0
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	s := sessionOn(t, func(w http.ResponseWriter, r *http.Request) {
 		a := answers[n]
 		n++
 		if err := json.NewDecoder(r.Body).Decode(&a.got); err != nil {
@@ -36,13 +35,7 @@ func TestSessionPutsEchoBack(t *testing.T) {
 		}
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = w.Write([]byte(a.body))
-	}))
-	t.Cleanup(srv.Close)
-	c, err := New(srv.URL, WithToken("t"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := &Session{Client: c, Namespace: "ns", Name: "agent"}
+	})
 	ctx := context.Background()
 	msg := func(role compaction.Role, content string) compaction.Message {
 		return compaction.Message{Role: role, Content: content}
@@ -94,7 +87,7 @@ func TestSessionPutsEchoBack(t *testing.T) {
 // the request again without it, and never sends it again.
 func TestSessionOmitEchoOlderServer(t *testing.T) {
 	var requests, refused int
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	s := sessionOn(t, func(w http.ResponseWriter, r *http.Request) {
 		requests++
 		var body map[string]json.RawMessage
 		if err := json.NewDecoder(r.Body).Decode(&body); err != nil {
@@ -108,13 +101,7 @@ func TestSessionOmitEchoOlderServer(t *testing.T) {
 			return
 		}
 		_, _ = w.Write([]byte(`{"messages":` + string(body["messages"]) + `,"record":{},"watermark":0}`))
-	}))
-	t.Cleanup(srv.Close)
-	c, err := New(srv.URL, WithToken("t"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := &Session{Client: c, Namespace: "ns", Name: "agent"}
+	})
 	history := []compaction.Message{{Role: compaction.RoleSystem, Content: "s"}, {Role: compaction.RoleUser, Content: "task"}}
 	for turn := range 3 {
 		resp, err := s.Compact(context.Background(), history, 0)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
-	"net/http/httptest"
 	"strconv"
 	"testing"
 
@@ -20,7 +19,7 @@ import (
 func TestSessionSeenDelta(t *testing.T) {
 	var got []CompactRequest
 	mode := "current" // "old": refuses seen; "stale": 409 on seen; "bogus": claims 99 seen
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	s := sessionOn(t, func(w http.ResponseWriter, r *http.Request) {
 		var raw map[string]json.RawMessage
 		var req CompactRequest
 		if err := json.NewDecoder(r.Body).Decode(&raw); err != nil {
@@ -54,13 +53,7 @@ func TestSessionSeenDelta(t *testing.T) {
 		}
 		_, _ = w.Write([]byte(`{"messages":[],"echoed":` + strconv.Itoa(len(req.Messages)-min(req.Seen, 1)) +
 			`,"record":{},"watermark":0,"seen":` + strconv.Itoa(total) + `,"seenHash":"h` + strconv.Itoa(total) + `"}`))
-	}))
-	t.Cleanup(srv.Close)
-	c, err := New(srv.URL, WithToken("t"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := &Session{Client: c, Namespace: "ns", Name: "agent"}
+	})
 	ctx := context.Background()
 	history := []compaction.Message{{Role: compaction.RoleSystem, Content: "s"}, {Role: compaction.RoleUser, Content: "task"}}
 	turn := func(want string) {
@@ -109,7 +102,7 @@ func TestSessionSeenDelta(t *testing.T) {
 		t.Fatal("a refusal of seen did not stop the Session sending it")
 	}
 
-	s = &Session{Client: c, Namespace: "ns", Name: "agent"}
+	s = &Session{Client: s.Client, Namespace: "ns", Name: "agent"}
 	mode = "bogus"
 	if _, err := s.Compact(ctx, history, 0); err == nil || s.seen != 0 {
 		t.Fatalf("an answer that saw 99 of %d messages: %v, seen %d; want an error and nothing learnt", len(history), err, s.seen)
