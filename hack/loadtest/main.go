@@ -48,12 +48,13 @@ func main() {
 	transcript := flag.String("transcript", "testdata/long-session.jsonl", "agent transcript (JSONL)")
 	managerBin := flag.String("manager", "", "the manager binary (default bin/manager)")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the manager, taken over the first 30 s of the agents' run, to this file")
+	managerFlags := flag.String("manager-flags", "", "more flags for the manager, space-separated (e.g. \"--api-status-interval 30s\"), to measure what a setting costs")
 	think := flag.Duration("think", 0, "mean pause of an agent before each turn, standing for its LLM call (uniform in [0.5, 1.5] x think); 0: closed loop, as fast as answered")
 	flag.Parse()
 	if *agents < 0 || *agents > *sessions {
 		*agents = *sessions
 	}
-	if err := run(*sessions, *agents, *turns, int32(*window), *transcript, *think, *managerBin, *cpuProfile); err != nil { //nolint:gosec // flag value, bounded by the CRD
+	if err := run(*sessions, *agents, *turns, int32(*window), *transcript, *think, *managerBin, *cpuProfile, strings.Fields(*managerFlags)); err != nil { //nolint:gosec // flag value, bounded by the CRD
 		fmt.Fprintln(os.Stderr, "loadtest:", err)
 		os.Exit(1)
 	}
@@ -70,7 +71,7 @@ type sample struct {
 	d    time.Duration
 }
 
-func run(n, agents, maxTurns int, window int32, transcript string, think time.Duration, managerBin, cpuProfile string) error {
+func run(n, agents, maxTurns int, window int32, transcript string, think time.Duration, managerBin, cpuProfile string, managerFlags []string) error {
 	ctx := context.Background()
 	root, err := os.Getwd()
 	if err != nil {
@@ -94,6 +95,7 @@ func run(n, agents, maxTurns int, window int32, transcript string, think time.Du
 	if cpuProfile != "" {
 		args = append(args, "--pprof-bind-address", ports[1])
 	}
+	args = append(args, managerFlags...)
 	env, err := devenv.Start(ctx, devenv.Options{Root: root, Dir: dir, ManagerBin: managerBin, ManagerArgs: args})
 	if err != nil {
 		return err
@@ -399,17 +401,13 @@ func ms(d time.Duration) string {
 	return strconv.FormatFloat(float64(d.Microseconds())/1000, 'f', 1, 64) + " ms"
 }
 
-// cpuSeconds is utime+stime of pid from /proc (clock ticks of 1/100 s).
+// cpuSeconds is the CPU time pid has used; 0 when it cannot be read (the figures then say so).
 func cpuSeconds(pid int) float64 {
-	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
+	cpu, err := proc.CPUSeconds(pid)
 	if err != nil {
-		return 0
+		fmt.Fprintln(os.Stderr, err)
 	}
-	s := string(b)
-	f := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
-	ut, _ := strconv.ParseFloat(f[11], 64)
-	st, _ := strconv.ParseFloat(f[12], 64)
-	return (ut + st) / 100
+	return cpu
 }
 
 // rss is field (VmRSS: now, VmHWM: peak) of pid's /proc status, in bytes.

@@ -64,3 +64,30 @@ func TestStopTerminatesAndReportsExit(t *testing.T) {
 		t.Fatalf("second Stop = %v, want the first result %v", err2, err)
 	}
 }
+
+func TestCPUSecondsOfABusyProcess(t *testing.T) {
+	// A shell loop that burns CPU for a while: its CPU time must rise from (about) 0.
+	cmd := exec.Command("sh", "-c", "i=0; while [ $i -lt 3000000 ]; do i=$((i+1)); done")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pid := cmd.Process.Pid
+	var used float64
+	deadline := time.Now().Add(30 * time.Second)
+	for used < 0.05 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+		got, err := CPUSeconds(pid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		used = got
+	}
+	_ = cmd.Process.Kill()
+	_ = cmd.Wait()
+	if used < 0.05 {
+		t.Fatalf("CPUSeconds of a busy process stayed at %.2fs", used)
+	}
+	if _, err := CPUSeconds(pid); err == nil || !strings.Contains(err.Error(), "CPU time of process") {
+		t.Fatalf("CPUSeconds of an ended process: err %v, want one naming the process", err)
+	}
+}
