@@ -401,7 +401,7 @@ func ms(d time.Duration) string {
 	return strconv.FormatFloat(float64(d.Microseconds())/1000, 'f', 1, 64) + " ms"
 }
 
-// cpuSeconds is the CPU time pid has used; 0 when it cannot be read (the figures then say so).
+// cpuSeconds is the CPU time pid has used; 0, with the error on stderr, when it cannot be read.
 func cpuSeconds(pid int) float64 {
 	cpu, err := proc.CPUSeconds(pid)
 	if err != nil {
