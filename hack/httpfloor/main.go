@@ -137,10 +137,11 @@ func serve() error {
 		Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key}},
 		MinVersion:   tls.VersionTLS12, NextProtos: []string{"http/1.1"},
 	})
-	// The compaction API's server settings (internal/compactapi), its handler reduced to
+	// The compaction API's server settings at their defaults (internal/compactapi: write
+	// timeout = read 30 s + request 60 s + 30 s grace), its handler reduced to
 	// reading the body and answering.
 	srv := &http.Server{
-		ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second, WriteTimeout: 3 * time.Minute, IdleTimeout: 120 * time.Second,
+		ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second, WriteTimeout: 2 * time.Minute, IdleTimeout: 120 * time.Second,
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if _, err := io.Copy(io.Discard, r.Body); err != nil {
 				http.Error(w, err.Error(), http.StatusBadRequest)
