@@ -59,6 +59,8 @@ type source struct {
 	// extra are the other keys of the request's message object, on the source of its first
 	// engine message.
 	extra map[string]json.RawMessage
+	// role is "system" for a system message inside "messages" (see decodeSystemMessage).
+	role string
 }
 
 func invalid(format string, args ...any) error {
@@ -121,8 +123,10 @@ func (r *Request) decodeMessage(msg map[string]json.RawMessage) error {
 		err = r.decodeUser(content)
 	case "assistant":
 		err = r.decodeAssistant(content)
+	case "system":
+		err = r.decodeSystemMessage(content)
 	default:
-		err = fmt.Errorf("role %q is neither user nor assistant", role)
+		err = fmt.Errorf("role %q is neither user, assistant nor system", role)
 	}
 	if err != nil || len(msg) == 2 || first == len(r.Messages) {
 		return err
@@ -143,6 +147,21 @@ func (r *Request) add(m compaction.Message, src source) {
 	r.Messages = append(r.Messages, m)
 	k := fingerprint(&m)
 	r.sources[k] = append(r.sources[k], src)
+}
+
+// decodeSystemMessage decodes a system message inside "messages" (Claude Code sends its
+// environment that way). The engine keeps only the leading system messages as the system
+// prompt, so this one is a user message marked pinned: kept verbatim in every view, after
+// the system prompt, once a compaction covers it. Its source remembers the role, and Encode
+// writes it back as a system message of its own.
+func (r *Request) decodeSystemMessage(raw json.RawMessage) error {
+	m, src, err := decodeSystem(raw)
+	if err != nil {
+		return err
+	}
+	m.Role, m.Pinned, src.role = compaction.RoleUser, true, "system"
+	r.add(m, src)
+	return nil
 }
 
 func decodeSystem(raw json.RawMessage) (compaction.Message, source, error) {
@@ -334,6 +353,11 @@ func (r *Request) Encode(view []compaction.Message) ([]byte, error) {
 			role = "assistant"
 		case compaction.RoleUser, compaction.RoleTool:
 			role = "user"
+			if srcs[i].role == "system" {
+				// A system message of "messages": on its own, as it came.
+				groups = append(groups, group{role: srcs[i].role, members: []int{i}})
+				continue
+			}
 		default:
 			return nil, invalid("view message %d: role %q", i, view[i].Role)
 		}

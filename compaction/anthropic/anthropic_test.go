@@ -251,6 +251,71 @@ func TestCompactedByTheEngine(t *testing.T) {
 	}
 }
 
+// claudeCodeEnv is the environment block Claude Code sends as a system message inside
+// "messages" (2.1.x).
+const claudeCodeEnv = `<env>Working directory: /work/repo\nIs directory a git repo: Yes\nPlatform: linux</env>`
+
+// TestSystemMessagesInMessages: Claude Code's requests carry a system message inside
+// "messages"; it is accepted, written back in place, and kept in every view the engine
+// makes of a long loop, as a system message of its own.
+func TestSystemMessagesInMessages(t *testing.T) {
+	msgs := []string{
+		`{"role": "user", "content": [{"type": "text", "text": "Refactor the parser; keep the API stable.", "cache_control": {"type": "ephemeral"}}]}`,
+		`{"role": "system", "content": "` + claudeCodeEnv + `"}`,
+	}
+	for i := range 40 {
+		msgs = append(msgs,
+			fmt.Sprintf(`{"role": "assistant", "content": [{"type": "thinking", "thinking": "t%d", "signature": "s%d"}, {"type": "tool_use", "id": "toolu_%d", "name": "Bash", "input": {"command": "cat file%d.go"}}]}`, i, i, i, i),
+			fmt.Sprintf(`{"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_%d", "content": %q}]}`, i, strings.Repeat(fmt.Sprintf("line %d of file%d.go\n", i, i), 25)))
+	}
+	body := `{"model": "claude-sonnet-4-5", "max_tokens": 100, "thinking": {"type": "adaptive"}, "context_management": {"edits": []}, "output_config": {"effort": "high"}, "system": [{"type": "text", "text": "You are Claude Code."}], "messages": [` + strings.Join(msgs, ",") + `]}`
+	r := decode(t, body)
+	if got := r.Messages[2]; got.Role != compaction.RoleUser || !got.Pinned || got.Content != strings.ReplaceAll(claudeCodeEnv, `\n`, "\n") {
+		t.Fatalf("the system message of messages decoded as %+v, want a pinned user message with its text", got)
+	}
+	out, err := r.Encode(r.Messages)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !sameJSON(t, out, []byte(body)) {
+		t.Fatalf("encoded\n%s\nwant the request", out)
+	}
+	c, err := compaction.NewProgressiveCompactor(compaction.Config{ContextWindow: 6000, MinTailMessages: 6},
+		compaction.WithStore(mem.New()), compaction.WithSessionID("claude-code"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	compacted := 0
+	for n := 5; n <= len(r.Messages); n += 2 { // up to a tool result each time
+		sub := &Request{Messages: r.Messages[:n], fields: r.fields, sources: r.sources, toolResults: r.toolResults}
+		view, rec, err := c.CompactWithRecord(context.Background(), sub.Messages)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rec.Tier == compaction.TierSoft || rec.Tier == compaction.TierFull {
+			compacted++
+		}
+		out, err := sub.Encode(view)
+		if err != nil {
+			t.Fatalf("turn %d: %v", n, err)
+		}
+		if err := checkValid(out); err != nil {
+			t.Fatalf("turn %d (%s): %v\n%s", n, rec.Tier, err, out)
+		}
+		if !strings.Contains(string(out), `{"content":"`+claudeCodeEnv+`","role":"system"}`) {
+			t.Fatalf("turn %d (%s): the system message of messages is not in the request as it came:\n%s", n, rec.Tier, out)
+		}
+		for _, field := range []string{`"thinking":{"type": "adaptive"}`, `"context_management":{"edits": []}`, `"output_config":{"effort": "high"}`} {
+			if !strings.Contains(string(out), field) {
+				t.Fatalf("turn %d: %s is not passed through byte for byte:\n%s", n, field, out)
+			}
+		}
+	}
+	if compacted == 0 {
+		t.Fatal("the loop never summarized: the test checks nothing")
+	}
+}
+
 // checkValid checks what the Messages API requires of a conversation.
 func checkValid(body []byte) error {
 	var req struct {
@@ -266,10 +331,18 @@ func checkValid(body []byte) error {
 		return errors.New("the conversation does not start with a user message")
 	}
 	var calls map[string]bool
+	// A system message inside "messages" stands anywhere, and the API combines consecutive
+	// turns of one role, so only an alternation without one between is checked.
+	prev := -1
 	for i, m := range req.Messages {
-		if i > 0 && m.Role == req.Messages[i-1].Role {
-			return fmt.Errorf("messages %d and %d are both %s", i-1, i, m.Role)
+		if m.Role == "system" {
+			prev = -1
+			continue
 		}
+		if prev >= 0 && m.Role == req.Messages[prev].Role {
+			return fmt.Errorf("messages %d and %d are both %s", prev, i, m.Role)
+		}
+		prev = i
 		var blocks []block
 		_ = json.Unmarshal(m.Content, &blocks) // a string content has no blocks
 		if m.Role == "assistant" {
@@ -297,7 +370,8 @@ func TestDecodeRefusesBadRequests(t *testing.T) {
 		"null":                       `null`,
 		"no messages":                `{"model": "m"}`,
 		"messages not an array":      `{"messages": {"role": "user"}}`,
-		"unknown role":               `{"messages": [{"role": "system", "content": "hi"}]}`,
+		"unknown role":               `{"messages": [{"role": "developer", "content": "hi"}]}`,
+		"system content a number":    `{"messages": [{"role": "system", "content": 1}]}`,
 		"content a number":           `{"messages": [{"role": "user", "content": 7}]}`,
 		"block without type":         `{"messages": [{"role": "user", "content": [{"text": "hi"}]}]}`,
 		"block not an object":        `{"messages": [{"role": "user", "content": ["hi"]}]}`,
