@@ -36,8 +36,8 @@ const (
 // TestProxyInjection is issue 16: with config/default installed (kubectl apply -k, as a user
 // does), a pod created with the annotations compaction.harness9.io/policy and
 // compaction.harness9.io/proxy: "true" gets compaction-proxy as a native sidecar, its token
-// and CA volumes, and its containers' base URLs pointing at it; every other pod is admitted
-// as it was sent.
+// and CA volumes, and its containers' base URLs (OpenAI, Anthropic and, issue 27, Gemini)
+// pointing at it; every other pod is admitted as it was sent.
 func TestProxyInjection(t *testing.T) {
 	cl := operator.Install(t)
 	c, ctx := cl.Client, context.Background()
@@ -64,10 +64,13 @@ func TestProxyInjection(t *testing.T) {
 				{Name: "OPENAI_API_KEY", Value: "sk-test"},
 				{Name: "OPENAI_BASE_URL", Value: "https://llm.internal.example/v1"},
 				{Name: "ANTHROPIC_BASE_URL", Value: "https://gateway.example/anthropic/"},
+				{Name: "GEMINI_API_KEY", Value: "gm-test"},
+				{Name: "GOOGLE_GEMINI_BASE_URL", Value: "https://gateway.example/gemini"},
 				{Name: "MODEL_URL", Value: "$(OPENAI_BASE_URL)/models"},
 			}},
 			corev1.Container{Name: "helper", Image: "busybox:1.36"})
 		p.Annotations["compaction.harness9.io/upstream"] = "https://ignored.example/v1"
+		p.Annotations["compaction.harness9.io/gemini-upstream"] = "https://ignored.example"
 		p.Spec.InitContainers = []corev1.Container{{Name: "setup", Image: "busybox:1.36", Command: []string{"true"}}}
 		testenv.Must(t, c.Create(ctx, p))
 
@@ -76,12 +79,15 @@ func TestProxyInjection(t *testing.T) {
 		}
 		checkSidecar(t, p.Spec.InitContainers[1],
 			corev1.EnvVar{Name: "COMPACTION_PROXY_UPSTREAM", Value: "https://llm.internal.example/v1"},
-			corev1.EnvVar{Name: "COMPACTION_PROXY_ANTHROPIC_UPSTREAM", Value: "https://gateway.example/anthropic/v1"})
+			corev1.EnvVar{Name: "COMPACTION_PROXY_ANTHROPIC_UPSTREAM", Value: "https://gateway.example/anthropic/v1"},
+			corev1.EnvVar{Name: "COMPACTION_PROXY_GEMINI_UPSTREAM", Value: "https://gateway.example/gemini"})
 		checkVolumes(t, p, nil)
 		checkEnv(t, p.Spec.Containers[0], []corev1.EnvVar{
 			{Name: "OPENAI_API_KEY", Value: "sk-test"},
 			{Name: "OPENAI_BASE_URL", Value: "http://127.0.0.1:4141/v1"},
 			{Name: "ANTHROPIC_BASE_URL", Value: "http://127.0.0.1:4141"},
+			{Name: "GEMINI_API_KEY", Value: "gm-test"},
+			{Name: "GOOGLE_GEMINI_BASE_URL", Value: "http://127.0.0.1:4141"},
 			{Name: "MODEL_URL", Value: "$(OPENAI_BASE_URL)/models"},
 		})
 		checkEnv(t, p.Spec.Containers[1], proxyBaseURLs())
@@ -91,14 +97,18 @@ func TestProxyInjection(t *testing.T) {
 	})
 
 	t.Run("UpstreamsFromAnnotations", func(t *testing.T) {
-		// The OpenAI base URL comes from a Secret (not a literal): the annotation names the
-		// upstream, and the agent's variable becomes a literal pointing at the proxy.
+		// The OpenAI and Gemini base URLs come from a Secret and a ConfigMap (not literals):
+		// the annotations name the upstreams, and the agent's variables become literals
+		// pointing at the proxy.
 		p := injectPod("annotation-upstream", true, true, corev1.Container{Name: "agent", Image: "busybox:1.36", Env: []corev1.EnvVar{
 			{Name: "OPENAI_BASE_URL", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
 				LocalObjectReference: corev1.LocalObjectReference{Name: "llm"}, Key: "url"}}},
+			{Name: "GOOGLE_GEMINI_BASE_URL", ValueFrom: &corev1.EnvVarSource{ConfigMapKeyRef: &corev1.ConfigMapKeySelector{
+				LocalObjectReference: corev1.LocalObjectReference{Name: "llm"}, Key: "gemini-url"}}},
 		}})
 		p.Annotations["compaction.harness9.io/upstream"] = "http://vllm.models.svc:8000/v1"
 		p.Annotations["compaction.harness9.io/anthropic-upstream"] = "https://anthropic-gw.example/v1"
+		p.Annotations["compaction.harness9.io/gemini-upstream"] = "https://gemini-gw.example"
 		p.Spec.Volumes = []corev1.Volume{{Name: "work", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}}
 		testenv.Must(t, c.Create(ctx, p))
 
@@ -107,9 +117,14 @@ func TestProxyInjection(t *testing.T) {
 		}
 		checkSidecar(t, p.Spec.InitContainers[0],
 			corev1.EnvVar{Name: "COMPACTION_PROXY_UPSTREAM", Value: "http://vllm.models.svc:8000/v1"},
-			corev1.EnvVar{Name: "COMPACTION_PROXY_ANTHROPIC_UPSTREAM", Value: "https://anthropic-gw.example/v1"})
+			corev1.EnvVar{Name: "COMPACTION_PROXY_ANTHROPIC_UPSTREAM", Value: "https://anthropic-gw.example/v1"},
+			corev1.EnvVar{Name: "COMPACTION_PROXY_GEMINI_UPSTREAM", Value: "https://gemini-gw.example"})
 		checkVolumes(t, p, []string{"work"})
-		checkEnv(t, p.Spec.Containers[0], proxyBaseURLs())
+		checkEnv(t, p.Spec.Containers[0], []corev1.EnvVar{
+			{Name: "OPENAI_BASE_URL", Value: "http://127.0.0.1:4141/v1"},
+			{Name: "GOOGLE_GEMINI_BASE_URL", Value: "http://127.0.0.1:4141"},
+			{Name: "ANTHROPIC_BASE_URL", Value: "http://127.0.0.1:4141"},
+		})
 	})
 
 	t.Run("ProxyDefaults", func(t *testing.T) {
@@ -117,13 +132,18 @@ func TestProxyInjection(t *testing.T) {
 		// proxy keeps its default upstreams (no upstream variables), never itself.
 		p := injectPod("defaults", true, true, corev1.Container{Name: "agent", Image: "busybox:1.36", Env: []corev1.EnvVar{
 			{Name: "OPENAI_BASE_URL", Value: "http://127.0.0.1:4141/v1"},
+			{Name: "GOOGLE_GEMINI_BASE_URL", Value: "http://localhost:4141"},
 		}})
 		testenv.Must(t, c.Create(ctx, p))
 		if len(p.Spec.InitContainers) != 1 {
 			t.Fatalf("init containers %v, want compaction-proxy", containerNames(p.Spec.InitContainers))
 		}
 		checkSidecar(t, p.Spec.InitContainers[0])
-		checkEnv(t, p.Spec.Containers[0], proxyBaseURLs())
+		checkEnv(t, p.Spec.Containers[0], []corev1.EnvVar{
+			{Name: "OPENAI_BASE_URL", Value: "http://127.0.0.1:4141/v1"},
+			{Name: "GOOGLE_GEMINI_BASE_URL", Value: "http://127.0.0.1:4141"},
+			{Name: "ANTHROPIC_BASE_URL", Value: "http://127.0.0.1:4141"},
+		})
 	})
 
 	t.Run("OtherPodsUntouched", func(t *testing.T) {
@@ -210,10 +230,12 @@ func containerNames(cs []corev1.Container) []string {
 	return names
 }
 
+// proxyBaseURLs is what the policy adds to a container that set none of the base URLs.
 func proxyBaseURLs() []corev1.EnvVar {
 	return []corev1.EnvVar{
 		{Name: "OPENAI_BASE_URL", Value: "http://127.0.0.1:4141/v1"},
 		{Name: "ANTHROPIC_BASE_URL", Value: "http://127.0.0.1:4141"},
+		{Name: "GOOGLE_GEMINI_BASE_URL", Value: "http://127.0.0.1:4141"},
 	}
 }
 
