@@ -77,6 +77,8 @@ FUZZ_TARGETS := \
 	./compaction/:FuzzSafeKey:300000x \
 	./compaction/:FuzzRepairToolPairs:6000x \
 	./compaction/anthropic/:FuzzAnthropicRoundTrip:100000x \
+	./compaction/responses/:FuzzResponsesRoundTrip:100000x \
+	./compaction/gemini/:FuzzGeminiRoundTrip:100000x \
 	./internal/compactrequest/:FuzzDecodeCompactRequest:30000x
 
 .PHONY: fuzz

@@ -1,0 +1,1169 @@
+// Package gemini converts a Gemini API GenerateContentRequest (the body of POST
+// /v1beta/models/{model}:generateContent and :streamGenerateContent, and of :countTokens in
+// either of its forms) to the engine's message model and back, so that a Gemini CLI
+// conversation can be compacted like an OpenAI one.
+//
+// The mapping:
+//   - systemInstruction (a Content; a plain string is accepted too) is one system message.
+//   - A "model" content is one assistant message: its text parts (thoughts excepted) are the
+//     content, its functionCall parts the tool calls (args verbatim as the arguments; the
+//     call's id, or "gemini-<content>-<part>" when it has none).
+//   - A "user" (or legacy "function") content's functionResponse parts are tool messages, one
+//     each, paired with the calls of the model content before them: by id when the ids
+//     agree, else by position (the i-th response answers the i-th call), else by name. Its
+//     other parts are one user message after them: its text when it has only text parts, else
+//     content parts in which an inlineData or fileData part counts as an image.
+//
+// Encode goes back. A message of the compacted view that is one the request had is written
+// as the request had it, byte for byte: its parts with their thoughtSignature, thought parts,
+// images and any part or field this package does not know; a content kept whole is written
+// whole. Only the messages a compaction wrote (the summary, an offloaded result's
+// placeholder, a closed call's result) are built anew. Consecutive user-side messages (user
+// and tool) make one user content, so roles alternate as the API wants; the request's own
+// consecutive contents of one role stay apart.
+package gemini
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/harness9/compaction-operator/compaction"
+)
+
+// ErrInvalidRequest is wrapped by every error DecodeRequest and Encode return for a request
+// or a view they cannot convert.
+var ErrInvalidRequest = errors.New("invalid Gemini GenerateContent request")
+
+// SyntheticThoughtSignature is the signature a rebuilt model content's first function call
+// gets when it has none, in a request that carries signatures: the value Gemini CLI uses for
+// the calls it writes itself, which the API accepts in place of a real signature.
+const SyntheticThoughtSignature = "skip_thought_signature_validator"
+
+// Request is a decoded GenerateContentRequest.
+type Request struct {
+	// Messages is the conversation in the engine's model: the system instruction first (when
+	// the request has one), then every content of the request.
+	Messages []compaction.Message
+
+	// outer are the members of a countTokens body that wraps the request in
+	// "generateContentRequest" (outerKey), verbatim; nil for a bare request.
+	outer    []member
+	outerKey string
+	// fields are the request's members in their order, verbatim; the values of the system
+	// instruction's and the contents' keys are rewritten by Encode.
+	fields      []member
+	systemKey   string
+	contentsKey string
+
+	system   *content  // the systemInstruction, when there is one
+	contents []content // the request's contents
+	// sources maps an engine message's fingerprint to what it was decoded from, the latest
+	// last (see Encode).
+	sources map[[sha256.Size]byte][]*source
+	// calls maps a tool call's engine id to what the request says of it.
+	calls map[string]*call
+	// signatures is whether any part of the request has a thoughtSignature.
+	signatures bool
+}
+
+type member struct {
+	key   string
+	value json.RawMessage
+}
+
+// content is one content of the request (or its system instruction), verbatim.
+type content struct {
+	raw  json.RawMessage
+	role json.RawMessage // the "role" member as it came, nil when absent
+	msgs int             // the engine messages decoded from it
+}
+
+// source is what an engine message was decoded from: some parts of one content.
+type source struct {
+	content int // index in contents; -1 for the system instruction
+	ordinal int // the message's place among those of its content
+	parts   []json.RawMessage
+	text    *string // a system instruction sent as a plain string
+}
+
+// call is a function call of the request and the response that answers it.
+type call struct {
+	name   string
+	realID string // the functionCall's own id, "" when it has none
+	args   string
+	part   json.RawMessage
+	resp   *response
+}
+
+type response struct {
+	part   json.RawMessage
+	fields []member // the functionResponse object's members
+	key    string   // the member of "response" the tool message's content is, "" when the whole
+}
+
+func invalid(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ErrInvalidRequest, fmt.Sprintf(format, args...))
+}
+
+// Field names, camelCase as the SDK writes them; the API also takes the proto's snake_case.
+var aliases = map[string]string{
+	"system_instruction":       "systemInstruction",
+	"generate_content_request": "generateContentRequest",
+	"function_call":            "functionCall",
+	"function_response":        "functionResponse",
+	"inline_data":              "inlineData",
+	"file_data":                "fileData",
+	"executable_code":          "executableCode",
+	"code_execution_result":    "codeExecutionResult",
+	"thought_signature":        "thoughtSignature",
+	"mime_type":                "mimeType",
+}
+
+func canonicalKey(k string) string {
+	if a, ok := aliases[k]; ok {
+		return a
+	}
+	return k
+}
+
+// DecodeRequest decodes a GenerateContentRequest body, or a countTokens body in either form
+// ({"contents": ...} or {"generateContentRequest": {...}}).
+func DecodeRequest(body []byte) (*Request, error) {
+	if !utf8.Valid(body) {
+		return nil, invalid("the body is not valid UTF-8")
+	}
+	fields, err := decodeObject(body)
+	if err != nil {
+		return nil, invalid("the body is not a JSON object: %v", err)
+	}
+	r := &Request{sources: map[[sha256.Size]byte][]*source{}, calls: map[string]*call{}}
+	if _, ok := find(fields, "contents"); !ok {
+		if k, inner, ok := findKey(fields, "generateContentRequest"); ok {
+			r.outer, r.outerKey = fields, k
+			if fields, err = decodeObject(inner); err != nil {
+				return nil, invalid("%q is not a JSON object: %v", k, err)
+			}
+		}
+	}
+	r.fields = fields
+	rawContents, ok := find(fields, "contents")
+	if !ok {
+		return nil, invalid(`no "contents"`)
+	}
+	r.contentsKey = "contents"
+	var contents []json.RawMessage
+	if err := json.Unmarshal(rawContents, &contents); err != nil || isNull(rawContents) {
+		return nil, invalid(`"contents" is not an array of contents`)
+	}
+	if err := r.decodeSystem(); err != nil {
+		return nil, err
+	}
+	d := decoder{r: r}
+	for i, c := range contents {
+		if err := d.decodeContent(i, c); err != nil {
+			return nil, invalid("contents[%d]: %v", i, err)
+		}
+	}
+	return r, nil
+}
+
+func (r *Request) decodeSystem() error {
+	var key string
+	var raw json.RawMessage
+	for _, m := range r.fields {
+		if canonicalKey(m.key) != "systemInstruction" {
+			continue
+		}
+		if key != "" && key != m.key {
+			return invalid("both %q and %q", key, m.key)
+		}
+		key, raw = m.key, m.value
+	}
+	if key == "" {
+		return nil
+	}
+	r.systemKey = key
+	if isNull(raw) {
+		return nil
+	}
+	c := content{raw: raw, msgs: 1}
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		r.system = &c
+		r.add(compaction.Message{Role: compaction.RoleSystem, Content: s}, &source{content: -1, text: &s})
+		return nil
+	}
+	role, parts, err := decodeContentObject(raw)
+	if err != nil {
+		return invalid("%q: %v", key, err)
+	}
+	c.role = role
+	r.system = &c
+	m := compaction.Message{Role: compaction.RoleSystem}
+	ps := make([]part, len(parts))
+	for i, p := range parts {
+		if ps[i], err = parsePart(p); err != nil {
+			return invalid("%q.parts[%d]: %v", key, i, err)
+		}
+		r.signatures = r.signatures || ps[i].signed
+	}
+	setUserContent(&m, ps)
+	r.add(m, &source{content: -1, parts: parts})
+	return nil
+}
+
+// decodeContentObject reads a Content: its role member (raw) and its parts.
+func decodeContentObject(raw json.RawMessage) (json.RawMessage, []json.RawMessage, error) {
+	members, err := decodeObject(raw)
+	if err != nil {
+		return nil, nil, fmt.Errorf("not a content object: %v", err)
+	}
+	role, _ := find(members, "role")
+	rawParts, ok := find(members, "parts")
+	if !ok || isNull(rawParts) {
+		return role, nil, nil
+	}
+	if t := bytes.TrimSpace(rawParts); len(t) > 0 && t[0] == '{' {
+		return role, []json.RawMessage{t}, nil // one part for the repeated field, as proto JSON allows
+	}
+	var parts []json.RawMessage
+	if err := json.Unmarshal(rawParts, &parts); err != nil {
+		return nil, nil, fmt.Errorf(`"parts" is not an array of parts`)
+	}
+	return role, parts, nil
+}
+
+// part is one part of a content, with what this package reads of it.
+type part struct {
+	raw    json.RawMessage
+	kind   string // "text", "thought", "call", "response", "media", "code" or "other"
+	text   string // text, code or output
+	plain  bool   // a text part with no other member
+	signed bool   // has a thoughtSignature
+	call   struct {
+		name, id string
+		args     json.RawMessage
+	}
+	resp struct {
+		name, id string
+		response json.RawMessage
+		parts    []json.RawMessage
+		fields   []member
+	}
+}
+
+func parsePart(raw json.RawMessage) (part, error) {
+	p := part{raw: raw, kind: "other"}
+	members, err := decodeObject(raw)
+	if err != nil {
+		return p, fmt.Errorf("not a part object: %v", err)
+	}
+	var thought, text, media, code, isCall, isResp bool
+	for _, m := range members {
+		v := m.value
+		switch canonicalKey(m.key) {
+		case "text":
+			if err := json.Unmarshal(v, &p.text); err != nil || isNull(v) {
+				return p, fmt.Errorf(`"text" is not a string`)
+			}
+			text = true
+		case "thought":
+			if !isNull(v) && json.Unmarshal(v, &thought) != nil {
+				return p, fmt.Errorf(`"thought" is not a boolean`)
+			}
+		case "thoughtSignature":
+			p.signed = true
+		case "functionCall":
+			if err := p.parseCall(v); err != nil {
+				return p, fmt.Errorf("functionCall: %v", err)
+			}
+			isCall = true
+		case "functionResponse":
+			if err := p.parseResponse(v); err != nil {
+				return p, fmt.Errorf("functionResponse: %v", err)
+			}
+			isResp = true
+		case "inlineData", "fileData":
+			media = true
+		case "executableCode", "codeExecutionResult":
+			var c struct {
+				Code   string `json:"code"`
+				Output string `json:"output"`
+			}
+			_ = json.Unmarshal(v, &c) // other shapes are the API's to judge
+			code, p.text = true, c.Code+c.Output
+		}
+	}
+	switch {
+	case isCall && isResp:
+		return p, fmt.Errorf("both a functionCall and a functionResponse")
+	case isCall:
+		p.kind = "call"
+	case isResp:
+		p.kind = "response"
+	case media:
+		p.kind = "media"
+	case code && !text:
+		p.kind = "code"
+	case text && thought:
+		p.kind = "thought"
+	case text:
+		p.kind, p.plain = "text", len(members) == 1
+	}
+	return p, nil
+}
+
+func (p *part) parseCall(v json.RawMessage) error {
+	members, err := decodeObject(v)
+	if err != nil {
+		return err
+	}
+	for _, m := range members {
+		switch m.key {
+		case "name":
+			if err := json.Unmarshal(m.value, &p.call.name); err != nil {
+				return fmt.Errorf(`"name" is not a string`)
+			}
+		case "id":
+			if !isNull(m.value) && json.Unmarshal(m.value, &p.call.id) != nil {
+				return fmt.Errorf(`"id" is not a string`)
+			}
+		case "args":
+			if !isNull(m.value) {
+				if t := bytes.TrimSpace(m.value); len(t) == 0 || t[0] != '{' {
+					return fmt.Errorf(`"args" is not an object`)
+				}
+				p.call.args = m.value
+			}
+		}
+	}
+	if p.call.name == "" {
+		return fmt.Errorf(`no "name"`)
+	}
+	return nil
+}
+
+func (p *part) parseResponse(v json.RawMessage) error {
+	members, err := decodeObject(v)
+	if err != nil {
+		return err
+	}
+	p.resp.fields = members
+	for _, m := range members {
+		switch m.key {
+		case "name":
+			if err := json.Unmarshal(m.value, &p.resp.name); err != nil {
+				return fmt.Errorf(`"name" is not a string`)
+			}
+		case "id":
+			if !isNull(m.value) && json.Unmarshal(m.value, &p.resp.id) != nil {
+				return fmt.Errorf(`"id" is not a string`)
+			}
+		case "response":
+			if !isNull(m.value) {
+				if t := bytes.TrimSpace(m.value); len(t) == 0 || t[0] != '{' {
+					return fmt.Errorf(`"response" is not an object`)
+				}
+				p.resp.response = m.value
+			}
+		case "parts":
+			if !isNull(m.value) && json.Unmarshal(m.value, &p.resp.parts) != nil {
+				return fmt.Errorf(`"parts" is not an array`)
+			}
+		}
+	}
+	return nil
+}
+
+// decoder decodes the contents in order, pairing responses with the calls before them.
+type decoder struct {
+	r *Request
+	// pending are the calls of the latest model content; answered counts the responses seen
+	// since it, for pairing by position.
+	pending  []*pendingCall
+	answered int
+	ids      map[string]bool
+}
+
+type pendingCall struct {
+	id   string
+	c    *call
+	done bool
+}
+
+func (d *decoder) decodeContent(ci int, raw json.RawMessage) error {
+	r := d.r
+	roleRaw, parts, err := decodeContentObject(raw)
+	if err != nil {
+		return err
+	}
+	role := "user" // the API's default for a content without a role
+	if roleRaw != nil && !isNull(roleRaw) {
+		if err := json.Unmarshal(roleRaw, &role); err != nil {
+			return fmt.Errorf(`"role" is not a string`)
+		}
+		if role == "" {
+			role = "user"
+		}
+	}
+	ps := make([]part, len(parts))
+	for i, p := range parts {
+		if ps[i], err = parsePart(p); err != nil {
+			return fmt.Errorf("parts[%d]: %v", i, err)
+		}
+		r.signatures = r.signatures || ps[i].signed
+	}
+	first := len(r.Messages)
+	switch role {
+	case "model":
+		err = d.decodeModel(ci, ps)
+	case "user", "function":
+		err = d.decodeUser(ci, ps)
+	default:
+		err = fmt.Errorf("role %q is neither user nor model", role)
+	}
+	if err != nil {
+		return err
+	}
+	r.contents = append(r.contents, content{raw: raw, role: roleRaw, msgs: len(r.Messages) - first})
+	return nil
+}
+
+func (d *decoder) decodeModel(ci int, ps []part) error {
+	m := compaction.Message{Role: compaction.RoleAssistant}
+	var text strings.Builder
+	d.pending, d.answered = nil, 0
+	for pi, p := range ps {
+		switch p.kind {
+		case "text":
+			text.WriteString(p.text)
+		case "code":
+			text.WriteString("\n" + p.text + "\n")
+		case "response":
+			return fmt.Errorf("parts[%d]: a functionResponse in a model content", pi)
+		case "call":
+			id := d.uniqueID(p.call.id, "gemini-"+strconv.Itoa(ci)+"-"+strconv.Itoa(pi))
+			args := "{}"
+			if p.call.args != nil {
+				args = string(p.call.args)
+			}
+			c := &call{name: p.call.name, realID: p.call.id, args: args, part: p.raw}
+			d.r.calls[id] = c
+			d.pending = append(d.pending, &pendingCall{id: id, c: c})
+			m.ToolCalls = append(m.ToolCalls, compaction.ToolCall{ID: id, Type: "function",
+				Function: compaction.FunctionCall{Name: p.call.name, Arguments: args}})
+		}
+		// Thoughts, media and unknown parts have no place in the engine's model: they stay in
+		// the source, written back with the message.
+	}
+	m.Content = text.String()
+	d.r.add(m, &source{content: ci, parts: raws(ps)})
+	return nil
+}
+
+// uniqueID is the call's own id when it has one no other call has, else the synthetic one
+// (made unique too).
+func (d *decoder) uniqueID(own, synthetic string) string {
+	if d.ids == nil {
+		d.ids = map[string]bool{}
+	}
+	id := own
+	if id == "" || d.ids[id] {
+		id = synthetic
+		for n := 2; d.ids[id]; n++ {
+			id = synthetic + "#" + strconv.Itoa(n)
+		}
+	}
+	d.ids[id] = true
+	return id
+}
+
+func (d *decoder) decodeUser(ci int, ps []part) error {
+	r := d.r
+	var rest []part
+	ordinal := 0
+	for pi, p := range ps {
+		switch p.kind {
+		case "call":
+			return fmt.Errorf("parts[%d]: a functionCall in a user content", pi)
+		case "response":
+		default:
+			rest = append(rest, p)
+			continue
+		}
+		pc := d.pair(&p)
+		if pc == nil {
+			return fmt.Errorf("parts[%d]: functionResponse %q (id %q) answers no call of the model content before it", pi, p.resp.name, p.resp.id)
+		}
+		pc.done = true
+		d.answered++
+		resp := &response{part: p.raw, fields: p.resp.fields}
+		pc.c.resp = resp
+		m := compaction.Message{Role: compaction.RoleTool, ToolCallID: pc.id}
+		m.Content, resp.key = responseText(p.resp.response)
+		if len(p.resp.parts) > 0 { // multimodal response: its images count as images
+			nested := make([]part, 0, len(p.resp.parts)+1)
+			nested = append(nested, part{kind: "text", text: m.Content, plain: true})
+			for j, np := range p.resp.parts {
+				q, err := parsePart(np)
+				if err != nil {
+					return fmt.Errorf("parts[%d].functionResponse.parts[%d]: %v", pi, j, err)
+				}
+				nested = append(nested, q)
+			}
+			m.Content, m.ContentParts = "", contentParts(nested)
+		}
+		r.add(m, &source{content: ci, ordinal: ordinal, parts: []json.RawMessage{p.raw}})
+		ordinal++
+	}
+	if len(rest) > 0 || ordinal == 0 {
+		m := compaction.Message{Role: compaction.RoleUser}
+		setUserContent(&m, rest)
+		r.add(m, &source{content: ci, ordinal: ordinal, parts: raws(rest)})
+	}
+	return nil
+}
+
+// pair finds the call a functionResponse answers: the pending call with its id, else the
+// call at its position, else the first unanswered call of its name.
+func (d *decoder) pair(p *part) *pendingCall {
+	if p.resp.id != "" {
+		for _, pc := range d.pending {
+			if !pc.done && pc.c.realID == p.resp.id {
+				return pc
+			}
+		}
+	}
+	if d.answered < len(d.pending) {
+		if pc := d.pending[d.answered]; !pc.done && (p.resp.name == "" || pc.c.name == p.resp.name) {
+			return pc
+		}
+	}
+	for _, pc := range d.pending {
+		if !pc.done && pc.c.name == p.resp.name {
+			return pc
+		}
+	}
+	if d.answered < len(d.pending) && !d.pending[d.answered].done {
+		return d.pending[d.answered] // a name the call does not have: its place decides
+	}
+	for _, pc := range d.pending {
+		if !pc.done {
+			return pc
+		}
+	}
+	return nil
+}
+
+// responseText is a functionResponse's response as the tool message's content: the text of
+// its only member when that is "output", "error", "content" or "result" and a string (Gemini
+// CLI sends {"output": ...} or {"error": ...}), else its JSON.
+func responseText(raw json.RawMessage) (string, string) {
+	if raw == nil {
+		return "", ""
+	}
+	if members, err := decodeObject(raw); err == nil && len(members) == 1 {
+		switch k := members[0].key; k {
+		case "output", "error", "content", "result":
+			var s string
+			if json.Unmarshal(members[0].value, &s) == nil {
+				return s, k
+			}
+		}
+	}
+	return string(raw), ""
+}
+
+// setUserContent sets a user or system message's content from its parts: their text when
+// they are all plain text parts, else content parts.
+func setUserContent(m *compaction.Message, ps []part) {
+	var text strings.Builder
+	for _, p := range ps {
+		if !p.plain {
+			m.ContentParts = contentParts(ps)
+			return
+		}
+		text.WriteString(p.text)
+	}
+	m.Content = text.String()
+}
+
+// contentParts are parts as the engine counts and renders them: a text part as
+// {"type":"text","text":...}, inline data and file data as {"type":"image"} (whatever their
+// size, as a base64 image is not its bytes), any other part as {"type":<kind>}; each keeps
+// the Gemini part in "part", so the message can be written back from them alone.
+func contentParts(ps []part) json.RawMessage {
+	items := make([]json.RawMessage, 0, len(ps))
+	for _, p := range ps {
+		var item struct {
+			Type string          `json:"type"`
+			Text *string         `json:"text,omitempty"`
+			Part json.RawMessage `json:"part,omitempty"`
+		}
+		item.Type, item.Part = p.kind, p.raw
+		switch p.kind {
+		case "text":
+			item.Text = &p.text
+			if p.plain {
+				item.Part = nil
+			}
+		case "media":
+			item.Type = "image"
+		}
+		items = append(items, mustMarshal(item))
+	}
+	return joinArray(items)
+}
+
+func raws(ps []part) []json.RawMessage {
+	out := make([]json.RawMessage, len(ps))
+	for i := range ps {
+		out[i] = ps[i].raw
+	}
+	return out
+}
+
+func (r *Request) add(m compaction.Message, src *source) {
+	r.Messages = append(r.Messages, m)
+	k := fingerprint(&m)
+	r.sources[k] = append(r.sources[k], src)
+}
+
+// entry is a non-system view message on its way to a content.
+type entry struct {
+	i     int
+	model bool
+	src   *source
+	parts []json.RawMessage
+}
+
+// Encode writes the request with view (a compacted view of Messages) as its system
+// instruction and contents; every other field is the request's, verbatim and in its place.
+func (r *Request) Encode(view []compaction.Message) ([]byte, error) {
+	srcs := r.match(view)
+	var system []int
+	var entries []entry
+	for i := range view {
+		e := entry{i: i, src: srcs[i]}
+		switch view[i].Role {
+		case compaction.RoleSystem:
+			system = append(system, i)
+			continue
+		case compaction.RoleAssistant:
+			e.model = true
+		case compaction.RoleUser, compaction.RoleTool:
+		default:
+			return nil, invalid("view message %d: role %q", i, view[i].Role)
+		}
+		if e.src != nil {
+			e.parts = e.src.parts
+		} else {
+			var err error
+			if e.parts, err = r.rebuild(view, i); err != nil {
+				return nil, invalid("view message %d: %v", i, err)
+			}
+			if len(e.parts) == 0 {
+				continue // nothing to say (an assistant message left with no call)
+			}
+		}
+		entries = append(entries, e)
+	}
+	var sys json.RawMessage
+	if len(system) > 0 {
+		var err error
+		if sys, err = r.encodeSystem(view, srcs, system); err != nil {
+			return nil, err
+		}
+	}
+	contents := r.encodeContents(view, entries)
+
+	out := make([]member, 0, len(r.fields)+1)
+	for _, m := range r.fields {
+		switch {
+		case r.systemKey != "" && m.key == r.systemKey:
+			switch {
+			case sys != nil:
+				out = append(out, member{m.key, sys})
+			case r.system == nil:
+				out = append(out, m) // null, as it came
+			}
+		case m.key == r.contentsKey:
+			if sys != nil && r.systemKey == "" {
+				out = append(out, member{"systemInstruction", sys})
+			}
+			out = append(out, member{m.key, contents})
+		default:
+			out = append(out, m)
+		}
+	}
+	body := object(out)
+	if r.outer == nil {
+		return body, nil
+	}
+	wrapped := make([]member, len(r.outer))
+	for i, m := range r.outer {
+		if m.key == r.outerKey {
+			m.value = body
+		}
+		wrapped[i] = m
+	}
+	return object(wrapped), nil
+}
+
+// encodeContents groups the entries into contents: one per run of one side, except that the
+// request's own consecutive contents of one side stay apart.
+func (r *Request) encodeContents(view []compaction.Message, entries []entry) json.RawMessage {
+	var groups [][]entry
+	for k, e := range entries {
+		if k > 0 {
+			prev := entries[k-1]
+			split := prev.model != e.model ||
+				prev.src != nil && e.src != nil && prev.src.content >= 0 && e.src.content == prev.src.content+1
+			if !split {
+				n := len(groups) - 1
+				groups[n] = append(groups[n], e)
+				continue
+			}
+		}
+		groups = append(groups, []entry{e})
+	}
+	out := make([]json.RawMessage, 0, len(groups))
+	var calls []string // the calls of the latest model content
+	for _, g := range groups {
+		if g[0].model {
+			calls = calls[:0]
+			for _, e := range g {
+				for _, tc := range view[e.i].ToolCalls {
+					calls = append(calls, tc.ID)
+				}
+			}
+		}
+		if raw, ok := r.whole(g); ok {
+			out = append(out, raw)
+			continue
+		}
+		role := "user"
+		if g[0].model {
+			role = "model"
+		} else {
+			// Tool responses first, in the order of the calls they answer, then the rest.
+			slices.SortStableFunc(g, func(a, b entry) int {
+				return rank(view, calls, a) - rank(view, calls, b)
+			})
+		}
+		var parts []json.RawMessage
+		for _, e := range g {
+			parts = append(parts, e.parts...)
+		}
+		out = append(out, object([]member{{"role", mustMarshal(role)}, {"parts", joinArray(parts)}}))
+	}
+	return joinArray(out)
+}
+
+// rank orders a user-side content's entries: a tool response by the place of its call, then
+// everything else.
+func rank(view []compaction.Message, calls []string, e entry) int {
+	if m := &view[e.i]; m.Role == compaction.RoleTool {
+		if k := slices.Index(calls, m.ToolCallID); k >= 0 {
+			return k
+		}
+		return len(calls)
+	}
+	return len(calls) + 1
+}
+
+// whole is the request's content the group is, all of it in its order, verbatim.
+func (r *Request) whole(g []entry) (json.RawMessage, bool) {
+	c := -1
+	for k, e := range g {
+		if e.src == nil || e.src.content < 0 || e.src.ordinal != k || k > 0 && e.src.content != c {
+			return nil, false
+		}
+		c = e.src.content
+	}
+	if len(g) != r.contents[c].msgs {
+		return nil, false
+	}
+	return r.contents[c].raw, true
+}
+
+func (r *Request) encodeSystem(view []compaction.Message, srcs []*source, idx []int) (json.RawMessage, error) {
+	if len(idx) == 1 && srcs[idx[0]] != nil && srcs[idx[0]].content == -1 && r.system != nil {
+		return r.system.raw, nil
+	}
+	var parts []json.RawMessage
+	for _, i := range idx {
+		switch src := srcs[i]; {
+		case src != nil && src.text != nil:
+			parts = append(parts, textPart(*src.text))
+		case src != nil:
+			parts = append(parts, src.parts...)
+		default:
+			ps, err := userParts(&view[i])
+			if err != nil {
+				return nil, invalid("view message %d: %v", i, err)
+			}
+			parts = append(parts, ps...)
+		}
+	}
+	members := []member{{"parts", joinArray(parts)}}
+	if r.system != nil && r.system.role != nil {
+		members = append([]member{{"role", r.system.role}}, members...)
+	}
+	return object(members), nil
+}
+
+// rebuild is the parts of a view message the request does not have: one a compaction wrote
+// or changed.
+func (r *Request) rebuild(view []compaction.Message, i int) ([]json.RawMessage, error) {
+	m := &view[i]
+	switch m.Role {
+	case compaction.RoleTool:
+		p, err := r.responsePart(view, i)
+		if err != nil {
+			return nil, err
+		}
+		return []json.RawMessage{p}, nil
+	case compaction.RoleAssistant:
+		return r.modelParts(m)
+	}
+	return userParts(m)
+}
+
+// responsePart is a functionResponse part with a compaction's content for a call (an
+// offload placeholder, or the result that closes a call the history does not answer),
+// keeping the request's other fields of that response.
+func (r *Request) responsePart(view []compaction.Message, i int) (json.RawMessage, error) {
+	m := &view[i]
+	c := r.calls[m.ToolCallID]
+	if c != nil && c.resp != nil && m.ContentParts != nil {
+		return c.resp.part, nil // a multimodal response is never rewritten: the request's
+	}
+	name, id, key := "", "", "output"
+	var fields []member
+	if c != nil {
+		name, id = c.name, c.realID
+		if c.resp != nil {
+			fields = c.resp.fields
+			if c.resp.key != "" {
+				key = c.resp.key
+			}
+		}
+	} else {
+		for k := i - 1; k >= 0 && name == ""; k-- {
+			for _, tc := range view[k].ToolCalls {
+				if tc.ID == m.ToolCallID {
+					name, id = tc.Function.Name, tc.ID
+				}
+			}
+		}
+	}
+	if name == "" {
+		return nil, fmt.Errorf("a tool result for %q, a call neither the request nor the view makes", m.ToolCallID)
+	}
+	text := m.Content
+	if m.ContentParts != nil {
+		text = partsText(m.ContentParts)
+	}
+	out := make([]member, 0, len(fields)+3)
+	for _, f := range fields {
+		switch f.key {
+		case "name", "id", "response", "parts":
+		default:
+			out = append(out, f)
+		}
+	}
+	if id == "" {
+		for _, f := range fields {
+			if f.key == "id" {
+				_ = json.Unmarshal(f.value, &id)
+			}
+		}
+	}
+	if id != "" {
+		out = append(out, member{"id", mustMarshal(id)})
+	}
+	out = append(out, member{"name", mustMarshal(name)},
+		member{"response", object([]member{{key, mustMarshal(text)}})})
+	return object([]member{{"functionResponse", object(out)}}), nil
+}
+
+// modelParts is a model content for an assistant message the request does not have as it
+// is (the engine dropped a call it found unanswered): its text, then its calls, each the
+// request's own part when the call is the request's.
+func (r *Request) modelParts(m *compaction.Message) ([]json.RawMessage, error) {
+	var parts []json.RawMessage
+	if m.Content != "" {
+		parts = append(parts, textPart(m.Content))
+	}
+	first := true
+	for _, tc := range m.ToolCalls {
+		c := r.calls[tc.ID]
+		if c != nil && c.name == tc.Function.Name && c.args == tc.Function.Arguments {
+			p := c.part
+			if first {
+				p = r.signed(p)
+			}
+			parts = append(parts, p)
+			first = false
+			continue
+		}
+		args := json.RawMessage(tc.Function.Arguments)
+		if len(bytes.TrimSpace(args)) == 0 {
+			args = json.RawMessage("{}")
+		}
+		if t := bytes.TrimSpace(args); !json.Valid(t) || t[0] != '{' {
+			return nil, fmt.Errorf("tool call %s: arguments are not a JSON object", tc.ID)
+		}
+		fc := []member{{"name", mustMarshal(tc.Function.Name)}, {"args", args}}
+		switch {
+		case c != nil && c.realID != "":
+			fc = append(fc, member{"id", mustMarshal(c.realID)})
+		case c == nil:
+			fc = append(fc, member{"id", mustMarshal(tc.ID)})
+		}
+		p := object([]member{{"functionCall", object(fc)}})
+		if first {
+			p = r.signed(p)
+		}
+		parts = append(parts, p)
+		first = false
+	}
+	return parts, nil
+}
+
+// signed is a rebuilt model content's first function call part, with the synthetic
+// signature when it has none and the request carries signatures (the API wants one there).
+// The part's own bytes are kept; the signature is written after its last member.
+func (r *Request) signed(p json.RawMessage) json.RawMessage {
+	if !r.signatures {
+		return p
+	}
+	members, err := decodeObject(p)
+	if err != nil || len(members) == 0 {
+		return p
+	}
+	for _, m := range members {
+		if canonicalKey(m.key) == "thoughtSignature" {
+			return p
+		}
+	}
+	t := bytes.TrimSpace(p)
+	out := make(json.RawMessage, 0, len(t)+64)
+	out = append(out, t[:len(t)-1]...)
+	out = append(out, `,"thoughtSignature":`...)
+	out = append(out, mustMarshal(SyntheticThoughtSignature)...)
+	return append(out, '}')
+}
+
+// userParts is the parts of a user message the request does not have: its text, or its
+// content parts (as contentParts writes them, or OpenAI-style text parts).
+func userParts(m *compaction.Message) ([]json.RawMessage, error) {
+	if m.ContentParts == nil {
+		if m.Content == "" {
+			return nil, nil
+		}
+		return []json.RawMessage{textPart(m.Content)}, nil
+	}
+	var items []struct {
+		Type string          `json:"type"`
+		Text string          `json:"text"`
+		Part json.RawMessage `json:"part"`
+	}
+	if err := json.Unmarshal(m.ContentParts, &items); err != nil {
+		return nil, fmt.Errorf("content parts: %v", err)
+	}
+	out := make([]json.RawMessage, 0, len(items))
+	for k, it := range items {
+		switch {
+		case len(it.Part) > 0 && !isNull(it.Part):
+			out = append(out, it.Part)
+		case it.Type == "text":
+			out = append(out, textPart(it.Text))
+		default:
+			return nil, fmt.Errorf("content part %d (%q) has no Gemini part", k, it.Type)
+		}
+	}
+	return out, nil
+}
+
+// partsText is the text of content parts: their text parts, joined.
+func partsText(raw json.RawMessage) string {
+	var items []struct {
+		Text string `json:"text"`
+	}
+	if json.Unmarshal(raw, &items) != nil {
+		return string(raw)
+	}
+	var b strings.Builder
+	for _, it := range items {
+		b.WriteString(it.Text)
+	}
+	return b.String()
+}
+
+func textPart(text string) json.RawMessage {
+	return object([]member{{"text", mustMarshal(text)}})
+}
+
+// match finds, for every view message, the source it was decoded from, or nil for a message
+// the compaction wrote. It matches from the end: the messages a compaction keeps are the
+// latest, so of two messages that read the same the later one's source is used.
+func (r *Request) match(view []compaction.Message) []*source {
+	taken := make(map[[sha256.Size]byte]int, len(r.sources))
+	out := make([]*source, len(view))
+	for i := len(view) - 1; i >= 0; i-- {
+		k := fingerprint(&view[i])
+		list := r.sources[k]
+		if n := len(list) - taken[k]; n > 0 {
+			out[i] = list[n-1]
+			taken[k]++
+		}
+	}
+	return out
+}
+
+// fingerprint identifies a message by what the engine reads of it.
+func fingerprint(m *compaction.Message) [sha256.Size]byte {
+	h := sha256.New()
+	field := func(s string) {
+		_, _ = fmt.Fprintf(h, "%d:%s", len(s), s) // a hash.Hash never fails to write
+	}
+	field(string(m.Role))
+	field(m.Content)
+	field(canonical(m.ContentParts))
+	field(m.ToolCallID)
+	for _, tc := range m.ToolCalls {
+		field(tc.ID)
+		field(tc.Function.Name)
+		field(tc.Function.Arguments)
+	}
+	var k [sha256.Size]byte
+	h.Sum(k[:0])
+	return k
+}
+
+// canonical is raw without insignificant whitespace and with <, > and & unescaped: the form
+// the parts have after a trip through a JSON encoder (the compaction API's answer), so a kept
+// message still matches its source.
+func canonical(raw json.RawMessage) string {
+	if len(raw) == 0 {
+		return ""
+	}
+	var buf bytes.Buffer
+	if json.Compact(&buf, raw) != nil {
+		return string(raw)
+	}
+	return htmlUnescaper.Replace(buf.String())
+}
+
+var htmlUnescaper = strings.NewReplacer(`\u003c`, "<", `\u003e`, ">", `\u0026`, "&")
+
+// decodeObject reads a JSON object's members in their order, values verbatim. Of a key
+// given twice the last value is kept, in the first one's place, as encoding/json would
+// read it.
+func decodeObject(raw []byte) ([]member, error) {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	t, err := dec.Token()
+	if err != nil {
+		return nil, err
+	}
+	if t != json.Delim('{') {
+		return nil, fmt.Errorf("not an object")
+	}
+	var out []member
+	seen := map[string]int{}
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return nil, err
+		}
+		key, _ := t.(string) // an object's keys are strings
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			return nil, err
+		}
+		if k, ok := seen[key]; ok {
+			out[k].value = v
+			continue
+		}
+		seen[key] = len(out)
+		out = append(out, member{key, v})
+	}
+	if _, err := dec.Token(); err != nil {
+		return nil, err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, fmt.Errorf("data after the object")
+	}
+	return out, nil
+}
+
+func find(members []member, key string) (json.RawMessage, bool) {
+	_, v, ok := findKey(members, key)
+	return v, ok
+}
+
+// findKey finds a member by its camelCase name or its snake_case alias.
+func findKey(members []member, key string) (string, json.RawMessage, bool) {
+	for _, m := range members {
+		if canonicalKey(m.key) == key {
+			return m.key, m.value, true
+		}
+	}
+	return "", nil, false
+}
+
+// object writes members as a JSON object, in their order, values verbatim.
+func object(members []member) json.RawMessage {
+	n := 2
+	for _, m := range members {
+		n += len(m.key) + len(m.value) + 4
+	}
+	out := make(json.RawMessage, 0, n)
+	out = append(out, '{')
+	for i, m := range members {
+		if i > 0 {
+			out = append(out, ',')
+		}
+		out = append(out, mustMarshal(m.key)...)
+		out = append(out, ':')
+		out = append(out, m.value...)
+	}
+	return append(out, '}')
+}
+
+func isNull(raw json.RawMessage) bool {
+	return string(bytes.TrimSpace(raw)) == "null"
+}
+
+func joinArray(items []json.RawMessage) json.RawMessage {
+	out := append(json.RawMessage(nil), '[')
+	for i, it := range items {
+		if i > 0 {
+			out = append(out, ',')
+		}
+		out = append(out, it...)
+	}
+	return append(out, ']')
+}
+
+// mustMarshal is json.Marshal without its HTML escaping, for values that cannot fail to
+// marshal (strings, raw JSON the decoder checked, and structs of them).
+func mustMarshal(v any) json.RawMessage {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		panic(fmt.Sprintf("gemini: marshal %T: %v", v, err))
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
+}

@@ -1,0 +1,1076 @@
+// Package responses converts an OpenAI Responses API request (POST /v1/responses, as Codex,
+// the OpenAI Agents SDK and the openai SDKs send it) to the engine's message model and back,
+// so that a Responses conversation can be compacted like a chat-completions one.
+//
+// The mapping:
+//   - The top-level "instructions" string is a leading system message.
+//   - A string "input" is one user message.
+//   - Input messages (typed {"type":"message"} or role-only): system and developer messages
+//     that lead the input are system messages; a later one is a pinned user message, written
+//     back with its role; user messages are user messages; assistant messages are
+//     assistant messages. Text-only content is the message's Content; content with an image
+//     or a file is kept as ContentParts, so an input_image counts as an image.
+//   - Consecutive assistant-side items of one turn (assistant messages, reasoning, tool calls,
+//     hosted tool items such as web_search_call or mcp_call) are ONE assistant message: the
+//     messages' text is its content, the calls (function_call, custom_tool_call,
+//     local_shell_call, shell_call, apply_patch_call, computer_call, program, tool_search_call
+//     and mcp_approval_request) its tool calls. Reasoning items and hosted tool items have no
+//     place in the engine's model: like Anthropic's thinking blocks they stay in the
+//     message's source and are written back with it, in their order.
+//   - A call's output (function_call_output, custom_tool_call_output, ...,
+//     mcp_approval_response) is a tool message answering the call's call_id.
+//   - Items the engine cannot represent (a provider's opaque "compaction" item, an
+//     item_reference, additional_tools, unknown types, an output whose call is not in the
+//     request): see opaque below.
+//
+// Opaque items. Such an item may stand for any amount of earlier context (a compaction item
+// is the provider's own summary of it, an item_reference a stored item), so nothing may be
+// summarized across it, and the engine could not write it anew. Every item up to and
+// including the last opaque one (extended to the outputs of the calls it contains) is
+// decoded as a leading system message whose source is its raw items: the engine keeps the
+// leading system messages of a history verbatim in every view, so compaction only ever
+// works on what follows, and Encode writes the prefix back byte for byte, in place.
+//
+// Encode goes back. A message of the compacted view that is one the request had (the
+// messages a compaction keeps, found by fingerprint, from the end) is written as the request
+// had it, byte for byte: its items with their ids, reasoning with its encrypted_content,
+// images and any field this package does not know. Only what a compaction wrote is built
+// anew: the summary (a user message), an offloaded output's placeholder (an output item of
+// the type the call needs), an assistant message the compaction changed.
+package responses
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/harness9/compaction-operator/compaction"
+)
+
+// ErrInvalidRequest is wrapped by every error DecodeRequest and Encode return for a request
+// or a view they cannot convert.
+var ErrInvalidRequest = errors.New("invalid OpenAI Responses request")
+
+// ErrStateful is wrapped by DecodeRequest's error for a request that continues state the
+// provider holds (previous_response_id or conversation): its input is only the newest part
+// of the conversation, so there is nothing this package could compact. A request with
+// "store": true but neither field carries its whole history and is decoded as any other.
+var ErrStateful = errors.New("the Responses request continues server-side state")
+
+// Request is a decoded Responses API request.
+type Request struct {
+	// Messages is the conversation in the engine's model: the instructions first (when the
+	// request has them), then the input.
+	Messages []compaction.Message
+
+	// fields are the request's other top-level fields (model, tools, stream, store,
+	// reasoning, include, prompt_cache_key, text, unknown ones), verbatim.
+	fields map[string]json.RawMessage
+	// sources maps an engine message's fingerprint to what it was decoded from, the latest
+	// last (see match).
+	sources map[[sha256.Size]byte][]*source
+	// calls are the request's tool calls by call id.
+	calls map[string]*call
+	// outputs are the request's output items by the call id they answer.
+	outputs map[string]*output
+	// outputTypes is, by call item type, the output item type the request answered such
+	// calls with (Codex answers a local_shell_call with a function_call_output).
+	outputTypes map[string]string
+	// turns are the sources of the assistant turns by the call ids they make.
+	turns map[string]*source
+	// hasInput reports whether the request's "input" was a string or an array (rather than
+	// absent or null), so Encode writes "input" back only then.
+	hasInput bool
+}
+
+// source is what an engine message was decoded from.
+type source struct {
+	// items are the input items, in order, for a message decoded from items.
+	items []json.RawMessage
+	// kinds says, for an assistant turn, what each of items is (see buildAssistant).
+	kinds []itemKind
+	// callIDs is, for an assistant turn, the call id of each call item (empty otherwise).
+	callIDs []string
+	// content is the engine Content the source was decoded to.
+	content string
+	// instructions is the request's "instructions" string, verbatim, for its system message.
+	instructions json.RawMessage
+	// input is the request's "input" string, verbatim, for its user message.
+	input json.RawMessage
+}
+
+// call is one tool call item of the request.
+type call struct {
+	typ, name, args string
+	raw             json.RawMessage
+}
+
+// output is one output item of the request.
+type output struct {
+	typ    string
+	fields map[string]json.RawMessage
+	raw    json.RawMessage
+}
+
+// itemKind is how an input item is mapped.
+type itemKind int
+
+const (
+	kindSystem    itemKind = iota // a system or developer message
+	kindUser                      // a user message
+	kindAssistant                 // an assistant message
+	kindAside                     // an assistant-side item with no place in the engine: reasoning, hosted tools
+	kindCall                      // a tool call
+	kindOutput                    // a tool call's output
+	kindOpaque                    // an item the engine cannot represent
+)
+
+// assistantSide reports whether an item of kind k belongs to the assistant turn it is in.
+func (k itemKind) assistantSide() bool {
+	return k == kindAssistant || k == kindAside || k == kindCall
+}
+
+// callTypes are the tool call item types: the engine tool call's name when the item has
+// none, and the field its arguments are in (whole JSON values are taken verbatim).
+var callTypes = map[string]struct{ name, args string }{
+	"function_call":        {"", "arguments"},
+	"custom_tool_call":     {"", "input"},
+	"mcp_approval_request": {"", "arguments"},
+	"local_shell_call":     {"local_shell", "action"},
+	"shell_call":           {"shell", "action"},
+	"apply_patch_call":     {"apply_patch", "operation"},
+	"computer_call":        {"computer", "action"},
+	"program":              {"program", "code"},
+	"tool_search_call":     {"tool_search", "arguments"},
+}
+
+// outputTypes are the output item types, each with the call type it answers by default.
+var outputTypes = map[string]string{
+	"function_call_output":    "function_call",
+	"custom_tool_call_output": "custom_tool_call",
+	"mcp_approval_response":   "mcp_approval_request",
+	"local_shell_call_output": "local_shell_call",
+	"shell_call_output":       "shell_call",
+	"apply_patch_call_output": "apply_patch_call",
+	"computer_call_output":    "computer_call",
+	"program_output":          "program",
+	"tool_search_output":      "tool_search_call",
+}
+
+// defaultOutput is the output type answering each call type, for a request that answers
+// no call of that type.
+var defaultOutput = func() map[string]string {
+	out := make(map[string]string, len(outputTypes))
+	for o, c := range outputTypes {
+		out[c] = o
+	}
+	return out
+}()
+
+// asideTypes are the assistant-side items that are neither a message nor a call the client
+// answers: reasoning, and hosted tools whose output is part of the item (or of the model's
+// next output).
+var asideTypes = map[string]bool{
+	"reasoning":             true,
+	"web_search_call":       true,
+	"file_search_call":      true,
+	"image_generation_call": true,
+	"code_interpreter_call": true,
+	"mcp_call":              true,
+	"mcp_list_tools":        true,
+}
+
+func invalid(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ErrInvalidRequest, fmt.Sprintf(format, args...))
+}
+
+// DecodeRequest decodes a Responses API request body. It returns an error wrapping
+// ErrStateful for a request that continues server-side state, and one wrapping
+// ErrInvalidRequest for a body it cannot decode.
+func DecodeRequest(body []byte) (*Request, error) {
+	if !utf8.Valid(body) {
+		return nil, invalid("the body is not valid UTF-8")
+	}
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(body, &fields); err != nil {
+		return nil, invalid("the body is not a JSON object: %v", err)
+	}
+	if fields == nil {
+		return nil, invalid("the body is null")
+	}
+	if err := stateful(fields); err != nil {
+		return nil, err
+	}
+	r := &Request{
+		fields:      fields,
+		sources:     map[[sha256.Size]byte][]*source{},
+		calls:       map[string]*call{},
+		outputs:     map[string]*output{},
+		outputTypes: map[string]string{},
+		turns:       map[string]*source{},
+	}
+	if raw, ok := fields["instructions"]; ok && !isNull(raw) {
+		var s string
+		if err := json.Unmarshal(raw, &s); err != nil {
+			return nil, invalid(`"instructions" is not a string`)
+		}
+		r.add(compaction.Message{Role: compaction.RoleSystem, Content: s}, &source{instructions: raw, content: s})
+		delete(fields, "instructions")
+	}
+	raw, ok := fields["input"]
+	if !ok || isNull(raw) {
+		return r, nil
+	}
+	r.hasInput = true
+	delete(fields, "input")
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		r.add(compaction.Message{Role: compaction.RoleUser, Content: s}, &source{input: raw, content: s})
+		return r, nil
+	}
+	var items []json.RawMessage
+	if err := json.Unmarshal(raw, &items); err != nil {
+		return nil, invalid(`"input" is neither a string nor an array of items`)
+	}
+	if err := r.decodeItems(items); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// stateful returns ErrStateful when the request continues a stored response or a
+// conversation.
+func stateful(fields map[string]json.RawMessage) error {
+	for _, k := range []string{"previous_response_id", "conversation"} {
+		v, ok := fields[k]
+		if !ok || isNull(v) {
+			continue
+		}
+		var s string
+		if json.Unmarshal(v, &s) == nil && s == "" {
+			continue
+		}
+		return fmt.Errorf("%w: %q is set", ErrStateful, k)
+	}
+	return nil
+}
+
+// item is one decoded input item.
+type item struct {
+	raw    json.RawMessage
+	fields map[string]json.RawMessage
+	typ    string
+	role   string
+	kind   itemKind
+	callID string // the call a kindCall makes or a kindOutput answers
+}
+
+// decodeItems decodes the input array.
+func (r *Request) decodeItems(raws []json.RawMessage) error {
+	items := make([]item, len(raws))
+	for i, raw := range raws {
+		if err := decodeItem(raw, &items[i]); err != nil {
+			return invalid("input[%d]: %v", i, err)
+		}
+	}
+	r.pair(items)
+	end := prefixEnd(items)
+	leading := true // only system messages so far
+	for i := 0; i < len(items); {
+		it := &items[i]
+		j := i + 1
+		var m compaction.Message
+		var src *source
+		var err error
+		switch it.kind {
+		case kindSystem:
+			m, src, err = decodeMessage(it)
+			if !leading && i > end {
+				// The engine keeps only the leading system messages as the system prompt;
+				// a later system or developer message (Codex and the Agents SDK insert them
+				// mid-conversation) is a user message marked pinned, so it is kept verbatim
+				// in every view once a compaction covers it. Its source is its item, so
+				// Encode writes it back with its own role.
+				m.Role, m.Pinned = compaction.RoleUser, true
+			}
+		case kindUser:
+			m, src, err = decodeMessage(it)
+		case kindOutput:
+			m, src, err = r.decodeOutput(it)
+		case kindOpaque:
+			m = compaction.Message{Role: compaction.RoleSystem, Content: string(it.raw)}
+			src = &source{items: []json.RawMessage{it.raw}, content: m.Content}
+		default: // assistant side: the whole turn
+			inPrefix := i <= end
+			for j < len(items) && items[j].kind.assistantSide() && (j <= end) == inPrefix {
+				j++
+			}
+			m, src, err = r.decodeTurn(items[i:j])
+		}
+		if err != nil {
+			return invalid("input[%d]: %v", i, err)
+		}
+		if i <= end {
+			toSystem(&m)
+		}
+		leading = leading && m.Role == compaction.RoleSystem
+		r.add(m, src)
+		i = j
+	}
+	return nil
+}
+
+// toSystem makes m, a message of the opaque prefix, a system message. Its tool calls and
+// the call it answers go: the prefix is kept whole, so no pair inside it can break. The
+// calls' names and arguments stay in the content, for the estimate.
+func toSystem(m *compaction.Message) {
+	var b strings.Builder
+	b.WriteString(m.Content)
+	for _, tc := range m.ToolCalls {
+		b.WriteString("\n" + tc.Function.Name + " " + tc.Function.Arguments)
+	}
+	m.Role, m.Content, m.ToolCalls, m.ToolCallID, m.Pinned = compaction.RoleSystem, b.String(), nil, "", false
+}
+
+// decodeItem reads one input item's type, role and kind.
+func decodeItem(raw json.RawMessage, it *item) error {
+	if t := bytes.TrimSpace(raw); len(t) == 0 || t[0] != '{' {
+		return fmt.Errorf("not an item object")
+	}
+	if err := json.Unmarshal(raw, &it.fields); err != nil {
+		return fmt.Errorf("not an item object: %v", err)
+	}
+	it.raw = raw
+	if err := stringField(it.fields, "type", &it.typ); err != nil {
+		return err
+	}
+	_, hasRole := it.fields["role"]
+	switch {
+	case it.typ == "message" || it.typ == "" && hasRole:
+		if err := stringField(it.fields, "role", &it.role); err != nil {
+			return err
+		}
+		switch it.role {
+		case "system", "developer":
+			it.kind = kindSystem
+		case "user":
+			it.kind = kindUser
+		case "assistant":
+			it.kind = kindAssistant
+		default:
+			return fmt.Errorf("a message with role %q (want user, assistant, system or developer)", it.role)
+		}
+		if _, ok := it.fields["content"]; !ok {
+			return fmt.Errorf(`a message without "content"`)
+		}
+	case it.typ == "":
+		if _, ok := it.fields["id"]; !ok {
+			return fmt.Errorf(`an item without "type", "role" or "id"`)
+		}
+		it.kind = kindOpaque // an item reference
+	case asideTypes[it.typ]:
+		it.kind = kindAside
+	default:
+		it.kind = kindOpaque
+		if _, ok := callTypes[it.typ]; ok {
+			it.kind = kindCall
+		} else if _, ok := outputTypes[it.typ]; ok {
+			it.kind = kindOutput
+		}
+	}
+	switch it.kind {
+	case kindCall:
+		key := "call_id"
+		if it.typ == "mcp_approval_request" {
+			key = "id" // answered by an mcp_approval_response's approval_request_id
+		}
+		if err := stringField(it.fields, key, &it.callID); err != nil {
+			return err
+		}
+		if it.callID == "" && it.typ == "local_shell_call" {
+			_ = stringField(it.fields, "id", &it.callID) // the chat-completions form
+		}
+	case kindOutput:
+		key := "call_id"
+		if it.typ == "mcp_approval_response" {
+			key = "approval_request_id"
+		}
+		if err := stringField(it.fields, key, &it.callID); err != nil {
+			return err
+		}
+		if it.callID == "" && it.typ == "local_shell_call_output" {
+			// The API documents this item's "id" as the id of the call it answers.
+			_ = stringField(it.fields, "id", &it.callID)
+		}
+	}
+	return nil
+}
+
+// stringField reads an optional string field (absent or null is "").
+func stringField(fields map[string]json.RawMessage, key string, dst *string) error {
+	v, ok := fields[key]
+	if !ok || isNull(v) {
+		return nil
+	}
+	if err := json.Unmarshal(v, dst); err != nil {
+		return fmt.Errorf("%q is not a string", key)
+	}
+	return nil
+}
+
+// pair settles which calls and outputs the engine sees as pairs. A call whose id the engine
+// would refuse (empty, malformed, repeated) is an aside item: kept with its turn, not a tool
+// call. An output that answers no earlier call of the request, or a call already answered,
+// is opaque: its call is elsewhere (an item_reference, stored state) and the engine must
+// not see it as an orphan.
+func (r *Request) pair(items []item) {
+	called := map[string]bool{} // call id -> answered
+	for i := range items {
+		it := &items[i]
+		switch it.kind {
+		case kindCall:
+			if _, dup := called[it.callID]; dup || compaction.ValidateToolCallID(it.callID) != nil {
+				it.kind, it.callID = kindAside, ""
+				continue
+			}
+			called[it.callID] = false
+		case kindOutput:
+			if answered, ok := called[it.callID]; !ok || answered {
+				it.kind = kindOpaque
+				continue
+			}
+			called[it.callID] = true
+		}
+	}
+}
+
+// prefixEnd is the index of the last item of the opaque prefix (see the package comment),
+// or -1 when the input has no opaque item.
+func prefixEnd(items []item) int {
+	end := -1
+	for i := range items {
+		if items[i].kind == kindOpaque {
+			end = i
+		}
+	}
+	if end < 0 {
+		return end
+	}
+	// Take in the outputs of the prefix's calls; outputs follow their calls, so one pass
+	// reaches the outputs of calls an extension took in.
+	callAt := map[string]int{}
+	for i := range items {
+		switch it := &items[i]; it.kind {
+		case kindCall:
+			callAt[it.callID] = i
+		case kindOutput:
+			if c, ok := callAt[it.callID]; ok && c <= end && i > end {
+				end = i
+			}
+		}
+	}
+	return end
+}
+
+// part is the part of a content part this package reads.
+type part struct {
+	Type    string `json:"type"`
+	Text    string `json:"text"`
+	Refusal string `json:"refusal"`
+}
+
+// textParts are the content part types whose text is the content.
+var textParts = map[string]bool{"input_text": true, "output_text": true, "text": true, "refusal": true}
+
+// content decodes a message's or an output's content: a string, or parts. Text-only parts
+// are their texts joined by sep; parts with anything else (an image, a file) are kept whole.
+func content(raw json.RawMessage, sep string) (text string, parts json.RawMessage, err error) {
+	if len(raw) == 0 || isNull(raw) {
+		return "", nil, nil
+	}
+	if json.Unmarshal(raw, &text) == nil {
+		return text, nil, nil
+	}
+	var list []json.RawMessage
+	if err := json.Unmarshal(raw, &list); err != nil {
+		return "", nil, fmt.Errorf("content is neither a string nor an array of parts")
+	}
+	texts := make([]string, 0, len(list))
+	onlyText := true
+	for i, p := range list {
+		if t := bytes.TrimSpace(p); len(t) == 0 || t[0] != '{' {
+			return "", nil, fmt.Errorf("content[%d] is not a part object", i)
+		}
+		var pt part
+		if err := json.Unmarshal(p, &pt); err != nil {
+			return "", nil, fmt.Errorf("content[%d]: %v", i, err)
+		}
+		switch {
+		case pt.Type == "refusal":
+			texts = append(texts, pt.Refusal)
+		case textParts[pt.Type]:
+			texts = append(texts, pt.Text)
+		default:
+			onlyText = false
+		}
+	}
+	if !onlyText || len(list) == 0 {
+		return "", partsOf(raw), nil
+	}
+	return strings.Join(texts, sep), nil, nil
+}
+
+// partsOf is raw as a message's ContentParts, decoded by the engine's own decoder so the
+// estimate's cost of the parts is worked out once.
+func partsOf(raw json.RawMessage) json.RawMessage {
+	var m compaction.Message
+	if json.Unmarshal(append(append([]byte(`{"content":`), raw...), '}'), &m) != nil || m.ContentParts == nil {
+		return raw
+	}
+	return m.ContentParts
+}
+
+// decodeMessage decodes a user, system or developer message item.
+func decodeMessage(it *item) (compaction.Message, *source, error) {
+	text, parts, err := content(it.fields["content"], "\n")
+	if err != nil {
+		return compaction.Message{}, nil, err
+	}
+	role := compaction.RoleUser
+	if it.kind == kindSystem {
+		role = compaction.RoleSystem
+	}
+	return compaction.Message{Role: role, Content: text, ContentParts: parts},
+		&source{items: []json.RawMessage{it.raw}, content: text}, nil
+}
+
+// decodeTurn decodes the items of one assistant turn to one assistant message.
+func (r *Request) decodeTurn(items []item) (compaction.Message, *source, error) {
+	m := compaction.Message{Role: compaction.RoleAssistant}
+	src := &source{items: make([]json.RawMessage, len(items)), kinds: make([]itemKind, len(items)), callIDs: make([]string, len(items))}
+	var texts []string
+	for i := range items {
+		it := &items[i]
+		src.items[i], src.kinds[i], src.callIDs[i] = it.raw, it.kind, it.callID
+		switch it.kind {
+		case kindAssistant:
+			text, parts, err := content(it.fields["content"], "\n")
+			if err != nil {
+				return m, nil, err
+			}
+			if parts != nil {
+				text = renderParts(parts)
+			}
+			texts = append(texts, text)
+		case kindCall:
+			c, err := decodeCall(it)
+			if err != nil {
+				return m, nil, err
+			}
+			r.calls[it.callID], r.turns[it.callID] = c, src
+			m.ToolCalls = append(m.ToolCalls, compaction.ToolCall{ID: it.callID, Type: "function",
+				Function: compaction.FunctionCall{Name: c.name, Arguments: c.args}})
+		}
+		// Reasoning and hosted tool items stay in the source only.
+	}
+	m.Content = strings.Join(texts, "\n\n")
+	src.content = m.Content
+	return m, src, nil
+}
+
+// renderParts is the text of an assistant message's parts that are not all text.
+func renderParts(parts json.RawMessage) string {
+	var list []json.RawMessage
+	_ = json.Unmarshal(parts, &list) // content checked it
+	texts := make([]string, 0, len(list))
+	for _, p := range list {
+		var pt part
+		_ = json.Unmarshal(p, &pt)
+		switch {
+		case pt.Type == "refusal":
+			texts = append(texts, pt.Refusal)
+		case textParts[pt.Type]:
+			texts = append(texts, pt.Text)
+		}
+	}
+	return strings.Join(texts, "\n")
+}
+
+// decodeCall reads a tool call item's name and arguments.
+func decodeCall(it *item) (*call, error) {
+	spec := callTypes[it.typ]
+	c := &call{typ: it.typ, name: spec.name, raw: it.raw}
+	if err := stringField(it.fields, "name", &c.name); err != nil {
+		return nil, err
+	}
+	if c.name == "" {
+		c.name = it.typ
+	}
+	if v, ok := it.fields[spec.args]; ok && !isNull(v) {
+		if json.Unmarshal(v, &c.args) != nil {
+			c.args = string(v) // an object (action, operation): its JSON
+		}
+	}
+	return c, nil
+}
+
+// decodeOutput decodes an output item to a tool message.
+func (r *Request) decodeOutput(it *item) (compaction.Message, *source, error) {
+	m := compaction.Message{Role: compaction.RoleTool, ToolCallID: it.callID}
+	var err error
+	switch it.typ {
+	case "shell_call_output":
+		m.Content, err = shellOutput(it.fields["output"])
+	case "computer_call_output":
+		m.ContentParts = screenshot(it.fields["output"])
+		if m.ContentParts == nil {
+			m.Content = string(it.fields["output"])
+		}
+	case "program_output":
+		err = stringField(it.fields, "result", &m.Content)
+	case "mcp_approval_response":
+		var v struct {
+			Approve bool   `json:"approve"`
+			Reason  string `json:"reason"`
+		}
+		if json.Unmarshal(it.raw, &v) != nil {
+			return m, nil, fmt.Errorf("an mcp_approval_response with malformed fields")
+		}
+		m.Content = "approved"
+		if !v.Approve {
+			m.Content = "denied"
+		}
+		if v.Reason != "" {
+			m.Content += ": " + v.Reason
+		}
+	case "tool_search_output":
+		m.Content = string(it.fields["tools"])
+	default:
+		m.Content, m.ContentParts, err = content(it.fields["output"], "\n")
+	}
+	if err != nil {
+		return m, nil, fmt.Errorf("%s: %w", it.typ, err)
+	}
+	r.outputs[it.callID] = &output{typ: it.typ, fields: it.fields, raw: it.raw}
+	if c := r.calls[it.callID]; c != nil {
+		r.outputTypes[c.typ] = it.typ
+	}
+	return m, &source{items: []json.RawMessage{it.raw}, content: m.Content}, nil
+}
+
+// shellOutput is a shell_call_output's stdout and stderr, chunk after chunk.
+func shellOutput(raw json.RawMessage) (string, error) {
+	var s string
+	if len(raw) == 0 || isNull(raw) {
+		return "", nil
+	}
+	if json.Unmarshal(raw, &s) == nil {
+		return s, nil
+	}
+	var chunks []struct {
+		Stdout string `json:"stdout"`
+		Stderr string `json:"stderr"`
+	}
+	if err := json.Unmarshal(raw, &chunks); err != nil {
+		return "", fmt.Errorf("a shell_call_output whose output is not an array of output chunks")
+	}
+	var b strings.Builder
+	for _, c := range chunks {
+		b.WriteString(c.Stdout)
+		if c.Stderr != "" {
+			if b.Len() > 0 {
+				b.WriteByte('\n')
+			}
+			b.WriteString(c.Stderr)
+		}
+	}
+	return b.String(), nil
+}
+
+// screenshot is a computer_call_output's screenshot as an input_image part, so the estimate
+// counts it as an image rather than as the bytes of its data URL. Encode writes the item
+// itself, never these parts.
+func screenshot(raw json.RawMessage) json.RawMessage {
+	var shot map[string]json.RawMessage
+	if json.Unmarshal(raw, &shot) != nil || shot == nil {
+		return nil
+	}
+	shot["type"] = mustMarshal("input_image")
+	return partsOf(joinArray([]json.RawMessage{object(shot)}))
+}
+
+func (r *Request) add(m compaction.Message, src *source) {
+	r.Messages = append(r.Messages, m)
+	k := fingerprint(&m)
+	r.sources[k] = append(r.sources[k], src)
+}
+
+// Stream reports whether the request asks for a streamed answer ("stream": true).
+func (r *Request) Stream() bool {
+	return string(bytes.TrimSpace(r.fields["stream"])) == "true"
+}
+
+// Encode writes the request with view (a compacted view of Messages) as its instructions and
+// input; every other field is the request's, verbatim.
+func (r *Request) Encode(view []compaction.Message) ([]byte, error) {
+	srcs := r.match(view)
+	out := make(map[string]json.RawMessage, len(r.fields)+2)
+	for k, v := range r.fields {
+		out[k] = v
+	}
+	items := make([]json.RawMessage, 0, len(view))
+	var inputSrc *source // the source of the only item, when it is the string input
+	for i := range view {
+		m, src := &view[i], srcs[i]
+		if !validRole(m.Role) {
+			return nil, invalid("view message %d: role %q", i, m.Role)
+		}
+		switch {
+		case src != nil && src.instructions != nil && out["instructions"] == nil:
+			out["instructions"] = src.instructions
+			continue
+		case src != nil && src.instructions != nil:
+			items = append(items, messageItem("system", src.instructions))
+		case src != nil && src.input != nil:
+			inputSrc = src
+			items = append(items, messageItem("user", src.input))
+		case src != nil && src.items != nil:
+			items = append(items, src.items...)
+		default:
+			built, err := r.build(m)
+			if err != nil {
+				return nil, invalid("view message %d: %v", i, err)
+			}
+			items = append(items, built...)
+		}
+		if inputSrc != nil && len(items) > 1 {
+			inputSrc = nil
+		}
+	}
+	switch {
+	case inputSrc != nil && len(items) == 1:
+		out["input"] = inputSrc.input
+	case r.hasInput || len(items) > 0:
+		out["input"] = joinArray(items)
+	}
+	return object(out), nil
+}
+
+func validRole(r compaction.Role) bool {
+	switch r {
+	case compaction.RoleSystem, compaction.RoleUser, compaction.RoleAssistant, compaction.RoleTool:
+		return true
+	}
+	return false
+}
+
+// build writes a message a compaction wrote (or changed).
+func (r *Request) build(m *compaction.Message) ([]json.RawMessage, error) {
+	if m.ContentParts != nil && !json.Valid(m.ContentParts) {
+		return nil, fmt.Errorf("content parts are not JSON")
+	}
+	switch m.Role {
+	case compaction.RoleTool:
+		return r.buildOutput(m)
+	case compaction.RoleAssistant:
+		return r.buildAssistant(m)
+	}
+	var c json.RawMessage
+	if m.ContentParts != nil {
+		c = m.ContentParts
+	} else {
+		c = textContent("input_text", m.Content)
+	}
+	return []json.RawMessage{messageItem(string(m.Role), c)}, nil
+}
+
+// messageItem is a message item of role with content c (JSON).
+func messageItem(role string, c json.RawMessage) json.RawMessage {
+	return object(map[string]json.RawMessage{"type": mustMarshal("message"), "role": mustMarshal(role), "content": c})
+}
+
+// textContent is content made of one text part of type typ.
+func textContent(typ, text string) json.RawMessage {
+	return mustMarshal([]struct {
+		Type string `json:"type"`
+		Text string `json:"text"`
+	}{{typ, text}})
+}
+
+// buildAssistant writes an assistant message that is not one of the request's, typically one
+// the compaction changed: a call dropped (its output was cut), its text shortened. When its
+// calls come from one turn of the request, that turn's items are the base: reasoning and
+// hosted tool items are kept in their order, the calls still there written as they came,
+// and the text replaced when it changed. Anything else is built anew.
+func (r *Request) buildAssistant(m *compaction.Message) ([]json.RawMessage, error) {
+	var base *source
+	for _, tc := range m.ToolCalls {
+		if base = r.turns[tc.ID]; base != nil {
+			break
+		}
+	}
+	calls := make(map[string]*compaction.ToolCall, len(m.ToolCalls))
+	for i := range m.ToolCalls {
+		calls[m.ToolCalls[i].ID] = &m.ToolCalls[i]
+	}
+	var out []json.RawMessage
+	newText := func() json.RawMessage {
+		if m.ContentParts != nil {
+			return messageItem("assistant", m.ContentParts)
+		}
+		return messageItem("assistant", textContent("output_text", m.Content))
+	}
+	wroteText := m.Content == "" && m.ContentParts == nil
+	if base != nil {
+		sameText := m.ContentParts == nil && m.Content == base.content
+		for i, raw := range base.items {
+			switch base.kinds[i] {
+			case kindAssistant:
+				if sameText {
+					out = append(out, raw)
+				} else if !wroteText {
+					out = append(out, newText())
+				}
+				wroteText = true
+			case kindCall:
+				id := base.callIDs[i]
+				if tc := calls[id]; tc != nil && r.sameCall(tc) {
+					out = append(out, raw)
+					delete(calls, id)
+				}
+			default:
+				out = append(out, raw)
+			}
+		}
+	}
+	if !wroteText {
+		out = append([]json.RawMessage{newText()}, out...)
+	}
+	for i := range m.ToolCalls {
+		tc := &m.ToolCalls[i]
+		if calls[tc.ID] == nil {
+			continue // written from the base
+		}
+		if r.sameCall(tc) {
+			out = append(out, r.calls[tc.ID].raw)
+			continue
+		}
+		out = append(out, mustMarshal(struct {
+			Type      string `json:"type"`
+			CallID    string `json:"call_id"`
+			Name      string `json:"name"`
+			Arguments string `json:"arguments"`
+		}{"function_call", tc.ID, tc.Function.Name, tc.Function.Arguments}))
+	}
+	return out, nil
+}
+
+// sameCall reports whether tc is the request's call of that id, unchanged.
+func (r *Request) sameCall(tc *compaction.ToolCall) bool {
+	c := r.calls[tc.ID]
+	return c != nil && c.name == tc.Function.Name && c.args == tc.Function.Arguments
+}
+
+// buildOutput writes a tool message the compaction wrote: an offloaded output's placeholder,
+// or the synthetic result of a call the view closes. It is an output item of the type the
+// call is answered with, keeping the request's other fields of that output (status, caller,
+// max_output_length) but its id, which names the original output. An output type that
+// cannot hold text (a screenshot, an approval, a tool list) is written as the request had it,
+// or not at all when the request has none: the call is then as unanswered as it was.
+func (r *Request) buildOutput(m *compaction.Message) ([]json.RawMessage, error) {
+	id := m.ToolCallID
+	callType := "function_call"
+	if c := r.calls[id]; c != nil {
+		callType = c.typ
+	}
+	orig := r.outputs[id]
+	typ := defaultOutput[callType]
+	switch {
+	case orig != nil:
+		typ = orig.typ
+	case r.outputTypes[callType] != "":
+		typ = r.outputTypes[callType]
+	}
+	fields := map[string]json.RawMessage{}
+	if orig != nil {
+		for k, v := range orig.fields {
+			fields[k] = v
+		}
+		if _, ok := fields["call_id"]; ok || typ != "local_shell_call_output" {
+			delete(fields, "id") // local_shell_call_output's id may be the call's id
+		}
+	}
+	text := m.Content
+	if text == "" && m.ContentParts != nil {
+		text = string(m.ContentParts)
+	}
+	fields["type"] = mustMarshal(typ)
+	if _, ok := fields["id"]; !ok {
+		fields["call_id"] = mustMarshal(id)
+	}
+	switch typ {
+	case "function_call_output", "custom_tool_call_output":
+		if m.ContentParts != nil && m.Content == "" {
+			fields["output"] = m.ContentParts
+		} else {
+			fields["output"] = mustMarshal(text)
+		}
+	case "local_shell_call_output":
+		fields["output"] = mustMarshal(text)
+	case "apply_patch_call_output":
+		fields["output"] = mustMarshal(text)
+		if _, ok := fields["status"]; !ok {
+			fields["status"] = mustMarshal("completed")
+		}
+	case "program_output":
+		fields["result"] = mustMarshal(text)
+		if _, ok := fields["status"]; !ok {
+			fields["status"] = mustMarshal("completed")
+		}
+	case "shell_call_output":
+		outcome := json.RawMessage(`{"type":"exit","exit_code":0}`)
+		if orig != nil {
+			var chunks []struct {
+				Outcome json.RawMessage `json:"outcome"`
+			}
+			if json.Unmarshal(orig.fields["output"], &chunks) == nil && len(chunks) > 0 && len(chunks[len(chunks)-1].Outcome) > 0 {
+				outcome = chunks[len(chunks)-1].Outcome
+			}
+		}
+		fields["output"] = mustMarshal([]struct {
+			Stdout  string          `json:"stdout"`
+			Stderr  string          `json:"stderr"`
+			Outcome json.RawMessage `json:"outcome"`
+		}{{text, "", outcome}})
+	default: // no text fits
+		if orig != nil {
+			return []json.RawMessage{orig.raw}, nil
+		}
+		return nil, nil
+	}
+	return []json.RawMessage{object(fields)}, nil
+}
+
+// match finds, for every view message, the source it was decoded from, or nil for a message
+// the compaction wrote. It matches from the end: the messages a compaction keeps are the
+// latest, so of two messages that read the same the later one's source is used.
+func (r *Request) match(view []compaction.Message) []*source {
+	taken := make(map[[sha256.Size]byte]int, len(r.sources))
+	out := make([]*source, len(view))
+	for i := len(view) - 1; i >= 0; i-- {
+		k := fingerprint(&view[i])
+		list := r.sources[k]
+		if n := len(list) - taken[k]; n > 0 {
+			out[i] = list[n-1]
+			taken[k]++
+		}
+	}
+	return out
+}
+
+// fingerprint identifies a message by what the engine reads of it. The pin mark is left
+// out: views never carry it.
+func fingerprint(m *compaction.Message) [sha256.Size]byte {
+	h := sha256.New()
+	field := func(s string) {
+		_, _ = fmt.Fprintf(h, "%d:%s", len(s), s) // a hash.Hash never fails to write
+	}
+	field(string(m.Role))
+	field(m.Content)
+	field(canonical(m.ContentParts))
+	field(m.ToolCallID)
+	for _, tc := range m.ToolCalls {
+		field(tc.ID)
+		field(tc.Function.Name)
+		field(tc.Function.Arguments)
+	}
+	var k [sha256.Size]byte
+	h.Sum(k[:0])
+	return k
+}
+
+// canonical is raw without insignificant whitespace and with <, > and & unescaped: the form
+// the parts have after a trip through a JSON encoder (the compaction API's answer), so a kept
+// message still matches its source.
+func canonical(raw json.RawMessage) string {
+	if len(raw) == 0 {
+		return ""
+	}
+	var buf bytes.Buffer
+	if json.Compact(&buf, raw) != nil {
+		return string(raw)
+	}
+	return htmlUnescaper.Replace(buf.String())
+}
+
+var htmlUnescaper = strings.NewReplacer(`\u003c`, "<", `\u003e`, ">", `\u0026`, "&")
+
+func isNull(raw json.RawMessage) bool {
+	return string(bytes.TrimSpace(raw)) == "null"
+}
+
+// object writes fields as a JSON object, keys sorted, values verbatim: the request's own
+// bytes are not scanned and rewritten again.
+func object(fields map[string]json.RawMessage) json.RawMessage {
+	keys := make([]string, 0, len(fields))
+	n := 2
+	for k, v := range fields {
+		keys = append(keys, k)
+		n += len(k) + len(v) + 4
+	}
+	slices.Sort(keys)
+	out := make(json.RawMessage, 0, n)
+	out = append(out, '{')
+	for i, k := range keys {
+		if i > 0 {
+			out = append(out, ',')
+		}
+		out = append(out, mustMarshal(k)...)
+		out = append(out, ':')
+		out = append(out, fields[k]...)
+	}
+	return append(out, '}')
+}
+
+func joinArray(items []json.RawMessage) json.RawMessage {
+	n := 2
+	for _, it := range items {
+		n += len(it) + 1
+	}
+	out := make(json.RawMessage, 0, n)
+	out = append(out, '[')
+	for i, it := range items {
+		if i > 0 {
+			out = append(out, ',')
+		}
+		out = append(out, it...)
+	}
+	return append(out, ']')
+}
+
+// marshal is json.Marshal without its HTML escaping, which would rewrite the <, > and & of
+// tool output and summaries (the same JSON, but not the bytes the agent would send).
+func marshal(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+}
+
+// mustMarshal marshals values that cannot fail to marshal (strings, raw JSON the decoder
+// checked, and structs of them).
+func mustMarshal(v any) json.RawMessage {
+	b, err := marshal(v)
+	if err != nil {
+		panic(fmt.Sprintf("responses: marshal %T: %v", v, err))
+	}
+	return b
+}
