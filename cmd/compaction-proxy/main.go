@@ -30,16 +30,31 @@ import (
 
 const usage = `compaction-proxy: the model endpoint of an agent, compacting its context on the way.
 
-The agent talks to the proxy instead of its model endpoint (point OPENAI_BASE_URL at
-http://LISTEN/v1, ANTHROPIC_BASE_URL at http://LISTEN). For each chat request (OpenAI
-POST /v1/chat/completions, Anthropic POST /v1/messages, streamed or not) the proxy sends the
-history to the operator's compaction API (the AgentSession --session), replaces the
-messages with the compacted view and forwards the request, with the agent's own headers
-(its API key passes through, never stored), to the upstream. The answer comes back byte for
-byte; its token usage calibrates the next compaction. Other requests pass through untouched.
-Each conversation (told apart by its system prompt and first user message) is compacted on
-its own. If the compaction API cannot be reached or answers an error, the request goes
-upstream uncompacted, as the agent sent it (fail-open).
+The agent talks to the proxy instead of its model endpoint: point OPENAI_BASE_URL at
+http://LISTEN/v1, ANTHROPIC_BASE_URL and GOOGLE_GEMINI_BASE_URL at http://LISTEN (docs/agents/
+has the settings of Claude Code, Codex, Gemini CLI and the OpenAI Agents SDK). For each
+conversation request the proxy sends the history to the operator's compaction API (the
+AgentSession --session), replaces it with the compacted view and forwards the request, with
+the agent's own headers (its API key passes through, never stored), to the upstream:
+  OpenAI     POST /v1/chat/completions, POST /v1/responses        (--upstream)
+  Anthropic  POST /v1/messages, /v1/messages/count_tokens         (--anthropic-upstream)
+  Gemini     POST /v1beta/models/M:generateContent, :streamGenerateContent,
+             :countTokens (also under /v1/models/)                (--gemini-upstream)
+streamed or not. The answer comes back byte for byte; its token usage calibrates the next
+compaction. Other requests pass through untouched to their provider's upstream (everything
+under /v1/messages, /api/ or with an anthropic-version header to Anthropic's; /v1beta/,
+/v1alpha/, /upload/ or an x-goog-api-key header to Gemini's; the rest to OpenAI's). A
+WebSocket upgrade is answered 426, so the client uses HTTP. Each conversation (told apart
+by its system prompt and first user message) is compacted on its own.
+
+A conversation request that is not compacted goes upstream as the agent sent it, and the
+proxy says why: the metric compaction_proxy_requests_total{result=REASON}, a log line the
+first time per conversation and reason, and the AgentSession's PassThrough condition
+(kubectl get agentsession shows it). The reasons: the body is not the protocol's request
+(NotDecodable), it continues history the provider keeps (StatefulRequest:
+previous_response_id, conversation), it is over --max-body-bytes (TooLarge), it is a POST
+for generation the proxy has no protocol for (UnsupportedRequest), or the compaction API
+failed or took longer than --compact-timeout (CompactionFailed, fail-open).
 
 Tool results new in a request and larger than the policy's offload.hookThresholdChars go
 through the operator's OffloadHook first (--offload-hook): the upstream sees their
@@ -58,6 +73,7 @@ Flags:
 
 type options struct {
 	listen, upstream, anthropicUpstream string
+	geminiUpstream                      string
 	server, session, tokenFile, caFile  string
 	metricsListen                       string
 	promptCacheKey, offloadHook         bool
@@ -75,6 +91,8 @@ func parse(args []string, stderr io.Writer) (*options, error) {
 		"the OpenAI-compatible base URL the agent would have used ($COMPACTION_PROXY_UPSTREAM)")
 	fs.StringVar(&o.anthropicUpstream, "anthropic-upstream", envOr("COMPACTION_PROXY_ANTHROPIC_UPSTREAM", "https://api.anthropic.com/v1"),
 		"the Anthropic base URL, with its /v1 ($COMPACTION_PROXY_ANTHROPIC_UPSTREAM)")
+	fs.StringVar(&o.geminiUpstream, "gemini-upstream", envOr("COMPACTION_PROXY_GEMINI_UPSTREAM", proxy.DefaultGeminiUpstream),
+		"the Gemini API base URL, without version ($COMPACTION_PROXY_GEMINI_UPSTREAM)")
 	fs.StringVar(&o.server, "server", os.Getenv("COMPACTION_SERVER"), "the operator's compaction API base URL ($COMPACTION_SERVER), e.g. https://compaction-operator-api.compaction-system.svc:8082")
 	fs.StringVar(&o.session, "session", os.Getenv("COMPACTION_SESSION"), "the AgentSession as NAMESPACE/NAME ($COMPACTION_SESSION)")
 	fs.StringVar(&o.tokenFile, "token-file", envOr("COMPACTION_TOKEN_FILE", ""),
@@ -141,6 +159,10 @@ func run(ctx context.Context, o *options, log logr.Logger, ready chan<- string) 
 	if err != nil {
 		return fmt.Errorf("--anthropic-upstream: %w", err)
 	}
+	geminiUpstream, err := url.Parse(o.geminiUpstream)
+	if err != nil {
+		return fmt.Errorf("--gemini-upstream: %w", err)
+	}
 	var copts []compactclient.Option
 	if o.tokenFile != "" {
 		copts = append(copts, compactclient.WithTokenFile(o.tokenFile))
@@ -167,7 +189,7 @@ func run(ctx context.Context, o *options, log logr.Logger, ready chan<- string) 
 		readBack = localURL(ln.Addr())
 	}
 	p, err := proxy.New(proxy.Config{
-		Upstream: upstream, AnthropicUpstream: anthropicUpstream,
+		Upstream: upstream, AnthropicUpstream: anthropicUpstream, GeminiUpstream: geminiUpstream,
 		Compactor:      proxy.NewAPICompactor(api, ns, name),
 		PromptCacheKey: o.promptCacheKey, CompactTimeout: o.compactTimeout, MaxBodyBytes: o.maxBodyBytes,
 		ReadBackURL: readBack, DisableOffloadHook: !o.offloadHook,
@@ -187,7 +209,7 @@ func run(ctx context.Context, o *options, log logr.Logger, ready chan<- string) 
 		msrv = &http.Server{Addr: o.metricsListen, Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 		go func() { errs <- msrv.ListenAndServe() }()
 	}
-	log.Info("serving", "listen", ln.Addr().String(), "upstream", upstream.Redacted(), "anthropicUpstream", anthropicUpstream.Redacted(), "session", o.session, "readBack", readBack)
+	log.Info("serving", "listen", ln.Addr().String(), "upstream", upstream.Redacted(), "anthropicUpstream", anthropicUpstream.Redacted(), "geminiUpstream", geminiUpstream.Redacted(), "session", o.session, "readBack", readBack)
 	if ready != nil {
 		ready <- ln.Addr().String()
 	}

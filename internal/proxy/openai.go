@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"sort"
 
 	"github.com/harness9/compaction-operator/compaction"
@@ -20,7 +21,7 @@ type openAIProtocol struct {
 
 func (openAIProtocol) name() string { return "openai" }
 
-func (o openAIProtocol) decode(body []byte) (request, error) {
+func (o openAIProtocol) decode(_ *http.Request, body []byte) (request, error) {
 	var fields map[string]json.RawMessage
 	if err := json.Unmarshal(body, &fields); err != nil {
 		return nil, fmt.Errorf("not a JSON object: %w", err)
@@ -45,8 +46,8 @@ func (o openAIProtocol) decode(body []byte) (request, error) {
 	return &openAIRequest{fields: fields, msgs: msgs, stream: stream, cacheKey: o.cacheKey}, nil
 }
 
-func (openAIProtocol) usageReader(streamed bool) usageReader {
-	if streamed {
+func (openAIProtocol) usageReader(req request) usageReader {
+	if req.(*openAIRequest).stream {
 		return &sseUsage{read: readOpenAIUsage}
 	}
 	return &jsonUsage{read: readOpenAIUsage}
@@ -60,7 +61,6 @@ type openAIRequest struct {
 }
 
 func (r *openAIRequest) history() []compaction.Message { return r.msgs }
-func (r *openAIRequest) streamed() bool                { return r.stream }
 func (r *openAIRequest) conversation() string          { return conversationOf(r.msgs) }
 
 func (r *openAIRequest) rewrite(view []compaction.Message) ([]byte, error) {

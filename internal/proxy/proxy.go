@@ -1,9 +1,12 @@
 // Package proxy is compaction-proxy: an HTTP server an agent talks to instead of its model
-// endpoint (the upstream). Chat requests (OpenAI POST /v1/chat/completions, Anthropic POST
-// /v1/messages) have their messages replaced by the compacted view the operator's compaction
-// API returns, then go upstream with the agent's own headers; the answer comes back byte for
-// byte while the proxy reads its token usage for the next turn. Every other request is passed
-// through untouched. When compaction fails the original request goes upstream (fail-open).
+// endpoint (the upstream). Conversation requests (OpenAI POST /v1/chat/completions and POST
+// /v1/responses, Anthropic POST /v1/messages and its count_tokens, Gemini
+// :generateContent, :streamGenerateContent and :countTokens) have their history replaced by
+// the compacted view the operator's compaction API returns, then go upstream with the
+// agent's own headers; the answer comes back byte for byte while the proxy reads its token
+// usage for the next turn. Every other request is passed through untouched, to the upstream
+// of its provider (route.go). A conversation request that is not compacted goes upstream as
+// the agent sent it (fail-open), and the proxy says why (passthrough.go).
 //
 // Before compacting, tool results new in a conversation and over the policy's hook threshold
 // go through the operator's OffloadHook (toolresults route), so the compaction and the
@@ -45,6 +48,11 @@ type Config struct {
 	// AnthropicUpstream is the Anthropic base URL (https://api.anthropic.com/v1 style); nil:
 	// Upstream.
 	AnthropicUpstream *url.URL
+	// GeminiUpstream is the Gemini API's base URL, without version
+	// (https://generativelanguage.googleapis.com): a request for
+	// /v1beta/models/{model}:generateContent goes to GeminiUpstream + that path. Nil:
+	// DefaultGeminiUpstream.
+	GeminiUpstream *url.URL
 	// Compactor compacts the histories.
 	Compactor Compactor
 	// PromptCacheKey sets OpenAI's prompt_cache_key to the conversation when the agent did
@@ -75,6 +83,8 @@ type Config struct {
 const (
 	DefaultMaxBodyBytes   = 32 << 20
 	DefaultCompactTimeout = 10 * time.Second
+	// DefaultGeminiUpstream is the public Gemini API (Generative Language).
+	DefaultGeminiUpstream = "https://generativelanguage.googleapis.com"
 )
 
 // Proxy is the handler. It is safe for concurrent use.
@@ -83,6 +93,7 @@ type Proxy struct {
 	client *http.Client
 	usage  *usageBook
 	hooks  *hookBook
+	pass   *passThroughs
 
 	// failing is set while compactions fail, so an outage is logged once, and its end too.
 	mu      sync.Mutex
@@ -100,6 +111,12 @@ func New(cfg Config) (*Proxy, error) {
 	if cfg.AnthropicUpstream.Scheme != "http" && cfg.AnthropicUpstream.Scheme != "https" || cfg.AnthropicUpstream.Host == "" {
 		return nil, errors.New("proxy: the Anthropic upstream must be an http(s) URL")
 	}
+	if cfg.GeminiUpstream == nil {
+		cfg.GeminiUpstream, _ = url.Parse(DefaultGeminiUpstream)
+	}
+	if cfg.GeminiUpstream.Scheme != "http" && cfg.GeminiUpstream.Scheme != "https" || cfg.GeminiUpstream.Host == "" {
+		return nil, errors.New("proxy: the Gemini upstream must be an http(s) URL")
+	}
 	if cfg.Compactor == nil {
 		return nil, errors.New("proxy: no compactor")
 	}
@@ -116,79 +133,103 @@ func New(cfg Config) (*Proxy, error) {
 		c = &http.Client{Transport: tr}
 	}
 	cfg.ReadBackURL = strings.TrimRight(cfg.ReadBackURL, "/")
-	return &Proxy{cfg: cfg, client: c, usage: newUsageBook(), hooks: newHookBook()}, nil
+	return &Proxy{cfg: cfg, client: c, usage: newUsageBook(), hooks: newHookBook(), pass: newPassThroughs()}, nil
 }
 
-// ServeHTTP compacts chat requests and passes everything else through.
+// ServeHTTP compacts conversation requests and passes everything else through.
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	switch {
-	case strings.HasPrefix(r.URL.Path, ReadBackPath):
+	if strings.HasPrefix(r.URL.Path, ReadBackPath) {
 		p.readBack(w, r)
-	case r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/chat/completions"):
-		p.chat(w, r, openAIProtocol{cacheKey: p.cfg.PromptCacheKey})
-	case r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/messages") && !strings.HasSuffix(r.URL.Path, "/count_tokens"):
-		p.chat(w, r, anthropicProtocol{})
-	default:
-		p.forward(w, r, p.upstreamFor(r), r.Body, r.ContentLength, nil)
+		return
 	}
+	s := surfaceOf(r)
+	target := p.upstreamOf(s)
+	if isWebSocket(r) {
+		// Codex asks for the Responses API over a WebSocket first: refused at once, it
+		// falls back to HTTP, where the proxy compacts its requests.
+		p.passThrough(s.String(), "", ReasonWebSocket, nil)
+		w.Header().Set("Connection", "close")
+		http.Error(w, "compaction-proxy: WebSocket is not supported; use HTTP", http.StatusUpgradeRequired)
+		return
+	}
+	proto := p.protocolFor(r, s)
+	if proto == nil {
+		if r.Method == http.MethodPost && generationPath(r.URL.Path) {
+			p.passThrough(s.String(), "", ReasonUnsupportedRequest, fmt.Errorf("POST %s", r.URL.Path))
+		}
+		p.forward(w, r, target, s, r.Body, r.ContentLength, nil)
+		return
+	}
+	p.chat(w, r, s, proto)
 }
 
-// upstreamFor is the upstream of r: Anthropic's for its paths (or when the request carries
-// Anthropic's version header), the OpenAI one otherwise.
-func (p *Proxy) upstreamFor(r *http.Request) *url.URL {
-	if r.Header.Get("anthropic-version") != "" || strings.HasSuffix(r.URL.Path, "/messages") || strings.Contains(r.URL.Path, "/messages/") {
+// upstreamOf is the upstream base URL of surface s.
+func (p *Proxy) upstreamOf(s surface) *url.URL {
+	switch s {
+	case surfaceAnthropic:
 		return p.cfg.AnthropicUpstream
+	case surfaceGemini:
+		return p.cfg.GeminiUpstream
 	}
 	return p.cfg.Upstream
 }
 
-// protocol is what differs between the chat APIs.
-type protocol interface {
-	name() string
-	// decode reads the history out of a request body; rewrite puts view in its place.
-	decode(body []byte) (request, error)
-	// usage reads the prompt tokens from a complete answer or the events of a stream.
-	usageReader(streamed bool) usageReader
+// generationPath reports whether a POST to path looks like a request for generation the
+// proxy has no protocol for (a legacy completion, an API it does not know), as opposed to
+// the requests that carry no conversation (embeddings, files, uploads, telemetry).
+func generationPath(path string) bool {
+	seg := lastSegment(path)
+	switch {
+	case seg == "completions", strings.HasSuffix(seg, "Content"), strings.HasSuffix(seg, ":predict"):
+		return true
+	}
+	return false
 }
 
-// request is a decoded chat request.
+// protocol is what differs between the conversation APIs.
+type protocol interface {
+	name() string
+	// decode reads the history out of a request body. An error that wraps a
+	// *passThroughError names why the request is passed through.
+	decode(r *http.Request, body []byte) (request, error)
+	// usageReader reads the prompt tokens from a complete answer or the events of a stream;
+	// nil for a request whose answer reports none (a token count).
+	usageReader(req request) usageReader
+}
+
+// request is a decoded conversation request.
 type request interface {
 	history() []compaction.Message
 	// conversation names the conversation the request continues.
 	conversation() string
-	streamed() bool
 	// rewrite returns the body with view instead of the history.
 	rewrite(view []compaction.Message) ([]byte, error)
 }
 
-// chat compacts a chat request's history, forwards it and tees the answer's usage.
-func (p *Proxy) chat(w http.ResponseWriter, r *http.Request, proto protocol) {
+// chat compacts a conversation request's history, forwards it and tees the answer's usage.
+func (p *Proxy) chat(w http.ResponseWriter, r *http.Request, s surface, proto protocol) {
+	target := p.upstreamOf(s)
 	body, err := io.ReadAll(io.LimitReader(r.Body, p.cfg.MaxBodyBytes+1))
 	if err != nil {
 		http.Error(w, fmt.Sprintf("compaction-proxy: read request: %v", err), http.StatusBadRequest)
 		return
 	}
-	target := p.upstreamFor(r)
-	if _, isOpenAI := proto.(openAIProtocol); isOpenAI {
-		target = p.cfg.Upstream
-	}
 	if int64(len(body)) > p.cfg.MaxBodyBytes {
 		// Too large to decode here: the rest of it is still in r.Body.
-		p.cfg.Metrics.request(proto.name(), "too_large")
-		p.forward(w, r, target, io.MultiReader(bytes.NewReader(body), r.Body), r.ContentLength, nil)
+		p.passThrough(proto.name(), "", ReasonTooLarge, fmt.Errorf("a body over %d bytes (--max-body-bytes)", p.cfg.MaxBodyBytes))
+		p.forward(w, r, target, s, io.MultiReader(bytes.NewReader(body), r.Body), r.ContentLength, nil)
 		return
 	}
-	req, err := proto.decode(body)
+	req, err := proto.decode(r, body)
 	if err != nil {
-		// Not a request the proxy understands: the upstream answers it as it would have.
-		p.cfg.Metrics.request(proto.name(), "not_decoded")
-		p.cfg.Log.V(1).Info("request passed through uncompacted", "protocol", proto.name(), "reason", err.Error())
-		p.forward(w, r, target, bytes.NewReader(body), int64(len(body)), nil)
+		// Not a request the proxy can compact: the upstream answers it as it would have.
+		p.passThrough(proto.name(), "", reasonOf(err), err)
+		p.forward(w, r, target, s, bytes.NewReader(body), int64(len(body)), nil)
 		return
 	}
 	conv := req.conversation()
 	out := body
-	history := req.history()
+	history, ids := uniqueToolCallIDs(req.history())
 	// One deadline for the hook calls and the compaction: an API that hangs delays the
 	// request by CompactTimeout at most, then it goes upstream as it is.
 	ctx, cancel := context.WithTimeout(r.Context(), p.cfg.CompactTimeout)
@@ -196,14 +237,14 @@ func (p *Proxy) chat(w http.ResponseWriter, r *http.Request, proto protocol) {
 	view, err := p.cfg.Compactor.Compact(ctx, conv, entered, p.usage.prompt(conv))
 	cancel()
 	if err == nil {
-		out, err = req.rewrite(p.withReadBack(conv, view))
+		out, err = req.rewrite(ids.restore(p.withReadBack(conv, view)))
 	}
 	if err != nil {
-		p.failed(proto.name(), err)
+		p.failed(proto.name(), conv, err)
 		out = body
 		if hooked {
 			// The results the hook offloaded stay placeholders, as on the other turns.
-			if b, rerr := req.rewrite(p.withReadBack(conv, entered)); rerr == nil {
+			if b, rerr := req.rewrite(ids.restore(p.withReadBack(conv, entered))); rerr == nil {
 				out = b
 			}
 		}
@@ -211,16 +252,19 @@ func (p *Proxy) chat(w http.ResponseWriter, r *http.Request, proto protocol) {
 		p.recovered()
 		p.cfg.Metrics.request(proto.name(), "compacted")
 	}
-	tee := proto.usageReader(req.streamed())
-	p.forward(w, r, target, bytes.NewReader(out), int64(len(out)), tee)
+	tee := proto.usageReader(req)
+	p.forward(w, r, target, s, bytes.NewReader(out), int64(len(out)), tee)
+	if tee == nil {
+		return
+	}
 	if n, ok := tee.promptTokens(); ok {
 		p.usage.set(conv, n)
 	}
 }
 
 // failed counts a compaction that failed and logs the start of an outage.
-func (p *Proxy) failed(proto string, err error) {
-	p.cfg.Metrics.request(proto, "failed_open")
+func (p *Proxy) failed(proto, conv string, err error) {
+	p.passThrough(proto, conv, ReasonCompactionFailed, err)
 	p.mu.Lock()
 	first := !p.failing
 	p.failing = true
@@ -247,9 +291,9 @@ var hopHeaders = []string{"Connection", "Proxy-Connection", "Keep-Alive", "Proxy
 // forward sends r, with body instead of its own, to target and copies the answer back as it
 // arrives, flushing each read so streamed events are not held. tee, when set, reads the
 // answer's body too.
-func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, target *url.URL, body io.Reader, length int64, tee usageReader) {
+func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, target *url.URL, s surface, body io.Reader, length int64, tee usageReader) {
 	u := *target
-	u.Path = joinPath(target.Path, strings.TrimPrefix(r.URL.Path, "/v1"))
+	u.Path = upstreamPath(target, s, r.URL.Path)
 	u.RawPath = ""
 	u.RawQuery = r.URL.RawQuery
 	out, err := http.NewRequestWithContext(r.Context(), r.Method, u.String(), body)
@@ -300,12 +344,4 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, target *url.URL,
 			return
 		}
 	}
-}
-
-// joinPath joins a base path and a request path with one slash.
-func joinPath(base, rest string) string {
-	if rest == "" {
-		return base
-	}
-	return strings.TrimRight(base, "/") + "/" + strings.TrimLeft(rest, "/")
 }
