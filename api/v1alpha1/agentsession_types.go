@@ -225,11 +225,131 @@ type RecordsLocation struct {
 	CredentialsSecretRef S3CredentialsSecretRef `json:"credentialsSecretRef,omitzero"`
 }
 
+// PassThroughReason is why compaction-proxy forwarded a request to the LLM uncompacted.
+// +kubebuilder:validation:Enum=NotDecodable;StatefulRequest;TooLarge;UnsupportedRequest;CompactionFailed;WebSocket
+type PassThroughReason string
+
+// The reasons a proxy passes a request through; each is also a reason of the PassThrough
+// condition.
+const (
+	// PassThroughNotDecodable: the request body is not a request of its protocol the proxy
+	// can read (malformed JSON, an unknown shape).
+	PassThroughNotDecodable PassThroughReason = "NotDecodable"
+	// PassThroughStatefulRequest: the request continues a conversation the LLM provider
+	// keeps (the Responses API's previous_response_id, a stored conversation): its history is
+	// not in the request, so there is nothing to compact.
+	PassThroughStatefulRequest PassThroughReason = "StatefulRequest"
+	// PassThroughTooLarge: the request is larger than the proxy or the compaction API takes.
+	PassThroughTooLarge PassThroughReason = "TooLarge"
+	// PassThroughUnsupportedRequest: a request the proxy does not compact (an endpoint,
+	// method or feature it does not know).
+	PassThroughUnsupportedRequest PassThroughReason = "UnsupportedRequest"
+	// PassThroughCompactionFailed: the compaction API failed or refused the request, and the
+	// proxy failed open.
+	PassThroughCompactionFailed PassThroughReason = "CompactionFailed"
+	// PassThroughWebSocket: a WebSocket (realtime) connection, whose messages are not compacted.
+	PassThroughWebSocket PassThroughReason = "WebSocket"
+)
+
+// PassThroughReasons are the reasons a proxy may report, in the order of PassThroughCounts.
+var PassThroughReasons = []PassThroughReason{
+	PassThroughNotDecodable, PassThroughStatefulRequest, PassThroughTooLarge,
+	PassThroughUnsupportedRequest, PassThroughCompactionFailed, PassThroughWebSocket,
+}
+
+// PassThroughCounts counts passed-through requests per reason; a reason with none is absent.
+// +kubebuilder:validation:MinProperties=1
+type PassThroughCounts struct {
+	// notDecodable counts requests the proxy could not read.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	NotDecodable *int64 `json:"notDecodable,omitempty"`
+
+	// statefulRequest counts requests that continue a conversation the LLM provider keeps.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	StatefulRequest *int64 `json:"statefulRequest,omitempty"`
+
+	// tooLarge counts requests too large to compact.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	TooLarge *int64 `json:"tooLarge,omitempty"`
+
+	// unsupportedRequest counts requests of an endpoint or feature the proxy does not compact.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	UnsupportedRequest *int64 `json:"unsupportedRequest,omitempty"`
+
+	// compactionFailed counts requests forwarded as they were because compaction failed.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	CompactionFailed *int64 `json:"compactionFailed,omitempty"`
+
+	// webSocket counts WebSocket connections the proxy did not compact, each one request.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	WebSocket *int64 `json:"webSocket,omitempty"`
+}
+
+// Counter is the counter of reason r in c, nil for a reason it does not know.
+func (c *PassThroughCounts) Counter(r PassThroughReason) **int64 {
+	switch r {
+	case PassThroughNotDecodable:
+		return &c.NotDecodable
+	case PassThroughStatefulRequest:
+		return &c.StatefulRequest
+	case PassThroughTooLarge:
+		return &c.TooLarge
+	case PassThroughUnsupportedRequest:
+		return &c.UnsupportedRequest
+	case PassThroughCompactionFailed:
+		return &c.CompactionFailed
+	case PassThroughWebSocket:
+		return &c.WebSocket
+	}
+	return nil
+}
+
+// PassThroughStatus is what the session's compaction-proxies reported about the requests
+// they forwarded to the LLM uncompacted (POST .../passthrough of the compaction API). The
+// counts are the proxies' reports: a tenant's own statement about its session.
+// +kubebuilder:validation:MinProperties=1
+type PassThroughStatus struct {
+	// requests is the number of requests passed through uncompacted, in all.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	Requests *int64 `json:"requests,omitempty"`
+
+	// reasons counts the passed-through requests per reason.
+	// +optional
+	Reasons PassThroughCounts `json:"reasons,omitzero"`
+
+	// lastReason is the reason of the last report.
+	// +optional
+	LastReason PassThroughReason `json:"lastReason,omitempty"`
+
+	// lastProtocol is the LLM API of the last report's requests, as the proxy names it
+	// (openai, anthropic, responses, gemini, ...).
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:Pattern=`^[a-z][a-z0-9._-]*$`
+	LastProtocol string `json:"lastProtocol,omitempty"`
+
+	// lastTime is when the compaction API received the last report.
+	// +optional
+	LastTime *metav1.Time `json:"lastTime,omitempty"`
+}
+
 // AgentSessionStatus is the observed state of an AgentSession.
 // +kubebuilder:validation:MinProperties=1
 type AgentSessionStatus struct {
 	// conditions are PolicyResolved (the policy exists), StorageReady (its storage is
-	// reachable) and Ready (the session can be compacted).
+	// reachable), Ready (the session can be compacted) and, once a compaction-proxy reported
+	// requests it forwarded uncompacted, PassThrough: True with the last report's reason
+	// (NotDecodable, StatefulRequest, TooLarge, UnsupportedRequest, CompactionFailed,
+	// WebSocket) while requests pass through, False with reason Compacting once a request of
+	// the session is compacted and no pass-through was reported for 5 minutes.
 	// +optional
 	// +listType=map
 	// +listMapKey=type
@@ -325,6 +445,12 @@ type AgentSessionStatus struct {
 	// +kubebuilder:validation:Minimum=0
 	Watermark *int64 `json:"watermark,omitempty"`
 
+	// passThrough counts the requests the session's compaction-proxies forwarded to the LLM
+	// uncompacted, and why (the PassThrough condition says the same in words); absent when
+	// none was reported.
+	// +optional
+	PassThrough PassThroughStatus `json:"passThrough,omitzero"`
+
 	// observedGeneration is the metadata.generation the status was computed from.
 	// +optional
 	// +kubebuilder:validation:Minimum=1
@@ -341,6 +467,7 @@ type AgentSessionStatus struct {
 // +kubebuilder:printcolumn:name="Usage",type=string,JSONPath=`.status.contextUsage`
 // +kubebuilder:printcolumn:name="Ratio",type=string,JSONPath=`.status.compressionRatio`
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Proxy",type=string,JSONPath=`.status.conditions[?(@.type=="PassThrough")].reason`,description="Why compaction-proxy passes requests through uncompacted (the PassThrough condition's reason); Compacting when they are compacted again, empty when none was reported"
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type AgentSession struct {
 	metav1.TypeMeta `json:",inline"`

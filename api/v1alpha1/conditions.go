@@ -29,6 +29,11 @@ const (
 	ConditionStorageReady = "StorageReady"
 	// ConditionPolicyResolved reports whether an AgentSession's policyRef points at a policy.
 	ConditionPolicyResolved = "PolicyResolved"
+	// ConditionPassThrough reports, on an AgentSession, whether its compaction-proxies forward
+	// requests to the LLM uncompacted: True with the reason of the last report (a
+	// PassThroughReason: NotDecodable, StatefulRequest, TooLarge, UnsupportedRequest,
+	// CompactionFailed, WebSocket), False with ReasonCompacting. Absent until a proxy reports.
+	ConditionPassThrough = "PassThrough"
 )
 
 // Reasons of Ready on both policy kinds and on AgentSession.
@@ -89,6 +94,14 @@ const (
 	ReasonStorageLocationUnverified = "StorageLocationUnverified"
 	// ReasonStorageLocationNotPinned: pinning the storage location failed (retried).
 	ReasonStorageLocationNotPinned = "StorageLocationNotPinned"
+)
+
+// Reasons of an AgentSession's PassThrough condition besides the PassThroughReason values
+// (which are its reasons while it is True).
+const (
+	// ReasonCompacting: PassThrough is False. A request of the session was compacted after
+	// the last pass-through report, and none came for 5 minutes before it.
+	ReasonCompacting = "Compacting"
 )
 
 // Reasons of events that are no condition's reason. Warning events about a condition take

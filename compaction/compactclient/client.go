@@ -17,6 +17,8 @@ import (
 	"os"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/harness9/compaction-operator/compaction"
 )
@@ -187,6 +189,54 @@ func (c *Client) Records(ctx context.Context, namespace, name string, w io.Write
 		return fmt.Errorf("compaction client: read records: %w", err)
 	}
 	return nil
+}
+
+// ReportPassThrough tells the server that a proxy forwarded r.Count requests of the session
+// to the LLM uncompacted, and why: the AgentSession's status.passThrough counts them and its
+// PassThrough condition (the Proxy column of kubectl get agentsession) shows r.Reason. A proxy
+// reports at most every few seconds, with the requests since its last report (the server
+// coalesces the status writes anyway). r.Message is made to fit what the server accepts
+// (control and other unprintable characters become spaces, invalid UTF-8 U+FFFD, and it is
+// cut to MaxPassThroughMessageBytes), and r.Count is brought into 1..MaxPassThroughCount; a
+// reason or protocol the server does not accept is a 400 (*APIError, ReasonBadRequest).
+// The caller needs the same permission as for Compact (create on agentsessions/compact).
+func (c *Client) ReportPassThrough(ctx context.Context, namespace, name string, r PassThroughReport) error {
+	r.Message = FitPassThroughMessage(r.Message)
+	r.Count = min(max(r.Count, 1), MaxPassThroughCount)
+	body, err := json.Marshal(r)
+	if err != nil {
+		return fmt.Errorf("compaction client: encode request: %w", err)
+	}
+	resp, err := c.do(ctx, http.MethodPost, c.path(namespace, name, "passthrough"), nil, body)
+	if err != nil {
+		return err
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxDrain))
+	return resp.Body.Close()
+}
+
+// FitPassThroughMessage makes msg a PassThroughReport.Message the server accepts: printable
+// UTF-8 on one line (unprintable characters become spaces, invalid bytes U+FFFD, surrounding
+// space is trimmed), cut at a character boundary to at most MaxPassThroughMessageBytes bytes
+// ending with "…" when it was longer.
+func FitPassThroughMessage(msg string) string {
+	msg = strings.ToValidUTF8(msg, "\uFFFD")
+	msg = strings.Map(func(r rune) rune {
+		if unicode.IsPrint(r) {
+			return r
+		}
+		return ' '
+	}, msg)
+	msg = strings.TrimSpace(msg)
+	if len(msg) <= MaxPassThroughMessageBytes {
+		return msg
+	}
+	const ellipsis = "…"
+	cut := MaxPassThroughMessageBytes - len(ellipsis)
+	for cut > 0 && !utf8.RuneStart(msg[cut]) {
+		cut--
+	}
+	return msg[:cut] + ellipsis
 }
 
 func (c *Client) path(namespace, name string, rest ...string) string {

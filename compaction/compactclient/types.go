@@ -127,3 +127,74 @@ const (
 	// the session (409); the stored one is kept. Keep the result in the history.
 	ReasonToolResultExists = "ToolResultExists"
 )
+
+// PassThroughReason is why a proxy forwarded requests to the LLM uncompacted. The server
+// accepts only these values (anything else is a 400); each is also the reason of the
+// AgentSession's PassThrough condition (api/v1alpha1 PassThroughReason has the same values).
+type PassThroughReason string
+
+// The reasons of a PassThroughReport.
+const (
+	// PassThroughNotDecodable: the request is not one of its protocol the proxy can read.
+	PassThroughNotDecodable PassThroughReason = "NotDecodable"
+	// PassThroughStatefulRequest: the request continues a conversation the LLM provider keeps
+	// (previous_response_id, a stored conversation): its history is not in the request.
+	PassThroughStatefulRequest PassThroughReason = "StatefulRequest"
+	// PassThroughTooLarge: the request is larger than the proxy or the compaction API takes.
+	PassThroughTooLarge PassThroughReason = "TooLarge"
+	// PassThroughUnsupportedRequest: an endpoint, method or feature the proxy does not compact.
+	PassThroughUnsupportedRequest PassThroughReason = "UnsupportedRequest"
+	// PassThroughCompactionFailed: the compaction API failed or refused, and the proxy failed
+	// open.
+	PassThroughCompactionFailed PassThroughReason = "CompactionFailed"
+	// PassThroughWebSocket: a WebSocket (realtime) connection, not compacted.
+	PassThroughWebSocket PassThroughReason = "WebSocket"
+)
+
+// PassThroughReasons are all the reasons the server accepts.
+var PassThroughReasons = []PassThroughReason{
+	PassThroughNotDecodable, PassThroughStatefulRequest, PassThroughTooLarge,
+	PassThroughUnsupportedRequest, PassThroughCompactionFailed, PassThroughWebSocket,
+}
+
+// Valid reports whether the server accepts r.
+func (r PassThroughReason) Valid() bool {
+	for _, v := range PassThroughReasons {
+		if r == v {
+			return true
+		}
+	}
+	return false
+}
+
+// Bounds of a PassThroughReport the server accepts; Client.ReportPassThrough fits Message and
+// Count into them.
+const (
+	// MaxPassThroughMessageBytes bounds Message, in bytes of UTF-8.
+	MaxPassThroughMessageBytes = 512
+	// MaxPassThroughProtocolLength bounds Protocol.
+	MaxPassThroughProtocolLength = 32
+	// MaxPassThroughCount bounds Count (a report of more says this many).
+	MaxPassThroughCount = 1_000_000
+)
+
+// PassThroughReport is the body of POST /v1/namespaces/{ns}/sessions/{name}/passthrough: a
+// proxy forwarded Count requests of the session to the LLM uncompacted since its last report,
+// the last of them for Reason. The server counts them in the AgentSession's
+// status.passThrough and sets its PassThrough condition; it answers 204.
+type PassThroughReport struct {
+	// Conversation is the conversation of the session the requests were of (as
+	// InConversation); empty for the default one.
+	Conversation string `json:"conversation,omitempty"`
+	// Protocol is the LLM API of the requests: a lower-case token of at most 32 letters,
+	// digits, '.', '_' and '-', starting with a letter (openai, anthropic, responses, gemini).
+	Protocol string `json:"protocol"`
+	// Reason is why (one of PassThroughReasons).
+	Reason PassThroughReason `json:"reason"`
+	// Message says more, for people (the status shows it): printable UTF-8 of at most
+	// MaxPassThroughMessageBytes bytes, on one line. Optional.
+	Message string `json:"message,omitempty"`
+	// Count is how many requests passed through since the last report, 1 to
+	// MaxPassThroughCount.
+	Count int `json:"count"`
+}

@@ -8,11 +8,12 @@ import (
 	"net/http"
 )
 
-// readBody reads the whole request body, at most MaxBodyBytes (a Content-Length over it is
-// refused before), before anything of the session is locked. A body that has not arrived within ReadTimeout (the connection's read deadline)
+// readBody reads the whole request body, at most limit bytes (the route's bound, at most
+// MaxBodyBytes; a Content-Length over it is refused before), before anything of the session
+// is locked. A body that has not arrived within ReadTimeout (the connection's read deadline)
 // is a 408, one that ends before its Content-Length a 400, one over the limit a 413.
-func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
-	body, err := readAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes), r.ContentLength, s.cfg.MaxBodyBytes)
+func (s *Server) readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
+	body, err := readAll(http.MaxBytesReader(w, r.Body, limit), r.ContentLength, limit)
 	if err == nil {
 		return body, nil
 	}

@@ -32,6 +32,10 @@ type Metrics struct {
 	Inflight          prometheus.Gauge
 	TokenReviews      *prometheus.CounterVec
 	TokensRefused     *prometheus.CounterVec
+	// PassThroughReports and PassThroughRequests count the pass-through reports of
+	// compaction-proxies and the requests they report, by reason.
+	PassThroughReports  *prometheus.CounterVec
+	PassThroughRequests *prometheus.CounterVec
 }
 
 // NewMetrics creates the API's metrics and registers them on reg.
@@ -93,10 +97,18 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Name: "compaction_api_tokens_refused_total",
 			Help: "Bearer tokens refused without a TokenReview, by reason (malformed: not a JWT; rate_limited: over --api-new-token-rate, answered 429).",
 		}, []string{"reason"}),
+		PassThroughReports: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "compaction_api_passthrough_reports_total",
+			Help: "Pass-through reports of compaction-proxies (requests they forwarded to the LLM uncompacted), by reason (NotDecodable, StatefulRequest, TooLarge, UnsupportedRequest, CompactionFailed, WebSocket).",
+		}, []string{"reason"}),
+		PassThroughRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "compaction_api_passthrough_requests_total",
+			Help: "Requests compaction-proxies reported they forwarded to the LLM uncompacted (the count of their pass-through reports), by reason.",
+		}, []string{"reason"}),
 	}
 	for _, c := range []prometheus.Collector{m.TokenReviews, m.TokensRefused, m.Requests, m.RequestDuration, m.Compactions, m.CompressionRatio,
 		m.TokensSaved, m.OffloadBytes, m.SummarizerErrors, m.SummarizerLatency, m.SummarizerCalls, m.SummarizerTokens, m.StatusWrites,
-		m.Throttled, m.Inflight} {
+		m.Throttled, m.Inflight, m.PassThroughReports, m.PassThroughRequests} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

@@ -92,6 +92,10 @@ type Config struct {
 	// the latest tier, usage and compaction kept). The first change after a quiet spell is
 	// written at the next flush. 0: every flush writes every pending change.
 	StatusInterval time.Duration
+	// PassThroughQuiet is how long after a session's last pass-through report a compacted
+	// request of the session sets its PassThrough condition False (reason Compacting); 0 is
+	// DefaultPassThroughQuiet.
+	PassThroughQuiet time.Duration
 	// ClusterResourceNamespace holds a ClusterCompactionPolicy's Secrets by default.
 	ClusterResourceNamespace string
 	// TokenAudience is the audience a caller's token must be for (default
@@ -297,10 +301,14 @@ func (s *Server) ReadyCheck(_ *http.Request) error {
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	const base = "/v1/namespaces/{namespace}/sessions/{name}"
-	mux.Handle("POST "+base+"/compact", route(s, "compact", "create", "compact", true, s.parseCompact, s.compact))
-	mux.Handle("POST "+base+"/toolresults", route(s, "toolresults", "create", "toolresults", true, s.parseOffload, s.offload))
-	mux.Handle("GET "+base+"/toolresults/{id}", route[struct{}](s, "toolresult", "get", "toolresults", false, nil, s.toolResult))
-	mux.Handle("GET "+base+"/records", route[struct{}](s, "records", "get", "records", false, nil, s.records))
+	mux.Handle("POST "+base+"/compact", route(s, routeSpec{name: "compact", verb: "create", subresource: "compact", needs: needsEngine}, s.parseCompact, s.compact))
+	mux.Handle("POST "+base+"/toolresults", route(s, routeSpec{name: "toolresults", verb: "create", subresource: "toolresults", needs: needsEngine}, s.parseOffload, s.offload))
+	mux.Handle("GET "+base+"/toolresults/{id}", route[struct{}](s, routeSpec{name: "toolresult", verb: "get", subresource: "toolresults", needs: needsStore}, nil, s.toolResult))
+	mux.Handle("GET "+base+"/records", route[struct{}](s, routeSpec{name: "records", verb: "get", subresource: "records", needs: needsStore}, nil, s.records))
+	// A pass-through report is part of compacting the session (a proxy that may compact may
+	// say it did not): the same permission as compact, and a small body.
+	mux.Handle("POST "+base+"/passthrough", route(s, routeSpec{name: "passthrough", verb: "create", subresource: "compact", needs: needsSession,
+		maxBody: maxPassThroughBody}, parsePassThrough, s.passThrough))
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, ReasonNotFound, fmt.Sprintf("no route for %s %s", r.Method, r.URL.Path))
 	})
@@ -393,16 +401,46 @@ func (w logWriter) Write(p []byte) (int, error) {
 // writeGrace is how long after a request's deadline its answer may take to write.
 const writeGrace = 30 * time.Second
 
+// needs is what a route needs of its session.
+type needs int
+
+const (
+	// needsStore: the session and the store at its pinned location (reads).
+	needsStore needs = iota
+	// needsEngine: also the policy's engine configuration and summarizer (the routes that
+	// change the session's objects).
+	needsEngine
+	// needsSession: the AgentSession object only (routes that only write its status).
+	needsSession
+)
+
+// routeSpec describes a route for route.
+type routeSpec struct {
+	// name is the route's label in metrics and logs.
+	name string
+	// verb and subresource are what the caller must be allowed on the agentsessions
+	// subresource (SubjectAccessReview).
+	verb, subresource string
+	needs             needs
+	// maxBody bounds the body below Config.MaxBodyBytes (0: that bound).
+	maxBody int64
+}
+
 // route wraps a handler with the request deadline, authentication and authorization, the
 // media type of a POST body, the session lookup, reading and parsing the body, the policy's
-// engine configuration and summarizer (for the routes that change the session: withEngine)
+// engine configuration and summarizer (for the routes that change the session: needsEngine)
 // and metrics. The body is read and parsed before the session's engine is waited for: a slow
 // or stalled upload, or a malformed body, never holds up the session's other requests. The
 // compactions of a session are serialized by its engine (compaction.ProgressiveCompactor),
 // offloads need no order (the store keeps the first result of a tool call ID). parse is nil
 // for routes without a body.
-func route[Req any](s *Server, name, verb, subresource string, withEngine bool,
+func route[Req any](s *Server, spec routeSpec,
 	parse func(body []byte) (Req, error), h func(w http.ResponseWriter, r *http.Request, sess *session, req Req) error) http.Handler {
+	name, verb, subresource := spec.name, spec.verb, spec.subresource
+	maxBody := s.cfg.MaxBodyBytes
+	if spec.maxBody > 0 && (maxBody <= 0 || spec.maxBody < maxBody) {
+		maxBody = spec.maxBody
+	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		rw := &statusWriter{ResponseWriter: w}
@@ -445,15 +483,15 @@ func route[Req any](s *Server, name, verb, subresource string, withEngine bool,
 				s.fail(rw, log, err)
 				return
 			}
-			if r.ContentLength > s.cfg.MaxBodyBytes {
-				s.fail(rw, log, &http.MaxBytesError{Limit: s.cfg.MaxBodyBytes})
+			if r.ContentLength > maxBody {
+				s.fail(rw, log, &http.MaxBytesError{Limit: maxBody})
 				return
 			}
 			// The body will be read into memory: it counts from the start, at its declared
 			// size or, sent without one, the most it may be.
 			declared = r.ContentLength
 			if declared < 0 {
-				declared = s.cfg.MaxBodyBytes
+				declared = maxBody
 			}
 		}
 		share, err := s.admit(s.inflight.weight(declared, 0))
@@ -463,7 +501,12 @@ func route[Req any](s *Server, name, verb, subresource string, withEngine bool,
 			return
 		}
 		defer share.release()
-		sess, err := s.lookup(ctx, ns, sessionName, withEngine)
+		var sess *session
+		if spec.needs == needsSession {
+			sess, err = s.lookupObject(ctx, ns, sessionName)
+		} else {
+			sess, err = s.lookup(ctx, ns, sessionName, spec.needs == needsEngine)
+		}
 		if err != nil {
 			s.fail(rw, log, err)
 			return
@@ -471,7 +514,7 @@ func route[Req any](s *Server, name, verb, subresource string, withEngine bool,
 		sess.conversation = conversation
 		var req Req
 		if parse != nil {
-			body, err := s.readBody(rw, r)
+			body, err := s.readBody(rw, r, maxBody)
 			if err != nil {
 				s.fail(rw, log, err)
 				return

@@ -38,8 +38,14 @@ type pendingStatus struct {
 	summarizer                     summarizerWork
 	offloadedCount, offloadedBytes int64
 	// includeAnchors is the policy's anchorsInStatus at the latest change: without it, the
-	// write clears status.anchors.
-	includeAnchors bool
+	// write clears status.anchors. anchorsKnown: a change of a route that resolved the
+	// policy set it (a pass-through report does not, and leaves status.anchors as it is).
+	includeAnchors, anchorsKnown bool
+	// passThrough is what proxies reported of requests they forwarded uncompacted.
+	passThrough passThroughWork
+	// compacted is when a request of the session was last compacted (zero: none since the
+	// last write): it may end the PassThrough condition (see resumeCompacting).
+	compacted time.Time
 }
 
 // statusBatcher coalesces status writes: compactions only record what changed, and a flush
@@ -145,15 +151,22 @@ func statusShows(obj *compactionv1alpha1.AgentSession, tier compaction.Tier, usa
 	return string(obj.Status.Tier) == tier.String() && obj.Status.ContextUsage == usage
 }
 
-// entry returns the pending change of sess, creating it; call with b.mu held.
+// entry returns the pending change of sess, creating it, with the anchorsInStatus of sess's
+// policy; call with b.mu held.
 func (b *statusBatcher) entry(sess *session) *pendingStatus {
+	p := b.pendingOf(sess)
+	p.includeAnchors, p.anchorsKnown = sess.anchorsInStatus, true
+	return p
+}
+
+// pendingOf returns the pending change of sess, creating it; call with b.mu held.
+func (b *statusBatcher) pendingOf(sess *session) *pendingStatus {
 	key := sessionKey(sess)
 	p := b.pending[key]
 	if p == nil || p.uid != sess.obj.UID {
 		p = &pendingStatus{uid: sess.obj.UID}
 		b.pending[key] = p
 	}
-	p.includeAnchors = sess.anchorsInStatus
 	return p
 }
 
@@ -181,6 +194,13 @@ func (b *statusBatcher) requeue(key types.NamespacedName, failed *pendingStatus)
 	cur.summarizer.add(failed.summarizer)
 	cur.offloadedCount += failed.offloadedCount
 	cur.offloadedBytes += failed.offloadedBytes
+	if !cur.anchorsKnown {
+		cur.includeAnchors, cur.anchorsKnown = failed.includeAnchors, failed.anchorsKnown
+	}
+	cur.passThrough.add(failed.passThrough)
+	if failed.compacted.After(cur.compacted) {
+		cur.compacted = failed.compacted
+	}
 }
 
 // tierCounts are compactions per tier, to add to status.compactions.
@@ -283,19 +303,25 @@ func (b *statusBatcher) wake() {
 // UsageInterval per session. The summarizer's work is always counted, also in a turn that
 // changed nothing (the engine may call the summarizer and then not apply a summary that
 // saves too little).
+//
+// A turn also ends the session's PassThrough condition when the last pass-through report is
+// older than the quiet interval (see resumeCompacting): such a turn is written even when it
+// would not be otherwise.
 func (s *Server) recordStatus(sess *session, rec *compaction.CompactionRecord) {
+	now := time.Now()
 	spent := summarizerUsage(rec)
 	changed := rec.ChangedView()
+	resume := passThroughOver(sess.obj, now, s.passThroughQuiet())
 	turn := changed || s.usageWritten.due(sess.obj.UID, s.cfg.UsageInterval)
-	if !turn && spent == (summarizerWork{}) {
+	if !turn && spent == (summarizerWork{}) && !resume {
 		return
 	}
 	usage := fmt.Sprintf("%.2f", usageOf(sess.cfg, rec).before)
 	settle := max(s.cfg.StatusInterval, s.cfg.StatusFlushInterval, DefaultStatusFlush)
 	b := s.status
 	b.mu.Lock()
-	if !changed && spent == (summarizerWork{}) && statusShows(sess.obj, rec.Tier, usage) &&
-		b.settled(sessionKey(sess), sess.obj, time.Now(), settle) {
+	if !changed && spent == (summarizerWork{}) && !resume && statusShows(sess.obj, rec.Tier, usage) &&
+		b.settled(sessionKey(sess), sess.obj, now, settle) {
 		// The session's status already says this (the cache's copy, which this request was
 		// served from, and which has had time to see this replica's last write): a write
 		// would change nothing.
@@ -306,6 +332,7 @@ func (s *Server) recordStatus(sess *session, rec *compaction.CompactionRecord) {
 	if turn {
 		p.turn, p.tier, p.usage = true, rec.Tier, usage
 	}
+	p.compacted = now
 	p.summarizer.add(spent)
 	if changed {
 		p.last = rec
@@ -482,8 +509,12 @@ func (s *Server) applyStatus(ctx context.Context, r client.Reader, key types.Nam
 			st.Anchors = statusAnchors(rec.Anchors)
 		}
 	}
-	if !p.includeAnchors {
+	if p.anchorsKnown && !p.includeAnchors {
 		st.Anchors = nil
+	}
+	applyPassThrough(&obj, p.passThrough)
+	if !p.compacted.IsZero() {
+		resumeCompacting(&obj, p.compacted, s.passThroughQuiet())
 	}
 	if equality.Semantic.DeepEqual(before, st) {
 		return "", true, nil

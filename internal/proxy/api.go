@@ -85,3 +85,11 @@ func (a *APICompactor) session(conversation string) *compactclient.Session {
 	a.sessions.Add(conversation, s)
 	return s
 }
+
+// ReportPassThrough reports requests passed through to the AgentSession's status.
+func (a *APICompactor) ReportPassThrough(ctx context.Context, r PassThrough) error {
+	return a.client.ReportPassThrough(ctx, a.namespace, a.name, compactclient.PassThroughReport{
+		Conversation: r.Conversation, Protocol: r.Protocol, Reason: compactclient.PassThroughReason(r.Reason),
+		Message: r.Message, Count: r.Count,
+	})
+}

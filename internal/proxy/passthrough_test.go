@@ -12,6 +12,8 @@ import (
 
 	"github.com/go-logr/logr/funcr"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/harness9/compaction-operator/compaction/compactclient"
 )
 
 // reportingStub is a stubCompactor that records the pass-throughs reported to it.
@@ -94,5 +96,14 @@ func TestPassThroughSaysWhy(t *testing.T) {
 	}
 	if logged[string(ReasonNotDecodable)] != 1 || logged[string(ReasonCompactionFailed)] != 1 {
 		t.Errorf("info lines per reason %v, want one each:\n%s", logged, strings.Join(lines, "\n"))
+	}
+}
+
+// TestReasonsAreTheAPIs: every reason the proxy reports is one the compaction API takes.
+func TestReasonsAreTheAPIs(t *testing.T) {
+	for _, r := range []Reason{ReasonNotDecodable, ReasonStatefulRequest, ReasonTooLarge, ReasonUnsupportedRequest, ReasonCompactionFailed, ReasonWebSocket} {
+		if !compactclient.PassThroughReason(r).Valid() {
+			t.Errorf("reason %s is not one the compaction API takes", r)
+		}
 	}
 }

@@ -606,7 +606,7 @@ func testPrinterColumns(t *testing.T, root string) {
 	}{
 		"compaction.harness9.io_compactionpolicies.yaml":        {"acp", []string{"Window", "Warn", "Full", "Ready", "Sessions", "Age"}},
 		"compaction.harness9.io_clustercompactionpolicies.yaml": {"cacp", []string{"Window", "Warn", "Full", "Ready", "Sessions", "Age"}},
-		"compaction.harness9.io_agentsessions.yaml":             {"ags", []string{"Policy", "Tier", "Usage", "Ratio", "Ready", "Age"}},
+		"compaction.harness9.io_agentsessions.yaml":             {"ags", []string{"Policy", "Tier", "Usage", "Ratio", "Ready", "Proxy", "Age"}},
 	}
 	for file, w := range want {
 		data, err := os.ReadFile(filepath.Join(root, "config", "crd", "bases", file))

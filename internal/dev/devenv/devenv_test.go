@@ -47,7 +47,7 @@ func TestWalkthrough(t *testing.T) {
 		time.Sleep(500 * time.Millisecond)
 	}
 	header := strings.Fields(strings.SplitN(out, "\n", 2)[0])
-	if strings.Join(header, " ") != "NAME POLICY TIER USAGE RATIO READY AGE" {
+	if strings.Join(header, " ") != "NAME POLICY TIER USAGE RATIO READY PROXY AGE" {
 		t.Errorf("columns = %v", header)
 	}
 	for _, name := range []string{"swe-agent-1", "coding-agent"} {
