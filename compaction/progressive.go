@@ -367,6 +367,18 @@ func (c *ProgressiveCompactor) compact(ctx context.Context, msgs []Message, d *D
 	if force {
 		rec.Tier = TierEmergency
 	}
+	_, pinTokens, _ := pinStats(c.state.Pins)
+	rec.FixedTokens = calibrated(EstimateTokens(t.system)+pinTokens, factor)
+	if rec.FixedTokens > 0 && c.cfg.Usage(rec.FixedTokens) >= c.cfg.EmergencyThreshold {
+		rec.WindowTooSmall = true
+		if !force && rec.Tier == TierEmergency && c.state.Watermark > 0 {
+			// Compacted once already: another Emergency cannot bring the view under the
+			// threshold, only rewrite it (and the provider's prompt cache) every turn.
+			rec.Notes = append(rec.Notes, fmt.Sprintf("window too small: the system prompt and pins alone are %d tokens, %.0f%% of the %d-token window, over the Emergency threshold; not compacted again until they fit",
+				rec.FixedTokens, 100*c.cfg.Usage(rec.FixedTokens), c.cfg.ContextWindow))
+			rec.Tier = TierNone
+		}
+	}
 	wmBefore := c.state.Watermark
 	if rec.Tier == TierNone { // no side effects at all
 		rec.TokensAfter, rec.MsgsAfter, rec.PreservedTail = rec.TokensBefore, len(view), len(t.rest)

@@ -82,6 +82,14 @@ type CompactionRecord struct {
 	PinnedMessages int    `json:"pinnedMessages"`
 	PinnedTokens   int    `json:"pinnedTokens"`
 	PinnedHash     string `json:"pinnedHash,omitempty"`
+	// FixedTokens estimates (calibrated) the part of the view no compaction shrinks: the
+	// system messages and the pins.
+	FixedTokens int `json:"fixedTokens,omitempty"`
+	// WindowTooSmall says the fixed part alone is at or over the Emergency threshold of the
+	// window: every turn would be Emergency. The session has been compacted once; until the
+	// fixed part fits (or the window grows), turns are left as they are instead of running
+	// Emergency on each of them.
+	WindowTooSmall bool `json:"windowTooSmall,omitempty"`
 	// Notes says what happened besides the tier's data flow, such as a history reset.
 	Notes []string `json:"notes,omitempty"`
 	// Error lists what failed open during the compaction ("; "-separated); empty when all went well.

@@ -34,6 +34,18 @@ const (
 	// PassThroughReason: NotDecodable, StatefulRequest, TooLarge, UnsupportedRequest,
 	// CompactionFailed, WebSocket), False with ReasonCompacting. Absent until a proxy reports.
 	ConditionPassThrough = "PassThrough"
+	// ConditionContextFits reports, on an AgentSession, whether the part of the view no
+	// compaction shrinks (the system prompt, tools and pins, as estimated and calibrated)
+	// fits under the Emergency threshold of the policy's window: False with
+	// ReasonFixedPartOverWindow, True with ReasonFits once it fits again. Absent while it
+	// always fitted.
+	ConditionContextFits = "ContextFits"
+)
+
+// Reasons of an AgentSession's ContextFits.
+const (
+	ReasonFits                = "Fits"
+	ReasonFixedPartOverWindow = "FixedPartOverWindow"
 )
 
 // Reasons of Ready on both policy kinds and on AgentSession.

@@ -41,6 +41,9 @@ type pendingStatus struct {
 	// write clears status.anchors. anchorsKnown: a change of a route that resolved the
 	// policy set it (a pass-through report does not, and leaves status.anchors as it is).
 	includeAnchors, anchorsKnown bool
+	// fit is what the latest turn said of the window against the view's fixed part (nil:
+	// nothing to write).
+	fit *windowFit
 	// passThrough is what proxies reported of requests they forwarded uncompacted.
 	passThrough passThroughWork
 	// compacted is when a request of the session was last compacted (zero: none since the
@@ -187,6 +190,9 @@ func (b *statusBatcher) requeue(key types.NamespacedName, failed *pendingStatus)
 	if !cur.turn {
 		cur.turn, cur.tier, cur.usage = failed.turn, failed.tier, failed.usage
 	}
+	if cur.fit == nil {
+		cur.fit = failed.fit
+	}
 	if cur.last == nil {
 		cur.last = failed.last
 	}
@@ -312,7 +318,8 @@ func (s *Server) recordStatus(sess *session, rec *compaction.CompactionRecord) {
 	spent := summarizerUsage(rec)
 	changed := rec.ChangedView()
 	resume := passThroughOver(sess.obj, now, s.passThroughQuiet())
-	turn := changed || s.usageWritten.due(sess.obj.UID, s.cfg.UsageInterval)
+	fitChanged := windowFitChanged(sess.obj, rec)
+	turn := changed || fitChanged || s.usageWritten.due(sess.obj.UID, s.cfg.UsageInterval)
 	if !turn && spent == (summarizerWork{}) && !resume {
 		return
 	}
@@ -320,7 +327,7 @@ func (s *Server) recordStatus(sess *session, rec *compaction.CompactionRecord) {
 	settle := max(s.cfg.StatusInterval, s.cfg.StatusFlushInterval, DefaultStatusFlush)
 	b := s.status
 	b.mu.Lock()
-	if !changed && spent == (summarizerWork{}) && !resume && statusShows(sess.obj, rec.Tier, usage) &&
+	if !changed && !fitChanged && spent == (summarizerWork{}) && !resume && statusShows(sess.obj, rec.Tier, usage) &&
 		b.settled(sessionKey(sess), sess.obj, now, settle) {
 		// The session's status already says this (the cache's copy, which this request was
 		// served from, and which has had time to see this replica's last write): a write
@@ -331,6 +338,7 @@ func (s *Server) recordStatus(sess *session, rec *compaction.CompactionRecord) {
 	p := b.entry(sess)
 	if turn {
 		p.turn, p.tier, p.usage = true, rec.Tier, usage
+		p.fit = windowFitOf(sess.cfg, rec)
 	}
 	p.compacted = now
 	p.summarizer.add(spent)
@@ -512,6 +520,7 @@ func (s *Server) applyStatus(ctx context.Context, r client.Reader, key types.Nam
 	if p.anchorsKnown && !p.includeAnchors {
 		st.Anchors = nil
 	}
+	applyWindowFit(&obj, p.fit)
 	applyPassThrough(&obj, p.passThrough)
 	if !p.compacted.IsZero() {
 		resumeCompacting(&obj, p.compacted, s.passThroughQuiet())
