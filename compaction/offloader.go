@@ -97,7 +97,7 @@ func (o *Offloader) Entries() map[string]OffloadEntry {
 const maxRefBytes = 512
 
 // cachedPlaceholder returns the rendered placeholder of a result offloaded before, when its
-// size still matches, without looking at the content.
+// size and CRC still match.
 func (o *Offloader) cachedPlaceholder(m *Message) (string, bool) {
 	if m.ToolCallID == "" || m.Role != RoleTool {
 		return "", false
@@ -106,7 +106,7 @@ func (o *Offloader) cachedPlaceholder(m *Message) (string, bool) {
 	defer o.mu.Unlock()
 	entry, ok := o.cache[m.ToolCallID]
 	ph, rendered := o.rendered[m.ToolCallID]
-	if !ok || !rendered || entry.Bytes != len(m.Content) {
+	if !ok || !rendered || !entry.matches(m.Content) {
 		return "", false
 	}
 	return ph, true
@@ -157,7 +157,7 @@ func (o *Offloader) offload(ctx context.Context, m *Message) (placeholder string
 	cached, ok := o.cache[m.ToolCallID]
 	ph, rendered := o.rendered[m.ToolCallID]
 	o.mu.Unlock()
-	if ok && cached.Bytes == len(m.Content) {
+	if ok && cached.matches(m.Content) {
 		if !rendered { // seeded from persisted state
 			ph = Placeholder(m.ToolCallID, m.Content, cached.Ref, o.previewLines)
 			o.mu.Lock()
@@ -170,7 +170,7 @@ func (o *Offloader) offload(ctx context.Context, m *Message) (placeholder string
 	if err != nil {
 		return "", OffloadEntry{}, false, fmt.Errorf("offload %s: %w", m.ToolCallID, err)
 	}
-	entry = OffloadEntry{ToolCallID: m.ToolCallID, Bytes: len(m.Content), Ref: ref}
+	entry = OffloadEntry{ToolCallID: m.ToolCallID, Bytes: len(m.Content), CRC32C: contentCRC(m.Content), Ref: ref}
 	ph = Placeholder(m.ToolCallID, m.Content, ref, o.previewLines)
 	o.mu.Lock()
 	o.cache[m.ToolCallID] = entry
@@ -197,7 +197,7 @@ func (o *Offloader) ApplyKnown(msgs []Message) []Message {
 			continue
 		}
 		entry, ok := o.cache[m.ToolCallID]
-		if !ok || entry.Bytes != len(m.Content) {
+		if !ok || !entry.matches(m.Content) {
 			continue
 		}
 		ph, rendered := o.rendered[m.ToolCallID]

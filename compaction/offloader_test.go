@@ -107,3 +107,39 @@ func TestReadBackIsNeverOffloadedAgain(t *testing.T) {
 		t.Fatalf("placeholder does not end with PlaceholderReadBack:\n%s", ph)
 	}
 }
+
+// TestReusedIDOfTheSameLength is issue 28 item 6: a result that reuses an offloaded result's
+// tool call ID with content of the same length is not shown as the first one's placeholder.
+func TestReusedIDOfTheSameLength(t *testing.T) {
+	ctx := context.Background()
+	o := NewOffloader(newMemStore(), "s", 4000, 10)
+	first := result("call_0", strings.Repeat("first result line\n", 500))
+	got, entry, err := o.Hook(ctx, first, 1000)
+	if err != nil || entry == nil || entry.CRC32C == 0 {
+		t.Fatalf("hook: %v %+v, want an entry with its CRC", err, entry)
+	}
+	again := result("call_0", strings.Repeat("other result line\n", 500))
+	if len(again.Content) != len(first.Content) {
+		t.Fatal("the test needs two results of the same length")
+	}
+	for name, msgs := range map[string][]Message{
+		"ApplyKnown": o.ApplyKnown([]Message{again}),
+		"the same":   o.ApplyKnown([]Message{first}),
+	} {
+		want := again.Content
+		if name == "the same" {
+			want = got.Content
+		}
+		if msgs[0].Content != want {
+			t.Errorf("%s: %.60q, want %.60q", name, msgs[0].Content, want)
+		}
+	}
+	if ph, ok := o.cachedPlaceholder(&again); ok {
+		t.Errorf("cachedPlaceholder gave the first result's %.60q to another", ph)
+	}
+	// An entry stored before the CRC existed still matches by size.
+	old := OffloadEntry{ToolCallID: "x", Bytes: 3}
+	if !old.matches("abc") || old.matches("abcd") {
+		t.Error("an entry without a CRC must match by size alone")
+	}
+}

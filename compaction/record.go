@@ -6,14 +6,20 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"hash/crc32"
 	"strings"
 	"time"
+	"unsafe"
 )
 
 // OffloadEntry describes one tool result moved out of the context.
 type OffloadEntry struct {
 	ToolCallID string `json:"toolCallID"`
 	Bytes      int    `json:"bytes"`
+	// CRC32C is the Castagnoli CRC of the content (0 in entries stored before it existed):
+	// with Bytes, it tells a result offloaded under the ID from another result of the same
+	// length that reuses the ID, which must not get the first one's placeholder.
+	CRC32C uint32 `json:"crc32c,omitempty"`
 	// Ref says where the full text lives (a file path or an s3:// URL); the agent reads it
 	// back by ToolCallID.
 	Ref string `json:"ref"`
@@ -175,4 +181,18 @@ func humanBytes(n int) string {
 		return fmt.Sprintf("%dKB", (n+512)/1024)
 	}
 	return fmt.Sprintf("%.1fMB", float64(n)/(1024*1024))
+}
+
+// castagnoli is the CRC-32C table (hardware-accelerated on amd64 and arm64).
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// contentCRC is the CRC32C of a tool result's content.
+func contentCRC(content string) uint32 {
+	return crc32.Checksum(unsafe.Slice(unsafe.StringData(content), len(content)), castagnoli)
+}
+
+// matches reports whether e is the entry of content: the same size and, when e has one, the
+// same CRC.
+func (e *OffloadEntry) matches(content string) bool {
+	return e.Bytes == len(content) && (e.CRC32C == 0 || e.CRC32C == contentCRC(content))
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -44,10 +45,24 @@ const minHookThreshold = 256
 const hookConcurrency = 4
 
 // hookEntry is what the hook made of one tool result: the placeholder, or "" when it kept the
-// result. bytes is the result's size, so a different result under the same ID is new.
+// result. bytes and crc are the result's size and CRC32C, so a different result under the
+// same ID (of the same length, too) is new.
 type hookEntry struct {
 	bytes       int
+	crc         uint32
 	placeholder string
+}
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// entryOf is the hook entry of content, with placeholder.
+func entryOf(content, placeholder string) hookEntry {
+	return hookEntry{bytes: len(content), crc: crc32.Checksum([]byte(content), castagnoli), placeholder: placeholder}
+}
+
+// of reports whether e is the entry of content.
+func (e hookEntry) of(content string) bool {
+	return e.bytes == len(content) && e.crc == crc32.Checksum([]byte(content), castagnoli)
 }
 
 // hookBook remembers, per conversation, the tool results the hook has seen, so each is sent
@@ -128,7 +143,7 @@ func (p *Proxy) offloadNew(ctx context.Context, conv string, history []compactio
 		if m.Role != compaction.RoleTool || m.ToolCallID == "" || m.ContentParts != nil {
 			continue
 		}
-		if e, ok := known[m.ToolCallID]; ok && e.bytes == len(m.Content) {
+		if e, ok := known[m.ToolCallID]; ok && e.of(m.Content) {
 			keep[m.ToolCallID] = true
 			if e.placeholder != "" {
 				replace(i, e.placeholder)
@@ -173,18 +188,18 @@ func (p *Proxy) offloadNew(ctx context.Context, conv string, history []compactio
 		switch {
 		case errors.As(r.err, &ae) && ae.Reason == compactclient.ReasonToolResultExists:
 			// Another result is stored under the ID: this one stays in the history, for good.
-			add[m.ToolCallID] = hookEntry{bytes: len(m.Content)}
+			add[m.ToolCallID] = entryOf(m.Content, "")
 			p.cfg.Metrics.hook("kept")
 		case r.err != nil:
 			p.cfg.Metrics.hook("failed_open")
 			p.cfg.Log.V(1).Info("offload hook failed; the tool result stays in the request", "toolCallID", m.ToolCallID, "error", r.err.Error())
 			continue
 		case r.msg.Content != m.Content && strings.HasPrefix(r.msg.Content, compaction.PlaceholderPrefix):
-			add[m.ToolCallID] = hookEntry{bytes: len(m.Content), placeholder: r.msg.Content}
+			add[m.ToolCallID] = entryOf(m.Content, r.msg.Content)
 			replace(i, r.msg.Content)
 			p.cfg.Metrics.hook("offloaded")
 		default:
-			add[m.ToolCallID] = hookEntry{bytes: len(m.Content)}
+			add[m.ToolCallID] = entryOf(m.Content, "")
 			p.cfg.Metrics.hook("kept")
 		}
 		keep[m.ToolCallID] = true

@@ -325,3 +325,27 @@ func TestOffloadHookOnEntryAnthropic(t *testing.T) {
 		t.Errorf("%d hook calls, want 1", stub.calls("toolu_1"))
 	}
 }
+
+// TestOffloadHookStaleEntry is issue 28 item 6: a result that takes the place of an offloaded
+// one under the same tool call ID and with the same length (an agent that rewrote its history
+// and numbers its calls again) is new: it is not shown as the first one's placeholder.
+func TestOffloadHookStaleEntry(t *testing.T) {
+	stub := newToolStub(10000)
+	srv, _ := newToolProxy(t, stub)
+	first := map[string]string{"call_0": strings.Repeat("FAILED test_a line\n", 800)}
+	_, got := post(t, srv.URL+"/v1/chat/completions", toolTurn(first, "call_0"))
+	if !strings.HasPrefix(toolContents(t, got)["call_0"], compaction.PlaceholderPrefix) {
+		t.Fatal("the first result was not offloaded")
+	}
+	second := map[string]string{"call_0": strings.Repeat("PASSED test_b line\n", 800)}
+	if len(second["call_0"]) != len(first["call_0"]) {
+		t.Fatal("the test needs two results of the same length")
+	}
+	_, got = post(t, srv.URL+"/v1/chat/completions", toolTurn(second, "call_0"))
+	if stub.calls("call_0") != 2 {
+		t.Errorf("hook calls %d for call_0, want 2: the second result is new", stub.calls("call_0"))
+	}
+	if c := toolContents(t, got)["call_0"]; !strings.Contains(c, "PASSED test_b") {
+		t.Errorf("the second result reached the upstream as the first one's placeholder:\n%.300s", c)
+	}
+}
