@@ -23,6 +23,7 @@ type clusterFlags struct {
 	// fromKubeconfig is set when the token came from the kubeconfig, for explain.
 	fromKubeconfig bool
 	caFile         *string
+	plainHTTP      *bool
 	// conversation is the conversation of the session to read ("" its default one).
 	conversation *string
 }
@@ -34,6 +35,7 @@ func addClusterFlags(fs *flag.FlagSet) *clusterFlags {
 		caFile: fs.String("ca-file", os.Getenv("COMPACTION_CA_FILE"),
 			"CA bundle (PEM) to verify the API's certificate with instead of the system's roots: the operator publishes it as key ca.crt of the ConfigMap "+
 				"compaction-operator-api-ca in its namespace, e.g. kubectl get cm -n compaction-system compaction-operator-api-ca -o jsonpath='{.data.ca\\.crt}' > ca.crt (default $COMPACTION_CA_FILE)"),
+		plainHTTP: fs.Bool("plain-http", false, "allow an http:// --server off the loopback (the token and the conversations then cross the network in clear text)"),
 		token: fs.String("token", "", "bearer token for the compaction API's audience, e.g. $(kubectl create token SA --audience "+
 			compactclient.DefaultTokenAudience+") (default: the current kubeconfig context's token)"),
 		tokenFile: fs.String("token-file", "", "file holding the bearer token, e.g. a projected ServiceAccount token with audience "+compactclient.DefaultTokenAudience),
@@ -67,6 +69,9 @@ func (f *clusterFlags) client() (*compactclient.Client, error) {
 	opts := []compactclient.Option{opt}
 	if *f.caFile != "" {
 		opts = append(opts, compactclient.WithCAFile(*f.caFile))
+	}
+	if *f.plainHTTP {
+		opts = append(opts, compactclient.WithPlainHTTP())
 	}
 	return compactclient.New(*f.server, opts...)
 }

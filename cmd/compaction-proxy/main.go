@@ -77,6 +77,7 @@ type options struct {
 	server, session, tokenFile, caFile  string
 	metricsListen                       string
 	promptCacheKey, offloadHook         bool
+	plainHTTP                           bool
 	readBackURL                         string
 	compactTimeout                      time.Duration
 	maxBodyBytes                        int64
@@ -98,6 +99,7 @@ func parse(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.tokenFile, "token-file", envOr("COMPACTION_TOKEN_FILE", ""),
 		"file holding the bearer token for the compaction API, read on every request (a projected ServiceAccount token with audience "+compactclient.DefaultTokenAudience+"; $COMPACTION_TOKEN_FILE)")
 	fs.StringVar(&o.caFile, "ca-file", os.Getenv("COMPACTION_CA_FILE"), "CA bundle to verify the compaction API with (key ca.crt of ConfigMap compaction-operator-api-ca; $COMPACTION_CA_FILE)")
+	fs.BoolVar(&o.plainHTTP, "plain-http", false, "allow an http:// --server off the loopback (the token and the conversations then cross the network in clear text: only inside a mesh that encrypts)")
 	fs.StringVar(&o.metricsListen, "metrics-listen", "", "address to serve Prometheus metrics on at /metrics (empty: none)")
 	fs.BoolVar(&o.promptCacheKey, "prompt-cache-key", true, "set OpenAI's prompt_cache_key to the conversation when the agent sets none")
 	fs.BoolVar(&o.offloadHook, "offload-hook", true, "send new tool results over the policy's hook threshold to the operator's OffloadHook before compacting\n(false: large results are offloaded only by compaction, from the Warn tier on)")
@@ -169,6 +171,9 @@ func run(ctx context.Context, o *options, log logr.Logger, ready chan<- string) 
 	}
 	if o.caFile != "" {
 		copts = append(copts, compactclient.WithCAFile(o.caFile))
+	}
+	if o.plainHTTP {
+		copts = append(copts, compactclient.WithPlainHTTP())
 	}
 	api, err := compactclient.New(o.server, copts...)
 	if err != nil {

@@ -12,9 +12,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 	"unicode"
@@ -23,8 +25,12 @@ import (
 	"github.com/harness9/compaction-operator/compaction"
 )
 
-// DefaultTokenFile is where Kubernetes mounts a pod's ServiceAccount token.
-const DefaultTokenFile = "/var/run/secrets/kubernetes.io/serviceaccount/token"
+// DefaultTokenFile is where the operator's proxy injection (and the README's pod examples)
+// mount the pod's ServiceAccount token projected for the compaction API's audience
+// (DefaultTokenAudience). It is not the pod's kube-apiserver token
+// (/var/run/secrets/kubernetes.io/serviceaccount/token), which the compaction API refuses and
+// which no client should send to a server other than the kube-apiserver.
+const DefaultTokenFile = "/var/run/secrets/compaction.harness9.io/token"
 
 // maxErrorBody bounds how much of an error answer is read.
 const maxErrorBody = 64 << 10
@@ -38,6 +44,9 @@ type Client struct {
 	tokenFile string
 	caFile    string
 	caPool    *x509.CertPool
+	plainHTTP bool
+	// retries is how many times a 429 answer is tried again (after its Retry-After).
+	retries int
 }
 
 // Option configures a Client.
@@ -62,6 +71,24 @@ func WithHTTPClient(hc *http.Client) Option { return func(c *Client) { c.hc, c.c
 // picked up.
 func WithCAFile(path string) Option { return func(c *Client) { c.caFile, c.caPool = path, nil } }
 
+// WithPlainHTTP allows an http:// base URL on another host than the loopback: the bearer
+// token and the conversations then cross the network in clear text, so only for a network
+// that encrypts on its own (a service mesh with mTLS). Loopback servers (127.0.0.0/8, ::1,
+// localhost) are allowed without it.
+func WithPlainHTTP() Option { return func(c *Client) { c.plainHTTP = true } }
+
+// WithRetries sets how many times a call answered 429 (the server's flood protection) is
+// sent again, after the answer's Retry-After (at most MaxRetryAfter); the default is
+// DefaultRetries, 0 turns it off.
+func WithRetries(n int) Option { return func(c *Client) { c.retries = max(n, 0) } }
+
+// DefaultRetries and MaxRetryAfter bound the retries of a 429: a flood against the server
+// delays an agent by seconds, not by minutes.
+const (
+	DefaultRetries = 3
+	MaxRetryAfter  = 5 * time.Second
+)
+
 // WithCAPool verifies the server with pool instead of the system's roots.
 func WithCAPool(pool *x509.CertPool) Option { return func(c *Client) { c.caPool, c.caFile = pool, "" } }
 
@@ -74,9 +101,13 @@ func New(baseURL string, opts ...Option) (*Client, error) {
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, fmt.Errorf("compaction client: base URL %q must be http(s)://host[:port]", baseURL)
 	}
-	c := &Client{base: u, hc: &http.Client{Timeout: 2 * time.Minute}, tokenFile: DefaultTokenFile}
+	c := &Client{base: u, hc: &http.Client{Timeout: 2 * time.Minute}, tokenFile: DefaultTokenFile, retries: DefaultRetries}
 	for _, o := range opts {
 		o(c)
+	}
+	if u.Scheme == "http" && !c.plainHTTP && !loopback(u.Hostname()) {
+		return nil, fmt.Errorf("compaction client: base URL %q is plain HTTP: the token and the conversations would cross the network in clear text; "+
+			"use https (the operator's API serves it by default), or allow it explicitly (compactclient.WithPlainHTTP, --plain-http)", baseURL)
 	}
 	if c.caFile != "" || c.caPool != nil {
 		if c.custom {
@@ -303,7 +334,7 @@ func (c *Client) do(ctx context.Context, method, path string, q url.Values, body
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
-	resp, err := c.hc.Do(req)
+	resp, err := c.send(ctx, req, body)
 	if err != nil {
 		var unknown x509.UnknownAuthorityError
 		var invalid x509.CertificateInvalidError
@@ -337,4 +368,52 @@ func (c *Client) bearer() (string, error) {
 		return "", fmt.Errorf("compaction client: read token: %w", err)
 	}
 	return strings.TrimSpace(string(data)), nil
+}
+
+// send sends req, and again after a 429 answer's Retry-After (as the server's flood
+// protection asks) up to c.retries times while ctx allows the wait. body is req's body, to
+// send again.
+func (c *Client) send(ctx context.Context, req *http.Request, body []byte) (*http.Response, error) {
+	for attempt := 0; ; attempt++ {
+		resp, err := c.hc.Do(req)
+		if err != nil || resp.StatusCode != http.StatusTooManyRequests || attempt >= c.retries {
+			return resp, err
+		}
+		wait := retryAfter(resp.Header.Get("Retry-After"))
+		if deadline, ok := ctx.Deadline(); ok && time.Until(deadline) < wait {
+			return resp, nil // no time to wait: the 429 is the caller's answer
+		}
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxDrain))
+		_ = resp.Body.Close()
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, fmt.Errorf("compaction client: %s %s: %w", req.Method, req.URL.Path, ctx.Err())
+		case <-t.C:
+		}
+		req = req.Clone(ctx)
+		if body != nil {
+			req.Body = io.NopCloser(bytes.NewReader(body))
+		}
+	}
+}
+
+// retryAfter is a Retry-After header's wait in seconds, within (0, MaxRetryAfter]; 1 s when
+// it is missing or not a number of seconds.
+func retryAfter(h string) time.Duration {
+	n, err := strconv.Atoi(strings.TrimSpace(h))
+	if err != nil || n <= 0 {
+		return time.Second
+	}
+	return min(time.Duration(n)*time.Second, MaxRetryAfter)
+}
+
+// loopback reports whether host is a loopback address or localhost.
+func loopback(host string) bool {
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
