@@ -24,6 +24,17 @@ var ErrConflict = errors.New("state changed since it was loaded")
 // the placeholder), so it is never replaced.
 var ErrToolResultExists = errors.New("a different result is already stored under this tool call ID")
 
+// ErrObjectTooLarge is returned by stores for an object larger than they read or write for
+// its kind (a state, a tool result, a record): the storage endpoint is whatever a policy
+// names, so a stored object, or an answer that claims to be one, is read only up to a cap,
+// never whole whatever its size.
+var ErrObjectTooLarge = errors.New("stored object is larger than the store allows")
+
+// ErrTooManyPages is returned by stores whose listing (of a session's objects, to delete or
+// read them) did not end within the pages one call lists: what was listed was handled and
+// more may remain, so the caller calls again later instead of listing for ever.
+var ErrTooManyPages = errors.New("listing did not end within the pages one call may list: more may remain")
+
 // ToolResultStore keeps offloaded tool results, one object per session and tool call.
 type ToolResultStore interface {
 	// PutToolResult stores content and returns a reference that says where it lives. It

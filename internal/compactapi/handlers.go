@@ -251,7 +251,9 @@ func (s *Server) toolResult(w http.ResponseWriter, r *http.Request, sess *sessio
 	}
 	defer func() { _ = rc.Close() }() // a read stream: closing only releases its connection
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	w.Header().Set("Content-Length", strconv.FormatInt(size, 10))
+	if size >= 0 { // -1: the store's endpoint gave no length; the answer is chunked
+		w.Header().Set("Content-Length", strconv.FormatInt(size, 10))
+	}
 	w.WriteHeader(http.StatusOK)
 	if _, err := io.Copy(w, rc); err != nil {
 		// The status line is out: the answer ends short of its Content-Length, which the

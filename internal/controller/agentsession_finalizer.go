@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -148,6 +149,13 @@ func (r *AgentSessionReconciler) setDeletingConditions(ctx context.Context, s *c
 	return changed, nil
 }
 
+// storageDeleteTimeout bounds one DeleteSession of the finalizer. The endpoint is whatever
+// the session's policy names: one that trickles its answers must not hold a worker of the
+// controller for good. A session too large to delete in time (or whose listing does not end
+// within the store's page cap) keeps its finalizer, and the returned error retries it with
+// backoff, going on from what is left.
+const storageDeleteTimeout = 30 * time.Second
+
 func (r *AgentSessionReconciler) deleteObjects(ctx context.Context, sessionID string, loc *compactionv1alpha1.RecordsLocation) (int, error) {
 	cfg, err := policy.S3Config(ctx, r.Secrets, loc)
 	if err != nil {
@@ -157,5 +165,7 @@ func (r *AgentSessionReconciler) deleteObjects(ctx context.Context, sessionID st
 	if err != nil {
 		return 0, err
 	}
+	ctx, cancel := context.WithTimeout(ctx, storageDeleteTimeout)
+	defer cancel()
 	return store.DeleteSession(ctx, sessionID)
 }

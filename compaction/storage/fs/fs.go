@@ -1,5 +1,7 @@
 // Package fs is a compaction.Store on the local filesystem, in the seed's layout, for the CLI
-// and local runs:
+// and local runs. Like the object store it reads a state or tool result only up to the cap
+// of its kind (16 MiB, 32 MiB; compaction.ErrObjectTooLarge over it), and never writes one
+// it could not read back.
 //
 //	{root}/.harness9/tool_results/{sessionID}/{SafeKey(toolCallID)}.txt
 //	{root}/.harness9/compaction_records/{sessionID}.jsonl   (appended, one record a line)
@@ -32,6 +34,7 @@ import (
 	"sync"
 
 	"github.com/harness9/compaction-operator/compaction"
+	"github.com/harness9/compaction-operator/compaction/storage/internal/bounded"
 )
 
 // DirName is the directory under the root that holds everything the store writes.
@@ -120,11 +123,18 @@ func (s *Store) PutToolResult(ctx context.Context, sessionID, toolCallID string,
 		return "", err
 	}
 	path := s.ToolResultPath(sessionID, toolCallID)
+	if len(content) > bounded.ToolResultBytes {
+		return "", fmt.Errorf("fs store: put tool result %q of session %s: %w", toolCallID, sessionID,
+			bounded.TooLarge("tool result", path, int64(len(content)), bounded.ToolResultBytes))
+	}
 	err := writeFile(path, content, createOnly)
 	if errors.Is(err, iofs.ErrExist) {
-		// Never replace an original: the same bytes again are a success.
-		stored, rerr := os.ReadFile(path)
+		// Never replace an original: the same bytes again are a success. No more than
+		// content's length is read back: a longer one is different anyway.
+		stored, rerr := readFile(path, int64(len(content)), "stored tool result")
 		switch {
+		case errors.Is(rerr, compaction.ErrObjectTooLarge):
+			err = compaction.ErrToolResultExists
 		case rerr != nil:
 			err = fmt.Errorf("exists, and reading it back failed: %w", rerr)
 		case bytes.Equal(stored, content):
@@ -144,7 +154,7 @@ func (s *Store) GetToolResult(ctx context.Context, sessionID, toolCallID string)
 	if err := check(ctx, "get tool result", sessionID); err != nil {
 		return nil, err
 	}
-	data, err := os.ReadFile(s.ToolResultPath(sessionID, toolCallID))
+	data, err := readFile(s.ToolResultPath(sessionID, toolCallID), bounded.ToolResultBytes, "tool result")
 	if err != nil {
 		return nil, fmt.Errorf("fs store: get tool result %q of session %s: %w", toolCallID, sessionID, notFound(err))
 	}
@@ -242,7 +252,7 @@ func (s *Store) LoadState(ctx context.Context, sessionID string) (*compaction.St
 		return nil, err
 	}
 	path := s.StatePath(sessionID)
-	data, err := os.ReadFile(path)
+	data, err := readFile(path, bounded.StateBytes, "state")
 	if err != nil {
 		return nil, fmt.Errorf("fs store: load state of session %s: %w", sessionID, notFound(err))
 	}
@@ -265,6 +275,11 @@ func (s *Store) SaveState(ctx context.Context, sessionID string, st *compaction.
 	data, err := json.Marshal(st)
 	if err != nil {
 		return fmt.Errorf("fs store: encode state of session %s: %w", sessionID, err)
+	}
+	if len(data) > bounded.StateBytes {
+		// Never written: it could not be loaded again. The stored state stays as it was.
+		return fmt.Errorf("fs store: save state of session %s: %w", sessionID,
+			bounded.TooLarge("state", s.StatePath(sessionID), int64(len(data)), bounded.StateBytes))
 	}
 	if err := writeFile(s.StatePath(sessionID), data, replaceDurably); err != nil {
 		return fmt.Errorf("fs store: save state of session %s: %w", sessionID, err)
@@ -421,6 +436,21 @@ func writeFile(path string, data []byte, mode writeMode) error {
 		_ = d.Close() // read-only directory handle: nothing to lose
 	}
 	return nil
+}
+
+// readFile reads the file at path whole if it is at most limit bytes, else fails with an
+// error wrapping compaction.ErrObjectTooLarge, having read at most limit+1 bytes.
+func readFile(path string, limit int64, what string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = f.Close() }() // read-only: nothing to lose
+	size := int64(-1)
+	if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() {
+		size = fi.Size()
+	}
+	return bounded.ReadAll(f, size, limit, what, path)
 }
 
 // check validates the session ID and refuses to start work under a finished context.

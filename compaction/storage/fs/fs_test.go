@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -254,4 +255,43 @@ func resolve(t *testing.T, p string) string {
 		t.Fatal(err)
 	}
 	return filepath.Join(dir, filepath.Base(p))
+}
+
+// TestOversizedFiles: a state or tool result file over its cap (here a sparse 1 GiB file:
+// nothing of it is on disk) fails with ErrObjectTooLarge at once, naming it, without being read.
+func TestOversizedFiles(t *testing.T) {
+	ctx := context.Background()
+	s := newStore(t)
+	sid := storetest.SessionID(t)
+	grow := func(path string) {
+		t.Helper()
+		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		f, err := os.Create(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := f.Truncate(1 << 30); err != nil {
+			t.Fatal(err)
+		}
+		if err := f.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	grow(s.StatePath(sid))
+	grow(s.ToolResultPath(sid, "call_1"))
+	start := time.Now()
+	if _, err := s.LoadState(ctx, sid); !errors.Is(err, compaction.ErrObjectTooLarge) || !strings.Contains(err.Error(), s.StatePath(sid)) {
+		t.Errorf("LoadState of a 1 GiB state: %v; want ErrObjectTooLarge naming the file", err)
+	}
+	if _, err := s.GetToolResult(ctx, sid, "call_1"); !errors.Is(err, compaction.ErrObjectTooLarge) {
+		t.Errorf("GetToolResult of a 1 GiB result: %v; want ErrObjectTooLarge", err)
+	}
+	if _, err := s.PutToolResult(ctx, sid, "call_1", []byte("x")); !errors.Is(err, compaction.ErrToolResultExists) {
+		t.Errorf("PutToolResult over a 1 GiB result: %v; want ErrToolResultExists", err)
+	}
+	if took := time.Since(start); took > 5*time.Second {
+		t.Errorf("took %v", took)
+	}
 }

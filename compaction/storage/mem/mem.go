@@ -15,6 +15,7 @@ import (
 	"sync"
 
 	"github.com/harness9/compaction-operator/compaction"
+	"github.com/harness9/compaction-operator/compaction/storage/internal/bounded"
 )
 
 // RefScheme starts every reference the store hands out.
@@ -54,6 +55,12 @@ func (s *Store) sessionLocked(id string, create bool) *session {
 func (s *Store) PutToolResult(ctx context.Context, sessionID, toolCallID string, content []byte) (string, error) {
 	if err := check(ctx, "put tool result", sessionID); err != nil {
 		return "", err
+	}
+	if len(content) > bounded.ToolResultBytes {
+		// Refused like the other stores' (which could not read it back), so the engine
+		// behaves the same on every store.
+		return "", fmt.Errorf("memory store: put tool result %q of session %s: %w", toolCallID, sessionID,
+			bounded.TooLarge("tool result", compaction.SafeKey(toolCallID), int64(len(content)), bounded.ToolResultBytes))
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -165,6 +172,10 @@ func (s *Store) SaveState(ctx context.Context, sessionID string, st *compaction.
 	data, err := json.Marshal(st) // a deep copy the caller cannot change
 	if err != nil {
 		return fmt.Errorf("memory store: encode state of session %s: %w", sessionID, err)
+	}
+	if len(data) > bounded.StateBytes {
+		return fmt.Errorf("memory store: save state of session %s: %w", sessionID,
+			bounded.TooLarge("state", "of session "+sessionID, int64(len(data)), bounded.StateBytes))
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()

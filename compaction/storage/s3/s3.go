@@ -14,24 +14,33 @@
 // S3 has no append, and rewriting a growing object loses records when two replicas race, so
 // every record is its own segment object. Record IDs are time-sortable and S3 lists keys in
 // order, so listing the session's segment prefix yields the trail oldest first.
+//
+// The endpoint is whatever a policy names, so nothing it answers is read unbounded: an object
+// is read up to the cap of its kind (a state 16 MiB, a tool result 32 MiB, a record 8 MiB),
+// checked first against its declared length, any other answer up to 8 MiB, and one call
+// lists at most 1,000 pages. Over a cap, the call fails with an error wrapping
+// compaction.ErrObjectTooLarge or compaction.ErrTooManyPages.
 package s3
 
 import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"encoding/xml"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"regexp"
 	"strings"
+	"sync/atomic"
 
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/credentials"
 	"github.com/minio/minio-go/v7/pkg/s3utils"
 
 	"github.com/harness9/compaction-operator/compaction"
+	"github.com/harness9/compaction-operator/compaction/storage/internal/bounded"
 )
 
 // What went wrong, for callers that act on it (a condition reason, say) without knowing S3's
@@ -116,11 +125,16 @@ func newStore(_ context.Context, cfg Config, transport http.RoundTripper) (*Stor
 	if err != nil {
 		return nil, fmt.Errorf("s3 store: %w", err)
 	}
+	if transport == nil {
+		if transport, err = minio.DefaultTransport(!cfg.Insecure); err != nil {
+			return nil, fmt.Errorf("s3 store: transport for %s: %w", cfg.Endpoint, err)
+		}
+	}
 	client, err := minio.New(cfg.Endpoint, &minio.Options{
 		Creds:      credentials.NewStaticV4(cfg.AccessKey, cfg.SecretKey, ""),
 		Secure:     !cfg.Insecure,
 		Region:     cfg.Region,
-		Transport:  transport,
+		Transport:  guardTransport{base: transport},
 		MaxRetries: orDefault(cfg.MaxRetries, defaultMaxRetries),
 	})
 	if err != nil {
@@ -207,6 +221,11 @@ func (s *Store) PutToolResult(ctx context.Context, sessionID, toolCallID string,
 		return "", err
 	}
 	key := s.key(compaction.ToolResultKey(sessionID, toolCallID))
+	if len(content) > bounded.ToolResultBytes {
+		// Never stored: it could not be read back.
+		return "", fmt.Errorf("s3 store: put tool result %q of session %s: %w", toolCallID, sessionID,
+			bounded.TooLarge("tool result", s.ref(key), int64(len(content)), bounded.ToolResultBytes))
+	}
 	// Create-only (If-None-Match: *): a reused tool call ID must not replace an original that
 	// only this object holds. The same bytes again (a retry, another replica) are a success.
 	opts := minio.PutObjectOptions{ContentType: "text/plain; charset=utf-8"}
@@ -216,11 +235,13 @@ func (s *Store) PutToolResult(ctx context.Context, sessionID, toolCallID string,
 		if !errors.As(err, &resp) || resp.Code != "PreconditionFailed" {
 			return "", fmt.Errorf("s3 store: put tool result %q of session %s: put %s: %w", toolCallID, sessionID, s.ref(key), mapErr(err))
 		}
-		stored, gerr := s.get(ctx, key)
-		if gerr != nil {
+		// Read back no more than content's length: a longer one is different anyway.
+		stored, gerr := s.get(ctx, key, int64(len(content)), "stored tool result")
+		tooLong := errors.Is(gerr, compaction.ErrObjectTooLarge)
+		if gerr != nil && !tooLong {
 			return "", fmt.Errorf("s3 store: put tool result %q of session %s: exists, and reading it back failed: %w", toolCallID, sessionID, mapErr(gerr))
 		}
-		if !bytes.Equal(stored, content) {
+		if tooLong || !bytes.Equal(stored, content) {
 			return "", fmt.Errorf("s3 store: put tool result %q of session %s: %w", toolCallID, sessionID, compaction.ErrToolResultExists)
 		}
 	}
@@ -232,7 +253,7 @@ func (s *Store) GetToolResult(ctx context.Context, sessionID, toolCallID string)
 	if err := validate("get tool result", sessionID); err != nil {
 		return nil, err
 	}
-	data, err := s.get(ctx, s.key(compaction.ToolResultKey(sessionID, toolCallID)))
+	data, err := s.get(ctx, s.key(compaction.ToolResultKey(sessionID, toolCallID)), bounded.ToolResultBytes, "tool result")
 	if err != nil {
 		return nil, fmt.Errorf("s3 store: get tool result %q of session %s: %w", toolCallID, sessionID, mapErr(err))
 	}
@@ -247,18 +268,11 @@ func (s *Store) OpenToolResult(ctx context.Context, sessionID, toolCallID string
 		return nil, 0, err
 	}
 	key := s.key(compaction.ToolResultKey(sessionID, toolCallID))
-	obj, err := s.client.GetObject(ctx, s.bucket, key, minio.GetObjectOptions{})
+	body, info, err := s.openObject(ctx, key, minio.GetObjectOptions{}, bounded.ToolResultBytes, "tool result")
 	if err != nil {
-		return nil, 0, fmt.Errorf("s3 store: open tool result %q of session %s: %w", toolCallID, sessionID, mapErr(err))
+		return nil, 0, fmt.Errorf("s3 store: open tool result %q of session %s: %w", toolCallID, sessionID, err)
 	}
-	// GetObject is lazy: Stat sends the request, so a missing key surfaces here, and the
-	// reads that follow continue the same response.
-	info, err := obj.Stat()
-	if err != nil {
-		_ = obj.Close() // read stream: see copyObject
-		return nil, 0, fmt.Errorf("s3 store: open tool result %q of session %s: %w", toolCallID, sessionID, mapErr(err))
-	}
-	return obj, info.Size, nil
+	return body, info.Size, nil
 }
 
 // AppendRecord writes the record as a new one-line segment named after its ID. Nothing is
@@ -279,6 +293,10 @@ func (s *Store) AppendRecord(ctx context.Context, rec *compaction.CompactionReco
 		return fmt.Errorf("s3 store: encode record %s: %w", rec.ID, err)
 	}
 	key := s.key(compaction.RecordSegmentKey(rec.SessionID, rec.ID))
+	if len(line) > bounded.RecordBytes {
+		return fmt.Errorf("s3 store: append record %s of session %s: %w", rec.ID, rec.SessionID,
+			bounded.TooLarge("record", s.ref(key), int64(len(line)), bounded.RecordBytes))
+	}
 	if err := s.put(ctx, key, line, "application/x-ndjson"); err != nil {
 		return fmt.Errorf("s3 store: append record %s of session %s: %w", rec.ID, rec.SessionID, mapErr(err))
 	}
@@ -292,6 +310,7 @@ func (s *Store) ReadRecords(ctx context.Context, sessionID string, w io.Writer) 
 		return err
 	}
 	prefix := s.key(compaction.SessionPrefixes(sessionID)[1])
+	ctx = withPageBudget(ctx)
 	lw := &lineWriter{w: w}
 	// Only the segments right under the prefix: the session's conversations keep theirs
 	// one level down ({prefix}conversations/{id}/), and they are not this trail. Listed
@@ -311,14 +330,22 @@ func (s *Store) ReadRecords(ctx context.Context, sessionID string, w io.Writer) 
 // copyObject streams one segment to lw and ends it with a newline if it lacks one (a
 // segment written by another tool), so the output stays valid JSONL.
 func (s *Store) copyObject(ctx context.Context, key string, lw *lineWriter) error {
-	obj, err := s.client.GetObject(ctx, s.bucket, key, minio.GetObjectOptions{})
-	if err != nil {
-		return fmt.Errorf("get %s: %w", s.ref(key), mapErr(err))
+	obj, _, err := s.openObject(ctx, key, minio.GetObjectOptions{}, bounded.RecordBytes, "record")
+	switch {
+	case errors.Is(err, compaction.ErrNotFound):
+		return nil // deleted between the listing and the read: see below
+	case errors.Is(err, compaction.ErrObjectTooLarge):
+		return err
+	case err != nil:
+		return fmt.Errorf("get %s: %w", s.ref(key), err)
 	}
 	// Closing a read stream only releases its connection: it cannot lose data, and the
 	// copy's result is already known by then.
 	defer func() { _ = obj.Close() }()
 	if _, err := io.Copy(lw, obj); err != nil {
+		if errors.Is(err, compaction.ErrObjectTooLarge) {
+			return err
+		}
 		err = mapErr(err)
 		if errors.Is(err, compaction.ErrNotFound) && lw.segmentBytes == 0 {
 			// Deleted between the listing and the read (DeleteSession ran meanwhile): the
@@ -336,18 +363,9 @@ func (s *Store) LoadState(ctx context.Context, sessionID string) (*compaction.St
 		return nil, err
 	}
 	key := s.key(compaction.StateKey(sessionID))
-	obj, err := s.client.GetObject(ctx, s.bucket, key, minio.GetObjectOptions{})
+	data, info, err := s.getObject(ctx, key, minio.GetObjectOptions{}, bounded.StateBytes, "state")
 	if err != nil {
-		return nil, fmt.Errorf("s3 store: load state of session %s: %w", sessionID, mapErr(err))
-	}
-	defer func() { _ = obj.Close() }() // read stream: see copyObject
-	data, err := io.ReadAll(obj)
-	if err != nil {
-		return nil, fmt.Errorf("s3 store: load state of session %s: %w", sessionID, mapErr(err))
-	}
-	info, err := obj.Stat()
-	if err != nil {
-		return nil, fmt.Errorf("s3 store: load state of session %s: %w", sessionID, mapErr(err))
+		return nil, fmt.Errorf("s3 store: load state of session %s: %w", sessionID, err)
 	}
 	var st compaction.State
 	if err := json.Unmarshal(data, &st); err != nil {
@@ -369,19 +387,13 @@ func (s *Store) LoadStateIfChanged(ctx context.Context, sessionID, version strin
 	if err := opts.SetMatchETagExcept(version); err != nil {
 		return nil, fmt.Errorf("s3 store: load state of session %s: %w", sessionID, err)
 	}
-	// Core's GetObject sends the request now and returns the answer's status as an error.
-	body, info, _, err := minio.Core{Client: s.client}.GetObject(ctx, s.bucket, key, opts)
+	data, info, err := s.getObject(ctx, key, opts, bounded.StateBytes, "state")
 	if err != nil {
 		var resp minio.ErrorResponse
 		if errors.As(err, &resp) && resp.StatusCode == http.StatusNotModified {
 			return nil, nil
 		}
-		return nil, fmt.Errorf("s3 store: load state of session %s: %w", sessionID, mapErr(err))
-	}
-	defer func() { _ = body.Close() }() // read stream: see copyObject
-	data, err := io.ReadAll(body)
-	if err != nil {
-		return nil, fmt.Errorf("s3 store: load state of session %s: %w", sessionID, mapErr(err))
+		return nil, fmt.Errorf("s3 store: load state of session %s: %w", sessionID, err)
 	}
 	var st compaction.State
 	if err := json.Unmarshal(data, &st); err != nil {
@@ -405,6 +417,12 @@ func (s *Store) SaveState(ctx context.Context, sessionID string, st *compaction.
 	if err != nil {
 		return fmt.Errorf("s3 store: encode state of session %s: %w", sessionID, err)
 	}
+	key := s.key(compaction.StateKey(sessionID))
+	if len(data) > bounded.StateBytes {
+		// Never stored: it could not be loaded again. The stored state stays as it was.
+		return fmt.Errorf("s3 store: save state of session %s: %w", sessionID,
+			bounded.TooLarge("state", s.ref(key), int64(len(data)), bounded.StateBytes))
+	}
 	// A conditional write: only over the version that was loaded (If-Match), or only when
 	// there is none yet (If-None-Match), so two compactions of one session on different
 	// replicas cannot overwrite each other's merge.
@@ -414,7 +432,6 @@ func (s *Store) SaveState(ctx context.Context, sessionID string, st *compaction.
 	} else {
 		opts.SetMatchETagExcept("*")
 	}
-	key := s.key(compaction.StateKey(sessionID))
 	info, err := s.client.PutObject(ctx, s.bucket, key, bytes.NewReader(data), int64(len(data)), opts)
 	if err != nil {
 		var resp minio.ErrorResponse
@@ -431,12 +448,14 @@ func (s *Store) SaveState(ctx context.Context, sessionID string, st *compaction.
 // batched multi-object deletes and returns how many it removed. It lists only under the
 // session's prefixes, which end in '/' (the conversations' objects are under them), plus the
 // exact state key, so a session whose ID extends this one is never touched.
-// Per-object failures are all reported, joined.
+// Per-object failures are reported joined, the first few by name. A listing that does not end
+// within bounded.ListPages pages fails with an error wrapping compaction.ErrTooManyPages, once
+// what it listed is deleted: call again.
 func (s *Store) DeleteSession(ctx context.Context, sessionID string) (int, error) {
 	if err := validate("delete session", sessionID); err != nil {
 		return 0, err
 	}
-	ctx, cancel := context.WithCancel(ctx)
+	ctx, cancel := context.WithCancel(withPageBudget(ctx))
 	defer cancel()
 
 	// The feeder lists and hands keys to the batch delete as it goes, so a huge session is
@@ -448,14 +467,21 @@ func (s *Store) DeleteSession(ctx context.Context, sessionID string) (int, error
 		feedDone <- s.feedSessionObjects(ctx, sessionID, objects)
 	}()
 
-	removed := 0
+	removed, failed := 0, 0
 	var errs []error
 	for res := range s.client.RemoveObjectsWithResult(ctx, s.bucket, objects, minio.RemoveObjectsOptions{}) {
 		if res.Err != nil {
-			errs = append(errs, fmt.Errorf("delete %s: %w", s.ref(res.ObjectName), mapErr(res.Err)))
+			// The first few, and how many more: a batch cut short by the context reports
+			// each of its objects, and the error ends up in a condition's message.
+			if failed++; failed <= maxDeleteErrors {
+				errs = append(errs, fmt.Errorf("delete %s: %w", s.ref(res.ObjectName), mapErr(res.Err)))
+			}
 			continue
 		}
 		removed++
+	}
+	if failed > maxDeleteErrors {
+		errs = append(errs, fmt.Errorf("and %d more objects not deleted", failed-maxDeleteErrors))
 	}
 	// The batch remover reads objects until the feeder closes the channel, but a remover
 	// that stops early (context ended) must not leave the feeder blocked on a send.
@@ -468,6 +494,9 @@ func (s *Store) DeleteSession(ctx context.Context, sessionID string) (int, error
 	}
 	return removed, nil
 }
+
+// maxDeleteErrors bounds the per-object failures DeleteSession reports one by one.
+const maxDeleteErrors = 5
 
 // feedSessionObjects sends every object of the session to out.
 func (s *Store) feedSessionObjects(ctx context.Context, sessionID string, out chan<- minio.ObjectInfo) error {
@@ -509,7 +538,7 @@ func (s *Store) listLevel(ctx context.Context, prefix string, fn func(minio.Obje
 }
 
 func (s *Store) listObjects(ctx context.Context, prefix string, recursive bool, fn func(minio.ObjectInfo) error) error {
-	ctx, cancel := context.WithCancel(ctx)
+	ctx, cancel := context.WithCancel(withPageBudget(ctx))
 	defer cancel()
 	ch := s.client.ListObjects(ctx, s.bucket, minio.ListObjectsOptions{Prefix: prefix, Recursive: recursive})
 	var err error
@@ -517,9 +546,14 @@ func (s *Store) listObjects(ctx context.Context, prefix string, recursive bool, 
 		if err != nil {
 			continue // draining after a failure
 		}
-		if obj.Err != nil {
+		switch {
+		case errors.Is(obj.Err, compaction.ErrTooManyPages):
+			// Not obj.Err itself: it quotes the request's URL, and so the endpoint's
+			// continuation token.
+			err = fmt.Errorf("list s3://%s/%s: %w (%d pages)", s.bucket, prefix, compaction.ErrTooManyPages, bounded.ListPages)
+		case obj.Err != nil:
 			err = fmt.Errorf("list s3://%s/%s: %w", s.bucket, prefix, mapErr(obj.Err))
-		} else {
+		default:
 			err = fn(obj)
 		}
 		if err != nil {
@@ -544,20 +578,154 @@ func (s *Store) put(ctx context.Context, key string, data []byte, contentType st
 	return nil
 }
 
-// get reads one object whole; a missing key is ErrNotFound. Callers use it only for objects
-// whose size is bounded by design (one tool result, one state).
-func (s *Store) get(ctx context.Context, key string) ([]byte, error) {
-	obj, err := s.client.GetObject(ctx, s.bucket, key, minio.GetObjectOptions{})
+// get reads one object whole if it is at most limit bytes (else an error wrapping
+// compaction.ErrObjectTooLarge that names it, what it is, its size and the cap); a missing
+// key is ErrNotFound.
+func (s *Store) get(ctx context.Context, key string, limit int64, what string) ([]byte, error) {
+	data, _, err := s.getObject(ctx, key, minio.GetObjectOptions{}, limit, what)
+	return data, err
+}
+
+// getObject is get with the GET's options and the object's info (that answer's headers).
+func (s *Store) getObject(ctx context.Context, key string, opts minio.GetObjectOptions, limit int64, what string) ([]byte, minio.ObjectInfo, error) {
+	body, info, err := s.openObject(ctx, key, opts, limit, what)
 	if err != nil {
-		return nil, fmt.Errorf("get %s: %w", s.ref(key), mapErr(err))
+		if errors.Is(err, compaction.ErrObjectTooLarge) {
+			return nil, minio.ObjectInfo{}, err // names the object already
+		}
+		return nil, minio.ObjectInfo{}, fmt.Errorf("get %s: %w", s.ref(key), err)
 	}
-	defer func() { _ = obj.Close() }() // read stream: see copyObject
-	// GetObject is lazy: the request, and so a missing key, surfaces on the first read.
-	data, err := io.ReadAll(obj)
+	defer func() { _ = body.Close() }() // read stream: see copyObject
+	data, err := bounded.ReadAll(body, info.Size, limit, what, s.ref(key))
+	switch {
+	case errors.Is(err, compaction.ErrObjectTooLarge):
+		return nil, minio.ObjectInfo{}, err
+	case err != nil:
+		return nil, minio.ObjectInfo{}, fmt.Errorf("get %s: %w", s.ref(key), mapErr(err))
+	}
+	return data, info, nil
+}
+
+// openObject sends one GET for key and returns its body, which fails once it goes past
+// limit bytes (a body without a length, or longer than it said), and the object's info
+// from the answer's headers. A declared length over limit fails at once, with an error
+// wrapping compaction.ErrObjectTooLarge that names the object, its size and the cap; an
+// error answer is mapped (mapErr), a missing key wrapping compaction.ErrNotFound. (Not
+// Client.GetObject: its Stat sends a HEAD, whose length the GET's body need not keep to.)
+func (s *Store) openObject(ctx context.Context, key string, opts minio.GetObjectOptions, limit int64, what string) (io.ReadCloser, minio.ObjectInfo, error) {
+	body, info, _, err := minio.Core{Client: s.client}.GetObject(objectRead(ctx), s.bucket, key, opts)
 	if err != nil {
-		return nil, fmt.Errorf("get %s: %w", s.ref(key), mapErr(err))
+		return nil, minio.ObjectInfo{}, mapErr(err)
 	}
-	return data, nil
+	if info.Size > limit {
+		_ = body.Close() // read stream: see copyObject
+		return nil, minio.ObjectInfo{}, bounded.TooLarge(what, s.ref(key), info.Size, limit)
+	}
+	return readCloser{bounded.Reader(body, limit, what, s.ref(key)), body}, info, nil
+}
+
+type readCloser struct {
+	io.Reader
+	io.Closer
+}
+
+// ctxKey marks the contexts of the store's requests for guardTransport.
+type ctxKey int
+
+const (
+	objectReadKey ctxKey = iota // an object's body, which the store bounds itself
+	pageBudgetKey               // a *pageBudget shared by the listings of one store call
+)
+
+func objectRead(ctx context.Context) context.Context {
+	return context.WithValue(ctx, objectReadKey, true)
+}
+
+// pageBudget counts the list requests of one store call.
+type pageBudget struct{ used atomic.Int64 }
+
+// withPageBudget gives ctx a budget of bounded.ListPages list requests, unless it has one:
+// the listings of one call share it.
+func withPageBudget(ctx context.Context) context.Context {
+	if _, ok := ctx.Value(pageBudgetKey).(*pageBudget); ok {
+		return ctx
+	}
+	return context.WithValue(ctx, pageBudgetKey, &pageBudget{})
+}
+
+// guardTransport bounds what the store's requests cost whatever the endpoint answers: it
+// refuses a list request past its call's page budget (with compaction.ErrTooManyPages), and
+// cuts every answer but an object's body (which the store bounds per kind) past
+// bounded.ResponseBytes. minio-go decodes a list page as it streams in, so this is what
+// bounds an endless one.
+type guardTransport struct{ base http.RoundTripper }
+
+func (g guardTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	ctx := req.Context()
+	if b, ok := ctx.Value(pageBudgetKey).(*pageBudget); ok && req.Method == http.MethodGet && isListing(req) {
+		if b.used.Add(1) > bounded.ListPages {
+			if req.Body != nil {
+				_ = req.Body.Close() // a RoundTripper closes the body, even on errors
+			}
+			return nil, compaction.ErrTooManyPages
+		}
+	}
+	resp, err := g.base.RoundTrip(req)
+	if err != nil || resp.Body == nil || req.Method == http.MethodGet && ctx.Value(objectReadKey) != nil {
+		return resp, err
+	}
+	what := "the answer to " + req.Method
+	if resp.StatusCode != http.StatusOK || !(isListing(req) || req.URL.Query().Has("delete")) {
+		resp.Body = readCloser{bounded.Reader(resp.Body, bounded.ResponseBytes, what, req.URL.Path), resp.Body}
+		return resp, nil
+	}
+	// A list page or a batch delete's answer: read whole (within the cap) and its entries
+	// counted before minio-go decodes it. A failure is the body's read error, which minio-go
+	// reports as it is, without a retry.
+	data, err := bounded.ReadAll(resp.Body, resp.ContentLength, bounded.ResponseBytes, what, req.URL.Path)
+	_ = resp.Body.Close() // read to its end or given up: nothing to lose
+	if err == nil {
+		err = checkEntries(data, what+" "+req.URL.Path)
+	}
+	if err != nil {
+		resp.Body, resp.ContentLength = io.NopCloser(errReader{err}), -1
+		return resp, nil
+	}
+	resp.Body, resp.ContentLength = io.NopCloser(bytes.NewReader(data)), int64(len(data))
+	return resp, nil
+}
+
+// checkEntries fails when the XML document data has more than bounded.PageEntries elements
+// under its root. A document that is not well-formed passes: minio-go reports it.
+func checkEntries(data []byte, name string) error {
+	d := xml.NewDecoder(bytes.NewReader(data))
+	depth, entries := 0, 0
+	for {
+		tok, err := d.RawToken()
+		if err != nil {
+			return nil
+		}
+		switch tok.(type) {
+		case xml.StartElement:
+			if depth++; depth == 2 {
+				if entries++; entries > bounded.PageEntries {
+					return fmt.Errorf("%s holds more than %d entries, the cap for one: %w", name, bounded.PageEntries, compaction.ErrObjectTooLarge)
+				}
+			}
+		case xml.EndElement:
+			depth--
+		}
+	}
+}
+
+type errReader struct{ err error }
+
+func (e errReader) Read([]byte) (int, error) { return 0, e.err }
+
+// isListing reports whether req lists a bucket (ListObjects V2 or V1).
+func isListing(req *http.Request) bool {
+	q := req.URL.Query()
+	return q.Has("list-type") || q.Has("prefix") || q.Has("marker")
 }
 
 // mapErr replaces an error answer of the endpoint by a ResponseError, which does not carry

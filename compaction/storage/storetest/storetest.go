@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/harness9/compaction-operator/compaction"
+	"github.com/harness9/compaction-operator/compaction/storage/internal/bounded"
 )
 
 // opTimeout bounds every store call so a hung backend fails the test instead of stalling it.
@@ -64,6 +65,7 @@ func Run(t *testing.T, newStore func(t *testing.T) compaction.Store) {
 	t.Run("SessionBudget", func(t *testing.T) { testSessionBudget(t, newStore(t)) })
 	t.Run("InvalidSessionIDs", func(t *testing.T) { testInvalidSessionIDs(t, newStore(t)) })
 	t.Run("CanceledContext", func(t *testing.T) { testCanceledContext(t, newStore(t)) })
+	t.Run("ObjectCaps", func(t *testing.T) { testObjectCaps(t, newStore(t)) })
 }
 
 // SessionID returns a fresh valid session ID shaped like a Kubernetes UID.
@@ -757,6 +759,48 @@ func assertStateEqual(t *testing.T, got, want *compaction.State) {
 	}
 	if !reflect.DeepEqual(g, w) {
 		t.Errorf("state:\n got %+v\nwant %+v", g, w)
+	}
+}
+
+// testObjectCaps: a store never writes an object it would refuse to read back (a state or a
+// tool result over the cap of its kind): the write fails with ErrObjectTooLarge and what was
+// stored stays as it was.
+func testObjectCaps(t *testing.T, s compaction.Store) {
+	ctx := opCtx(t)
+	sid := SessionID(t)
+	if err := s.SaveState(ctx, sid, &compaction.State{LastSummary: "small"}); err != nil {
+		t.Fatalf("SaveState: %v", err)
+	}
+	old, err := s.LoadState(ctx, sid)
+	if err != nil {
+		t.Fatalf("LoadState: %v", err)
+	}
+	big := &compaction.State{LastSummary: strings.Repeat("s", bounded.StateBytes), Version: old.Version}
+	if err := s.SaveState(ctx, sid, big); !errors.Is(err, compaction.ErrObjectTooLarge) {
+		t.Errorf("SaveState of a state over %d bytes: %v; want ErrObjectTooLarge", bounded.StateBytes, err)
+	}
+	if got, err := s.LoadState(ctx, sid); err != nil || got.LastSummary != "small" {
+		summary := ""
+		if got != nil {
+			summary = got.LastSummary
+		}
+		t.Errorf("after a refused save, LoadState = summary %q, %v; want the state saved before", truncate([]byte(summary)), err)
+	}
+
+	content := make([]byte, bounded.ToolResultBytes+1)
+	if _, err := s.PutToolResult(ctx, sid, callID, content); !errors.Is(err, compaction.ErrObjectTooLarge) {
+		t.Errorf("PutToolResult of %d bytes: %v; want ErrObjectTooLarge", len(content), err)
+	}
+	if _, err := s.GetToolResult(ctx, sid, callID); !errors.Is(err, compaction.ErrNotFound) {
+		t.Errorf("GetToolResult after a refused put: %v; want ErrNotFound", err)
+	}
+	// A longer result already stored under the ID is different, and found so without
+	// reading more of it than the new content's length.
+	if _, err := s.PutToolResult(ctx, sid, callID, []byte("a longer result")); err != nil {
+		t.Fatalf("PutToolResult: %v", err)
+	}
+	if _, err := s.PutToolResult(ctx, sid, callID, []byte("a long")); !errors.Is(err, compaction.ErrToolResultExists) {
+		t.Errorf("PutToolResult of a prefix of the stored result: %v; want ErrToolResultExists", err)
 	}
 }
 
