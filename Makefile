@@ -36,7 +36,7 @@ test: tools ## Build the tools, then run every test (race detector on) against r
 ##@ Development
 
 .PHONY: tools
-tools: ## Build kube-apiserver, kubectl, etcd, MinIO, controller-gen, helm and kubeconform into bin/ from the Go module proxy; fetch Node and npm from the npm registry and npm ci the Node tests' packages.
+tools: ## Build kube-apiserver, kubectl, etcd, MinIO, controller-gen, helm and kubeconform into bin/ from the Go module proxy; fetch Node and npm from the npm registry and npm ci the Node tests' packages and the coding agents of test/agents (Claude Code, Codex, Gemini CLI, the Agents SDK).
 	@hack/build-tools.sh
 
 .PHONY: build

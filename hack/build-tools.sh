@@ -37,6 +37,9 @@ NODE_INTEGRITY_darwin_x64=sha512-uMVQFOdSjr/iYrfksIp5p4795m7FTAWVGaoMQGsYaSW9XMs
 NPM_VERSION=10.9.9
 NPM_INTEGRITY=sha512-1g+6jLQvaIuB4zwvHL7yrXuXcWZwDsCtBX8bbWDqbvJSSr9nPiDDWTHNgwXR27iIcTTW7v3A57hDW9RYv2W4Yg==
 node_modules_dir="$root/test/proxy/node"
+# The coding agents test/agents drives through compaction-proxy (Claude Code, Codex CLI,
+# Gemini CLI, the OpenAI Agents SDK), pinned in test/agents/node/package-lock.json.
+agents_modules_dir="$root/test/agents/node"
 
 # build NAME TOOLDIR PACKAGE [LDFLAGS]
 build() {
@@ -95,7 +98,29 @@ install_node_modules() {
 		--ignore-scripts --no-audit --no-fund --loglevel=warn)
 }
 
-want=${*:-kube-apiserver kubectl etcd minio controller-gen helm kubeconform node node-modules}
+# agents-modules: the agents of test/agents from their committed package-lock.json, with npm ci
+# --ignore-scripts. No install script is needed: Claude Code's postinstall only copies the
+# native binary of its platform package (@anthropic-ai/claude-code-linux-x64/claude) over its
+# bin/claude.exe stub, and the test runs that binary where npm put it; Codex's bin/codex.js
+# finds its platform package's binary itself; the optional node-pty and keytar of Gemini CLI
+# are not used headless. npm installs only the current platform's optional packages (about
+# 1 GB unpacked on linux-x64, most of it the Claude Code and Codex binaries). Claude Code's
+# package asks for Node 22 (engines), which npm only warns about: its binary brings its own
+# runtime. Kept like node-modules.
+install_agents_modules() {
+	local lock="$agents_modules_dir/package-lock.json" done="$agents_modules_dir/node_modules/.package-lock.json"
+	if [[ -f "$done" && "$done" -nt "$lock" && "$done" -nt "$bin/.node-version" ]]; then
+		return 0
+	fi
+	echo "installing test/agents/node/node_modules (npm ci)" >&2
+	(cd "$agents_modules_dir" && PATH="$bin:$PATH" "$bin/node" "$bin/npm/bin/npm-cli.js" ci \
+		--ignore-scripts --no-audit --no-fund --loglevel=error)
+	# npm 10 records no libc in the lock, so it also installs Claude Code's musl build (about
+	# 370 MB), which the test never runs (it runs the glibc binary of the linux package).
+	rm -rf "$agents_modules_dir"/node_modules/@anthropic-ai/claude-code-linux-*-musl
+}
+
+want=${*:-kube-apiserver kubectl etcd minio controller-gen helm kubeconform node node-modules agents-modules}
 for t in $want; do
 	case $t in
 	kube-apiserver) build kube-apiserver kubernetes k8s.io/kubernetes/cmd/kube-apiserver "$kube_ldflags" ;;
@@ -112,6 +137,8 @@ for t in $want; do
 	# Node, npm and the npm packages of the Node SDK tests (test/proxy/node_test.go).
 	node) fetch_node ;;
 	node-modules) fetch_node && install_node_modules ;;
+	# The coding agents of test/agents (Claude Code, Codex CLI, Gemini CLI, @openai/agents).
+	agents-modules) fetch_node && install_agents_modules ;;
 	*) echo "unknown tool $t" >&2; exit 2 ;;
 	esac
 done
