@@ -68,8 +68,13 @@ const (
 // and sessions.
 const (
 	// ReasonReachable: StorageReady is True.
-	ReasonReachable            = "Reachable"
-	ReasonSecretNotFound       = "SecretNotFound"
+	ReasonReachable = "Reachable"
+	// ReasonSecretNotUsable: a Secret the policy names does not exist or does not carry
+	// the label CredentialsLabel=true. The two are one reason with one message, so a
+	// policy's conditions do not tell whoever writes policies which Secrets exist.
+	ReasonSecretNotUsable = "SecretNotUsable"
+	// ReasonSecretKeyMissing: a labelled Secret the policy names lacks a key it needs (or
+	// the key is empty).
 	ReasonSecretKeyMissing     = "SecretKeyMissing"
 	ReasonBucketNotFound       = "BucketNotFound"
 	ReasonAccessDenied         = "AccessDenied"

@@ -286,7 +286,9 @@ type OpenAISummarizerSpec struct {
 	Model string `json:"model,omitempty"`
 
 	// apiKeySecretRef selects the Secret key holding the API key; omit it for endpoints that
-	// need no key.
+	// need no key. The Secret must carry the label compaction.harness9.io/credentials=true:
+	// the operator uses no other Secret, and the policy is then not Ready (SecretNotUsable,
+	// the same reason and message as for a Secret that does not exist).
 	// +optional
 	APIKeySecretRef SecretKeySelector `json:"apiKeySecretRef,omitzero"`
 
@@ -379,7 +381,10 @@ type S3StorageSpec struct {
 	CreateBucket BucketCreation `json:"createBucket,omitempty"`
 
 	// credentialsSecretRef selects the Secret holding the access key pair; omit it to use
-	// anonymous access.
+	// anonymous access. The Secret must carry the label
+	// compaction.harness9.io/credentials=true: the operator uses no other Secret, and the
+	// policy is then not Ready (SecretNotUsable, the same reason and message as for a Secret
+	// that does not exist).
 	// +optional
 	CredentialsSecretRef S3CredentialsSecretRef `json:"credentialsSecretRef,omitzero"`
 }
@@ -408,9 +413,10 @@ const (
 
 // SecretReference names a Secret. namespace is only allowed in a ClusterCompactionPolicy
 // (where it defaults to the operator's namespace); a CompactionPolicy always reads Secrets
-// from its own namespace and the API server rejects a namespace there.
+// from its own namespace and the API server rejects a namespace there. Only a Secret labelled
+// compaction.harness9.io/credentials=true (CredentialsLabel) is used.
 type SecretReference struct {
-	// name of the Secret.
+	// name of the Secret. It must be labelled compaction.harness9.io/credentials=true.
 	// +required
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253

@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -41,8 +40,9 @@ func TestReadsOutliveThePolicy(t *testing.T) {
 	must(clientgoscheme.AddToScheme(scheme))
 	must(compactionv1alpha1.AddToScheme(scheme))
 
-	creds := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "minio"},
-		Data: map[string][]byte{"accessKeyID": []byte(m.AccessKey), "secretAccessKey": []byte(m.SecretKey)}}
+	// Data, not StringData: the fake client does not convert. Labelled for policies' use.
+	creds := builder.MinIOSecret("team", "minio", "", "")
+	creds.StringData, creds.Data = nil, map[string][]byte{"accessKeyID": []byte(m.AccessKey), "secretAccessKey": []byte(m.SecretKey)}
 	spec := builder.DefaultedSpec(128000)
 	spec.Storage.S3 = compactionv1alpha1.S3StorageSpec{Endpoint: m.Endpoint, Bucket: "reads", Protocol: compactionv1alpha1.S3HTTP,
 		CredentialsSecretRef: compactionv1alpha1.S3CredentialsSecretRef{SecretReference: compactionv1alpha1.SecretReference{Name: "minio"}}}

@@ -72,6 +72,7 @@ func TestControllers(t *testing.T) {
 
 	t.Run("PolicyReady", e.testPolicyReady)
 	t.Run("PolicyWaitsForSecret", e.testPolicyWaitsForSecret)
+	t.Run("PolicyUsesOnlyLabelledSecrets", e.testPolicyUsesOnlyLabelledSecrets)
 	t.Run("ClusterPolicyReady", e.testClusterPolicyReady)
 	t.Run("ClusterPolicySecretNamespace", e.testClusterPolicySecretNamespace)
 	t.Run("ClusterPolicyNamespaceSelector", e.testClusterPolicyNamespaceSelector)
@@ -197,11 +198,9 @@ func (e *env) testMetrics(t *testing.T) {
 	}
 }
 
+// credentials is a Secret holding MinIO's key pair, labelled for policies' use.
 func (e *env) credentials(namespace, name string) *corev1.Secret {
-	return &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name},
-		StringData: map[string]string{"accessKeyID": e.minio.AccessKey, "secretAccessKey": e.minio.SecretKey},
-	}
+	return builder.MinIOSecret(namespace, name, e.minio.AccessKey, e.minio.SecretKey)
 }
 
 func (e *env) policySpec(secret string) compactionv1alpha1.CompactionPolicySpec {
@@ -281,12 +280,13 @@ func (e *env) testPolicyWaitsForSecret(t *testing.T) {
 	p := e.createPolicy(t, "late-secret", "created-later")
 	e.waitCondition(t, p, compactionv1alpha1.ConditionReady, metav1.ConditionFalse)
 	st := e.waitCondition(t, p, compactionv1alpha1.ConditionStorageReady, metav1.ConditionFalse)
-	if st.Reason != compactionv1alpha1.ReasonSecretNotFound || !strings.Contains(st.Message, "created-later") {
-		t.Errorf("StorageReady = %s: %s; want reason %s naming the Secret", st.Reason, st.Message, compactionv1alpha1.ReasonSecretNotFound)
+	if want := notUsable("credentials", "created-later"); st.Reason != compactionv1alpha1.ReasonSecretNotUsable || st.Message != want {
+		t.Errorf("StorageReady = %s: %s; want %s: %s", st.Reason, st.Message, compactionv1alpha1.ReasonSecretNotUsable, want)
 	}
 	e.waitEvent(t, p.Name, corev1.EventTypeWarning, compactionv1alpha1.ReasonStorageNotReady)
 
-	// A Secret without the secret key: still not Ready, now for the missing key.
+	// A labelled Secret without the secret key: still not Ready, now for the missing key
+	// (the Secret opted in, so the condition may say what it lacks).
 	bad := e.credentials(ns, "created-later")
 	delete(bad.StringData, "secretAccessKey")
 	testenv.Must(t, e.c.Create(context.Background(), bad))
@@ -300,6 +300,94 @@ func (e *env) testPolicyWaitsForSecret(t *testing.T) {
 	bad.StringData = map[string]string{"secretAccessKey": e.minio.SecretKey}
 	testenv.Must(t, e.c.Update(context.Background(), bad))
 	e.waitCondition(t, p, compactionv1alpha1.ConditionReady, metav1.ConditionTrue)
+}
+
+// notUsable is the condition message of a policy whose Secret name (of the kind what,
+// "credentials" or "API key") in ns is missing or not labelled: one message for both.
+func notUsable(what, name string) string {
+	return what + ` Secret "` + ns + "/" + name + `" not found or not labelled compaction.harness9.io/credentials=true`
+}
+
+// testPolicyUsesOnlyLabelledSecrets: issue 28, item 2. Whoever may write a CompactionPolicy
+// names a Secret of the namespace (one they may not read) and endpoints they run, for the
+// storage and for the summarizer: until the Secret is labelled
+// compaction.harness9.io/credentials=true no request carries anything of it, and the
+// conditions say the same, word for word, as for a Secret that does not exist. Labelled, it
+// is used: a policy on MinIO naming it becomes Ready.
+func (e *env) testPolicyUsesOnlyLabelledSecrets(t *testing.T) {
+	ctx := context.Background()
+	trap := testenv.StartCredentialTrap(t)
+	const name, apiKey = "not-for-policies", "sk-not-for-policies-4f1c"
+	summarizer := compactionv1alpha1.SummarizerSpec{Mode: compactionv1alpha1.SummarizerOpenAI, OpenAI: compactionv1alpha1.OpenAISummarizerSpec{
+		BaseURL: "http://" + trap.Endpoint() + "/v1", Model: "m",
+		APIKeySecretRef: compactionv1alpha1.SecretKeySelector{SecretReference: compactionv1alpha1.SecretReference{Name: name}, Key: "apiKey"},
+	}}
+	// Everything at the trap: its storage endpoint and its summarizer.
+	create := func(pname, storageSecret string, atTrap bool) *compactionv1alpha1.CompactionPolicy {
+		spec := e.policySpec(storageSecret)
+		if atTrap {
+			spec.Storage.S3.Endpoint, spec.Storage.S3.CreateBucket = trap.Endpoint(), compactionv1alpha1.BucketCreationNever
+		}
+		spec.Summarizer = summarizer
+		p := &compactionv1alpha1.CompactionPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: pname}, Spec: spec}
+		testenv.Must(t, e.c.Create(ctx, p))
+		return p
+	}
+	checkStorage := func(p *compactionv1alpha1.CompactionPolicy, when string) {
+		t.Helper()
+		st := e.waitCondition(t, p, compactionv1alpha1.ConditionStorageReady, metav1.ConditionFalse)
+		if want := notUsable("credentials", name); st.Reason != compactionv1alpha1.ReasonSecretNotUsable || st.Message != want {
+			t.Errorf("%s, %s: StorageReady = %s: %q; want %s: %q", p.Name, when, st.Reason, st.Message, compactionv1alpha1.ReasonSecretNotUsable, want)
+		}
+		r := meta.FindStatusCondition(p.Status.Conditions, compactionv1alpha1.ConditionReady)
+		if r == nil || r.Status != metav1.ConditionFalse || r.Message != notUsable("credentials", name) {
+			t.Errorf("%s, %s: Ready = %+v", p.Name, when, r)
+		}
+	}
+
+	// The Secret does not exist yet.
+	early := create("names-missing-secret", name, true)
+	checkStorage(early, "no Secret")
+
+	// It appears without the label, holding MinIO's key pair and an API key.
+	secret := e.credentials(ns, name)
+	secret.Labels = nil
+	secret.StringData["apiKey"] = apiKey
+	testenv.Must(t, e.c.Create(ctx, secret))
+	late := create("names-unlabelled-secret", name, true)
+	checkStorage(late, "an unlabelled Secret")
+	// The policy that saw no Secret has looked again (every second here): nothing changed.
+	time.Sleep(3 * time.Second)
+	checkStorage(early, "an unlabelled Secret, looked at again")
+	e.waitEvent(t, late.Name, corev1.EventTypeWarning, compactionv1alpha1.ReasonStorageNotReady)
+	for _, v := range []string{e.minio.AccessKey, apiKey} {
+		if r := trap.Saw(v); r != "" {
+			t.Errorf("a policy sent a value of the unlabelled Secret to the endpoint it names: %s", r)
+		}
+	}
+	if reqs := trap.Requests(); len(reqs) != 0 {
+		t.Errorf("the policies' endpoint got %d requests for an unusable Secret: %q", len(reqs), reqs)
+	}
+
+	// Storage usable (a labelled Secret, on MinIO), summarizer key in the unlabelled Secret.
+	mixed := create("names-unlabelled-api-key", credsSecret, false)
+	r := e.waitCondition(t, mixed, compactionv1alpha1.ConditionReady, metav1.ConditionFalse)
+	if want := notUsable("API key", name); r.Reason != compactionv1alpha1.ReasonSummarizerNotReady || r.Message != want {
+		t.Errorf("Ready = %s: %q; want %s: %q", r.Reason, r.Message, compactionv1alpha1.ReasonSummarizerNotReady, want)
+	}
+
+	// Labelled, the Secret is used (the trap's policies are deleted first: it would then be
+	// their own endpoint's business).
+	for _, p := range []client.Object{early, late} {
+		testenv.Must(t, e.c.Delete(ctx, p))
+	}
+	onMinIO := e.createPolicy(t, "names-labelled-secret", name)
+	e.waitCondition(t, onMinIO, compactionv1alpha1.ConditionStorageReady, metav1.ConditionFalse)
+	e.update(t, secret, func() {
+		secret.Labels = map[string]string{compactionv1alpha1.CredentialsLabel: compactionv1alpha1.CredentialsLabelValue}
+	})
+	e.waitCondition(t, onMinIO, compactionv1alpha1.ConditionReady, metav1.ConditionTrue)
+	e.waitCondition(t, mixed, compactionv1alpha1.ConditionReady, metav1.ConditionTrue)
 }
 
 func (e *env) testClusterPolicyReady(t *testing.T) {
@@ -691,7 +779,10 @@ func (e *env) testTamperedSessionID(t *testing.T) {
 // stolenKey is the access key ID of a Secret in kube-system that no policy names.
 const stolenKey = "AKIASTOLENFROMKUBESYSTEM"
 
-// kubeSystemSecret creates the Secret kube-system/cloud-admin holding stolenKey.
+// kubeSystemSecret creates the Secret kube-system/cloud-admin holding stolenKey. It is
+// labelled for policies' use, so the tests that use it show that the other protections
+// (the namespace rule, the pinned location) keep its key from the attacker's endpoint, not
+// only the label.
 func (e *env) kubeSystemSecret(t *testing.T) compactionv1alpha1.S3CredentialsSecretRef {
 	t.Helper()
 	ctx := context.Background()
@@ -699,10 +790,8 @@ func (e *env) kubeSystemSecret(t *testing.T) compactionv1alpha1.S3CredentialsSec
 	if err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}
-	err = e.c.Create(ctx, &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "cloud-admin"},
-		StringData: map[string]string{"accessKeyID": stolenKey, "secretAccessKey": "the-cluster-admins-secret-key"},
-	})
+	err = e.c.Create(ctx, builder.CredentialsSecret("kube-system", "cloud-admin",
+		map[string]string{"accessKeyID": stolenKey, "secretAccessKey": "the-cluster-admins-secret-key"}))
 	if err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}

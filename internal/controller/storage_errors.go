@@ -16,8 +16,8 @@ func storageReason(err error) string {
 		return compactionv1alpha1.ReasonSecretNamespaceNotAllowed
 	case errors.Is(err, egress.ErrNotAllowed):
 		return compactionv1alpha1.ReasonEndpointNotAllowed
-	case errors.Is(err, policy.ErrSecretNotFound):
-		return compactionv1alpha1.ReasonSecretNotFound
+	case errors.Is(err, policy.ErrSecretNotUsable):
+		return compactionv1alpha1.ReasonSecretNotUsable
 	case errors.Is(err, policy.ErrSecretKeyMissing):
 		return compactionv1alpha1.ReasonSecretKeyMissing
 	case errors.Is(err, s3.ErrBucketNotFound):

@@ -23,7 +23,7 @@ func TestStorageReason(t *testing.T) {
 		wrap(&s3.ResponseError{StatusCode: http.StatusBadRequest, Code: "InvalidArgument"}):      compactionv1alpha1.ReasonStorageUnreachable,
 		wrap(s3.ErrBucketNotFound):                                        compactionv1alpha1.ReasonBucketNotFound,
 		wrap(s3.ErrAccessDenied):                                          compactionv1alpha1.ReasonAccessDenied,
-		wrap(policy.ErrSecretNotFound):                                    compactionv1alpha1.ReasonSecretNotFound,
+		wrap(policy.ErrSecretNotUsable):                                   compactionv1alpha1.ReasonSecretNotUsable,
 		wrap(policy.ErrSecretKeyMissing):                                  compactionv1alpha1.ReasonSecretKeyMissing,
 		wrap(policy.ErrSecretNamespaceNotAllowed):                         compactionv1alpha1.ReasonSecretNamespaceNotAllowed,
 		wrap(egress.ErrNotAllowed):                                        compactionv1alpha1.ReasonEndpointNotAllowed,

@@ -2,13 +2,16 @@ package policy
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"time"
 
 	lru "github.com/hashicorp/golang-lru/v2"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	compactionv1alpha1 "github.com/harness9/compaction-operator/api/v1alpha1"
 )
 
 // Defaults of SecretCache.
@@ -25,17 +28,38 @@ const (
 	secretStaleGrace = 5 * time.Minute
 )
 
+// ErrSecretNotUsable is what a SecretReader returns for a Secret that does not exist and for
+// one that is not labelled compactionv1alpha1.CredentialsLabel=true, with one message for
+// both: whoever may write a policy (and so name any Secret of its namespace) learns nothing
+// about which Secrets exist, and none of an unlabelled Secret's values is ever used.
+var ErrSecretNotUsable = errors.New("not found or not labelled " +
+	compactionv1alpha1.CredentialsLabel + "=" + compactionv1alpha1.CredentialsLabelValue)
+
+// notUsable is the error of a Secret that is missing or not labelled: the same text for both.
+func notUsable(key client.ObjectKey) error {
+	return fmt.Errorf("secret %q %w", key.String(), ErrSecretNotUsable)
+}
+
+// OptedIn reports whether the Secret may be used by policies: it carries
+// compactionv1alpha1.CredentialsLabel=true.
+func OptedIn(secret *corev1.Secret) bool {
+	return secret.Labels[compactionv1alpha1.CredentialsLabel] == compactionv1alpha1.CredentialsLabelValue
+}
+
 // SecretReader reads a few keys of one Secret.
 type SecretReader interface {
 	// SecretValues returns the values of keys in the Secret key; a key the Secret does not
-	// hold is absent from the map. A missing Secret is a NotFound error.
+	// hold is absent from the map. A missing Secret, and a Secret that is not labelled
+	// compactionv1alpha1.CredentialsLabel=true, is ErrSecretNotUsable (the same message for
+	// both), and none of the latter's values is returned.
 	SecretValues(ctx context.Context, key client.ObjectKey, keys ...string) (map[string][]byte, error)
 }
 
 // SecretCache reads Secrets from the API server on demand (the operator may only get
 // Secrets: it neither lists nor watches them) and keeps, for a short time, only the values of
-// the keys asked for, never whole Secrets. A missing Secret is remembered as missing for the
-// same time, so a flood of requests for a session whose Secret is gone costs one read per TTL.
+// the keys asked for, never whole Secrets. A missing or unlabelled Secret (see OptedIn) is
+// remembered as not usable for the same time, and nothing of it is kept, so a flood of
+// requests for a session whose Secret is gone costs one read per TTL.
 // While the API server cannot answer, values up to secretStaleGrace past their TTL are used.
 // It is safe for concurrent use.
 type SecretCache struct {
@@ -50,8 +74,9 @@ type secretEntryKey struct{ namespace, name, key string }
 type secretEntry struct {
 	value   []byte
 	present bool // the key is in the Secret
-	missing bool // the Secret does not exist
-	readAt  time.Time
+	// unusable: the Secret does not exist or is not labelled (OptedIn).
+	unusable bool
+	readAt   time.Time
 }
 
 var _ SecretReader = (*SecretCache)(nil)
@@ -78,11 +103,11 @@ func (c *SecretCache) SecretValues(ctx context.Context, key client.ObjectKey, ke
 	var secret corev1.Secret
 	err := c.api.Get(ctx, key, &secret)
 	switch {
-	case apierrors.IsNotFound(err):
+	case apierrors.IsNotFound(err) || (err == nil && !OptedIn(&secret)):
 		for _, k := range keys {
-			c.entries.Add(secretEntryKey{key.Namespace, key.Name, k}, secretEntry{missing: true, readAt: now})
+			c.entries.Add(secretEntryKey{key.Namespace, key.Name, k}, secretEntry{unusable: true, readAt: now})
 		}
-		return nil, err
+		return nil, notUsable(key)
 	case err != nil:
 		if out, ok, cerr := c.cached(key, keys, now.Add(-c.ttl-secretStaleGrace)); ok {
 			return out, cerr
@@ -109,8 +134,8 @@ func (c *SecretCache) cached(key client.ObjectKey, keys []string, since time.Tim
 		if !ok || e.readAt.Before(since) {
 			return nil, false, nil
 		}
-		if e.missing {
-			return nil, true, apierrors.NewNotFound(schema.GroupResource{Resource: "secrets"}, key.Name)
+		if e.unusable {
+			return nil, true, notUsable(key)
 		}
 		if e.present {
 			out[k] = e.value
@@ -129,13 +154,18 @@ func (c *SecretCache) Forget(key client.ObjectKey) {
 	}
 }
 
-// DirectSecrets reads every Secret from the API server, caching nothing.
+// DirectSecrets reads every Secret from the API server, caching nothing. Like SecretCache,
+// it uses only Secrets labelled compactionv1alpha1.CredentialsLabel=true.
 type DirectSecrets struct{ Reader client.Reader }
 
 // SecretValues implements SecretReader.
 func (d DirectSecrets) SecretValues(ctx context.Context, key client.ObjectKey, keys ...string) (map[string][]byte, error) {
 	var secret corev1.Secret
-	if err := d.Reader.Get(ctx, key, &secret); err != nil {
+	err := d.Reader.Get(ctx, key, &secret)
+	switch {
+	case apierrors.IsNotFound(err) || (err == nil && !OptedIn(&secret)):
+		return nil, notUsable(key)
+	case err != nil:
 		return nil, err
 	}
 	out := make(map[string][]byte, len(keys))

@@ -3,6 +3,7 @@ package policy
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -11,7 +12,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	compactionv1alpha1 "github.com/harness9/compaction-operator/api/v1alpha1"
 )
+
+// optedIn are the labels of a Secret policies may use.
+var optedIn = map[string]string{compactionv1alpha1.CredentialsLabel: compactionv1alpha1.CredentialsLabelValue}
 
 // secretsReader serves Secrets from a map and counts reads.
 type secretsReader struct {
@@ -41,7 +47,7 @@ func TestSecretCache(t *testing.T) {
 	ctx := context.Background()
 	key := client.ObjectKey{Namespace: "team", Name: "minio"}
 	api := &secretsReader{secrets: map[client.ObjectKey]*corev1.Secret{key: {
-		ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "minio"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "minio", Labels: optedIn},
 		Data:       map[string][]byte{"k": []byte("one"), "other": []byte("not-used")},
 	}}}
 	c := NewSecretCache(api, time.Hour)
@@ -80,11 +86,11 @@ func TestSecretCache(t *testing.T) {
 		t.Errorf("after Forget: %q after %d API reads; want the new value, read once", got, api.reads)
 	}
 
-	// A missing Secret is remembered as missing.
+	// A missing Secret is remembered as not usable.
 	gone := client.ObjectKey{Namespace: "team", Name: "gone"}
 	for range 3 {
-		if _, err := c.SecretValues(ctx, gone, "k"); !apierrors.IsNotFound(err) {
-			t.Fatalf("missing Secret: %v, want NotFound", err)
+		if _, err := c.SecretValues(ctx, gone, "k"); !errors.Is(err, ErrSecretNotUsable) {
+			t.Fatalf("missing Secret: %v, want ErrSecretNotUsable", err)
 		}
 	}
 	if api.reads != 3 {
@@ -94,7 +100,7 @@ func TestSecretCache(t *testing.T) {
 
 func TestSecretCacheExpires(t *testing.T) {
 	key := client.ObjectKey{Namespace: "team", Name: "minio"}
-	api := &secretsReader{secrets: map[client.ObjectKey]*corev1.Secret{key: {Data: map[string][]byte{"k": []byte("one")}}}}
+	api := &secretsReader{secrets: map[client.ObjectKey]*corev1.Secret{key: {ObjectMeta: metav1.ObjectMeta{Labels: optedIn}, Data: map[string][]byte{"k": []byte("one")}}}}
 	c := NewSecretCache(api, time.Millisecond)
 	for range 2 {
 		if _, err := c.SecretValues(context.Background(), key, "k"); err != nil {
@@ -112,7 +118,7 @@ func TestSecretCacheExpires(t *testing.T) {
 func TestSecretCacheServesStaleWhileAPIServerIsDown(t *testing.T) {
 	ctx := context.Background()
 	key := client.ObjectKey{Namespace: "team", Name: "minio"}
-	api := &secretsReader{secrets: map[client.ObjectKey]*corev1.Secret{key: {Data: map[string][]byte{"k": []byte("one")}}}}
+	api := &secretsReader{secrets: map[client.ObjectKey]*corev1.Secret{key: {ObjectMeta: metav1.ObjectMeta{Labels: optedIn}, Data: map[string][]byte{"k": []byte("one")}}}}
 	c := NewSecretCache(api, time.Minute)
 	now := time.Date(2026, 12, 3, 0, 0, 0, 0, time.UTC)
 	c.now = func() time.Time { return now }
@@ -136,5 +142,106 @@ func TestSecretCacheServesStaleWhileAPIServerIsDown(t *testing.T) {
 	other := client.ObjectKey{Namespace: "team", Name: "other"}
 	if _, err := c.SecretValues(ctx, other, "k"); !errors.Is(err, api.down) {
 		t.Errorf("never read, API server down: error %v, want the API server's", err)
+	}
+}
+
+// Issue 28, item 2: writing a policy must not give its author the use of every Secret of the
+// namespace. A Secret without the label compaction.harness9.io/credentials=true is answered
+// as a missing one is, with the same error text, by both readers, and none of its values is
+// returned or kept; labelling it (or removing the label) is seen once the cache forgets it.
+func TestSecretsOnlyOptedIn(t *testing.T) {
+	ctx := context.Background()
+	unlabelled := client.ObjectKey{Namespace: "team", Name: "x"}
+	missing := client.ObjectKey{Namespace: "other", Name: "x"}
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "x", Labels: map[string]string{
+		compactionv1alpha1.CredentialsLabel: "yes", // only "true" opts in
+	}}, Data: map[string][]byte{"k": []byte("the-value")}}
+	api := &secretsReader{secrets: map[client.ObjectKey]*corev1.Secret{unlabelled: secret}}
+	cache := NewSecretCache(api, time.Hour)
+	for name, r := range map[string]SecretReader{"SecretCache": cache, "DirectSecrets": DirectSecrets{Reader: api}} {
+		v, err := r.SecretValues(ctx, unlabelled, "k")
+		if !errors.Is(err, ErrSecretNotUsable) || v != nil {
+			t.Errorf("%s: an unlabelled Secret gave %q, %v; want no value and ErrSecretNotUsable", name, v, err)
+		}
+		_, merr := r.SecretValues(ctx, missing, "k")
+		if !errors.Is(merr, ErrSecretNotUsable) {
+			t.Errorf("%s: a missing Secret gave %v, want ErrSecretNotUsable", name, merr)
+		}
+		if err != nil && merr != nil {
+			// The namespace is the only difference: same name, same text.
+			want := `secret "other/x" not found or not labelled compaction.harness9.io/credentials=true`
+			if merr.Error() != want || err.Error() != `secret "team/x" not found or not labelled compaction.harness9.io/credentials=true` {
+				t.Errorf("%s: errors %q and %q; want %q for both, but for the namespace", name, err, merr, want)
+			}
+		}
+	}
+	for _, e := range cache.entries.Values() {
+		if len(e.value) > 0 || e.present {
+			t.Errorf("the cache keeps something of an unlabelled Secret: %+v", e)
+		}
+	}
+
+	// Opted in: used once the cache forgets the earlier answer (the policy controllers make
+	// it forget on a resourceVersion change, which a label change is).
+	secret.Labels = optedIn
+	cache.Forget(unlabelled)
+	for name, r := range map[string]SecretReader{"SecretCache": cache, "DirectSecrets": DirectSecrets{Reader: api}} {
+		if v, err := r.SecretValues(ctx, unlabelled, "k"); err != nil || string(v["k"]) != "the-value" {
+			t.Errorf("%s: a labelled Secret gave %q, %v", name, v["k"], err)
+		}
+	}
+	// And the label removed again: no longer used.
+	secret.Labels = nil
+	cache.Forget(unlabelled)
+	if v, err := cache.SecretValues(ctx, unlabelled, "k"); !errors.Is(err, ErrSecretNotUsable) || v != nil {
+		t.Errorf("the label removed: %q, %v; want ErrSecretNotUsable", v, err)
+	}
+}
+
+// S3Config and APIKey name the Secret and say the same for a missing and an unlabelled one;
+// a labelled Secret lacking a key may say so.
+func TestCredentialErrorsDoNotTellMissingFromUnlabelled(t *testing.T) {
+	ctx := context.Background()
+	api := &secretsReader{secrets: map[client.ObjectKey]*corev1.Secret{
+		{Namespace: "team", Name: "unlabelled"}: {Data: map[string][]byte{"accessKeyID": []byte("a"), "secretAccessKey": []byte("s"), "apiKey": []byte("k")}},
+		{Namespace: "team", Name: "labelled"}:   {ObjectMeta: metav1.ObjectMeta{Labels: optedIn}, Data: map[string][]byte{"accessKeyID": []byte("a")}},
+	}}
+	r := DirectSecrets{Reader: api}
+	s3Err := func(name string) error {
+		loc := &compactionv1alpha1.RecordsLocation{CredentialsSecretRef: compactionv1alpha1.S3CredentialsSecretRef{
+			SecretReference: compactionv1alpha1.SecretReference{Namespace: "team", Name: name}, AccessKeyIDKey: "accessKeyID", SecretAccessKeyKey: "secretAccessKey"}}
+		cfg, err := S3Config(ctx, r, loc)
+		if cfg.AccessKey != "" || cfg.SecretKey != "" {
+			t.Errorf("S3Config(%s) returned credentials with %v", name, err)
+		}
+		return err
+	}
+	keyErr := func(name string) error {
+		p := &Policy{Kind: compactionv1alpha1.PolicyKindNamespaced, Namespace: "team", Name: "p", Spec: spec("", compactionv1alpha1.S3CredentialsSecretRef{})}
+		p.Spec.Summarizer.OpenAI = compactionv1alpha1.OpenAISummarizerSpec{BaseURL: "http://llm/v1", Model: "m",
+			APIKeySecretRef: compactionv1alpha1.SecretKeySelector{SecretReference: compactionv1alpha1.SecretReference{Name: name}, Key: "apiKey"}}
+		key, err := p.APIKey(ctx, r, "")
+		if key != "" {
+			t.Errorf("APIKey(%s) = %q", name, key)
+		}
+		return err
+	}
+	for what, f := range map[string]func(string) error{"credentials": s3Err, "API key": keyErr} {
+		// One name, so one text: the unlabelled Secret is asked for as "x", then "x" is gone.
+		x := client.ObjectKey{Namespace: "team", Name: "x"}
+		api.secrets[x] = api.secrets[client.ObjectKey{Namespace: "team", Name: "unlabelled"}]
+		unlabelled := f("x")
+		delete(api.secrets, x)
+		without := f("x")
+		if !errors.Is(unlabelled, ErrSecretNotUsable) || !errors.Is(without, ErrSecretNotUsable) || unlabelled.Error() != without.Error() {
+			t.Errorf("%s: unlabelled %v, missing %v; want ErrSecretNotUsable with one message", what, unlabelled, without)
+		}
+		want := what + ` Secret "team/x" not found or not labelled compaction.harness9.io/credentials=true`
+		if without != nil && without.Error() != want {
+			t.Errorf("%s: %q, want %q", what, without, want)
+		}
+	}
+	if err := s3Err("labelled"); !errors.Is(err, ErrSecretKeyMissing) || !strings.Contains(err.Error(), "secretAccessKey") {
+		t.Errorf("a labelled Secret lacking a key: %v, want ErrSecretKeyMissing naming the key", err)
 	}
 }

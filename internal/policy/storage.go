@@ -6,18 +6,14 @@ import (
 	"fmt"
 
 	"k8s.io/apimachinery/pkg/types"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	compactionv1alpha1 "github.com/harness9/compaction-operator/api/v1alpha1"
 	"github.com/harness9/compaction-operator/compaction/storage/s3"
 )
 
-// Errors S3Config returns when credentials cannot be read; the controllers turn them into
-// condition reasons.
-var (
-	ErrSecretNotFound   = errors.New("secret not found")
-	ErrSecretKeyMissing = errors.New("secret key missing")
-)
+// ErrSecretKeyMissing is what S3Config and APIKey return when a usable (labelled) Secret lacks
+// a key; with ErrSecretNotUsable, the controllers turn it into a condition reason.
+var ErrSecretKeyMissing = errors.New("secret key missing")
 
 // SecretNamespace is the namespace a policy's secret reference points into: the policy's own
 // namespace for a CompactionPolicy, the reference's namespace (or clusterResourceNamespace,
@@ -96,8 +92,8 @@ func S3Config(ctx context.Context, secrets SecretReader, loc *compactionv1alpha1
 	key := types.NamespacedName{Namespace: ref.Namespace, Name: ref.Name}
 	data, err := secrets.SecretValues(ctx, key, ref.AccessKeyIDKey, ref.SecretAccessKeyKey)
 	if err != nil {
-		if client.IgnoreNotFound(err) == nil {
-			return cfg, fmt.Errorf("credentials Secret %s: %w", key, ErrSecretNotFound)
+		if errors.Is(err, ErrSecretNotUsable) {
+			return cfg, fmt.Errorf("credentials Secret %q %w", key.String(), ErrSecretNotUsable)
 		}
 		return cfg, fmt.Errorf("read credentials Secret %s: %w", key, err)
 	}
@@ -128,8 +124,8 @@ func (p *Policy) APIKey(ctx context.Context, secrets SecretReader, clusterResour
 	key := types.NamespacedName{Namespace: p.SecretNamespace(ref.SecretReference, clusterResourceNamespace), Name: ref.Name}
 	data, err := secrets.SecretValues(ctx, key, ref.Key)
 	if err != nil {
-		if client.IgnoreNotFound(err) == nil {
-			return "", fmt.Errorf("API key Secret %s: %w", key, ErrSecretNotFound)
+		if errors.Is(err, ErrSecretNotUsable) {
+			return "", fmt.Errorf("API key Secret %q %w", key.String(), ErrSecretNotUsable)
 		}
 		return "", fmt.Errorf("read API key Secret %s: %w", key, err)
 	}

@@ -123,10 +123,7 @@ func (s *suite) setUp() {
 	s.mgr = s.cl.StartManager(s.bin, "--api-usage-interval", "100ms")
 	s.c = s.cl.Client
 	c, m, ctx := s.c, s.m, context.Background()
-	testenv.Must(t, c.Create(ctx, &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "minio-credentials"},
-		StringData: map[string]string{"accessKeyID": m.AccessKey, "secretAccessKey": m.SecretKey},
-	}))
+	testenv.Must(t, c.Create(ctx, builder.MinIOSecret(ns, "minio-credentials", m.AccessKey, m.SecretKey)))
 	// Anchors in status too, to check them there (the default keeps them out).
 	testenv.Must(t, c.Create(ctx, builder.Policy(ns, "small-window").Window(window).AnchorsInStatus(compactionv1alpha1.AnchorsInclude).
 		Storage(builder.MinIOStorage(m.Endpoint, bucket, "e2e", "minio-credentials")).Build()))

@@ -16,12 +16,11 @@ import (
 	"time"
 
 	"github.com/minio/minio-go/v7"
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	compactionv1alpha1 "github.com/harness9/compaction-operator/api/v1alpha1"
 	"github.com/harness9/compaction-operator/compaction"
 	"github.com/harness9/compaction-operator/compaction/compactclient"
+	"github.com/harness9/compaction-operator/internal/dev/builder"
 	"github.com/harness9/compaction-operator/internal/dev/testenv"
 )
 
@@ -61,7 +60,7 @@ const (
 func (s *suite) testTwoReplicas(t *testing.T) {
 	ctx := context.Background()
 	llm := newPairingLLM(t)
-	testenv.Must(t, s.c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "replicas-llm"}, StringData: map[string]string{"apiKey": "sk-test"}}))
+	testenv.Must(t, s.c.Create(ctx, builder.CredentialsSecret(ns, "replicas-llm", map[string]string{"apiKey": "sk-test"})))
 	s.cl.CreateMinIOPolicy(ns, "replicas", replicasPrefix, s.m, replicasWindow, func(spec *compactionv1alpha1.CompactionPolicySpec) {
 		spec.Summarizer = compactionv1alpha1.SummarizerSpec{Mode: compactionv1alpha1.SummarizerOpenAI, OpenAI: compactionv1alpha1.OpenAISummarizerSpec{
 			BaseURL: llm.srv.URL + "/v1", Model: "test-model", TimeoutSeconds: int32(2 * partnerWait / time.Second),

@@ -22,6 +22,7 @@ import (
 	compactionv1alpha1 "github.com/harness9/compaction-operator/api/v1alpha1"
 	"github.com/harness9/compaction-operator/compaction"
 	"github.com/harness9/compaction-operator/compaction/compactclient"
+	"github.com/harness9/compaction-operator/internal/dev/builder"
 	"github.com/harness9/compaction-operator/internal/dev/testenv"
 	"github.com/harness9/compaction-operator/internal/dev/testenv/operator"
 )
@@ -92,10 +93,10 @@ func TestStatusIsNotTrusted(t *testing.T) {
 	if err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}
-	testenv.Must(t, c.Create(ctx, &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "cloud-admin"},
-		StringData: map[string]string{"accessKeyID": stolenKey, "secretAccessKey": "the-cluster-admins-secret-key"},
-	}))
+	// Labelled for policies' use: what keeps its key from the attacker's endpoint here is
+	// the pinned location, not the label.
+	testenv.Must(t, c.Create(ctx, builder.CredentialsSecret("kube-system", "cloud-admin",
+		map[string]string{"accessKeyID": stolenKey, "secretAccessKey": "the-cluster-admins-secret-key"})))
 	tamperID := func(st *compactionv1alpha1.AgentSessionStatus) { st.SessionID = vid }
 	tamperRecords := func(st *compactionv1alpha1.AgentSessionStatus) {
 		st.Records = &compactionv1alpha1.RecordsLocation{Endpoint: trap.Endpoint(), Bucket: "loot", Protocol: compactionv1alpha1.S3HTTP,

@@ -22,9 +22,7 @@ import (
 
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/credentials"
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -32,6 +30,7 @@ import (
 	"github.com/harness9/compaction-operator/compaction"
 	"github.com/harness9/compaction-operator/compaction/compactclient"
 	"github.com/harness9/compaction-operator/compaction/storage/s3"
+	"github.com/harness9/compaction-operator/internal/dev/builder"
 	"github.com/harness9/compaction-operator/internal/dev/replay"
 	"github.com/harness9/compaction-operator/internal/dev/testenv"
 	"github.com/harness9/compaction-operator/internal/dev/testenv/operator"
@@ -85,7 +84,7 @@ func testKilledMidCompaction(t *testing.T, cl *operator.Cluster, m *testenv.MinI
 	t.Cleanup(llm.Close)
 	t.Cleanup(func() { close(release) }) // before Close: a hung call must not block it
 	ctx := context.Background()
-	testenv.Must(t, cl.Client.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "llm-killed"}, StringData: map[string]string{"apiKey": "sk-test"}}))
+	testenv.Must(t, cl.Client.Create(ctx, builder.CredentialsSecret(ns, "llm-killed", map[string]string{"apiKey": "sk-test"})))
 	cl.CreateMinIOPolicy(ns, "killed", "killed", m, window, func(s *compactionv1alpha1.CompactionPolicySpec) {
 		s.Summarizer = compactionv1alpha1.SummarizerSpec{Mode: compactionv1alpha1.SummarizerOpenAI, OpenAI: compactionv1alpha1.OpenAISummarizerSpec{
 			BaseURL: llm.URL + "/v1", Model: "test-model", TimeoutSeconds: 60,
@@ -548,7 +547,7 @@ func testSummarizerFaults(t *testing.T, cl *operator.Cluster, m *testenv.MinIO, 
 	}))
 	t.Cleanup(llm.Close)
 	ctx := context.Background()
-	testenv.Must(t, cl.Client.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "llm"}, StringData: map[string]string{"apiKey": "sk-test"}}))
+	testenv.Must(t, cl.Client.Create(ctx, builder.CredentialsSecret(ns, "llm", map[string]string{"apiKey": "sk-test"})))
 
 	downURL := "http://" + closedPort(t) + "/v1"
 	cases := []struct {

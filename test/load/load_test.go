@@ -43,6 +43,7 @@ import (
 	"github.com/harness9/compaction-operator/compaction"
 	"github.com/harness9/compaction-operator/compaction/compactclient"
 	"github.com/harness9/compaction-operator/compaction/storage/s3"
+	"github.com/harness9/compaction-operator/internal/dev/builder"
 	"github.com/harness9/compaction-operator/internal/dev/testenv"
 	"github.com/harness9/compaction-operator/internal/dev/testenv/operator"
 )
@@ -475,7 +476,7 @@ func (e *env) testInflightBudget(t *testing.T) {
 	msgs := history(bodyBytes/2100, 2100)
 	// The window puts the history in Soft: one summarizer call, which waits.
 	window := int32(float64(compaction.EstimateTokens(msgs)) / 0.72)
-	if err := c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "slow-llm"}, StringData: map[string]string{"apiKey": "sk-test"}}); err != nil {
+	if err := c.Create(ctx, builder.CredentialsSecret(ns, "slow-llm", map[string]string{"apiKey": "sk-test"})); err != nil {
 		t.Fatal(err)
 	}
 	e.cl.CreateMinIOPolicy(ns, "slow-llm", prefix, e.m, window, func(spec *compactionv1alpha1.CompactionPolicySpec) {

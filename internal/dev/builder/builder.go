@@ -46,11 +46,20 @@ func MinIOStorage(endpoint, bucket, prefix, secretName string) compactionv1alpha
 	}}
 }
 
-// MinIOSecret is the Secret MinIOStorage names, holding a MinIO access key pair.
+// MinIOSecret is the Secret MinIOStorage names, holding a MinIO access key pair and labelled
+// for policies' use (CredentialsSecret).
 func MinIOSecret(namespace, name, accessKey, secretKey string) *corev1.Secret {
+	return CredentialsSecret(namespace, name, map[string]string{"accessKeyID": accessKey, "secretAccessKey": secretKey})
+}
+
+// CredentialsSecret is a Secret policies may use: labelled
+// compaction.harness9.io/credentials=true (the operator uses no other), holding data.
+func CredentialsSecret(namespace, name string, data map[string]string) *corev1.Secret {
 	return &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name},
-		StringData: map[string]string{"accessKeyID": accessKey, "secretAccessKey": secretKey},
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name, Labels: map[string]string{
+			compactionv1alpha1.CredentialsLabel: compactionv1alpha1.CredentialsLabelValue,
+		}},
+		StringData: data,
 	}
 }
 
