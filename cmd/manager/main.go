@@ -95,6 +95,11 @@ type options struct {
 	apiReviewBurst           int
 	apiNewTokenRate          float64
 	apiNewTokenBurst         int
+	apiCallerReviewRate      float64
+	apiCallerReviewBurst     int
+	apiInflightPerCaller     int64
+	apiSummarizerNamespace   int
+	apiSummarizerPolicy      int
 	showVersion              bool
 	kubeQPS                  float64
 	sessionWorkers           int
@@ -199,6 +204,15 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		"tokens per second the compaction API reviews that it has no positive answer for (new agents, junk); over it (and --api-new-token-burst) "+
 			"a request is answered 429 with Retry-After. Tokens known to be good are re-reviewed without limit")
 	fs.IntVar(&o.apiNewTokenBurst, "api-new-token-burst", compactapi.DefaultNewTokenBurst, "burst of --api-new-token-rate: new tokens reviewed at once, e.g. when every agent reconnects after a restart")
+	fs.Float64Var(&o.apiCallerReviewRate, "api-caller-review-rate", compactapi.DefaultCallerReviewRate,
+		"SubjectAccessReviews per second one caller (a ServiceAccount, or one pod's bound tokens) may cost the compaction API beyond its cached answers (questions about sessions it did not ask about before); over it (and --api-caller-review-burst) a request is answered 429 with Retry-After")
+	fs.IntVar(&o.apiCallerReviewBurst, "api-caller-review-burst", compactapi.DefaultCallerReviewBurst, "burst of --api-caller-review-rate")
+	fs.Int64Var(&o.apiInflightPerCaller, "api-max-inflight-bytes-per-caller", 0,
+		"what one caller's requests (a ServiceAccount, or one pod's bound tokens) may hold of --api-max-inflight-bytes together; a caller's only request is taken whatever its size; 0: an eighth of --api-max-inflight-bytes; -1: no share")
+	fs.IntVar(&o.apiSummarizerNamespace, "api-summarizer-namespace-sessions", compactapi.DefaultSummarizerNamespaceSessions,
+		"the sessions of one namespace make at most this many times their policy's summarizer.maxCallsPerHour paid summarizer calls an hour together, per replica (on top of each session's own budget); 0: no such limit")
+	fs.IntVar(&o.apiSummarizerPolicy, "api-summarizer-policy-sessions", compactapi.DefaultSummarizerPolicySessions,
+		"the sessions of one policy (all namespaces) make at most this many times its summarizer.maxCallsPerHour paid summarizer calls an hour together, per replica; 0: no such limit")
 	fs.Float64Var(&o.kubeQPS, "kube-api-qps", 100,
 		"steady requests per second to the Kubernetes API (a new session costs three writes; status writes of the compaction API count here)")
 	fs.IntVar(&o.kubeBurst, "kube-api-burst", 200, "burst of requests to the Kubernetes API")
@@ -221,6 +235,11 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	if o.apiReviewQPS <= 0 || o.apiReviewBurst < 1 || o.apiNewTokenRate <= 0 || o.apiNewTokenBurst < 1 {
 		return nil, fmt.Errorf("--api-review-qps (%g), --api-review-burst (%d), --api-new-token-rate (%g) and --api-new-token-burst (%d) must be positive",
 			o.apiReviewQPS, o.apiReviewBurst, o.apiNewTokenRate, o.apiNewTokenBurst)
+	}
+	if o.apiCallerReviewRate <= 0 || o.apiCallerReviewBurst < 1 || o.apiInflightPerCaller < -1 || o.apiSummarizerNamespace < 0 || o.apiSummarizerPolicy < 0 {
+		return nil, fmt.Errorf("--api-caller-review-rate (%g) and --api-caller-review-burst (%d) must be positive, --api-max-inflight-bytes-per-caller (%d) at least -1, "+
+			"--api-summarizer-namespace-sessions (%d) and --api-summarizer-policy-sessions (%d) at least 0",
+			o.apiCallerReviewRate, o.apiCallerReviewBurst, o.apiInflightPerCaller, o.apiSummarizerNamespace, o.apiSummarizerPolicy)
 	}
 	if _, err := egress.Parse(o.allowedEndpoints); err != nil {
 		return nil, err
@@ -409,6 +428,8 @@ func addCompactionAPI(mgr ctrl.Manager, o *options, certs *lateCertificates, sto
 		RequestTimeout:   o.apiRequestTimeout, ReadTimeout: o.apiReadTimeout, UsageInterval: o.apiUsageInterval, StatusInterval: o.apiStatusInterval, StateTrust: o.apiStateTrust,
 		ClusterResourceNamespace: o.clusterResourceNamespace, TokenAudience: o.apiTokenAudience,
 		ReviewQPS: o.apiReviewQPS, ReviewBurst: o.apiReviewBurst, NewTokenRate: o.apiNewTokenRate, NewTokenBurst: o.apiNewTokenBurst,
+		CallerReviewRate: o.apiCallerReviewRate, CallerReviewBurst: o.apiCallerReviewBurst, MaxInflightBytesPerCaller: o.apiInflightPerCaller,
+		SummarizerNamespaceSessions: orNone(o.apiSummarizerNamespace), SummarizerPolicySessions: orNone(o.apiSummarizerPolicy),
 		Secrets: secrets, ClusterSecretNamespaces: o.clusterSecretNamespaces, AllowedEndpoints: allowed,
 	}, stores, crmetrics.Registry)
 	if err != nil {
@@ -421,6 +442,15 @@ func addCompactionAPI(mgr ctrl.Manager, o *options, certs *lateCertificates, sto
 		return fmt.Errorf("add compaction API ready check: %w", err)
 	}
 	return nil
+}
+
+// orNone is a flag's count for compactapi.Config, where 0 means the default: a flag's 0 (no
+// limit) is -1 there.
+func orNone(n int) int {
+	if n == 0 {
+		return -1
+	}
+	return n
 }
 
 // certificateSource serves --api-cert-dir's certificate, or else issues and rotates a

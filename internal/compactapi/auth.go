@@ -41,10 +41,24 @@ const (
 )
 
 // Cache sizes. Positive and negative answers are kept apart: a flood of junk tokens (or of
-// denied requests) only ever evicts other junk, never the answers that let agents work.
+// denied requests) only ever evicts other junk, never the answers that let agents work. The
+// answers about a caller are that caller's share of the caches (see callerOf), capped: one
+// caller asking about session after invented session only evicts its own answers.
 const (
 	goodCacheSize = 10000
 	badCacheSize  = 2000
+	// callerAllowed and callerDenied cap one caller's entries in the positive and negative
+	// authorization caches (an agent needs a handful: compact, toolresults, records of its
+	// session); callerTokens its tokens in the positive token cache (a pod has one or two at
+	// a time, around a rotation).
+	callerAllowed = 256
+	callerDenied  = 64
+	callerTokens  = 16
+	// knownIdentities bounds the identities (ServiceAccount UID and pod UID) remembered as
+	// authenticated before, each with a bucket of its own for its next tokens; callerLimiters
+	// the callers with a bucket of uncached SubjectAccessReviews.
+	knownIdentities = 20000
+	callerLimiters  = 10000
 )
 
 // maxTokenBytes bounds a bearer token. ServiceAccount tokens are JWTs of 1-2 KiB; with
@@ -63,6 +77,20 @@ const (
 	// request is answered 429 with Retry-After.
 	DefaultNewTokenRate  = 20
 	DefaultNewTokenBurst = 100
+	// DefaultCallerReviewRate and DefaultCallerReviewBurst limit the SubjectAccessReviews
+	// of one caller (a ServiceAccount, or one pod's bound tokens of it) that no cached answer
+	// spares: one token asking about invented sessions gets 429 with Retry-After past it,
+	// and the review budget and caches stay with everyone else. Answers it knows are
+	// re-asked without limit when they expire.
+	DefaultCallerReviewRate  = 2
+	DefaultCallerReviewBurst = 20
+	// DefaultRotatedTokenRate and DefaultRotatedTokenBurst are the bucket each identity
+	// authenticated before (ServiceAccount UID and pod UID) has for its new tokens: a pod's
+	// rotated projected token is reviewed from it, not from the new-token limiter a flood of
+	// junk tokens may have emptied (it falls back to that one when its own is empty). The
+	// kubelet rotates a one-hour token about every 48 minutes.
+	DefaultRotatedTokenRate  = 0.1
+	DefaultRotatedTokenBurst = 4
 )
 
 // authorizer checks bearer tokens with TokenReview and permissions with SubjectAccessReview.
@@ -76,14 +104,23 @@ type authorizer struct {
 	audience string
 	// newTokens limits the reviews of tokens with no cached answer, or one that was "no".
 	newTokens *rate.Limiter
+	// identities are the identities authenticated before (identityKey), each with the bucket
+	// its new tokens are reviewed from before newTokens.
+	identities   *lru.Cache[string, *rate.Limiter]
+	rotatedRate  rate.Limit
+	rotatedBurst int
+	callers      *lru.Cache[string, *rate.Limiter]
+	callerRate   rate.Limit
+	callerBurst  int
 	// reviews counts TokenReviews by result, refused counts tokens refused unreviewed by
 	// reason; nil counts nothing.
 	reviews, refused *prometheus.CounterVec
 
-	goodTokens *lru.Cache[[32]byte, tokenEntry]
+	// goodTokens, allowed and denied are shared by callers (callerOf), each capped.
+	goodTokens *shareLRU[[32]byte, tokenEntry]
 	badTokens  *lru.Cache[[32]byte, time.Time] // when the "no" expires
-	allowed    *lru.Cache[string, accessEntry]
-	denied     *lru.Cache[string, accessEntry]
+	allowed    *shareLRU[string, accessEntry]
+	denied     *shareLRU[string, accessEntry]
 }
 
 // newAuthorizer builds an authorizer that reviews with c; newTokenRate <= 0 does not limit
@@ -93,12 +130,105 @@ func newAuthorizer(c client.Client, audience string, newTokenRate float64, newTo
 	if newTokenRate > 0 {
 		a.newTokens = rate.NewLimiter(rate.Limit(newTokenRate), max(newTokenBurst, 1))
 	}
+	a.rotatedRate, a.rotatedBurst = DefaultRotatedTokenRate, DefaultRotatedTokenBurst
+	a.callerRate, a.callerBurst = DefaultCallerReviewRate, DefaultCallerReviewBurst
 	// lru.New fails only for a size <= 0.
-	a.goodTokens, _ = lru.New[[32]byte, tokenEntry](goodCacheSize)
+	a.identities, _ = lru.New[string, *rate.Limiter](knownIdentities)
+	a.callers, _ = lru.New[string, *rate.Limiter](callerLimiters)
+	a.goodTokens = newShareLRU[[32]byte, tokenEntry](goodCacheSize, 0, callerTokens)
 	a.badTokens, _ = lru.New[[32]byte, time.Time](badCacheSize)
-	a.allowed, _ = lru.New[string, accessEntry](goodCacheSize)
-	a.denied, _ = lru.New[string, accessEntry](badCacheSize)
+	a.allowed = newShareLRU[string, accessEntry](goodCacheSize, 0, callerAllowed)
+	a.denied = newShareLRU[string, accessEntry](badCacheSize, 0, callerDenied)
 	return a
+}
+
+// callerOf is who a caller is for its share of the caches and its review bucket: the user,
+// and the pod a bound token is for (each pod of a ServiceAccount is a caller of its own, so
+// a hundred pods starting at once do not share one bucket).
+func callerOf(user authenticationv1.UserInfo) string {
+	return user.Username + "\x00" + strings.Join(user.Extra[podUIDExtra], ",")
+}
+
+// identityKey is the identity a token is for, to pick the bucket its review is charged
+// to: the ServiceAccount's UID and, for a bound token, the pod's. "" without a
+// ServiceAccount UID.
+func identityKey(saUID, podUID string) string {
+	if saUID == "" {
+		return ""
+	}
+	return saUID + "/" + podUID
+}
+
+// unverifiedIdentity is the identityKey of a ServiceAccount token's claims
+// ("kubernetes.io": serviceaccount.uid, pod.uid), read without checking the signature:
+// only to choose which bucket the token's TokenReview is charged to, never to decide
+// anything about the caller. A forged token naming a known identity can at most use up
+// that identity's bucket (its real tokens then wait for the shared one, as before), and
+// needs the UIDs, which only readers of the ServiceAccount or pod know.
+func unverifiedIdentity(token string) string {
+	parts := strings.Split(token, ".")
+	if len(parts) != 3 {
+		return ""
+	}
+	payload, err := base64.RawURLEncoding.DecodeString(parts[1])
+	if err != nil {
+		return ""
+	}
+	var claims struct {
+		K8s struct {
+			ServiceAccount struct {
+				UID string `json:"uid"`
+			} `json:"serviceaccount"`
+			Pod *struct {
+				UID string `json:"uid"`
+			} `json:"pod"`
+		} `json:"kubernetes.io"`
+	}
+	if json.Unmarshal(payload, &claims) != nil {
+		return ""
+	}
+	pod := ""
+	if claims.K8s.Pod != nil {
+		pod = claims.K8s.Pod.UID
+	}
+	return identityKey(claims.K8s.ServiceAccount.UID, pod)
+}
+
+// allowNewToken decides whether a token with no positive answer may be reviewed now: from
+// its identity's own bucket when that identity was authenticated before (a rotated token),
+// else (or when that bucket is empty) from the shared new-token limiter.
+func (a *authorizer) allowNewToken(token string) bool {
+	if id := unverifiedIdentity(token); id != "" {
+		if lim, ok := a.identities.Get(id); ok && lim.Allow() {
+			return true
+		}
+	}
+	return a.newTokens.Allow()
+}
+
+// remember marks user's identity as authenticated, with a full bucket for its next tokens.
+func (a *authorizer) remember(user authenticationv1.UserInfo) {
+	id := identityKey(user.UID, strings.Join(user.Extra[podUIDExtra], ","))
+	if id == "" || a.rotatedRate <= 0 {
+		return
+	}
+	a.identities.ContainsOrAdd(id, rate.NewLimiter(a.rotatedRate, max(a.rotatedBurst, 1)))
+}
+
+// allowReview decides whether user may have a SubjectAccessReview no cached answer spares.
+func (a *authorizer) allowReview(user authenticationv1.UserInfo) bool {
+	if a.callerRate <= 0 {
+		return true
+	}
+	caller := callerOf(user)
+	lim, ok := a.callers.Get(caller)
+	if !ok {
+		lim = rate.NewLimiter(a.callerRate, max(a.callerBurst, 1))
+		if prev, found, _ := a.callers.PeekOrAdd(caller, lim); found {
+			lim = prev
+		}
+	}
+	return lim.Allow()
 }
 
 // tokenEntry is a positive TokenReview answer. While a denial is being confirmed it stays
@@ -206,7 +336,7 @@ func (a *authorizer) authenticate(ctx context.Context, token string) (authentica
 	}
 	// A token known to be good is re-reviewed whatever the load: a flood of new tokens
 	// must not lock out the agents already working.
-	if !known && !a.newTokens.Allow() {
+	if !known && !a.allowNewToken(token) {
 		a.count(a.refused, "rate_limited")
 		return authenticationv1.UserInfo{}, &apiError{http.StatusTooManyRequests, ReasonTooManyRequests,
 			"too many new tokens to check at the moment; retry after Retry-After"}
@@ -224,7 +354,8 @@ func (a *authorizer) authenticate(ctx context.Context, token string) (authentica
 	if tr.Status.Authenticated && slices.Contains(tr.Status.Audiences, a.audience) {
 		a.count(a.reviews, "authenticated")
 		a.badTokens.Remove(key)
-		a.goodTokens.Add(key, tokenEntry{user: tr.Status.User, expires: now.Add(tokenTTL)})
+		a.goodTokens.Add(key, tokenEntry{user: tr.Status.User, expires: now.Add(tokenTTL)}, callerOf(tr.Status.User))
+		a.remember(tr.Status.User)
 		return tr.Status.User, nil
 	}
 	a.count(a.reviews, "rejected")
@@ -299,6 +430,14 @@ func (a *authorizer) allowedTo(ctx context.Context, user authenticationv1.UserIn
 	if d, ok := a.denied.Get(key); ok && now.Before(d.expires) {
 		return false, nil
 	}
+	// An answer it knows is re-asked whatever the load; a new question is the caller's.
+	caller := callerOf(user)
+	if !known && !a.allowReview(user) {
+		a.count(a.refused, "caller_rate_limited")
+		return false, &apiError{http.StatusTooManyRequests, ReasonTooManyRequests, fmt.Sprintf(
+			"%s asked about too many sessions at once (at most %d new authorization checks, then %g per second); retry after Retry-After",
+			user.Username, a.callerBurst, float64(a.callerRate))}
+	}
 	extra := make(map[string]authorizationv1.ExtraValue, len(user.Extra))
 	for k, v := range user.Extra {
 		extra[k] = authorizationv1.ExtraValue(v)
@@ -319,7 +458,7 @@ func (a *authorizer) allowedTo(ctx context.Context, user authenticationv1.UserIn
 	}
 	if sar.Status.Allowed {
 		a.denied.Remove(key)
-		a.allowed.Add(key, accessEntry{allowed: true, reason: sar.Status.Reason, expires: now.Add(allowedTTL)})
+		a.allowed.Add(key, accessEntry{allowed: true, reason: sar.Status.Reason, expires: now.Add(allowedTTL)}, caller)
 		return true, nil
 	}
 	if known {
@@ -329,7 +468,7 @@ func (a *authorizer) allowedTo(ctx context.Context, user authenticationv1.UserIn
 		}
 		a.allowed.Remove(key)
 	}
-	a.denied.Add(key, accessEntry{reason: sar.Status.Reason, expires: now.Add(deniedTTL)})
+	a.denied.Add(key, accessEntry{reason: sar.Status.Reason, expires: now.Add(deniedTTL)}, caller)
 	return false, nil
 }
 

@@ -5,8 +5,6 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/hashicorp/golang-lru/v2/expirable"
-
 	"github.com/harness9/compaction-operator/compaction"
 	"github.com/harness9/compaction-operator/compaction/storage/s3"
 	"github.com/harness9/compaction-operator/compaction/summarize/openai"
@@ -20,6 +18,15 @@ const (
 	engineSessions = 4096
 	// engineIdle is how long an engine is kept after its session's last compaction.
 	engineIdle = 10 * time.Minute
+	// sessionEngines caps the engines of one AgentSession (its conversations) on a replica:
+	// a session's next conversation evicts the engine of its own least recently used one,
+	// never another session's. An evicted conversation still works: its next turn builds
+	// its engine again from the stored state (one more storage read).
+	sessionEngines = 64
+	// namespaceEngines caps the engines of one namespace's sessions on a replica (a quarter
+	// of engineSessions): a tenant with many sessions (one per pod) evicts its own engines
+	// past it, so it takes at most a quarter of the replica's engines from the others.
+	namespaceEngines = engineSessions / 4
 )
 
 // engine is a session's compactor, kept on this replica between its requests so a turn does
@@ -49,15 +56,19 @@ type engineKey struct {
 	hasTemperature bool
 	apiKey         [sha256.Size]byte
 	store          *s3.Store
+	// policy: another policy charges another share of the summarizer budget.
+	policy string
 }
 
-func newEngines() *expirable.LRU[string, *engine] {
-	return expirable.NewLRU[string, *engine](engineSessions, nil, engineIdle)
+// newEngines is the replica's engines by conversation (storeID), each in its session's and
+// its namespace's share (engineFor).
+func newEngines() *shareLRU[string, *engine] {
+	return newShareLRU[string, *engine](engineSessions, engineIdle, sessionEngines, namespaceEngines)
 }
 
 // keyOf is what sess's engine is built from.
 func keyOf(sess *session) engineKey {
-	k := engineKey{cfg: sess.cfg, openAI: sess.sumOpenAI, sum: sess.sumCfg, store: sess.store}
+	k := engineKey{cfg: sess.cfg, openAI: sess.sumOpenAI, sum: sess.sumCfg, store: sess.store, policy: sess.policy}
 	if k.sum.APIKey != "" {
 		k.apiKey = sha256.Sum256([]byte(k.sum.APIKey))
 		k.sum.APIKey = ""
@@ -79,8 +90,8 @@ func (s *Server) engineFor(sess *session) (*engine, error) {
 	s.enginesMu.Lock()
 	defer s.enginesMu.Unlock()
 	if s.engines != nil {
+		// Get keeps it engineIdle from now.
 		if e, ok := s.engines.Get(id); ok && e.key == key {
-			s.engines.Add(id, e) // kept engineIdle from now
 			return e, nil
 		}
 	}
@@ -97,8 +108,10 @@ func (s *Server) engineFor(sess *session) (*engine, error) {
 	}
 	// One summarizer budget for the whole session: every conversation's engine (the default
 	// one's too), on every replica, charges the same object in the session's store, so
-	// summarizer.maxCallsPerHour holds for the session, however many conversations it uses.
-	budget, err := compaction.NewStateBudget(sess.store, sess.id)
+	// summarizer.maxCallsPerHour holds for the session, however many conversations it uses;
+	// and within its namespace's and its policy's shares on this replica, so one session
+	// per pod does not multiply it either.
+	budget, err := s.summarizerBudget(sess)
 	if err != nil {
 		return nil, &apiError{code: http.StatusInternalServerError, reason: ReasonInternal, msg: "the session's summarizer budget: " + err.Error()}
 	}
@@ -111,7 +124,7 @@ func (s *Server) engineFor(sess *session) (*engine, error) {
 	}
 	e := &engine{key: key, c: c, summarizer: sum}
 	if s.engines != nil {
-		s.engines.Add(id, e)
+		s.engines.Add(id, e, sess.id, sess.obj.Namespace)
 	}
 	return e, nil
 }

@@ -24,6 +24,12 @@ const (
 	// reads) may use the whole budget; larger ones only three quarters of it, so a burst of
 	// large requests leaves room for the small ones of other sessions.
 	smallWeight = 1 << 20
+	// DefaultCallerInflightShare: one caller (callerOf: a ServiceAccount, or one pod's bound
+	// tokens) may hold at most this part of the budget, 8 MiB of the default 64 MiB, so
+	// uploads one caller stalls (counted at their Content-Length from the start, for up to
+	// --api-read-timeout) leave the rest to the others. A caller's only request is taken
+	// whatever its size, as before.
+	DefaultCallerInflightShare = 8
 )
 
 // budget is the in-flight budget, in bytes.
@@ -31,11 +37,15 @@ type budget struct {
 	mu    sync.Mutex
 	limit int64
 	used  int64
-	gauge prometheus.Gauge
+	// callerLimit is what one caller's requests may hold together (0: no share); callers
+	// is what each caller holding anything holds.
+	callerLimit int64
+	callers     map[string]int64
+	gauge       prometheus.Gauge
 }
 
 func newBudget(limit int64, gauge prometheus.Gauge) *budget {
-	return &budget{limit: limit, gauge: gauge}
+	return &budget{limit: limit, gauge: gauge, callerLimit: limit / DefaultCallerInflightShare, callers: map[string]int64{}}
 }
 
 // largeLimit is the part of the budget large requests may hold.
@@ -48,9 +58,10 @@ func (b *budget) weight(bodyBytes int64, values int) int64 {
 	return min(max(bodyBytes+int64(values)*valueWeight, minWeight), max(b.largeLimit(), minWeight))
 }
 
-// resize changes what a request holds from held to want bytes (held 0: a new request) and
-// reports whether the budget allowed it; on false the request still holds held.
-func (b *budget) resize(held, want int64) bool {
+// resize changes what a request of caller ("": none) holds from held to want bytes (held 0:
+// a new request) and reports whether the budget allowed it; on false the request still
+// holds held. callerFull says the caller's share, not the budget, refused it.
+func (b *budget) resize(caller string, held, want int64) (ok, callerFull bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	limit := b.limit
@@ -59,24 +70,41 @@ func (b *budget) resize(held, want int64) bool {
 	}
 	used := b.used - held + want
 	if want > held && used > limit {
-		return false
+		return false, false
+	}
+	if caller != "" {
+		// The caller's other requests: with none, any request the budget takes is taken.
+		others := b.callers[caller] - held
+		if want > held && b.callerLimit > 0 && others > 0 && others+want > b.callerLimit {
+			return false, true
+		}
+		if others+want == 0 {
+			delete(b.callers, caller)
+		} else {
+			b.callers[caller] = others + want
+		}
 	}
 	b.used = used
 	if b.gauge != nil {
 		b.gauge.Set(float64(used))
 	}
-	return true
+	return true, false
 }
 
 // inflight is one request's share of the budget.
 type inflight struct {
-	b    *budget
-	held int64
+	b      *budget
+	caller string
+	held   int64
 }
 
 // admit takes weight of the budget for a request, or answers why not.
-func (s *Server) admit(weight int64) (*inflight, error) {
-	f := &inflight{b: s.inflight}
+func (s *Server) admit(weight int64) (*inflight, error) { return s.admitFor("", weight) }
+
+// admitFor takes weight of the budget for a request of caller (callerOf), within the
+// caller's share, or answers why not.
+func (s *Server) admitFor(caller string, weight int64) (*inflight, error) {
+	f := &inflight{b: s.inflight, caller: caller}
 	if err := f.grow(weight); err != nil {
 		return nil, err
 	}
@@ -88,7 +116,13 @@ func (f *inflight) grow(weight int64) error {
 	if weight == f.held {
 		return nil
 	}
-	if !f.b.resize(f.held, weight) {
+	ok, callerFull := f.b.resize(f.caller, f.held, weight)
+	if callerFull {
+		return &apiError{http.StatusTooManyRequests, ReasonTooManyRequests,
+			fmt.Sprintf("this caller's requests being served hold their share of the compaction API's in-flight budget (%d KiB of %d MiB, --api-max-inflight-bytes-per-caller); retry shortly",
+				f.b.callerLimit>>10, f.b.limit>>20)}
+	}
+	if !ok {
 		return &apiError{http.StatusTooManyRequests, ReasonTooManyRequests,
 			fmt.Sprintf("the compaction API is serving as much as its in-flight budget allows (%d MiB, --api-max-inflight-bytes); retry shortly",
 				f.b.limit>>20)}
@@ -99,6 +133,6 @@ func (f *inflight) grow(weight int64) error {
 
 // release gives the request's share back.
 func (f *inflight) release() {
-	f.b.resize(f.held, 0)
+	f.b.resize(f.caller, f.held, 0)
 	f.held = 0
 }

@@ -95,7 +95,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		}, []string{"result"}),
 		TokensRefused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "compaction_api_tokens_refused_total",
-			Help: "Bearer tokens refused without a TokenReview, by reason (malformed: not a JWT; rate_limited: over --api-new-token-rate, answered 429).",
+			Help: "Bearer tokens refused without a TokenReview, by reason (malformed: not a JWT; rate_limited: over --api-new-token-rate, answered 429), and requests refused without a SubjectAccessReview (caller_rate_limited: the caller asked about more new sessions than its bucket allows, answered 429).",
 		}, []string{"reason"}),
 		PassThroughReports: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "compaction_api_passthrough_reports_total",

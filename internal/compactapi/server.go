@@ -20,8 +20,8 @@ import (
 
 	"github.com/go-logr/logr"
 	lru "github.com/hashicorp/golang-lru/v2"
-	"github.com/hashicorp/golang-lru/v2/expirable"
 	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/time/rate"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -65,6 +65,11 @@ type Config struct {
 	// MaxInflightBytes is the in-flight budget: what the requests being served may hold in
 	// memory at once (see inflight.go). A request it cannot take is answered 429.
 	MaxInflightBytes int64
+	// MaxInflightBytesPerCaller is what one caller's requests (callerOf: a ServiceAccount,
+	// or one pod's bound tokens) may hold of MaxInflightBytes together; a caller's only
+	// request is taken whatever its size. 0: MaxInflightBytes/DefaultCallerInflightShare;
+	// < 0: no share.
+	MaxInflightBytesPerCaller int64
 	// MaxMessages bounds the messages of one request; the JSON values of a body and the
 	// unknown fields its messages keep are bounded in proportion (see internal/compactrequest).
 	MaxMessages int
@@ -110,6 +115,17 @@ type Config struct {
 	// are not limited.
 	NewTokenRate  float64
 	NewTokenBurst int
+	// CallerReviewRate (per second) and CallerReviewBurst limit one caller's
+	// SubjectAccessReviews that no cached answer spares (questions about sessions it did not
+	// ask about before); over it the request is answered 429. 0: the defaults.
+	CallerReviewRate  float64
+	CallerReviewBurst int
+	// SummarizerNamespaceSessions and SummarizerPolicySessions: the sessions of one
+	// namespace, and of one policy, make at most this many times their policy's
+	// summarizer.maxCallsPerHour paid calls an hour together on this replica (on top of each
+	// session's own budget). 0: the defaults; < 0: no such limit.
+	SummarizerNamespaceSessions int
+	SummarizerPolicySessions    int
 	// ClusterSecretNamespaces are the namespaces besides ClusterResourceNamespace whose
 	// Secrets a ClusterCompactionPolicy may name; no other Secret is read.
 	ClusterSecretNamespaces []string
@@ -145,7 +161,10 @@ type Server struct {
 	log      logr.Logger
 
 	inflight *budget
-	status   *statusBatcher
+	// sharedBudgets are the namespaces' and policies' shares of the summarizer budget on
+	// this replica (nil: only the sessions' own budgets).
+	sharedBudgets *sharedBudgets
+	status        *statusBatcher
 	// lastViews remembers, per session, the estimated tokens of the view this replica
 	// returned last: the prompt the agent's next usage.promptTokens measures, which
 	// calibrates the session's estimate. Bounded; a session served elsewhere just skips a
@@ -160,7 +179,7 @@ type Server struct {
 	// enginesMu makes finding or building a session's engine one step, so a session has one
 	// engine, which serializes its compactions.
 	enginesMu sync.Mutex
-	engines   *expirable.LRU[string, *engine]
+	engines   *shareLRU[string, *engine]
 	// serving is set once the listener is bound, for the readiness probe.
 	serving atomic.Bool
 
@@ -207,6 +226,21 @@ func New(mgr ctrl.Manager, cfg Config, stores *policy.Stores, reg prometheus.Reg
 	if cfg.NewTokenBurst <= 0 {
 		cfg.NewTokenBurst = DefaultNewTokenBurst
 	}
+	if cfg.CallerReviewRate <= 0 {
+		cfg.CallerReviewRate = DefaultCallerReviewRate
+	}
+	if cfg.CallerReviewBurst <= 0 {
+		cfg.CallerReviewBurst = DefaultCallerReviewBurst
+	}
+	if cfg.MaxInflightBytesPerCaller == 0 {
+		cfg.MaxInflightBytesPerCaller = cfg.MaxInflightBytes / DefaultCallerInflightShare
+	}
+	if cfg.SummarizerNamespaceSessions == 0 {
+		cfg.SummarizerNamespaceSessions = DefaultSummarizerNamespaceSessions
+	}
+	if cfg.SummarizerPolicySessions == 0 {
+		cfg.SummarizerPolicySessions = DefaultSummarizerPolicySessions
+	}
 	if stores == nil {
 		stores = &policy.Stores{}
 	}
@@ -235,6 +269,9 @@ func New(mgr ctrl.Manager, cfg Config, stores *policy.Stores, reg prometheus.Reg
 	}
 	auth := newAuthorizer(reviewer, cfg.TokenAudience, cfg.NewTokenRate, cfg.NewTokenBurst)
 	auth.reviews, auth.refused = m.TokenReviews, m.TokensRefused
+	auth.callerRate, auth.callerBurst = rate.Limit(cfg.CallerReviewRate), cfg.CallerReviewBurst
+	inflight := newBudget(cfg.MaxInflightBytes, m.Inflight)
+	inflight.callerLimit = max(cfg.MaxInflightBytesPerCaller, 0)
 	return &Server{
 		cfg:           cfg,
 		cache:         mgr.GetCache(),
@@ -250,7 +287,8 @@ func New(mgr ctrl.Manager, cfg Config, stores *policy.Stores, reg prometheus.Reg
 		metrics:       m,
 		log:           ctrl.Log.WithName("compaction-api"),
 		status:        newStatusBatcher(),
-		inflight:      newBudget(cfg.MaxInflightBytes, m.Inflight),
+		inflight:      inflight,
+		sharedBudgets: newSharedBudgets(cfg.SummarizerNamespaceSessions, cfg.SummarizerPolicySessions),
 		lastViews:     lastViews,
 		engines:       newEngines(),
 	}, nil
@@ -494,7 +532,7 @@ func route[Req any](s *Server, spec routeSpec,
 				declared = maxBody
 			}
 		}
-		share, err := s.admit(s.inflight.weight(declared, 0))
+		share, err := s.admitFor(callerOf(user), s.inflight.weight(declared, 0))
 		if err != nil {
 			s.metrics.Throttled.WithLabelValues(name).Inc()
 			s.fail(rw, log, err)

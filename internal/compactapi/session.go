@@ -36,6 +36,9 @@ type session struct {
 	sumCfg     openai.Config
 	sumOpenAI  bool
 	summarizer compaction.Summarizer
+	// policy is the policy's key (policy.Key), for its share of the summarizer budget;
+	// set with the engine configuration.
+	policy string
 	// anchorsInStatus: the policy asks for the anchors in status (conversation content,
 	// readable by anyone who may get the session).
 	anchorsInStatus bool
@@ -171,7 +174,7 @@ func (s *Server) resolveEngine(ctx context.Context, sess *session, p *policy.Pol
 	if err != nil {
 		return &apiError{http.StatusServiceUnavailable, ReasonSessionNotReady, err.Error()}
 	}
-	sess.cfg, sess.sumCfg, sess.sumOpenAI = cfg, sumCfg, ok
+	sess.cfg, sess.sumCfg, sess.sumOpenAI, sess.policy = cfg, sumCfg, ok, p.Key()
 	sess.anchorsInStatus = p.Spec.AnchorsInStatus == compactionv1alpha1.AnchorsInclude
 	return nil
 }
