@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
@@ -34,7 +35,10 @@ const (
 // the session's finalizer, its stored objects. It watches pod metadata only.
 type PodReconciler struct {
 	client.Client
-	Recorder recorder.EventRecorder
+	// APIReader reads a pod's spec, which the cache does not hold, once: when its session is
+	// created, to say why compaction-proxy was not injected. Nil: the manager's.
+	APIReader client.Reader
+	Recorder  recorder.EventRecorder
 }
 
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
@@ -77,6 +81,7 @@ func (r *PodReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.R
 		}
 		r.Recorder.Eventf(pod, &s, corev1.EventTypeNormal, compactionv1alpha1.ReasonSessionCreated, "CreateSession",
 			"Created AgentSession %s with %s %s", s.Name, spec.PolicyRef.Kind, spec.PolicyRef.Name)
+		r.checkProxyInjected(ctx, pod)
 		return ctrl.Result{}, nil
 	case err != nil:
 		return ctrl.Result{}, fmt.Errorf("get AgentSession: %w", err)
@@ -110,6 +115,26 @@ func (r *PodReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.R
 	return ctrl.Result{}, nil
 }
 
+// checkProxyInjected records a Warning event ProxyNotInjected, with the cause, on a pod
+// that asked for compaction-proxy (ProxyAnnotation) and was admitted without it: the
+// injection policy cannot say so itself. It runs once per pod, when its session is created;
+// a pod it cannot read gets no event.
+func (r *PodReconciler) checkProxyInjected(ctx context.Context, meta *metav1.PartialObjectMetadata) {
+	if meta.Annotations[ProxyAnnotation] != "true" {
+		return
+	}
+	var pod corev1.Pod
+	if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(meta), &pod); err != nil {
+		logf.FromContext(ctx).Error(err, "read the pod to check its compaction-proxy")
+		return
+	}
+	if proxyInjected(&pod) {
+		return
+	}
+	r.Recorder.Eventf(meta, nil, corev1.EventTypeWarning, ReasonProxyNotInjected, "InjectProxy",
+		"compaction-proxy was not injected: %s", proxyNotInjectedCause(&pod))
+}
+
 // sessionSpecFor reads the session spec from the pod's annotations.
 func sessionSpecFor(pod *metav1.PartialObjectMetadata) (compactionv1alpha1.AgentSessionSpec, error) {
 	a := pod.Annotations
@@ -136,6 +161,9 @@ func sessionSpecFor(pod *metav1.PartialObjectMetadata) (compactionv1alpha1.Agent
 
 // SetupWithManager watches the metadata of annotated pods and the sessions they control.
 func (r *PodReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	if r.APIReader == nil {
+		r.APIReader = mgr.GetAPIReader()
+	}
 	annotated := predicate.NewPredicateFuncs(func(o client.Object) bool {
 		return o.GetAnnotations()[PolicyAnnotation] != ""
 	})

@@ -15,13 +15,16 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	compactionv1alpha1 "github.com/harness9/compaction-operator/api/v1alpha1"
 	"github.com/harness9/compaction-operator/compaction/compactclient"
+	"github.com/harness9/compaction-operator/internal/controller"
 	"github.com/harness9/compaction-operator/internal/dev/testenv"
 	"github.com/harness9/compaction-operator/internal/dev/testenv/operator"
 )
@@ -37,9 +40,13 @@ const (
 // does), a pod created with the annotations compaction.harness9.io/policy and
 // compaction.harness9.io/proxy: "true" gets compaction-proxy as a native sidecar, its token
 // and CA volumes, and its containers' base URLs (OpenAI, Anthropic and, issue 27, Gemini)
-// pointing at it; every other pod is admitted as it was sent.
+// pointing at it; every other pod is admitted as it was sent. Issue 28: the sidecar forwards
+// only to upstreams the pod names (an annotation, or the one literal base URL its containers
+// set), never to a public default; a pod it would have to guess for, or on the node's
+// network, is admitted without it, and the manager's pod controller says why in an event.
 func TestProxyInjection(t *testing.T) {
 	cl := operator.Install(t)
+	cl.StartManager(testenv.BuildManager(t)) // the pod controller's ProxyNotInjected events
 	c, ctx := cl.Client, context.Background()
 	// The policy admits a pod unchanged when its CEL fails (failurePolicy Ignore); here an
 	// error refuses the pod instead, so the test shows the error rather than a missing field.
@@ -50,6 +57,7 @@ func TestProxyInjection(t *testing.T) {
 	// The API server loads admission policies asynchronously: wait until a dry run is mutated.
 	testenv.Eventually(t, waitFor, "the proxy injection policy mutates a dry-run pod", func() (bool, string) {
 		p := injectPod("probe", true, true, corev1.Container{Name: "agent", Image: "busybox:1.36"})
+		p.Annotations["compaction.harness9.io/upstream"] = "https://llm.example/v1"
 		if err := c.Create(ctx, p, client.DryRunAll); err != nil {
 			return false, err.Error()
 		}
@@ -58,7 +66,8 @@ func TestProxyInjection(t *testing.T) {
 
 	t.Run("UpstreamsFromTheAgentsEnv", func(t *testing.T) {
 		// Two containers, one with the base URLs set (and a variable using one of them), one
-		// with no env at all; an init container of the pod's own.
+		// with no env at all, which is left alone (its SDK's own endpoint is not the first
+		// container's); an init container of the pod's own.
 		p := injectPod("env-upstream", true, true,
 			corev1.Container{Name: "agent", Image: "busybox:1.36", Env: []corev1.EnvVar{
 				{Name: "OPENAI_API_KEY", Value: "sk-test"},
@@ -69,18 +78,13 @@ func TestProxyInjection(t *testing.T) {
 				{Name: "MODEL_URL", Value: "$(OPENAI_BASE_URL)/models"},
 			}},
 			corev1.Container{Name: "helper", Image: "busybox:1.36"})
-		p.Annotations["compaction.harness9.io/upstream"] = "https://ignored.example/v1"
-		p.Annotations["compaction.harness9.io/gemini-upstream"] = "https://ignored.example"
 		p.Spec.InitContainers = []corev1.Container{{Name: "setup", Image: "busybox:1.36", Command: []string{"true"}}}
 		testenv.Must(t, c.Create(ctx, p))
 
 		if got := containerNames(p.Spec.InitContainers); !equality.Semantic.DeepEqual(got, []string{"setup", "compaction-proxy"}) {
 			t.Fatalf("init containers %v, want the pod's own setup, then compaction-proxy", got)
 		}
-		checkSidecar(t, p.Spec.InitContainers[1],
-			corev1.EnvVar{Name: "COMPACTION_PROXY_UPSTREAM", Value: "https://llm.internal.example/v1"},
-			corev1.EnvVar{Name: "COMPACTION_PROXY_ANTHROPIC_UPSTREAM", Value: "https://gateway.example/anthropic/v1"},
-			corev1.EnvVar{Name: "COMPACTION_PROXY_GEMINI_UPSTREAM", Value: "https://gateway.example/gemini"})
+		checkSidecar(t, p.Spec.InitContainers[1], upstreams("https://llm.internal.example/v1", "https://gateway.example/anthropic/v1", "https://gateway.example/gemini"))
 		checkVolumes(t, p, nil)
 		checkEnv(t, p.Spec.Containers[0], []corev1.EnvVar{
 			{Name: "OPENAI_API_KEY", Value: "sk-test"},
@@ -90,22 +94,28 @@ func TestProxyInjection(t *testing.T) {
 			{Name: "GOOGLE_GEMINI_BASE_URL", Value: "http://127.0.0.1:4141"},
 			{Name: "MODEL_URL", Value: "$(OPENAI_BASE_URL)/models"},
 		})
-		checkEnv(t, p.Spec.Containers[1], proxyBaseURLs())
+		checkEnv(t, p.Spec.Containers[1], nil)
 		if setup := p.Spec.InitContainers[0]; len(setup.Env) != 0 || setup.RestartPolicy != nil {
 			t.Errorf("the pod's own init container changed: %+v", setup)
 		}
+		checkNoProxyEvent(t, c, p)
 	})
 
 	t.Run("UpstreamsFromAnnotations", func(t *testing.T) {
-		// The OpenAI and Gemini base URLs come from a Secret and a ConfigMap (not literals):
-		// the annotations name the upstreams, and the agent's variables become literals
-		// pointing at the proxy.
-		p := injectPod("annotation-upstream", true, true, corev1.Container{Name: "agent", Image: "busybox:1.36", Env: []corev1.EnvVar{
-			{Name: "OPENAI_BASE_URL", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
-				LocalObjectReference: corev1.LocalObjectReference{Name: "llm"}, Key: "url"}}},
-			{Name: "GOOGLE_GEMINI_BASE_URL", ValueFrom: &corev1.EnvVarSource{ConfigMapKeyRef: &corev1.ConfigMapKeySelector{
-				LocalObjectReference: corev1.LocalObjectReference{Name: "llm"}, Key: "gemini-url"}}},
-		}})
+		// The OpenAI and Gemini base URLs come from a Secret and a ConfigMap (not literals), a
+		// second container sets another OpenAI literal and takes the rest from envFrom: the
+		// annotations name the upstreams for every container, whose variables become
+		// literals pointing at the proxy.
+		p := injectPod("annotation-upstream", true, true,
+			corev1.Container{Name: "agent", Image: "busybox:1.36", Env: []corev1.EnvVar{
+				{Name: "OPENAI_BASE_URL", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
+					LocalObjectReference: corev1.LocalObjectReference{Name: "llm"}, Key: "url"}}},
+				{Name: "GOOGLE_GEMINI_BASE_URL", ValueFrom: &corev1.EnvVarSource{ConfigMapKeyRef: &corev1.ConfigMapKeySelector{
+					LocalObjectReference: corev1.LocalObjectReference{Name: "llm"}, Key: "gemini-url"}}},
+			}},
+			corev1.Container{Name: "helper", Image: "busybox:1.36",
+				Env:     []corev1.EnvVar{{Name: "OPENAI_BASE_URL", Value: "https://other.example/v1"}},
+				EnvFrom: []corev1.EnvFromSource{{ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "llm"}}}}})
 		p.Annotations["compaction.harness9.io/upstream"] = "http://vllm.models.svc:8000/v1"
 		p.Annotations["compaction.harness9.io/anthropic-upstream"] = "https://anthropic-gw.example/v1"
 		p.Annotations["compaction.harness9.io/gemini-upstream"] = "https://gemini-gw.example"
@@ -115,35 +125,113 @@ func TestProxyInjection(t *testing.T) {
 		if len(p.Spec.InitContainers) != 1 {
 			t.Fatalf("init containers %v, want compaction-proxy", containerNames(p.Spec.InitContainers))
 		}
-		checkSidecar(t, p.Spec.InitContainers[0],
-			corev1.EnvVar{Name: "COMPACTION_PROXY_UPSTREAM", Value: "http://vllm.models.svc:8000/v1"},
-			corev1.EnvVar{Name: "COMPACTION_PROXY_ANTHROPIC_UPSTREAM", Value: "https://anthropic-gw.example/v1"},
-			corev1.EnvVar{Name: "COMPACTION_PROXY_GEMINI_UPSTREAM", Value: "https://gemini-gw.example"})
+		checkSidecar(t, p.Spec.InitContainers[0], upstreams("http://vllm.models.svc:8000/v1", "https://anthropic-gw.example/v1", "https://gemini-gw.example"))
 		checkVolumes(t, p, []string{"work"})
 		checkEnv(t, p.Spec.Containers[0], []corev1.EnvVar{
 			{Name: "OPENAI_BASE_URL", Value: "http://127.0.0.1:4141/v1"},
 			{Name: "GOOGLE_GEMINI_BASE_URL", Value: "http://127.0.0.1:4141"},
 			{Name: "ANTHROPIC_BASE_URL", Value: "http://127.0.0.1:4141"},
 		})
+		checkEnv(t, p.Spec.Containers[1], []corev1.EnvVar{
+			{Name: "OPENAI_BASE_URL", Value: "http://127.0.0.1:4141/v1"},
+			{Name: "ANTHROPIC_BASE_URL", Value: "http://127.0.0.1:4141"},
+			{Name: "GOOGLE_GEMINI_BASE_URL", Value: "http://127.0.0.1:4141"},
+		})
 	})
 
-	t.Run("ProxyDefaults", func(t *testing.T) {
-		// No base URL anywhere, and an agent already pointing at the proxy by hand: the
-		// proxy keeps its default upstreams (no upstream variables), never itself.
-		p := injectPod("defaults", true, true, corev1.Container{Name: "agent", Image: "busybox:1.36", Env: []corev1.EnvVar{
-			{Name: "OPENAI_BASE_URL", Value: "http://127.0.0.1:4141/v1"},
-			{Name: "GOOGLE_GEMINI_BASE_URL", Value: "http://localhost:4141"},
-		}})
+	t.Run("OnlyTheNamedAPIs", func(t *testing.T) {
+		// The pod names an OpenAI upstream only: the Anthropic and Gemini variables are left
+		// as they were (one already pointing at the proxy by hand), nothing is added, and the
+		// sidecar's Anthropic and Gemini upstreams are the unresolvable placeholders, not the
+		// proxy's public defaults.
+		p := injectPod("openai-only", true, true, corev1.Container{Name: "agent", Image: "busybox:1.36",
+			Env: []corev1.EnvVar{
+				{Name: "OPENAI_BASE_URL", Value: "https://llm.internal.example/v1"},
+				{Name: "GOOGLE_GEMINI_BASE_URL", Value: "http://localhost:4141"},
+			},
+			EnvFrom: []corev1.EnvFromSource{{SecretRef: &corev1.SecretEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "keys"}}}}})
 		testenv.Must(t, c.Create(ctx, p))
 		if len(p.Spec.InitContainers) != 1 {
 			t.Fatalf("init containers %v, want compaction-proxy", containerNames(p.Spec.InitContainers))
 		}
-		checkSidecar(t, p.Spec.InitContainers[0])
+		checkSidecar(t, p.Spec.InitContainers[0], upstreams("https://llm.internal.example/v1", "", ""))
 		checkEnv(t, p.Spec.Containers[0], []corev1.EnvVar{
 			{Name: "OPENAI_BASE_URL", Value: "http://127.0.0.1:4141/v1"},
-			{Name: "GOOGLE_GEMINI_BASE_URL", Value: "http://127.0.0.1:4141"},
-			{Name: "ANTHROPIC_BASE_URL", Value: "http://127.0.0.1:4141"},
+			{Name: "GOOGLE_GEMINI_BASE_URL", Value: "http://localhost:4141"},
 		})
+	})
+
+	t.Run("NeverGuessesAnUpstream", func(t *testing.T) {
+		// Issue 28: each of these pods was injected before, its requests (API key included)
+		// sent to a public default or to another container's endpoint. Now each is admitted
+		// as it was sent, and its event says why.
+		agent := func(env ...corev1.EnvVar) corev1.Container {
+			return corev1.Container{Name: "agent", Image: "busybox:1.36", Env: env}
+		}
+		secretURL := &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
+			LocalObjectReference: corev1.LocalObjectReference{Name: "llm"}, Key: "url"}}
+		envFrom := []corev1.EnvFromSource{{ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "llm"}}}}
+		for _, tc := range []struct {
+			name string
+			pod  *corev1.Pod
+			why  string // in the event's note
+		}{
+			{"value-from", injectPod("value-from", true, true,
+				agent(corev1.EnvVar{Name: "OPENAI_BASE_URL", ValueFrom: secretURL})),
+				"container agent sets OPENAI_BASE_URL from valueFrom, which the policy does not read: name the upstream in the annotation compaction.harness9.io/upstream"},
+			{"variable-reference", injectPod("variable-reference", true, true,
+				agent(corev1.EnvVar{Name: "GATEWAY", Value: "https://gateway.internal.example"},
+					corev1.EnvVar{Name: "ANTHROPIC_BASE_URL", Value: "$(GATEWAY)/anthropic"})),
+				`container agent sets ANTHROPIC_BASE_URL to "$(GATEWAY)/anthropic", which references a variable`},
+			{"gemini-value-from-beside-an-openai-literal", injectPod("gemini-value-from", true, true,
+				agent(corev1.EnvVar{Name: "OPENAI_BASE_URL", Value: "https://llm.internal.example/v1"},
+					corev1.EnvVar{Name: "GOOGLE_GEMINI_BASE_URL", ValueFrom: secretURL})),
+				"container agent sets GOOGLE_GEMINI_BASE_URL from valueFrom, which the policy does not read: name the upstream in the annotation compaction.harness9.io/gemini-upstream"},
+			{"env-from", func() *corev1.Pod {
+				c := agent()
+				c.EnvFrom = envFrom
+				return injectPod("env-from", true, true, c)
+			}(), "the pod names no model endpoint for the proxy"},
+			{"env-from-beside-a-literal", func() *corev1.Pod {
+				helper := corev1.Container{Name: "helper", Image: "busybox:1.36", EnvFrom: envFrom}
+				return injectPod("env-from-beside-a-literal", true, true,
+					agent(corev1.EnvVar{Name: "OPENAI_BASE_URL", Value: "https://llm.internal.example/v1"}), helper)
+			}(), "container helper takes variables from envFrom, which the policy does not read and which may set OPENAI_BASE_URL"},
+			{"containers-disagree", func() *corev1.Pod {
+				helper := corev1.Container{Name: "helper", Image: "busybox:1.36",
+					Env: []corev1.EnvVar{{Name: "OPENAI_BASE_URL", Value: "https://gateway.internal.example/v1"}}}
+				return injectPod("containers-disagree", true, true,
+					agent(corev1.EnvVar{Name: "OPENAI_BASE_URL", Value: "https://api.openai.com/v1"}), helper)
+			}(), `containers agent and helper set OPENAI_BASE_URL to different URLs ("https://api.openai.com/v1", "https://gateway.internal.example/v1")`},
+			{"host-network", func() *corev1.Pod {
+				p := injectPod("host-network", true, true, agent(corev1.EnvVar{Name: "OPENAI_BASE_URL", Value: "https://llm.internal.example/v1"}))
+				p.Annotations["compaction.harness9.io/upstream"] = "https://llm.internal.example/v1"
+				p.Spec.HostNetwork = true
+				return p
+			}(), "hostNetwork"},
+			{"no-upstream", injectPod("no-upstream", true, true, agent()), "the pod names no model endpoint for the proxy"},
+			// Pointing at the proxy by hand names no upstream either.
+			{"only-the-proxy", injectPod("only-the-proxy", true, true,
+				agent(corev1.EnvVar{Name: "OPENAI_BASE_URL", Value: "http://127.0.0.1:4141/v1"},
+					corev1.EnvVar{Name: "GOOGLE_GEMINI_BASE_URL", Value: "http://localhost:4141"})),
+				"the pod names no model endpoint for the proxy"},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				sent := tc.pod.DeepCopy()
+				testenv.Must(t, c.Create(ctx, tc.pod))
+				if !equality.Semantic.DeepEqual(tc.pod.Spec.InitContainers, sent.Spec.InitContainers) ||
+					!equality.Semantic.DeepEqual(tc.pod.Spec.Volumes, sent.Spec.Volumes) {
+					t.Fatalf("injected: init containers %v, %d volumes", containerNames(tc.pod.Spec.InitContainers), len(tc.pod.Spec.Volumes))
+				}
+				for i := range sent.Spec.Containers {
+					checkEnv(t, tc.pod.Spec.Containers[i], sent.Spec.Containers[i].Env)
+				}
+				note := proxyEvent(t, c, tc.pod)
+				if !strings.HasPrefix(note, "compaction-proxy was not injected: ") || !strings.Contains(note, tc.why) {
+					t.Errorf("event %s: %q, want it to say %q", controller.ReasonProxyNotInjected, note, tc.why)
+				}
+			})
+		}
 	})
 
 	t.Run("OtherPodsUntouched", func(t *testing.T) {
@@ -181,6 +269,7 @@ func TestProxyInjection(t *testing.T) {
 			Labels: map[string]string{"pod-security.kubernetes.io/enforce": "restricted"}}}))
 		testenv.Must(t, c.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: "restricted", Name: "agent"}}))
 		p := injectPod("restricted", true, true, corev1.Container{Name: "agent", Image: "busybox:1.36",
+			Env: []corev1.EnvVar{{Name: "ANTHROPIC_BASE_URL", Value: "https://api.anthropic.com"}},
 			SecurityContext: &corev1.SecurityContext{
 				RunAsNonRoot: ptr.To(true), AllowPrivilegeEscalation: ptr.To(false),
 				Capabilities:   &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
@@ -191,18 +280,22 @@ func TestProxyInjection(t *testing.T) {
 		if len(p.Spec.InitContainers) != 1 {
 			t.Fatalf("init containers %v, want compaction-proxy", containerNames(p.Spec.InitContainers))
 		}
+		checkSidecar(t, p.Spec.InitContainers[0], upstreams("", "https://api.anthropic.com/v1", ""))
 	})
 
 	t.Run("GenerateName", func(t *testing.T) {
 		// A pod of a Deployment or Job has no name at admission: the session comes from the
-		// downward API when the pod runs, so the sidecar is the same.
+		// downward API when the pod runs, so the sidecar is the same. A container without
+		// env gets the base URL the annotation names an upstream for.
 		p := injectPod("", true, true, corev1.Container{Name: "agent", Image: "busybox:1.36"})
+		p.Annotations["compaction.harness9.io/gemini-upstream"] = "https://gemini-gw.example"
 		p.GenerateName = "worker-"
 		testenv.Must(t, c.Create(ctx, p))
 		if len(p.Spec.InitContainers) != 1 {
 			t.Fatalf("init containers %v, want compaction-proxy", containerNames(p.Spec.InitContainers))
 		}
-		checkSidecar(t, p.Spec.InitContainers[0])
+		checkSidecar(t, p.Spec.InitContainers[0], upstreams("", "", "https://gemini-gw.example"))
+		checkEnv(t, p.Spec.Containers[0], []corev1.EnvVar{{Name: "GOOGLE_GEMINI_BASE_URL", Value: "http://127.0.0.1:4141"}})
 	})
 }
 
@@ -230,18 +323,64 @@ func containerNames(cs []corev1.Container) []string {
 	return names
 }
 
-// proxyBaseURLs is what the policy adds to a container that set none of the base URLs.
-func proxyBaseURLs() []corev1.EnvVar {
+// upstreams is the sidecar's upstream variables for the upstreams given (OpenAI, Anthropic,
+// Gemini); an empty one is the policy's placeholder for an API the pod names no upstream for.
+func upstreams(openai, anthropic, gemini string) []corev1.EnvVar {
+	or := func(v, placeholder string) string {
+		if v == "" {
+			return placeholder
+		}
+		return v
+	}
 	return []corev1.EnvVar{
-		{Name: "OPENAI_BASE_URL", Value: "http://127.0.0.1:4141/v1"},
-		{Name: "ANTHROPIC_BASE_URL", Value: "http://127.0.0.1:4141"},
-		{Name: "GOOGLE_GEMINI_BASE_URL", Value: "http://127.0.0.1:4141"},
+		{Name: "COMPACTION_PROXY_UPSTREAM", Value: or(openai, "https://compaction.harness9.io-upstream-not-set.invalid/v1")},
+		{Name: "COMPACTION_PROXY_ANTHROPIC_UPSTREAM", Value: or(anthropic, "https://compaction.harness9.io-anthropic-upstream-not-set.invalid/v1")},
+		{Name: "COMPACTION_PROXY_GEMINI_UPSTREAM", Value: or(gemini, "https://compaction.harness9.io-gemini-upstream-not-set.invalid")},
+	}
+}
+
+// proxyEvent waits for the pod controller's ProxyNotInjected event on p and returns its note.
+func proxyEvent(t *testing.T, c client.Client, p *corev1.Pod) string {
+	t.Helper()
+	var note string
+	testenv.Eventually(t, waitFor, "a "+controller.ReasonProxyNotInjected+" event on pod "+p.Name, func() (bool, string) {
+		var list eventsv1.EventList
+		testenv.Must(t, c.List(context.Background(), &list, client.InNamespace(p.Namespace)))
+		for _, e := range list.Items {
+			if e.Regarding.Kind == "Pod" && e.Regarding.Name == p.Name && e.Reason == controller.ReasonProxyNotInjected {
+				note = e.Note
+				return true, ""
+			}
+		}
+		return false, fmt.Sprintf("%d events in %s", len(list.Items), p.Namespace)
+	})
+	return note
+}
+
+// checkNoProxyEvent waits until the pod controller has created p's session (SessionCreated),
+// after which it would have said ProxyNotInjected, and checks that it did not.
+func checkNoProxyEvent(t *testing.T, c client.Client, p *corev1.Pod) {
+	t.Helper()
+	var reasons []string
+	testenv.Eventually(t, waitFor, "a SessionCreated event on pod "+p.Name, func() (bool, string) {
+		var list eventsv1.EventList
+		testenv.Must(t, c.List(context.Background(), &list, client.InNamespace(p.Namespace)))
+		reasons = reasons[:0]
+		for _, e := range list.Items {
+			if e.Regarding.Kind == "Pod" && e.Regarding.Name == p.Name {
+				reasons = append(reasons, e.Reason)
+			}
+		}
+		return slices.Contains(reasons, compactionv1alpha1.ReasonSessionCreated), fmt.Sprint(reasons)
+	})
+	if slices.Contains(reasons, controller.ReasonProxyNotInjected) {
+		t.Errorf("pod %s was injected and has a %s event", p.Name, controller.ReasonProxyNotInjected)
 	}
 }
 
 // checkSidecar compares the injected container with what the policy writes, upstream the
-// proxy's upstream variables (none: the proxy's defaults).
-func checkSidecar(t *testing.T, got corev1.Container, upstream ...corev1.EnvVar) {
+// proxy's upstream variables (see upstreams).
+func checkSidecar(t *testing.T, got corev1.Container, upstream []corev1.EnvVar) {
 	t.Helper()
 	fieldRef := func(path string) *corev1.EnvVarSource {
 		return &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: path}}

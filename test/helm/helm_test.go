@@ -1645,7 +1645,8 @@ func checkInstalledProxyInjection(t *testing.T, c client.Client, mustGet func(cl
 	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
 		injected = &corev1.Pod{
 			ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "agent", Annotations: map[string]string{
-				"compaction.harness9.io/policy": "default", "compaction.harness9.io/proxy": "true"}},
+				"compaction.harness9.io/policy": "default", "compaction.harness9.io/proxy": "true",
+				"compaction.harness9.io/upstream": "https://llm.example/v1"}}, // a pod that names no upstream is not injected
 			Spec: corev1.PodSpec{ServiceAccountName: prefix + "controller-manager", Containers: []corev1.Container{{Name: "agent", Image: "busybox:1.36"}}},
 		}
 		if err := c.Create(ctx, injected, client.DryRunAll); err != nil {
