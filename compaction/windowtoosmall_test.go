@@ -19,10 +19,12 @@ func TestWindowTooSmallForTheFixedPart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	history := []Message{system, user("fix the tests")}
+	const turns = 12
+	history := make([]Message, 0, 2+2*turns)
+	history = append(history, system, user("fix the tests"))
 	emergencies, skipped := 0, 0
 	var last []Message
-	for i := range 12 {
+	for i := range turns {
 		id := fmt.Sprintf("c%d", i)
 		history = append(history, call("", id), result(id, fmt.Sprintf("output %d: %s", i, strings.Repeat("x", 200))))
 		view, rec, err := c.CompactWithRecord(ctx, history)

@@ -259,11 +259,13 @@ const claudeCodeEnv = `<env>Working directory: /work/repo\nIs directory a git re
 // "messages"; it is accepted, written back in place, and kept in every view the engine
 // makes of a long loop, as a system message of its own.
 func TestSystemMessagesInMessages(t *testing.T) {
-	msgs := []string{
+	const turns = 40
+	msgs := make([]string, 0, 2+2*turns)
+	msgs = append(msgs,
 		`{"role": "user", "content": [{"type": "text", "text": "Refactor the parser; keep the API stable.", "cache_control": {"type": "ephemeral"}}]}`,
-		`{"role": "system", "content": "` + claudeCodeEnv + `"}`,
-	}
-	for i := range 40 {
+		`{"role": "system", "content": "`+claudeCodeEnv+`"}`,
+	)
+	for i := range turns {
 		msgs = append(msgs,
 			fmt.Sprintf(`{"role": "assistant", "content": [{"type": "thinking", "thinking": "t%d", "signature": "s%d"}, {"type": "tool_use", "id": "toolu_%d", "name": "Bash", "input": {"command": "cat file%d.go"}}]}`, i, i, i, i),
 			fmt.Sprintf(`{"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_%d", "content": %q}]}`, i, strings.Repeat(fmt.Sprintf("line %d of file%d.go\n", i, i), 25)))

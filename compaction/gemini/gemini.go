@@ -109,6 +109,31 @@ type response struct {
 	key    string   // the member of "response" the tool message's content is, "" when the whole
 }
 
+// Member names of the API's objects.
+const (
+	keyText     = "text"
+	keyName     = "name"
+	keyParts    = "parts"
+	keyResponse = "response"
+)
+
+// The roles of a content.
+const (
+	roleUser  = "user"
+	roleModel = "model"
+)
+
+// The kinds of a part (part.kind); contentParts writes them as the content parts' "type".
+const (
+	kindText     = "text"
+	kindThought  = "thought"
+	kindCall     = "call"
+	kindResponse = "response"
+	kindMedia    = "media"
+	kindCode     = "code"
+	kindOther    = "other"
+)
+
 func invalid(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", ErrInvalidRequest, fmt.Sprintf(format, args...))
 }
@@ -227,7 +252,7 @@ func decodeContentObject(raw json.RawMessage) (json.RawMessage, []json.RawMessag
 		return nil, nil, fmt.Errorf("not a content object: %v", err)
 	}
 	role, _ := find(members, "role")
-	rawParts, ok := find(members, "parts")
+	rawParts, ok := find(members, keyParts)
 	if !ok || isNull(rawParts) {
 		return role, nil, nil
 	}
@@ -244,7 +269,7 @@ func decodeContentObject(raw json.RawMessage) (json.RawMessage, []json.RawMessag
 // part is one part of a content, with what this package reads of it.
 type part struct {
 	raw    json.RawMessage
-	kind   string // "text", "thought", "call", "response", "media", "code" or "other"
+	kind   string // one of the kind constants
 	text   string // text, code or output
 	plain  bool   // a text part with no other member
 	signed bool   // has a thoughtSignature
@@ -261,7 +286,7 @@ type part struct {
 }
 
 func parsePart(raw json.RawMessage) (part, error) {
-	p := part{raw: raw, kind: "other"}
+	p := part{raw: raw, kind: kindOther}
 	members, err := decodeObject(raw)
 	if err != nil {
 		return p, fmt.Errorf("not a part object: %v", err)
@@ -270,7 +295,7 @@ func parsePart(raw json.RawMessage) (part, error) {
 	for _, m := range members {
 		v := m.value
 		switch canonicalKey(m.key) {
-		case "text":
+		case keyText:
 			if err := json.Unmarshal(v, &p.text); err != nil || isNull(v) {
 				return p, fmt.Errorf(`"text" is not a string`)
 			}
@@ -306,17 +331,17 @@ func parsePart(raw json.RawMessage) (part, error) {
 	case isCall && isResp:
 		return p, fmt.Errorf("both a functionCall and a functionResponse")
 	case isCall:
-		p.kind = "call"
+		p.kind = kindCall
 	case isResp:
-		p.kind = "response"
+		p.kind = kindResponse
 	case media:
-		p.kind = "media"
+		p.kind = kindMedia
 	case code && !text:
-		p.kind = "code"
+		p.kind = kindCode
 	case text && thought:
-		p.kind = "thought"
+		p.kind = kindThought
 	case text:
-		p.kind, p.plain = "text", len(members) == 1
+		p.kind, p.plain = kindText, len(members) == 1
 	}
 	return p, nil
 }
@@ -328,7 +353,7 @@ func (p *part) parseCall(v json.RawMessage) error {
 	}
 	for _, m := range members {
 		switch m.key {
-		case "name":
+		case keyName:
 			if err := json.Unmarshal(m.value, &p.call.name); err != nil {
 				return fmt.Errorf(`"name" is not a string`)
 			}
@@ -359,7 +384,7 @@ func (p *part) parseResponse(v json.RawMessage) error {
 	p.resp.fields = members
 	for _, m := range members {
 		switch m.key {
-		case "name":
+		case keyName:
 			if err := json.Unmarshal(m.value, &p.resp.name); err != nil {
 				return fmt.Errorf(`"name" is not a string`)
 			}
@@ -367,14 +392,14 @@ func (p *part) parseResponse(v json.RawMessage) error {
 			if !isNull(m.value) && json.Unmarshal(m.value, &p.resp.id) != nil {
 				return fmt.Errorf(`"id" is not a string`)
 			}
-		case "response":
+		case keyResponse:
 			if !isNull(m.value) {
 				if t := bytes.TrimSpace(m.value); len(t) == 0 || t[0] != '{' {
 					return fmt.Errorf(`"response" is not an object`)
 				}
 				p.resp.response = m.value
 			}
-		case "parts":
+		case keyParts:
 			if !isNull(m.value) && json.Unmarshal(m.value, &p.resp.parts) != nil {
 				return fmt.Errorf(`"parts" is not an array`)
 			}
@@ -405,13 +430,13 @@ func (d *decoder) decodeContent(ci int, raw json.RawMessage) error {
 	if err != nil {
 		return err
 	}
-	role := "user" // the API's default for a content without a role
+	role := roleUser // the API's default for a content without a role
 	if roleRaw != nil && !isNull(roleRaw) {
 		if err := json.Unmarshal(roleRaw, &role); err != nil {
 			return fmt.Errorf(`"role" is not a string`)
 		}
 		if role == "" {
-			role = "user"
+			role = roleUser
 		}
 	}
 	ps := make([]part, len(parts))
@@ -423,9 +448,9 @@ func (d *decoder) decodeContent(ci int, raw json.RawMessage) error {
 	}
 	first := len(r.Messages)
 	switch role {
-	case "model":
+	case roleModel:
 		err = d.decodeModel(ci, ps)
-	case "user", "function":
+	case roleUser, "function":
 		err = d.decodeUser(ci, ps)
 	default:
 		err = fmt.Errorf("role %q is neither user nor model", role)
@@ -443,13 +468,13 @@ func (d *decoder) decodeModel(ci int, ps []part) error {
 	d.pending, d.answered = nil, 0
 	for pi, p := range ps {
 		switch p.kind {
-		case "text":
+		case kindText:
 			text.WriteString(p.text)
-		case "code":
+		case kindCode:
 			text.WriteString("\n" + p.text + "\n")
-		case "response":
+		case kindResponse:
 			return fmt.Errorf("parts[%d]: a functionResponse in a model content", pi)
-		case "call":
+		case kindCall:
 			id := d.uniqueID(p.call.id, "gemini-"+strconv.Itoa(ci)+"-"+strconv.Itoa(pi))
 			args := "{}"
 			if p.call.args != nil {
@@ -492,9 +517,9 @@ func (d *decoder) decodeUser(ci int, ps []part) error {
 	ordinal := 0
 	for pi, p := range ps {
 		switch p.kind {
-		case "call":
+		case kindCall:
 			return fmt.Errorf("parts[%d]: a functionCall in a user content", pi)
-		case "response":
+		case kindResponse:
 		default:
 			rest = append(rest, p)
 			continue
@@ -511,7 +536,7 @@ func (d *decoder) decodeUser(ci int, ps []part) error {
 		m.Content, resp.key = responseText(p.resp.response)
 		if len(p.resp.parts) > 0 { // multimodal response: its images count as images
 			nested := make([]part, 0, len(p.resp.parts)+1)
-			nested = append(nested, part{kind: "text", text: m.Content, plain: true})
+			nested = append(nested, part{kind: kindText, text: m.Content, plain: true})
 			for j, np := range p.resp.parts {
 				q, err := parsePart(np)
 				if err != nil {
@@ -610,12 +635,12 @@ func contentParts(ps []part) json.RawMessage {
 		}
 		item.Type, item.Part = p.kind, p.raw
 		switch p.kind {
-		case "text":
+		case kindText:
 			item.Text = &p.text
 			if p.plain {
 				item.Part = nil
 			}
-		case "media":
+		case kindMedia:
 			item.Type = "image"
 		}
 		items = append(items, mustMarshal(item))
@@ -750,9 +775,9 @@ func (r *Request) encodeContents(view []compaction.Message, entries []entry) jso
 			out = append(out, raw)
 			continue
 		}
-		role := "user"
+		role := roleUser
 		if g[0].model {
-			role = "model"
+			role = roleModel
 		} else {
 			// Tool responses first, in the order of the calls they answer, then the rest.
 			slices.SortStableFunc(g, func(a, b entry) int {
@@ -763,7 +788,7 @@ func (r *Request) encodeContents(view []compaction.Message, entries []entry) jso
 		for _, e := range g {
 			parts = append(parts, e.parts...)
 		}
-		out = append(out, object([]member{{"role", mustMarshal(role)}, {"parts", joinArray(parts)}}))
+		out = append(out, object([]member{{"role", mustMarshal(role)}, {keyParts, joinArray(parts)}}))
 	}
 	return joinArray(out)
 }
@@ -814,7 +839,7 @@ func (r *Request) encodeSystem(view []compaction.Message, srcs []*source, idx []
 			parts = append(parts, ps...)
 		}
 	}
-	members := []member{{"parts", joinArray(parts)}}
+	members := []member{{keyParts, joinArray(parts)}}
 	if r.system != nil && r.system.role != nil {
 		members = append([]member{{"role", r.system.role}}, members...)
 	}
@@ -876,7 +901,7 @@ func (r *Request) responsePart(view []compaction.Message, i int) (json.RawMessag
 	out := make([]member, 0, len(fields)+3)
 	for _, f := range fields {
 		switch f.key {
-		case "name", "id", "response", "parts":
+		case keyName, "id", keyResponse, keyParts:
 		default:
 			out = append(out, f)
 		}
@@ -891,8 +916,8 @@ func (r *Request) responsePart(view []compaction.Message, i int) (json.RawMessag
 	if id != "" {
 		out = append(out, member{"id", mustMarshal(id)})
 	}
-	out = append(out, member{"name", mustMarshal(name)},
-		member{"response", object([]member{{key, mustMarshal(text)}})})
+	out = append(out, member{keyName, mustMarshal(name)},
+		member{keyResponse, object([]member{{key, mustMarshal(text)}})})
 	return object([]member{{"functionResponse", object(out)}}), nil
 }
 
@@ -923,7 +948,7 @@ func (r *Request) modelParts(m *compaction.Message) ([]json.RawMessage, error) {
 		if t := bytes.TrimSpace(args); !json.Valid(t) || t[0] != '{' {
 			return nil, fmt.Errorf("tool call %s: arguments are not a JSON object", tc.ID)
 		}
-		fc := []member{{"name", mustMarshal(tc.Function.Name)}, {"args", args}}
+		fc := []member{{keyName, mustMarshal(tc.Function.Name)}, {"args", args}}
 		switch {
 		case c != nil && c.realID != "":
 			fc = append(fc, member{"id", mustMarshal(c.realID)})
@@ -986,7 +1011,7 @@ func userParts(m *compaction.Message) ([]json.RawMessage, error) {
 		switch {
 		case len(it.Part) > 0 && !isNull(it.Part):
 			out = append(out, it.Part)
-		case it.Type == "text":
+		case it.Type == kindText:
 			out = append(out, textPart(it.Text))
 		default:
 			return nil, fmt.Errorf("content part %d (%q) has no Gemini part", k, it.Type)
@@ -1011,7 +1036,7 @@ func partsText(raw json.RawMessage) string {
 }
 
 func textPart(text string) json.RawMessage {
-	return object([]member{{"text", mustMarshal(text)}})
+	return object([]member{{keyText, mustMarshal(text)}})
 }
 
 // match finds, for every view message, the source it was decoded from, or nil for a message

@@ -326,8 +326,9 @@ func TestEncodeACompactedView(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var got []string
-			for _, c := range contentsOf(t, out) {
+			contents := contentsOf(t, out)
+			got := make([]string, 0, len(contents))
+			for _, c := range contents {
 				ps := make([]string, len(c.Parts))
 				for i, p := range c.Parts {
 					ps[i] = string(p)
@@ -381,8 +382,10 @@ func TestPlaceholderWithoutSignatures(t *testing.T) {
 // content right before it, all of them, in order; and that the contents it keeps are the
 // request's own bytes.
 func TestCompactedByTheEngine(t *testing.T) {
-	contents := []string{`{"role": "user", "parts": [{"text": "Refactor the parser; keep the API stable."}]}`}
-	for i := range 40 {
+	const turns = 40
+	contents := make([]string, 0, 1+2*turns)
+	contents = append(contents, `{"role": "user", "parts": [{"text": "Refactor the parser; keep the API stable."}]}`)
+	for i := range turns {
 		contents = append(contents,
 			fmt.Sprintf(`{"role": "model", "parts": [{"text": "Step %d.", "thought": true, "thoughtSignature": "t%d"}, {"functionCall": {"name": "read_file", "args": {"absolute_path": "file%d.go"}, "id": "read_file__%d"}, "thoughtSignature": "sig%d"}, {"functionCall": {"name": "glob", "args": {"pattern": "*%d"}, "id": "glob__%d"}}]}`, i, i, i, i, i, i, i),
 			fmt.Sprintf(`{"role": "user", "parts": [{"functionResponse": {"id": "read_file__%d", "name": "read_file", "response": {"output": %q}}}, {"functionResponse": {"id": "glob__%d", "name": "glob", "response": {"output": "file%d.go"}}}]}`, i, strings.Repeat(fmt.Sprintf("line %d of file%d.go\n", i, i), 25), i, i))
@@ -553,8 +556,10 @@ func TestEncodeANewCall(t *testing.T) {
 // BenchmarkDecodeEncode: a 200-turn tool loop (about 400 KB) decoded and encoded back, the
 // work a proxy adds to each request besides the compaction itself.
 func BenchmarkDecodeEncode(b *testing.B) {
-	contents := []string{`{"role": "user", "parts": [{"text": "Refactor the parser."}]}`}
-	for i := range 200 {
+	const turns = 200
+	contents := make([]string, 0, 1+2*turns)
+	contents = append(contents, `{"role": "user", "parts": [{"text": "Refactor the parser."}]}`)
+	for i := range turns {
 		contents = append(contents,
 			fmt.Sprintf(`{"role": "model", "parts": [{"text": "Step %d."}, {"functionCall": {"name": "read_file", "args": {"absolute_path": "f%d.go"}, "id": "read_file__%d"}, "thoughtSignature": "sig"}]}`, i, i, i),
 			fmt.Sprintf(`{"role": "user", "parts": [{"functionResponse": {"id": "read_file__%d", "name": "read_file", "response": {"output": %q}}}]}`, i, strings.Repeat("some output line\n", 100)))

@@ -135,13 +135,20 @@ func (k itemKind) assistantSide() bool {
 	return k == kindAssistant || k == kindAside || k == kindCall
 }
 
+// Item types the code names outside the tables below.
+const (
+	typeFunctionCall         = "function_call"
+	typeLocalShellCall       = "local_shell_call"
+	typeLocalShellCallOutput = "local_shell_call_output"
+)
+
 // callTypes are the tool call item types: the engine tool call's name when the item has
 // none, and the field its arguments are in (whole JSON values are taken verbatim).
 var callTypes = map[string]struct{ name, args string }{
-	"function_call":        {"", "arguments"},
+	typeFunctionCall:       {"", "arguments"},
 	"custom_tool_call":     {"", "input"},
 	"mcp_approval_request": {"", "arguments"},
-	"local_shell_call":     {"local_shell", "action"},
+	typeLocalShellCall:     {"local_shell", "action"},
 	"shell_call":           {"shell", "action"},
 	"apply_patch_call":     {"apply_patch", "operation"},
 	"computer_call":        {"computer", "action"},
@@ -151,10 +158,10 @@ var callTypes = map[string]struct{ name, args string }{
 
 // outputTypes are the output item types, each with the call type it answers by default.
 var outputTypes = map[string]string{
-	"function_call_output":    "function_call",
+	"function_call_output":    typeFunctionCall,
 	"custom_tool_call_output": "custom_tool_call",
 	"mcp_approval_response":   "mcp_approval_request",
-	"local_shell_call_output": "local_shell_call",
+	typeLocalShellCallOutput:  typeLocalShellCall,
 	"shell_call_output":       "shell_call",
 	"apply_patch_call_output": "apply_patch_call",
 	"computer_call_output":    "computer_call",
@@ -392,7 +399,7 @@ func decodeItem(raw json.RawMessage, it *item) error {
 		if err := stringField(it.fields, key, &it.callID); err != nil {
 			return err
 		}
-		if it.callID == "" && it.typ == "local_shell_call" {
+		if it.callID == "" && it.typ == typeLocalShellCall {
 			_ = stringField(it.fields, "id", &it.callID) // the chat-completions form
 		}
 	case kindOutput:
@@ -403,7 +410,7 @@ func decodeItem(raw json.RawMessage, it *item) error {
 		if err := stringField(it.fields, key, &it.callID); err != nil {
 			return err
 		}
-		if it.callID == "" && it.typ == "local_shell_call_output" {
+		if it.callID == "" && it.typ == typeLocalShellCallOutput {
 			// The API documents this item's "id" as the id of the call it answers.
 			_ = stringField(it.fields, "id", &it.callID)
 		}
@@ -865,7 +872,7 @@ func (r *Request) buildAssistant(m *compaction.Message) ([]json.RawMessage, erro
 			CallID    string `json:"call_id"`
 			Name      string `json:"name"`
 			Arguments string `json:"arguments"`
-		}{"function_call", tc.ID, tc.Function.Name, tc.Function.Arguments}))
+		}{typeFunctionCall, tc.ID, tc.Function.Name, tc.Function.Arguments}))
 	}
 	return out, nil
 }
@@ -884,7 +891,7 @@ func (r *Request) sameCall(tc *compaction.ToolCall) bool {
 // or not at all when the request has none: the call is then as unanswered as it was.
 func (r *Request) buildOutput(m *compaction.Message) ([]json.RawMessage, error) {
 	id := m.ToolCallID
-	callType := "function_call"
+	callType := typeFunctionCall
 	if c := r.calls[id]; c != nil {
 		callType = c.typ
 	}
@@ -901,7 +908,7 @@ func (r *Request) buildOutput(m *compaction.Message) ([]json.RawMessage, error) 
 		for k, v := range orig.fields {
 			fields[k] = v
 		}
-		if _, ok := fields["call_id"]; ok || typ != "local_shell_call_output" {
+		if _, ok := fields["call_id"]; ok || typ != typeLocalShellCallOutput {
 			delete(fields, "id") // local_shell_call_output's id may be the call's id
 		}
 	}
@@ -920,7 +927,7 @@ func (r *Request) buildOutput(m *compaction.Message) ([]json.RawMessage, error) 
 		} else {
 			fields["output"] = mustMarshal(text)
 		}
-	case "local_shell_call_output":
+	case typeLocalShellCallOutput:
 		fields["output"] = mustMarshal(text)
 	case "apply_patch_call_output":
 		fields["output"] = mustMarshal(text)

@@ -326,7 +326,8 @@ func TestEncodeCompactedView(t *testing.T) {
 	}
 	items := inputItems(t, out)
 	orig := inputItems(t, []byte(codex))
-	want := []json.RawMessage{orig[0], orig[3], nil}
+	want := make([]json.RawMessage, 0, 3+len(orig)-12)
+	want = append(want, orig[0], orig[3], nil)
 	want = append(want, orig[12:]...)
 	if len(items) != len(want) {
 		t.Fatalf("%d items, want %d:\n%s", len(items), len(want), out)
@@ -368,8 +369,10 @@ func TestPlaceholders(t *testing.T) {
 		{"type": "apply_patch_call_output", "call_id": "p", "status": "failed", "output": "long"}
 	]}`
 	r := decode(t, body)
-	view := []compaction.Message{r.Messages[0], r.Messages[1]}
-	for _, id := range []string{"f", "c", "l", "s", "p", "k"} {
+	ids := []string{"f", "c", "l", "s", "p", "k"}
+	view := make([]compaction.Message, 0, 2+len(ids))
+	view = append(view, r.Messages[0], r.Messages[1])
+	for _, id := range ids {
 		view = append(view, compaction.Message{Role: compaction.RoleTool, ToolCallID: id, Content: "[offloaded " + id + "]"})
 	}
 	out, err := r.Encode(view)
@@ -539,10 +542,10 @@ func checkValid(body []byte) error {
 	for i, it := range req.Input {
 		var typ, id string
 		_ = json.Unmarshal(it["type"], &typ)
-		switch {
-		case typ == "mcp_approval_request":
+		switch typ {
+		case "mcp_approval_request":
 			_ = json.Unmarshal(it["id"], &id)
-		case typ == "mcp_approval_response":
+		case "mcp_approval_response":
 			_ = json.Unmarshal(it["approval_request_id"], &id)
 		default:
 			_ = json.Unmarshal(it["call_id"], &id)
@@ -596,7 +599,7 @@ func checkKept(t *testing.T, orig []json.RawMessage, body []byte) error {
 			Type, Role string
 		}
 		_ = json.Unmarshal(it, &v)
-		if !(v.Type == "message" && v.Role == "user") && !strings.HasSuffix(v.Type, "_output") {
+		if (v.Type != "message" || v.Role != "user") && !strings.HasSuffix(v.Type, "_output") {
 			return fmt.Errorf("item %d is not the request's and not one a compaction writes: %s", i, it)
 		}
 	}

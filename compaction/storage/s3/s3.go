@@ -675,7 +675,7 @@ func (g guardTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return resp, err
 	}
 	what := "the answer to " + req.Method
-	if resp.StatusCode != http.StatusOK || !(isListing(req) || req.URL.Query().Has("delete")) {
+	if resp.StatusCode != http.StatusOK || (!isListing(req) && !req.URL.Query().Has("delete")) {
 		resp.Body = readCloser{bounded.Reader(resp.Body, bounded.ResponseBytes, what, req.URL.Path), resp.Body}
 		return resp, nil
 	}

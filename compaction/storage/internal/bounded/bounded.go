@@ -54,34 +54,38 @@ func ReadAll(r io.Reader, size, limit int64, what, name string) ([]byte, error) 
 		return nil, TooLarge(what, name, size, limit)
 	}
 	lr := io.LimitReader(r, limit+1)
-	var data []byte
-	if size >= 0 {
-		data = make([]byte, size)
-		if _, err := io.ReadFull(lr, data); err != nil {
-			return nil, err
-		}
-		var one [1]byte
-		n, err := io.ReadFull(lr, one[:])
-		if n == 0 && err == io.EOF {
-			return data, nil // the end, where it said
-		}
+	// A body that said nothing, or one longer than it said, is read in chunks and joined
+	// only once it has ended within the cap, so one that goes on costs the cap, not twice it.
+	if size < 0 {
+		data, err := readChunks(lr)
 		if err != nil {
 			return nil, err
 		}
-		data = append(data, one[0])
+		if int64(len(data)) > limit {
+			return nil, TooLarge(what, name, -1, limit)
+		}
+		return data, nil
 	}
-	// Normally nothing more (EOF at once); a body longer than it said, or that said
-	// nothing, is read in chunks and joined only once it has ended within the cap, so one
-	// that goes on costs the cap, not twice it.
+	// Room for the byte past the declared length too, which a body longer than it said has.
+	data := make([]byte, size, size+1)
+	if _, err := io.ReadFull(lr, data); err != nil {
+		return nil, err
+	}
+	var one [1]byte
+	n, err := io.ReadFull(lr, one[:])
+	if n == 0 && err == io.EOF {
+		return data, nil // the end, where it said
+	}
+	if err != nil {
+		return nil, err
+	}
+	data = append(data, one[0])
 	rest, err := readChunks(lr)
 	if err != nil {
 		return nil, err
 	}
 	if int64(len(data)+len(rest)) > limit {
 		return nil, TooLarge(what, name, -1, limit)
-	}
-	if len(data) == 0 {
-		return rest, nil
 	}
 	return append(data, rest...), nil
 }
