@@ -66,7 +66,7 @@ func (e *conversationEnv) countReviews(newTokenRate float64, newTokenBurst int) 
 
 // agent makes a ServiceAccount with the compaction-agent rights on the namespace's sessions
 // and returns a token for it (bound to pod when pod is not nil).
-func (e *conversationEnv) agent(t *testing.T, name string, pod *corev1.Pod) string {
+func (e *conversationEnv) agent(t *testing.T, name string, pod *corev1.Pod) string { //nolint:unparam // a pod-bound token is one call away
 	t.Helper()
 	ctx := context.Background()
 	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: conversationNS, Name: name}}
@@ -339,7 +339,7 @@ func TestStalledUploadsShare(t *testing.T) {
 	if _, err := e.api.Compact(context.Background(), conversationNS, e.sess.Name, compactclient.CompactRequest{Messages: markedHistory("WARM", 2)}); err != nil {
 		t.Fatal(err)
 	}
-	var conns []net.Conn
+	conns := make([]net.Conn, 0, 64)
 	t.Cleanup(func() {
 		for _, c := range conns {
 			c.Close()
@@ -463,14 +463,15 @@ func TestSummarizerBudgetSharedByNamespaceAndPolicy(t *testing.T) {
 		}
 	}
 	setSharedBudgets(e.server, 2, 100)
-	names := []string{e.sess.Name}
+	names := make([]string, 0, 4)
+	names = append(names, e.sess.Name)
 	for i := range 3 {
 		names = append(names, e.addSession(t, fmt.Sprintf("pod-%d", i)).Name)
 	}
 	run(names, 2, fmt.Sprintf("the sessions of namespace %q share", conversationNS))
 
 	setSharedBudgets(e.server, 100, 1)
-	names = nil
+	names = make([]string, 0, 2)
 	for i := range 2 {
 		names = append(names, e.addSession(t, fmt.Sprintf("fresh-%d", i)).Name)
 	}

@@ -40,7 +40,7 @@ import (
 // the route does not accept are answered 4xx and change nothing; another pod's token is
 // refused as for compact; a compaction after the quiet interval sets the condition False
 // (Compacting), keeping the counts, and a report does not clear status.anchors.
-func TestPassThroughReports(t *testing.T) {
+func TestPassThroughReports(t *testing.T) { //nolint:gocyclo // one story: reports, bad bodies, another pod, the condition's life
 	root := testenv.RepoRoot(t)
 	_, cfg := kubeenv.Start(t, kubeenv.Options{CRDDirectoryPaths: []string{filepath.Join(root, "config", "crd", "bases")}})
 	scheme := runtime.NewScheme()
@@ -61,7 +61,7 @@ func TestPassThroughReports(t *testing.T) {
 	testenv.Must(t, c.Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "agent"},
 		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "agent"},
 		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Namespace: ns, Name: "agent"}}}))
-	podSession := func(name string) (*corev1.Pod, *compactionv1alpha1.AgentSession, string) {
+	podSession := func(name string) (*corev1.Pod, *compactionv1alpha1.AgentSession, string) { //nolint:unparam // the pod documents what the token is bound to
 		t.Helper()
 		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: corev1.PodSpec{ServiceAccountName: "agent",
 			Containers: []corev1.Container{{Name: "agent", Image: "agent:latest"}}}}
