@@ -24,11 +24,14 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/go-logr/logr"
 	"github.com/go-logr/logr/testr"
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -56,6 +59,9 @@ type suite struct {
 	env  *devenv.Env
 	c    client.Client
 	api  *compactclient.Client
+	// metrics are each session's proxy metrics.
+	mu      sync.Mutex
+	metrics map[string]*proxy.Metrics
 }
 
 func setUp(t *testing.T) *suite {
@@ -118,8 +124,16 @@ func (s *suite) serve(t *testing.T, name string, window int32, h http.Handler, g
 	root, err := url.Parse(up.URL)
 	testenv.Must(t, err)
 	srv := httptest.NewUnstartedServer(nil)
+	metrics, err := proxy.NewMetrics(prometheus.NewRegistry())
+	testenv.Must(t, err)
+	s.mu.Lock()
+	if s.metrics == nil {
+		s.metrics = map[string]*proxy.Metrics{}
+	}
+	s.metrics[name] = metrics
+	s.mu.Unlock()
 	cfg := proxy.Config{Upstream: base, AnthropicUpstream: base, Compactor: proxy.NewAPICompactor(s.api, ns, name),
-		PromptCacheKey: true, ReadBackURL: "http://" + srv.Listener.Addr().String(), Log: quiet(t)}
+		PromptCacheKey: true, ReadBackURL: "http://" + srv.Listener.Addr().String(), Metrics: metrics, Log: quiet(t)}
 	if geminiModel {
 		cfg.GeminiUpstream = root
 	}
@@ -254,8 +268,41 @@ func (s *suite) check(t *testing.T, name string, m *model, stdout string) {
 	if last > first+(raw-first)/2 {
 		t.Errorf("the last request has %d bytes: not compacted well below the raw history's %d", last, raw)
 	}
+	s.checkNoPassThrough(t, name, len(main)+len(side))
 	s.logRecords(t, name, m.conversation(main[0].raw))
 	s.waitForTiers(t, name, compactionv1alpha1.TierWarn, compactionv1alpha1.TierFull)
+}
+
+// checkNoPassThrough asserts that the proxy compacted every conversation request the agent
+// sent (at least the n the model received) and passed none through, whatever the reason.
+func (s *suite) checkNoPassThrough(t *testing.T, name string, n int) {
+	t.Helper()
+	s.mu.Lock()
+	m := s.metrics[name]
+	s.mu.Unlock()
+	ch := make(chan prometheus.Metric, 64)
+	go func() { m.Requests.Collect(ch); close(ch) }()
+	compacted := 0.0
+	for metric := range ch {
+		var out dto.Metric
+		testenv.Must(t, metric.Write(&out))
+		result := ""
+		for _, l := range out.GetLabel() {
+			if l.GetName() == "result" {
+				result = l.GetValue()
+			}
+		}
+		v := out.GetCounter().GetValue()
+		t.Logf("proxy requests %s: %v", result, v)
+		if result == "compacted" {
+			compacted += v
+		} else if v > 0 {
+			t.Errorf("the proxy passed %v requests through (%s): every request of the agent must be compacted", v, result)
+		}
+	}
+	if compacted < float64(n) {
+		t.Errorf("the proxy compacted %v requests, the model received %d", compacted, n)
+	}
 }
 
 // logRecords logs the session's compaction records, one line each.
