@@ -367,8 +367,7 @@ func (c *ProgressiveCompactor) compact(ctx context.Context, msgs []Message, d *D
 	if force {
 		rec.Tier = TierEmergency
 	}
-	_, pinTokens, _ := pinStats(c.state.Pins)
-	rec.FixedTokens = calibrated(EstimateTokens(t.system)+pinTokens, factor)
+	rec.FixedTokens = calibrated(fixedTokens(t.system, c.state.Pins), factor)
 	if rec.FixedTokens > 0 && c.cfg.Usage(rec.FixedTokens) >= c.cfg.EmergencyThreshold {
 		rec.WindowTooSmall = true
 		if !force && rec.Tier == TierEmergency && c.state.Watermark > 0 {
@@ -575,4 +574,17 @@ func preservedCount(out []Message) int {
 
 func msSince(t time.Time) float64 {
 	return float64(time.Since(t).Microseconds()) / 1000
+}
+
+// fixedTokens estimates the part of every view no compaction shrinks: the system messages and
+// the pins (counted without pinStats, whose hash of the pins is not needed on every turn).
+func fixedTokens(system []Message, pins []Pin) int {
+	chars := 0
+	for i := range system {
+		chars += system[i].Chars()
+	}
+	for i := range pins {
+		chars += pins[i].Message.Chars()
+	}
+	return chars / 4
 }
