@@ -112,6 +112,27 @@ type AgentSessionSpec struct {
 	// +kubebuilder:validation:Minimum=1024
 	// +kubebuilder:validation:Maximum=10000000
 	ContextWindow int32 `json:"contextWindow,omitempty"`
+
+	// allowedServiceAccounts names the ServiceAccounts, in the session's namespace, whose
+	// tokens may use the session through the compaction API (compact, tool results, records,
+	// pass-through reports). Opt-in: the compaction-agent role is namespace-wide, so a
+	// session without a Pod owner and without this list is usable by every agent of its
+	// namespace that holds that role (any of them can compact it and read its offloaded tool
+	// results and records). When the list is set, a caller whose token's ServiceAccount is
+	// not in it is refused (403), unless it is allowed to update this AgentSession (the
+	// namespace's editors and admins, or a Role naming the session). A session owned by a Pod
+	// (as the pod controller creates them) is already limited to that pod's own bound token;
+	// the list adds accounts to it, and does not take the pod's token away. A listed account's
+	// tokens pass whichever pod they are bound to. Each entry is a ServiceAccount name (a
+	// DNS-1123 subdomain), not a namespace-qualified username.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=253
+	// +kubebuilder:validation:items:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	AllowedServiceAccounts []string `json:"allowedServiceAccounts,omitempty"`
 }
 
 // TierCounts counts compactions per tier; a tier with none is absent.

@@ -40,6 +40,26 @@ const (
 	// ReasonFixedPartOverWindow, True with ReasonFits once it fits again. Absent while it
 	// always fitted.
 	ConditionContextFits = "ContextFits"
+	// ConditionConditionalWrites reports, on both policy kinds, whether the storage honours
+	// create-only writes (If-None-Match: *), probed once per policy generation and Secret
+	// versions with an object under {prefix}.probe/ that is deleted at once: True with
+	// ReasonSupported, False with ReasonIfNoneMatchIgnored (a warning: the policy stays
+	// Ready), Unknown with ReasonProbeFailed or, while storage is not ready,
+	// ReasonStorageNotReady.
+	ConditionConditionalWrites = "ConditionalWrites"
+)
+
+// Reasons of a policy's ConditionalWrites.
+const (
+	// ReasonSupported: a create-only write over an existing object was refused (412).
+	ReasonSupported = "Supported"
+	// ReasonIfNoneMatchIgnored: the storage accepted a create-only write over an existing
+	// object. A reused tool-call ID may then replace an earlier offloaded result, and two
+	// replicas may overwrite each other's first state of a session.
+	ReasonIfNoneMatchIgnored = "IfNoneMatchIgnored"
+	// ReasonProbeFailed: the probe could not tell (a write or the probe object's deletion
+	// failed); it is tried again at the next storage probe.
+	ReasonProbeFailed = "ProbeFailed"
 )
 
 // Reasons of an AgentSession's ContextFits.

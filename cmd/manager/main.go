@@ -25,6 +25,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
@@ -66,6 +67,8 @@ type options struct {
 	clusterResourceNamespace string
 	clusterSecretNamespaces  []string
 	allowedEndpoints         []string
+	namespacedEndpoints      []string
+	namespacedEndpointsSet   bool
 	probeInterval            time.Duration
 	retryInterval            time.Duration
 	secretRecheckInterval    time.Duration
@@ -151,6 +154,15 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 			"Empty (the default) allows every endpoint; with a list, HTTP(S)_PROXY is not used for these connections",
 		func(v string) error {
 			o.allowedEndpoints = append(o.allowedEndpoints, strings.Split(v, ",")...)
+			return nil
+		})
+	fs.Func("namespaced-policy-endpoints",
+		"comma-separated S3 endpoints and summarizer hosts a namespaced CompactionPolicy may name (same syntax as --allowed-endpoints, which applies too), or * for all that --allowed-endpoints allows. "+
+			"A namespace admin writes those policies, and the manager connects to and reads from what they name: unset, they may name only what --allowed-endpoints lists, and nothing when that is empty. "+
+			"A policy naming another is not Ready (EndpointNotAllowed). ClusterCompactionPolicies are not affected",
+		func(v string) error {
+			o.namespacedEndpointsSet = true
+			o.namespacedEndpoints = append(o.namespacedEndpoints, strings.Split(v, ",")...)
 			return nil
 		})
 	fs.DurationVar(&o.probeInterval, "storage-probe-interval", controller.DefaultProbeInterval, "how often a Ready policy's storage is probed again")
@@ -241,7 +253,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 			"--api-summarizer-namespace-sessions (%d) and --api-summarizer-policy-sessions (%d) at least 0",
 			o.apiCallerReviewRate, o.apiCallerReviewBurst, o.apiInflightPerCaller, o.apiSummarizerNamespace, o.apiSummarizerPolicy)
 	}
-	if _, err := egress.Parse(o.allowedEndpoints); err != nil {
+	if _, _, err := o.endpoints(); err != nil {
 		return nil, err
 	}
 	if o.secretRecheckInterval <= 0 || o.secretCacheTTL <= 0 {
@@ -305,11 +317,11 @@ func runManager(ctx context.Context, o *options) error {
 	if err != nil {
 		return err
 	}
-	allowed, err := egress.Parse(o.allowedEndpoints)
+	allowed, namespaced, err := o.endpoints()
 	if err != nil {
 		return err
 	}
-	stores := &policy.Stores{Endpoints: allowed}
+	stores := &policy.Stores{}
 	secrets := policy.NewSecretCache(mgr.GetAPIReader(), o.secretCacheTTL)
 	if err := controller.Setup(ctx, mgr, controller.Config{
 		Stores:                   stores,
@@ -321,11 +333,13 @@ func runManager(ctx context.Context, o *options) error {
 		RetryInterval:            o.retryInterval,
 		RetryMaxDelay:            o.gcRetryMaxDelay,
 		SessionWorkers:           o.sessionWorkers,
+		AllowedEndpoints:         allowed,
+		NamespacedEndpoints:      namespaced,
 	}); err != nil {
 		return err
 	}
 	if o.apiAddr != "0" {
-		if err := addCompactionAPI(mgr, o, certs, stores, secrets, allowed); err != nil {
+		if err := addCompactionAPI(mgr, o, certs, stores, secrets, allowed, namespaced); err != nil {
 			return err
 		}
 	}
@@ -338,12 +352,15 @@ func runManager(ctx context.Context, o *options) error {
 
 	log.Info("starting manager", "version", versionString(), "leaderElection", o.leaderElect,
 		"clusterResourceNamespace", o.clusterResourceNamespace, "clusterPolicySecretNamespaces", o.clusterSecretNamespaces,
-		"allowedEndpoints", allowed.String())
+		"allowedEndpoints", allowed.String(), "namespacedPolicyEndpoints", namespaced.String())
 	if err := mgr.Start(ctx); err != nil {
 		return fmt.Errorf("run manager: %w", err)
 	}
 	return nil
 }
+
+// reconciliationTimeout bounds every Reconcile of the four controllers.
+const reconciliationTimeout = 2 * time.Minute
 
 // newManager builds the controller-runtime manager: its client, cache, leader election,
 // probes and metrics server (served with certs when the API serves TLS).
@@ -390,6 +407,9 @@ func newManager(o *options, certs *lateCertificates) (ctrl.Manager, error) {
 		RetryPeriod:             &o.retryPeriod,
 		// main returns right after the manager stops, so the Lease can be handed over at once.
 		LeaderElectionReleaseOnCancel: true,
+		// No reconcile holds a worker for good, whatever an endpoint a policy names does
+		// (each storage call has a shorter deadline of its own: probes 10 s, deletions 30 s).
+		Controller: config.Controller{ReconciliationTimeout: reconciliationTimeout},
 		// Secrets are read on demand (policy.SecretCache keeps the values of the keys used for
 		// a short time); the operator may get Secrets but neither list nor watch them, so the
 		// manager's cache must never start an informer for them.
@@ -410,9 +430,35 @@ func newManager(o *options, certs *lateCertificates) (ctrl.Manager, error) {
 	return mgr, nil
 }
 
+// endpoints parses --allowed-endpoints and --namespaced-policy-endpoints into the lists for
+// all policies and for namespaced ones (the latter narrowed by the former).
+func (o *options) endpoints() (allowed, namespaced *egress.Allowlist, err error) {
+	const flag = "--namespaced-policy-endpoints"
+	if allowed, err = egress.Parse(o.allowedEndpoints); err != nil {
+		return nil, nil, err
+	}
+	switch {
+	case !o.namespacedEndpointsSet && allowed == nil:
+		return nil, egress.None(flag + " (unset, and --allowed-endpoints empty)"), nil
+	case !o.namespacedEndpointsSet:
+		return allowed, allowed, nil
+	case len(o.namespacedEndpoints) == 1 && strings.TrimSpace(o.namespacedEndpoints[0]) == "*":
+		return allowed, allowed, nil
+	}
+	ns, err := egress.ParseFlag(flag, o.namespacedEndpoints)
+	if err != nil {
+		return nil, nil, err
+	}
+	if ns == nil {
+		ns = egress.None(flag)
+	}
+	return allowed, ns.And(allowed), nil
+}
+
 // addCompactionAPI adds the compaction API server, with its certificate source and its
 // readiness check, to mgr.
-func addCompactionAPI(mgr ctrl.Manager, o *options, certs *lateCertificates, stores *policy.Stores, secrets *policy.SecretCache, allowed *egress.Allowlist) error {
+
+func addCompactionAPI(mgr ctrl.Manager, o *options, certs *lateCertificates, stores *policy.Stores, secrets *policy.SecretCache, allowed, namespaced *egress.Allowlist) error {
 	var src compactapi.CertificateSource
 	if !o.apiInsecureHTTP {
 		var err error
@@ -431,6 +477,7 @@ func addCompactionAPI(mgr ctrl.Manager, o *options, certs *lateCertificates, sto
 		CallerReviewRate: o.apiCallerReviewRate, CallerReviewBurst: o.apiCallerReviewBurst, MaxInflightBytesPerCaller: o.apiInflightPerCaller,
 		SummarizerNamespaceSessions: orNone(o.apiSummarizerNamespace), SummarizerPolicySessions: orNone(o.apiSummarizerPolicy),
 		Secrets: secrets, ClusterSecretNamespaces: o.clusterSecretNamespaces, AllowedEndpoints: allowed,
+		NamespacedEndpoints: namespaced,
 	}, stores, crmetrics.Registry)
 	if err != nil {
 		return err

@@ -27,6 +27,8 @@ func TestFlags(t *testing.T) {
 		{[]string{"--help"}, 0, "--allowed-endpoints"},
 		{[]string{"--help"}, 0, "--cluster-policy-secret-namespaces"},
 		{[]string{"--allowed-endpoints", "10.0.0.0/33"}, 2, `--allowed-endpoints entry "10.0.0.0/33"`},
+		{[]string{"--help"}, 0, "--namespaced-policy-endpoints"},
+		{[]string{"--namespaced-policy-endpoints", "*,minio:9000"}, 2, `--namespaced-policy-endpoints entry "*"`},
 		{[]string{"--cluster-policy-secret-namespaces", "ok,Not_A_Namespace"}, 2, `namespace "Not_A_Namespace"`},
 		{[]string{"--secret-recheck-interval", "0s"}, 2, "must be positive"},
 		{[]string{"--leader-election-renew-deadline", "20s"}, 2, "--leader-election-renew-deadline (20s) < --leader-election-lease-duration (15s)"},
@@ -45,5 +47,44 @@ func TestBadKubeconfigFails(t *testing.T) {
 	code := run(context.Background(), []string{"--kubeconfig", "/does/not/exist", "--metrics-bind-address", "0"}, &stderr)
 	if code != 1 || !strings.Contains(stderr.String(), "/does/not/exist") {
 		t.Errorf("exit %d, output %q; want exit 1 naming the kubeconfig", code, stderr.String())
+	}
+}
+
+// TestNamespacedEndpoints: issue 28, item 1. Namespaced policies may name nothing unless a
+// platform admin lists endpoints (--namespaced-policy-endpoints, or --allowed-endpoints);
+// their list never widens --allowed-endpoints.
+func TestNamespacedEndpoints(t *testing.T) {
+	cases := []struct {
+		args                []string
+		host, port          string
+		cluster, namespaced bool
+	}{
+		{nil, "minio.minio.svc", "9000", true, false},
+		{nil, "10.0.0.1", "443", true, false},
+		{[]string{"--allowed-endpoints=minio.minio.svc:9000"}, "minio.minio.svc", "9000", true, true},
+		{[]string{"--allowed-endpoints=minio.minio.svc:9000"}, "evil.example", "9000", false, false},
+		{[]string{"--namespaced-policy-endpoints=*"}, "evil.example", "9000", true, true},
+		{[]string{"--namespaced-policy-endpoints=minio.minio.svc"}, "minio.minio.svc", "9000", true, true},
+		{[]string{"--namespaced-policy-endpoints=minio.minio.svc"}, "evil.example", "9000", true, false},
+		{[]string{"--namespaced-policy-endpoints="}, "minio.minio.svc", "9000", true, false},
+		{[]string{"--allowed-endpoints=*.amazonaws.com", "--namespaced-policy-endpoints=minio.minio.svc"}, "minio.minio.svc", "9000", false, false},
+		{[]string{"--allowed-endpoints=*.amazonaws.com", "--namespaced-policy-endpoints=*"}, "s3.amazonaws.com", "443", true, true},
+	}
+	for _, tc := range cases {
+		var stderr bytes.Buffer
+		o, err := parseFlags(tc.args, &stderr)
+		if err != nil {
+			t.Fatalf("%v: %v", tc.args, err)
+		}
+		allowed, namespaced, err := o.endpoints()
+		if err != nil {
+			t.Fatalf("%v: %v", tc.args, err)
+		}
+		if got := allowed.CheckHostPort(tc.host, tc.port) == nil; got != tc.cluster {
+			t.Errorf("%v: cluster policies may name %s:%s = %v, want %v", tc.args, tc.host, tc.port, got, tc.cluster)
+		}
+		if got := namespaced.CheckHostPort(tc.host, tc.port) == nil; got != tc.namespaced {
+			t.Errorf("%v: namespaced policies may name %s:%s = %v, want %v", tc.args, tc.host, tc.port, got, tc.namespaced)
+		}
 	}
 }

@@ -371,7 +371,7 @@ func (e *conversationEnv) checkDeleteSession(t *testing.T, some []string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	store, err := e.server.stores.Get(ctx, cfg)
+	store, err := e.server.stores.Get(ctx, cfg, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,6 +5,7 @@
 package compactapi
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -131,8 +132,11 @@ type Config struct {
 	ClusterSecretNamespaces []string
 	// AllowedEndpoints are the S3 endpoints and summarizer base URLs policies may name; the
 	// summarizer's connections are checked against it when dialling (the stores' by
-	// policy.Stores.Endpoints). nil allows all.
+	// the list passed to policy.Stores.Get). nil allows all.
 	AllowedEndpoints *egress.Allowlist
+	// NamespacedEndpoints are those a CompactionPolicy may name (policy.Access); nil means
+	// AllowedEndpoints.
+	NamespacedEndpoints *egress.Allowlist
 	// Secrets reads the Secrets policies name (shared with the controllers); nil makes a
 	// policy.SecretCache of its own.
 	Secrets policy.SecretReader
@@ -152,13 +156,14 @@ type Server struct {
 	apiReader client.Reader
 	writer    client.Client
 	secrets   policy.SecretReader
-	// llm sends the summarizer's requests; nil is the default client.
-	llm      *http.Client
-	stores   *policy.Stores
-	auth     *authorizer
-	recorder recorder.EventRecorder
-	metrics  *Metrics
-	log      logr.Logger
+	// llm and llmNamespaced send the summarizer's requests of cluster and namespaced
+	// policies; nil is the default client.
+	llm, llmNamespaced *http.Client
+	stores             *policy.Stores
+	auth               *authorizer
+	recorder           recorder.EventRecorder
+	metrics            *Metrics
+	log                logr.Logger
 
 	inflight *budget
 	// sharedBudgets are the namespaces' and policies' shares of the summarizer budget on
@@ -281,6 +286,7 @@ func New(mgr ctrl.Manager, cfg Config, stores *policy.Stores, reg prometheus.Reg
 		writer:        mgr.GetClient(),
 		secrets:       cfg.Secrets,
 		llm:           llmClient(cfg.AllowedEndpoints),
+		llmNamespaced: llmClient(cmp.Or(cfg.NamespacedEndpoints, cfg.AllowedEndpoints)),
 		stores:        stores,
 		auth:          auth,
 		recorder:      mgr.GetEventRecorder("compaction-api"),

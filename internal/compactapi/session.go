@@ -112,7 +112,7 @@ func (s *Server) lookup(ctx context.Context, namespace, name string, withEngine 
 	if err != nil {
 		return nil, &apiError{http.StatusServiceUnavailable, ReasonStorage, err.Error()}
 	}
-	if sess.store, err = s.stores.Get(ctx, s3cfg); err != nil {
+	if sess.store, err = s.stores.Get(ctx, s3cfg, access.PinEndpoints(pin)); err != nil {
 		return nil, &apiError{http.StatusServiceUnavailable, ReasonStorage, err.Error()}
 	}
 	return sess, nil
@@ -174,6 +174,7 @@ func (s *Server) resolveEngine(ctx context.Context, sess *session, p *policy.Pol
 	if err != nil {
 		return &apiError{http.StatusServiceUnavailable, ReasonSessionNotReady, err.Error()}
 	}
+	sumCfg.HTTPClient = s.llmFor(p.Kind)
 	sess.cfg, sess.sumCfg, sess.sumOpenAI, sess.policy = cfg, sumCfg, ok, p.Key()
 	sess.anchorsInStatus = p.Spec.AnchorsInStatus == compactionv1alpha1.AnchorsInclude
 	return nil
@@ -183,8 +184,17 @@ func (s *Server) resolveEngine(ctx context.Context, sess *session, p *policy.Pol
 func (s *Server) access() policy.Access {
 	return policy.Access{
 		ClusterResourceNamespace: s.cfg.ClusterResourceNamespace, ClusterSecretNamespaces: s.cfg.ClusterSecretNamespaces,
-		Endpoints: s.cfg.AllowedEndpoints,
+		Endpoints: s.cfg.AllowedEndpoints, NamespacedEndpoints: s.cfg.NamespacedEndpoints,
 	}
+}
+
+// llmFor is the summarizer's HTTP client for a policy of kind: its connections are checked
+// against that kind's list.
+func (s *Server) llmFor(kind compactionv1alpha1.PolicyKind) *http.Client {
+	if kind == compactionv1alpha1.PolicyKindCluster {
+		return s.llm
+	}
+	return s.llmNamespaced
 }
 
 // summarizerFor builds the policy's summarizer (policy.OpenAIConfig) on this process's HTTP
@@ -195,6 +205,7 @@ func (s *Server) summarizerFor(ctx context.Context, p *policy.Policy) (compactio
 	if err != nil {
 		return nil, err
 	}
+	cfg.HTTPClient = s.llmFor(p.Kind)
 	return s.newSummarizer(cfg, ok)
 }
 
@@ -203,7 +214,6 @@ func (s *Server) newSummarizer(cfg openai.Config, openAI bool) (compaction.Summa
 	if !openAI {
 		return s.timed(compaction.ExtractiveSummarizer{}), nil
 	}
-	cfg.HTTPClient = s.llm
 	sum, err := openai.New(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("OpenAI summarizer: %w", err)

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	compactionv1alpha1 "github.com/harness9/compaction-operator/api/v1alpha1"
+	"github.com/harness9/compaction-operator/internal/egress"
 	"github.com/harness9/compaction-operator/internal/policy"
 )
 
@@ -59,7 +60,11 @@ func (r *AgentSessionReconciler) finalize(ctx context.Context, s *compactionv1al
 		}
 	}
 	if loc != nil {
-		removed, err := r.deleteObjects(ctx, sid, loc)
+		endpoints := r.Access.EndpointsFor(s.Spec.PolicyRef.Kind)
+		if pin != nil {
+			endpoints = r.Access.PinEndpoints(pin)
+		}
+		removed, err := r.deleteObjects(ctx, sid, loc, endpoints)
 		if err != nil {
 			reason := storageReason(err)
 			if r.Metrics != nil {
@@ -156,12 +161,12 @@ func (r *AgentSessionReconciler) setDeletingConditions(ctx context.Context, s *c
 // backoff, going on from what is left.
 const storageDeleteTimeout = 30 * time.Second
 
-func (r *AgentSessionReconciler) deleteObjects(ctx context.Context, sessionID string, loc *compactionv1alpha1.RecordsLocation) (int, error) {
+func (r *AgentSessionReconciler) deleteObjects(ctx context.Context, sessionID string, loc *compactionv1alpha1.RecordsLocation, endpoints *egress.Allowlist) (int, error) {
 	cfg, err := policy.S3Config(ctx, r.Secrets, loc)
 	if err != nil {
 		return 0, err
 	}
-	store, err := r.Stores.Get(ctx, cfg)
+	store, err := r.Stores.Get(ctx, cfg, endpoints)
 	if err != nil {
 		return 0, err
 	}

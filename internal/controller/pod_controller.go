@@ -87,6 +87,9 @@ func (r *PodReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.R
 		return ctrl.Result{}, fmt.Errorf("get AgentSession: %w", err)
 	}
 
+	// Who may use the session (spec.allowedServiceAccounts) is the session's own setting,
+	// not the pod's annotations: keep it.
+	spec.AllowedServiceAccounts = s.Spec.AllowedServiceAccounts
 	if !metav1.IsControlledBy(&s, pod) {
 		r.Recorder.Eventf(pod, &s, corev1.EventTypeWarning, compactionv1alpha1.ReasonSessionNameTaken, "CreateSession",
 			"AgentSession %s exists and is not controlled by this pod; leaving it alone", s.Name)

@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
 	compactionv1alpha1 "github.com/harness9/compaction-operator/api/v1alpha1"
+	"github.com/harness9/compaction-operator/compaction/storage/s3"
 	"github.com/harness9/compaction-operator/internal/policy"
 )
 
@@ -80,7 +81,10 @@ type probeResult struct {
 	fingerprint string
 	at          time.Time
 	storage     metav1.Condition
-	summarizer  error
+	// writes is the ConditionalWrites condition, probed once per fingerprint (see
+	// conditionalWrites).
+	writes     metav1.Condition
+	summarizer error
 	// refused is why the operator's flags do not let the policy be used (see Access).
 	refused error
 }
@@ -101,13 +105,20 @@ func (c *PolicyChecker) UpdateStatus(ctx context.Context, obj client.Object, p *
 		probe = probeResult{refused: err, storage: metav1.Condition{
 			Type: compactionv1alpha1.ConditionStorageReady, Status: metav1.ConditionFalse,
 			Reason: storageReason(err), Message: err.Error(),
-		}}
+		}, writes: writesNotProbed()}
 	} else if probe, err = c.probe(ctx, obj.GetUID(), p); err != nil {
 		return 0, nil, err
 	}
 	storage := probe.storage
 	storage.ObservedGeneration = p.Generation
 	meta.SetStatusCondition(&status.Conditions, storage)
+	var prevWrites metav1.Condition
+	if prev := meta.FindStatusCondition(status.Conditions, compactionv1alpha1.ConditionConditionalWrites); prev != nil {
+		prevWrites = *prev
+	}
+	writes := probe.writes
+	writes.ObservedGeneration = p.Generation
+	meta.SetStatusCondition(&status.Conditions, writes)
 
 	var prevReady metav1.Condition
 	if prev := meta.FindStatusCondition(status.Conditions, compactionv1alpha1.ConditionReady); prev != nil {
@@ -144,6 +155,10 @@ func (c *PolicyChecker) UpdateStatus(ctx context.Context, obj client.Object, p *
 		events.add(corev1.EventTypeNormal, compactionv1alpha1.ReasonPolicyReady, "Probe", "Storage s3://%s is reachable", p.Spec.Storage.S3.Bucket)
 	case !isReady && (prevReady.Reason != ready.Reason || prevReady.Message != ready.Message):
 		events.add(corev1.EventTypeWarning, ready.Reason, "Probe", "%s", ready.Message)
+	}
+	if writes.Status == metav1.ConditionFalse && (prevWrites.Status != metav1.ConditionFalse || prevWrites.Reason != writes.Reason || prevWrites.Message != writes.Message) {
+		// A warning only: the policy stays Ready.
+		events.add(corev1.EventTypeWarning, writes.Reason, "Probe", "%s", writes.Message)
 	}
 	next := c.retryInterval()
 	if isReady {
@@ -204,7 +219,14 @@ func (c *PolicyChecker) probe(ctx context.Context, uid types.UID, p *policy.Poli
 		}
 	}
 
-	res := probeResult{fingerprint: fp, at: now, storage: c.probeStorage(ctx, p)}
+	res := probeResult{fingerprint: fp, at: now}
+	var store *s3.Store
+	res.storage, store = c.probeStorage(ctx, p)
+	var decided *metav1.Condition
+	if ok && prev.fingerprint == fp {
+		decided = &prev.writes
+	}
+	res.writes = c.conditionalWrites(ctx, p, store, decided)
 	if _, err := p.APIKey(ctx, c.Secrets, c.ClusterResourceNamespace); err != nil {
 		res.summarizer = err
 	}
@@ -243,28 +265,29 @@ func (c *PolicyChecker) Forget(uid types.UID) {
 	c.mu.Unlock()
 }
 
-func (c *PolicyChecker) probeStorage(ctx context.Context, p *policy.Policy) metav1.Condition {
+// probeStorage returns the StorageReady condition and, when it is True, the store.
+func (c *PolicyChecker) probeStorage(ctx context.Context, p *policy.Policy) (metav1.Condition, *s3.Store) {
 	cond := metav1.Condition{Type: compactionv1alpha1.ConditionStorageReady, Status: metav1.ConditionFalse}
 	loc := p.Storage(c.ClusterResourceNamespace)
 	cfg, err := policy.S3Config(ctx, c.Secrets, loc)
 	if err != nil {
 		cond.Reason, cond.Message = storageReason(err), err.Error()
-		return cond
+		return cond, nil
 	}
-	store, err := c.Stores.Get(ctx, cfg)
+	store, err := c.Stores.Get(ctx, cfg, c.Access.EndpointsFor(p.Kind))
 	if err != nil {
 		cond.Reason, cond.Message = compactionv1alpha1.ReasonInvalidStorageConfig, err.Error()
-		return cond
+		return cond, nil
 	}
 	pctx, cancel := context.WithTimeout(ctx, storageProbeTimeout)
 	defer cancel()
 	if err := store.EnsureBucket(pctx, p.Spec.Storage.S3.CreateBucket == compactionv1alpha1.BucketCreationIfNotPresent); err != nil {
 		cond.Reason, cond.Message = storageReason(err), err.Error()
-		return cond
+		return cond, nil
 	}
 	cond.Status, cond.Reason = metav1.ConditionTrue, compactionv1alpha1.ReasonReachable
 	cond.Message = fmt.Sprintf("bucket %s at %s is reachable", loc.Bucket, loc.Endpoint)
-	return cond
+	return cond, store
 }
 
 // fingerprint changes when the policy's generation or one of its Secrets changes. Secret

@@ -31,6 +31,9 @@ type Config struct {
 	// AllowedEndpoints are the S3 endpoints (and summarizer base URLs) policies may name; nil
 	// allows all. A nil Stores is made to check it on every connection too.
 	AllowedEndpoints *egress.Allowlist
+	// NamespacedEndpoints are those a CompactionPolicy may name (policy.Access); nil means
+	// AllowedEndpoints.
+	NamespacedEndpoints *egress.Allowlist
 	// Secrets reads Secret values; shared with the compaction API. nil makes a new one.
 	Secrets *policy.SecretCache
 	// RetryMaxDelay caps the backoff between attempts to delete a deleted session's objects.
@@ -52,7 +55,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, cfg Config) error {
 	}
 	stores := cfg.Stores
 	if stores == nil {
-		stores = &policy.Stores{Endpoints: cfg.AllowedEndpoints}
+		stores = &policy.Stores{}
 	}
 	secrets := cfg.Secrets
 	if secrets == nil {
@@ -69,7 +72,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, cfg Config) error {
 	rec := mgr.GetEventRecorder("compaction-operator")
 	access := policy.Access{
 		ClusterResourceNamespace: cfg.ClusterResourceNamespace, ClusterSecretNamespaces: cfg.ClusterSecretNamespaces,
-		Endpoints: cfg.AllowedEndpoints,
+		Endpoints: cfg.AllowedEndpoints, NamespacedEndpoints: cfg.NamespacedEndpoints,
 	}
 	checker := &PolicyChecker{
 		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Secrets: secrets, Stores: stores, Recorder: rec,

@@ -13,7 +13,8 @@
 // no name entry matches) is allowed only when every address the connection is made to is in
 // an IP or CIDR entry: the check is made when dialling, on the resolved address, so a name
 // that resolves somewhere else (DNS rebinding, a wildcard DNS service) gets no further.
-// An empty list allows everything.
+// An empty list allows everything. None allows nothing, and And narrows one list by
+// another: namespaced policies get --namespaced-policy-endpoints and --allowed-endpoints.
 package egress
 
 import (
@@ -31,13 +32,15 @@ import (
 )
 
 // ErrNotAllowed is returned (wrapped) for an endpoint or address outside the list.
-var ErrNotAllowed = errors.New("endpoint not allowed by the operator's --allowed-endpoints")
+var ErrNotAllowed = errors.New("endpoint not allowed")
 
 // Allowlist is a parsed --allowed-endpoints. A nil *Allowlist allows everything.
 type Allowlist struct {
 	names    []nameEntry
 	prefixes []prefixEntry
 	raw      []string
+	flag     string     // where the list comes from, for messages
+	and      *Allowlist // a further list that must allow it too (And)
 }
 
 type nameEntry struct {
@@ -54,14 +57,19 @@ type prefixEntry struct {
 // Parse parses the entries (see the package doc); empty entries are skipped. No entries give
 // a nil Allowlist, which allows everything.
 func Parse(entries []string) (*Allowlist, error) {
-	a := &Allowlist{}
+	return ParseFlag("--allowed-endpoints", entries)
+}
+
+// ParseFlag is Parse for the list of the named flag, which messages name.
+func ParseFlag(flag string, entries []string) (*Allowlist, error) {
+	a := &Allowlist{flag: flag}
 	for _, e := range entries {
 		e = strings.TrimSpace(e)
 		if e == "" {
 			continue
 		}
 		if err := a.add(e); err != nil {
-			return nil, fmt.Errorf("--allowed-endpoints entry %q: %w", e, err)
+			return nil, fmt.Errorf("%s entry %q: %w", flag, e, err)
 		}
 		a.raw = append(a.raw, e)
 	}
@@ -69,6 +77,22 @@ func Parse(entries []string) (*Allowlist, error) {
 		return nil, nil
 	}
 	return a, nil
+}
+
+// None is a list that allows nothing; flag names where it comes from in messages.
+func None(flag string) *Allowlist { return &Allowlist{flag: flag} }
+
+// And is the list that allows what both a and b allow (nil allowing everything).
+func (a *Allowlist) And(b *Allowlist) *Allowlist {
+	switch {
+	case a == nil:
+		return b
+	case b == nil:
+		return a
+	}
+	c := *a
+	c.and = c.and.And(b)
+	return &c
 }
 
 func (a *Allowlist) add(e string) error {
@@ -110,7 +134,21 @@ func (a *Allowlist) String() string {
 	if a == nil {
 		return "(everything)"
 	}
-	return strings.Join(a.raw, ",")
+	s := strings.Join(a.raw, ",")
+	if s == "" {
+		s = "(nothing)"
+	}
+	if a.and != nil {
+		s += "; and " + a.and.flag + " " + a.and.String()
+	}
+	return s
+}
+
+// own is the list without what And added, for messages.
+func (a *Allowlist) own() string {
+	c := *a
+	c.and = nil
+	return c.String()
 }
 
 // nameAllowed reports whether a name entry allows host:port.
@@ -142,17 +180,17 @@ func (a *Allowlist) addrAllowed(ip netip.Addr, port string) bool {
 // be allowed. A name no name entry matches passes when there are IP or CIDR entries: whether
 // its addresses are in them is checked when dialling.
 func (a *Allowlist) CheckHostPort(host, port string) error {
-	if a == nil {
-		return nil
-	}
-	if ip, err := netip.ParseAddr(strings.Trim(host, "[]")); err == nil {
-		if a.addrAllowed(ip, port) {
-			return nil
+	for l := a; l != nil; l = l.and {
+		if ip, err := netip.ParseAddr(strings.Trim(host, "[]")); err == nil {
+			if l.addrAllowed(ip, port) {
+				continue
+			}
+		} else if l.nameAllowed(host, port) || len(l.prefixes) > 0 {
+			continue
 		}
-	} else if a.nameAllowed(host, port) || len(a.prefixes) > 0 {
-		return nil
+		return fmt.Errorf("%w by the operator's %s: %s (allowed: %s)", ErrNotAllowed, l.flag, net.JoinHostPort(strings.Trim(host, "[]"), port), l.own())
 	}
-	return fmt.Errorf("%w: %s (allowed: %s)", ErrNotAllowed, net.JoinHostPort(strings.Trim(host, "[]"), port), a)
+	return nil
 }
 
 // CheckS3 checks an S3 endpoint (host[:port], the port defaulting to 443, or 80 when insecure).
@@ -177,7 +215,7 @@ func (a *Allowlist) CheckURL(raw string) error {
 	}
 	u, err := url.Parse(raw)
 	if err != nil || u.Host == "" {
-		return fmt.Errorf("%w: %q is not a URL with a host", ErrNotAllowed, raw)
+		return fmt.Errorf("%w by the operator's %s: %q is not a URL with a host", ErrNotAllowed, a.flag, raw)
 	}
 	port := u.Port()
 	if port == "" {
@@ -198,32 +236,42 @@ func splitDefault(hostport, port string) (string, string) {
 
 // DialContext wraps d's DialContext: a connection to a host a name entry allows is made as
 // usual; any other is made only to addresses in an IP or CIDR entry, checked on the resolved
-// address just before connecting. A nil Allowlist returns d.DialContext.
+// address just before connecting. With And, every list is checked so. A nil Allowlist
+// returns d.DialContext.
 func (a *Allowlist) DialContext(d *net.Dialer) func(ctx context.Context, network, addr string) (net.Conn, error) {
 	if a == nil {
 		return d.DialContext
 	}
-	checked := *d
-	checked.Control = func(network, address string, c syscall.RawConn) error {
-		host, port, err := net.SplitHostPort(address)
-		if err != nil {
-			return fmt.Errorf("%w: %s", ErrNotAllowed, address)
-		}
-		ip, err := netip.ParseAddr(host)
-		if err != nil || !a.addrAllowed(ip, port) {
-			return fmt.Errorf("%w: address %s", ErrNotAllowed, address)
-		}
-		if d.Control != nil {
-			return d.Control(network, address, c)
-		}
-		return nil
-	}
 	return func(ctx context.Context, network, addr string) (net.Conn, error) {
 		host, port, err := net.SplitHostPort(addr)
-		if err == nil && a.nameAllowed(host, port) {
-			if _, ipErr := netip.ParseAddr(host); ipErr != nil {
-				return d.DialContext(ctx, network, addr)
+		_, ipErr := netip.ParseAddr(host)
+		isName := err == nil && ipErr != nil
+		// The lists that do not trust the name check the address it resolves to.
+		var byAddr []*Allowlist
+		for l := a; l != nil; l = l.and {
+			if !isName || !l.nameAllowed(host, port) {
+				byAddr = append(byAddr, l)
 			}
+		}
+		if len(byAddr) == 0 {
+			return d.DialContext(ctx, network, addr)
+		}
+		checked := *d
+		checked.Control = func(network, address string, c syscall.RawConn) error {
+			h, p, err := net.SplitHostPort(address)
+			if err != nil {
+				return fmt.Errorf("%w: %s", ErrNotAllowed, address)
+			}
+			ip, err := netip.ParseAddr(h)
+			for _, l := range byAddr {
+				if err != nil || !l.addrAllowed(ip, p) {
+					return fmt.Errorf("%w by the operator's %s: address %s", ErrNotAllowed, l.flag, address)
+				}
+			}
+			if d.Control != nil {
+				return d.Control(network, address, c)
+			}
+			return nil
 		}
 		return checked.DialContext(ctx, network, addr)
 	}

@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 )
 
@@ -105,5 +106,86 @@ func TestDial(t *testing.T) {
 	}
 	if err := get(nil, "127.0.0.1"); err != nil {
 		t.Errorf("no list: %v", err)
+	}
+}
+
+// TestNamespacedLists: issue 28, item 1. Namespaced policies get None unless a platform
+// admin lists endpoints, and their list narrows --allowed-endpoints, never widens it: both
+// the names checked up front and the addresses checked when dialling.
+func TestNamespacedLists(t *testing.T) {
+	const flag = "--namespaced-policy-endpoints"
+	none := None(flag)
+	for _, hp := range [][2]string{{"minio.storage.svc", "9000"}, {"127.0.0.1", "80"}, {"s3.amazonaws.com", "443"}} {
+		err := none.CheckHostPort(hp[0], hp[1])
+		if !errors.Is(err, ErrNotAllowed) || !strings.Contains(err.Error(), flag) || !strings.Contains(err.Error(), "(nothing)") {
+			t.Errorf("None, %s:%s: %v, want ErrNotAllowed naming %s and (nothing)", hp[0], hp[1], err, flag)
+		}
+	}
+	global, err := Parse([]string{"minio.storage.svc", "*.amazonaws.com", "10.0.0.0/8"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns, err := ParseFlag(flag, []string{"minio.storage.svc:9000", "10.1.0.0/16", "192.0.2.1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	both := ns.And(global)
+	for _, hp := range [][2]string{{"minio.storage.svc", "9000"}, {"10.1.2.3", "443"}} {
+		if err := both.CheckHostPort(hp[0], hp[1]); err != nil {
+			t.Errorf("both allow %s:%s: %v", hp[0], hp[1], err)
+		}
+	}
+	for _, c := range []struct{ host, port, by string }{
+		{"10.2.0.1", "443", flag},                          // in global's CIDR, not ns's
+		{"192.0.2.1", "443", "--allowed-endpoints"},        // in ns's list, not global's
+		{"s3.amazonaws.com", "443", "--allowed-endpoints"}, // ns has CIDRs (dial decides); global: name ok
+	} {
+		err := both.CheckHostPort(c.host, c.port)
+		if c.host == "s3.amazonaws.com" {
+			// Up front it passes (a CIDR entry may match what it resolves to); dialling checks.
+			if err != nil {
+				t.Errorf("%s:%s up front: %v", c.host, c.port, err)
+			}
+			continue
+		}
+		if !errors.Is(err, ErrNotAllowed) || !strings.Contains(err.Error(), c.by) {
+			t.Errorf("%s:%s: %v, want ErrNotAllowed by %s", c.host, c.port, err, c.by)
+		}
+	}
+	names, _ := ParseFlag(flag, []string{"minio.storage.svc:9000"})
+	if err := names.And(global).CheckHostPort("minio.storage.svc", "9001"); !errors.Is(err, ErrNotAllowed) || !strings.Contains(err.Error(), flag) {
+		t.Errorf("another port than the namespaced list's: %v, want ErrNotAllowed by %s", err, flag)
+	}
+	if s := both.String(); !strings.Contains(s, "10.1.0.0/16") || !strings.Contains(s, "and --allowed-endpoints") {
+		t.Errorf("String = %q", s)
+	}
+	if None(flag).And(nil).String() != "(nothing)" || (*Allowlist)(nil).And(nil) != nil {
+		t.Error("And with nil changed the list")
+	}
+
+	// Dialling: localhost is trusted by name in the global list, but the namespaced list has
+	// only a CIDR that 127.0.0.1 is not in, so the address check refuses it.
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {}))
+	defer srv.Close()
+	_, port, _ := net.SplitHostPort(srv.Listener.Addr().String())
+	dial := func(a *Allowlist) error {
+		c := &http.Client{Transport: a.Transport(nil)}
+		resp, err := c.Get("http://" + net.JoinHostPort("localhost", port) + "/")
+		if err == nil {
+			_ = resp.Body.Close()
+		}
+		return err
+	}
+	g, _ := Parse([]string{"localhost"})
+	n, _ := ParseFlag(flag, []string{"10.0.0.0/8"})
+	if err := dial(n.And(g)); !errors.Is(err, ErrNotAllowed) {
+		t.Errorf("localhost with the namespaced list 10.0.0.0/8: %v, want ErrNotAllowed", err)
+	}
+	n, _ = ParseFlag(flag, []string{"127.0.0.0/8", "::1/128"})
+	if err := dial(n.And(g)); err != nil {
+		t.Errorf("localhost with both allowing it: %v", err)
+	}
+	if err := dial(None(flag).And(g)); !errors.Is(err, ErrNotAllowed) {
+		t.Errorf("localhost with None: %v, want ErrNotAllowed", err)
 	}
 }

@@ -29,6 +29,27 @@ type Access struct {
 	// (--allowed-endpoints); nil allows every endpoint. Stores and the summarizer's client
 	// also check every connection against it when dialling.
 	Endpoints *egress.Allowlist
+	// NamespacedEndpoints, when set, are the endpoints a CompactionPolicy may name
+	// (--namespaced-policy-endpoints, And Endpoints): a namespace admin writes those, and an
+	// endpoint of theirs is one the operator dials and reads from. It must be no wider than
+	// Endpoints; nil means Endpoints.
+	NamespacedEndpoints *egress.Allowlist
+}
+
+// EndpointsFor is the list that applies to a policy of kind.
+func (a Access) EndpointsFor(kind compactionv1alpha1.PolicyKind) *egress.Allowlist {
+	if kind == compactionv1alpha1.PolicyKindCluster || a.NamespacedEndpoints == nil {
+		return a.Endpoints
+	}
+	return a.NamespacedEndpoints
+}
+
+// PinEndpoints is the list that applies to a pinned location: its policy's kind's.
+func (a Access) PinEndpoints(pin *Pinned) *egress.Allowlist {
+	if strings.HasPrefix(pin.Policy, string(compactionv1alpha1.PolicyKindCluster)+"/") {
+		return a.Endpoints
+	}
+	return a.EndpointsFor(compactionv1alpha1.PolicyKindNamespaced)
 }
 
 // secretNamespaceAllowed reports whether a ClusterCompactionPolicy may read Secrets in ns.
@@ -45,11 +66,12 @@ func (a Access) allowedNamespaces() string {
 // endpoints.
 func (a Access) Check(p *Policy) error {
 	s3 := p.Spec.Storage.S3
-	if err := a.Endpoints.CheckS3(s3.Endpoint, s3.Protocol == compactionv1alpha1.S3HTTP); err != nil {
+	endpoints := a.EndpointsFor(p.Kind)
+	if err := endpoints.CheckS3(s3.Endpoint, s3.Protocol == compactionv1alpha1.S3HTTP); err != nil {
 		return fmt.Errorf("storage endpoint: %w", err)
 	}
 	if oa := p.Spec.Summarizer.OpenAI; oa.IsSet() && p.Spec.Summarizer.Mode == compactionv1alpha1.SummarizerOpenAI {
-		if err := a.Endpoints.CheckURL(oa.BaseURL); err != nil {
+		if err := endpoints.CheckURL(oa.BaseURL); err != nil {
 			return fmt.Errorf("summarizer base URL: %w", err)
 		}
 	}
@@ -69,7 +91,7 @@ func (a Access) Check(p *Policy) error {
 // CheckLocation is Check for a pinned location (pinned before the operator was restricted, or
 // from a policy since changed). A CompactionPolicy's location is checked by Locations.Get.
 func (a Access) CheckLocation(pin *Pinned) error {
-	if err := a.Endpoints.CheckS3(pin.Location.Endpoint, pin.Location.Protocol == compactionv1alpha1.S3HTTP); err != nil {
+	if err := a.PinEndpoints(pin).CheckS3(pin.Location.Endpoint, pin.Location.Protocol == compactionv1alpha1.S3HTTP); err != nil {
 		return fmt.Errorf("the session's storage endpoint: %w", err)
 	}
 	if !strings.HasPrefix(pin.Policy, string(compactionv1alpha1.PolicyKindCluster)+"/") {

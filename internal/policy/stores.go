@@ -20,18 +20,24 @@ const maxStores = 256
 // Stores hands out one S3 store per configuration, so every reconcile and request for the same
 // bucket and credentials shares one client and its connection pool. The zero value is ready.
 type Stores struct {
-	// Endpoints, when set, is checked on every connection a store makes (see egress).
-	Endpoints *egress.Allowlist
-
 	// mu is held across the creation of a store, so concurrent first uses of a configuration
 	// share one client.
 	mu     sync.Mutex
-	stores *lru.Cache[s3.Config, *s3.Store] // created on first use
-	size   int                              // of stores; maxStores when 0 (tests set less)
+	stores *lru.Cache[storeKey, *s3.Store] // created on first use
+	size   int                             // of stores; maxStores when 0 (tests set less)
 }
 
-// Get returns the store for cfg, creating it on first use.
-func (c *Stores) Get(ctx context.Context, cfg s3.Config) (*s3.Store, error) {
+// storeKey is a configuration and the list its connections are checked against: a cluster
+// and a namespaced policy on one bucket do not share a client, as their lists differ.
+type storeKey struct {
+	cfg     s3.Config
+	allowed *egress.Allowlist
+}
+
+// Get returns the store for cfg whose every connection allowed checks (see egress; nil
+// checks nothing), creating it on first use. Pass the same list for the same policies
+// (Access.EndpointsFor): it is part of the cache key.
+func (c *Stores) Get(ctx context.Context, cfg s3.Config, allowed *egress.Allowlist) (*s3.Store, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.stores == nil {
@@ -39,27 +45,28 @@ func (c *Stores) Get(ctx context.Context, cfg s3.Config) (*s3.Store, error) {
 		if size <= 0 {
 			size = maxStores
 		}
-		stores, err := lru.New[s3.Config, *s3.Store](size)
+		stores, err := lru.New[storeKey, *s3.Store](size)
 		if err != nil {
 			return nil, fmt.Errorf("s3 store cache: %w", err)
 		}
 		c.stores = stores
 	}
-	if st, ok := c.stores.Get(cfg); ok {
+	key := storeKey{cfg: cfg, allowed: allowed}
+	if st, ok := c.stores.Get(key); ok {
 		return st, nil
 	}
 	var opts []s3.Option
-	if c.Endpoints != nil {
+	if allowed != nil {
 		base, err := minio.DefaultTransport(!cfg.Insecure)
 		if err != nil {
 			return nil, fmt.Errorf("s3 transport: %w", err)
 		}
-		opts = append(opts, s3.WithTransport(c.Endpoints.Transport(base)))
+		opts = append(opts, s3.WithTransport(allowed.Transport(base)))
 	}
 	st, err := s3.New(ctx, cfg, opts...)
 	if err != nil {
 		return nil, err
 	}
-	c.stores.Add(cfg, st)
+	c.stores.Add(key, st)
 	return st, nil
 }

@@ -19,7 +19,7 @@ func TestStoresShareAndEvictLeastRecentlyUsed(t *testing.T) {
 	}
 	get := func(i int) *s3.Store {
 		t.Helper()
-		st, err := c.Get(ctx, cfg(i))
+		st, err := c.Get(ctx, cfg(i), nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -40,7 +40,7 @@ func TestStoresShareAndEvictLeastRecentlyUsed(t *testing.T) {
 	if get(0) == first {
 		t.Error("the least recently used store was kept past the size")
 	}
-	if _, err := c.Get(ctx, s3.Config{Bucket: "b"}); err == nil {
+	if _, err := c.Get(ctx, s3.Config{Bucket: "b"}, nil); err == nil {
 		t.Error("a configuration without an endpoint got a store")
 	}
 }

@@ -761,18 +761,20 @@ func testManagerFlags(t *testing.T, h *helmCLI) {
 	_, args := managerArgs(t, h, "--set", "metrics.secure=false,manager.logLevel=debug,manager.clusterResourceNamespace=secrets,api.tokenAudience=agents.example.com",
 		"--set-json", `manager.extraArgs=["--api-request-timeout=90s"]`,
 		"--set-json", `manager.clusterPolicySecretNamespaces=["shared","vault"]`,
-		"--set-json", `manager.allowedEndpoints=["minio.minio.svc:9000","*.amazonaws.com","10.0.0.0/8"]`)
-	for _, want := range []string{"--metrics-secure=false", "--zap-log-level=debug", "--cluster-resource-namespace=secrets", "--api-request-timeout=90s",
+		"--set-json", `manager.allowedEndpoints=["minio.minio.svc:9000","*.amazonaws.com","10.0.0.0/8"]`,
+		"--set-json", `manager.namespacedPolicyEndpoints=["minio.minio.svc:9000","10.1.0.0/16"]`)
+	for _, want := range []string{"--namespaced-policy-endpoints=minio.minio.svc:9000,10.1.0.0/16", "--metrics-secure=false", "--zap-log-level=debug", "--cluster-resource-namespace=secrets", "--api-request-timeout=90s",
 		"--api-token-audience=agents.example.com",
 		"--cluster-policy-secret-namespaces=shared,vault", "--allowed-endpoints=minio.minio.svc:9000,*.amazonaws.com,10.0.0.0/8"} {
 		if !slices.Contains(args, want) {
 			t.Errorf("args %q lack %s", args, want)
 		}
 	}
-	// By default neither is set: every endpoint, and only the operator's namespace's Secrets.
+	// By default none is set: every endpoint for cluster policies, none for namespaced ones
+	// (the manager's default), and only the operator's namespace's Secrets.
 	_, args = managerArgs(t, h)
 	for _, a := range args {
-		if strings.HasPrefix(a, "--allowed-endpoints") || strings.HasPrefix(a, "--cluster-policy-secret-namespaces") {
+		if strings.HasPrefix(a, "--allowed-endpoints") || strings.HasPrefix(a, "--cluster-policy-secret-namespaces") || strings.HasPrefix(a, "--namespaced-policy-endpoints") {
 			t.Errorf("default args have %s", a)
 		}
 	}

@@ -5,6 +5,7 @@
 //	tool_results/{sessionID}/{SafeKey(toolCallID)}.txt
 //	compaction_records/{sessionID}/{recordID}.jsonl   (one object per record)
 //	state/{sessionID}.json
+//	.probe/{random}                                   (ProbeConditionalWrites; deleted at once)
 //
 // A conversation of a session (compaction.ConversationSessionID) has the session ID
 // "{sessionID}/conversations/{id}", so its keys are one level under the session's:
@@ -25,6 +26,8 @@ package s3
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"encoding/xml"
 	"errors"
@@ -34,6 +37,7 @@ import (
 	"regexp"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/credentials"
@@ -53,6 +57,10 @@ var (
 	// ErrAccessDenied: the endpoint refused the credentials (unknown key, wrong secret,
 	// expired or invalid token) or what they were used for.
 	ErrAccessDenied = errors.New("access denied")
+	// ErrConditionalWritesIgnored: ProbeConditionalWrites saw the endpoint accept a
+	// create-only write (If-None-Match: *) over an object that existed, so the store's
+	// create-only writes replace objects there instead of failing.
+	ErrConditionalWritesIgnored = errors.New("the endpoint ignores If-None-Match: a create-only write replaced an existing object")
 )
 
 // Config says where the store lives and how to reach it.
@@ -210,6 +218,64 @@ func (s *Store) EnsureBucket(ctx context.Context, create bool) error {
 	}
 	return nil
 }
+
+// probeKeyPrefix is where ProbeConditionalWrites writes, under the store's prefix: no
+// session's key starts with it (see the package documentation).
+const probeKeyPrefix = ".probe/"
+
+// ProbeConditionalWrites checks that the endpoint honours If-None-Match: *, on which
+// PutToolResult (a reused tool-call ID never replaces an original) and a session's first
+// SaveState (two replicas cannot both write it) rely. It writes a small object under a
+// random key below {prefix}.probe/, writes it again create-only, and expects the second
+// write to fail with 412 Precondition Failed. It returns nil when it did, an error wrapping
+// ErrConditionalWritesIgnored when the second write succeeded, and any other error when
+// the probe could not tell. The probe object is deleted whenever it may have been written
+// (unless the first write was answered with an error), with a deadline of its own so that a
+// probe cut short still cleans up; a failure to delete it is part of the error.
+func (s *Store) ProbeConditionalWrites(ctx context.Context) (err error) {
+	var id [12]byte
+	if _, rerr := rand.Read(id[:]); rerr != nil {
+		return fmt.Errorf("s3 store: probe conditional writes: %w", rerr)
+	}
+	key := s.key(probeKeyPrefix + hex.EncodeToString(id[:]))
+	body := []byte("compaction-operator conditional write probe\n")
+	put := func() error {
+		opts := minio.PutObjectOptions{ContentType: "text/plain; charset=utf-8"}
+		opts.SetMatchETagExcept("*")
+		_, err := s.client.PutObject(ctx, s.bucket, key, bytes.NewReader(body), int64(len(body)), opts)
+		return err
+	}
+	written := true // or possibly written: only an error answer says it was not
+	defer func() {
+		if !written {
+			return
+		}
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), probeDeleteTimeout)
+		defer cancel()
+		if derr := s.client.RemoveObject(dctx, s.bucket, key, minio.RemoveObjectOptions{}); derr != nil {
+			err = errors.Join(err, fmt.Errorf("s3 store: delete probe object %s: %w", s.ref(key), mapErr(derr)))
+		}
+	}()
+	if perr := put(); perr != nil {
+		var resp minio.ErrorResponse
+		written = !errors.As(perr, &resp)
+		return fmt.Errorf("s3 store: probe conditional writes: put %s: %w", s.ref(key), mapErr(perr))
+	}
+	err = put()
+	var resp minio.ErrorResponse
+	switch {
+	case err == nil:
+		return fmt.Errorf("s3 store: probe conditional writes at %s: %w", s.client.EndpointURL().Host, ErrConditionalWritesIgnored)
+	case errors.As(err, &resp) && resp.Code == "PreconditionFailed":
+		return nil
+	default:
+		return fmt.Errorf("s3 store: probe conditional writes: put %s again: %w", s.ref(key), mapErr(err))
+	}
+}
+
+// probeDeleteTimeout bounds the deletion of the probe object, whose context is not the
+// probe's: a probe cut short still cleans up.
+const probeDeleteTimeout = 10 * time.Second
 
 func (s *Store) key(rel string) string { return s.prefix + rel }
 

@@ -162,6 +162,11 @@ func Start(ctx context.Context, opts Options) (_ *Env, err error) {
 		// The self-signed certificate's Secret and the CA bundle's ConfigMap.
 		"--api-cert-namespace", operatorNamespace,
 	}, opts.ManagerArgs...)
+	// MinIO and the scripted summarizers listen on loopback: namespaced policies may name it
+	// (the manager's default is no endpoint at all), unless the caller says otherwise.
+	if !slices.ContainsFunc(opts.ManagerArgs, func(a string) bool { return strings.HasPrefix(a, "--namespaced-policy-endpoints") }) {
+		args = append(args, "--namespaced-policy-endpoints=127.0.0.1,::1,localhost")
+	}
 	cmd := exec.Command(opts.ManagerBin, args...)
 	if e.manager, err = proc.Start(cmd, 64<<10, e.logFile); err != nil {
 		return nil, err

@@ -218,6 +218,10 @@ func (m *Manager) APIClient(t testing.TB, token string, opts ...compactclient.Op
 	return c
 }
 
+// NamespacedEndpointsUnset, among StartManager's flags, starts the manager without
+// --namespaced-policy-endpoints (which StartManager otherwise sets to loopback).
+const NamespacedEndpointsUnset = "(--namespaced-policy-endpoints unset)"
+
 // StartManager builds (once per call; the build cache makes it quick) and starts the
 // manager with the given extra flags, and waits until it is ready.
 func (c *Cluster) StartManager(bin string, extra ...string) *Manager {
@@ -232,6 +236,15 @@ func (c *Cluster) StartManager(bin string, extra ...string) *Manager {
 		"--api-bind-address", m.APIAddr,
 		"--leader-elect", "--leader-election-namespace", SystemNamespace,
 	}, extra...)
+	// The tests' MinIO and traps listen on loopback: namespaced policies may name it unless
+	// a test says otherwise (the manager's default is no endpoint at all), or asks for that
+	// default with NamespacedEndpointsUnset.
+	switch {
+	case slices.Contains(args, NamespacedEndpointsUnset):
+		args = slices.DeleteFunc(args, func(a string) bool { return a == NamespacedEndpointsUnset })
+	case !slices.ContainsFunc(extra, func(a string) bool { return strings.HasPrefix(a, "--namespaced-policy-endpoints") }):
+		args = append(args, "--namespaced-policy-endpoints=127.0.0.1,::1,localhost")
+	}
 	m.Process = testenv.StartProcess(c.t, bin, args, "POD_NAMESPACE="+SystemNamespace)
 	c.t.Cleanup(func() {
 		if c.t.Failed() {
