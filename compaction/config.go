@@ -28,6 +28,11 @@ type Config struct {
 	// Default 0.15; (0, 0.5].
 	MinSaving float64
 
+	// PrepareThreshold is the usage from which, with WithBackground and a summarizer other
+	// than the extractive one, the summary the next Soft will need is prepared off the turn.
+	// 0 means WarnThreshold; it must be below SoftThreshold.
+	PrepareThreshold float64
+
 	// SummarizerCallsPerHour bounds the calls a session makes to its summarizer (not the
 	// extractive one, which costs nothing) in any hour; past it the session is summarized
 	// extractively and its records say so. It stops one session from spending the
@@ -197,6 +202,9 @@ func (c Config) Validate() error {
 	}
 	if c.TargetThreshold <= 0 || c.TargetThreshold >= c.WarnThreshold {
 		errs = append(errs, fieldErrorf("TargetThreshold", "target threshold %.2f must be in (0, warn threshold %.2f)", c.TargetThreshold, c.WarnThreshold))
+	}
+	if c.PrepareThreshold < 0 || (c.PrepareThreshold > 0 && c.PrepareThreshold >= c.SoftThreshold) {
+		errs = append(errs, fieldErrorf("PrepareThreshold", "prepare threshold %.2f must be 0 (the warn threshold) or below the soft threshold %.2f", c.PrepareThreshold, c.SoftThreshold))
 	}
 	if c.MinSaving <= 0 || c.MinSaving > 0.5 {
 		errs = append(errs, fieldErrorf("MinSaving", "min saving %.2f must be in (0, 0.5]", c.MinSaving))

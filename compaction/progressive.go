@@ -76,6 +76,9 @@ type ProgressiveCompactor struct {
 	budget SummarizerBudget
 	// seen is the history the last call answered as it was, for a seen delta next (seen.go).
 	seen seenPrefix
+	// background runs summarizations off the turn (WithBackground); prep is their state.
+	background Background
+	prep       prepared
 }
 
 // Option configures a ProgressiveCompactor.
@@ -393,6 +396,9 @@ func (c *ProgressiveCompactor) compact(ctx context.Context, msgs []Message, d *D
 		if d == nil && rec.Error == "" {
 			c.noteSeen(msgs, view, &t, stateOK, rec)
 		}
+		if stateOK {
+			c.maybePrepare(ctx, &t, rec)
+		}
 		return view[:len(view):len(view)], rec, nil
 	}
 	offloadsBefore := 0
@@ -406,6 +412,9 @@ func (c *ProgressiveCompactor) compact(ctx context.Context, msgs []Message, d *D
 		out = c.emergency(ctx, &t, rec)
 	case TierWarn:
 		out = c.warn(ctx, &t, view, rec)
+		if stateOK {
+			c.maybePrepare(ctx, &t, rec)
+		}
 	case TierSoft, TierFull:
 		out = c.summarizeToTarget(ctx, &t, view, rec)
 	}

@@ -70,6 +70,21 @@ type CompactionRecord struct {
 	// SummarizerThrottled says the session's summarizer budget (SummarizerCallsPerHour)
 	// was used up: this compaction was summarized extractively instead.
 	SummarizerThrottled bool `json:"summarizerThrottled,omitempty"`
+	// Summaries made off the turn (WithBackground). SummarizerDeferred: this compaction did
+	// not wait for the summarizer and summarized extractively. PreparedStarted: it started a
+	// summarization off the turn, "ahead" (for the next Soft) or "late" (of what it just
+	// summarized extractively). PreparedUsed and PreparedWasted count the summaries made off
+	// the turn this compaction used or discarded (their calls and tokens are counted in
+	// SummarizerCalls and the token fields here; the wasted tokens in PreparedWastedTokens);
+	// PreparedCovered is how many messages of the span a prepared summary covered;
+	// PreparedLateMerged says a late summary was merged into the anchors and prose.
+	SummarizerDeferred   bool   `json:"summarizerDeferred,omitempty"`
+	PreparedStarted      string `json:"preparedStarted,omitempty"`
+	PreparedUsed         int    `json:"preparedUsed,omitempty"`
+	PreparedWasted       int    `json:"preparedWasted,omitempty"`
+	PreparedWastedTokens int    `json:"preparedWastedTokens,omitempty"`
+	PreparedCovered      int    `json:"preparedCovered,omitempty"`
+	PreparedLateMerged   bool   `json:"preparedLateMerged,omitempty"`
 	// WatermarkBefore and WatermarkAfter are how many leading raw messages the compaction
 	// message stood for before and after this compaction; PrefixHash fingerprints the
 	// history up to WatermarkAfter. A caller sends both back for a delta request.

@@ -110,7 +110,9 @@ type State struct {
 	// SummarizerCalls are the times of the summarizer calls of the last hour, when
 	// SummarizerCallsPerHour limits them (oldest first).
 	SummarizerCalls []time.Time `json:"summarizerCalls,omitempty"`
-	UpdatedAt       time.Time   `json:"updatedAt"`
+	// Prepared are the summaries made off the turn, in a PreparedID's state only.
+	Prepared  []PreparedSummary `json:"prepared,omitempty"`
+	UpdatedAt time.Time         `json:"updatedAt"`
 	// Version identifies the stored copy this state was loaded from (an ETag), so SaveState
 	// can refuse to overwrite a newer one; empty for a state that was never stored. Stores
 	// set it on LoadState and SaveState.
@@ -157,8 +159,8 @@ func ValidateSessionID(id string) error {
 		if err := validateBaseSessionID(base); err != nil {
 			return err
 		}
-		if isBudgetConversation(conv) {
-			return nil // the session's summarizer budget (SessionBudgetID)
+		if isBudgetConversation(conv) || isPreparedConversation(conv) {
+			return nil // the session's summarizer budget (SessionBudgetID), a PreparedID
 		}
 		return ValidateConversationID(conv)
 	}

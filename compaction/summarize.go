@@ -24,10 +24,26 @@ func (c *ProgressiveCompactor) summarizeSpan(ctx context.Context, t *turn, span,
 	}
 	offloaded := c.offload(ctx, span, rec)
 	pins := c.pinsAfter(ctx, t, len(span), rec)
-	summarizer, paid := c.summarizerFor(ctx, rec)
-	msg, merged, summary, err := c.summarize(ctx, summarizer, offloaded, pins, rec, paid)
+	var msg Message
+	var merged []Anchor
+	var summary string
+	var err error
+	late := false
+	prevAnchors, prevSummary, base := c.state.LastAnchors, c.state.LastSummary, c.state.PrefixHash
+	name := c.summarizer.Name()
+	if c.offTurn() {
+		msg, merged, summary, late, err = c.summarizeOffTurn(ctx, t, span, offloaded, pins, rec)
+		prevAnchors, prevSummary = c.state.LastAnchors, c.state.LastSummary // a late summary merged
+		if rec.PreparedCovered > 0 || late {
+			name = (ExtractiveSummarizer{}).Name()
+		}
+	} else {
+		summarizer, paid := c.summarizerFor(ctx, rec)
+		name = summarizer.Name()
+		msg, merged, summary, err = c.summarize(ctx, summarizer, offloaded, pins, rec, paid)
+	}
 	if err != nil {
-		rec.addError("summarizer %s failed: %v; fell back to budget truncation", summarizer.Name(), err)
+		rec.addError("summarizer %s failed: %v; fell back to budget truncation", name, err)
 		// Closed first, so the fallback's repair has no unanswered call to drop.
 		forced := c.fallback.Compact(closeView(concat(t.system, offloaded, kept, tail)))
 		rec.PreservedTail = preservedCount(forced)
@@ -44,6 +60,9 @@ func (c *ProgressiveCompactor) summarizeSpan(ctx context.Context, t *turn, span,
 	rec.Anchors, rec.SummaryText, rec.Summarized = merged, summary, len(span)
 	c.state.LastAnchors, c.state.LastSummary = merged, summary
 	c.advance(t, len(span), msg.Content, pins)
+	if late {
+		c.startLate(t.base, offloaded, prevAnchors, prevSummary, base, rec)
+	}
 	return concat(t.system, pinMessages(pins), []Message{msg}, kept, tail)
 }
 
@@ -53,9 +72,20 @@ func (c *ProgressiveCompactor) summarizeSpan(ctx context.Context, t *turn, span,
 // A call of the session's summarizer (count) is counted in the record with its tokens: as
 // its server reported them, or estimated from the request and the answer.
 func (c *ProgressiveCompactor) summarize(ctx context.Context, s Summarizer, span []Message, pins []Pin, rec *CompactionRecord, count bool) (Message, []Anchor, string, error) {
+	merged, summary, err := c.summarizeOnto(ctx, s, span, rec, count, c.state.LastAnchors, c.state.LastSummary)
+	if err != nil {
+		return Message{}, nil, "", err
+	}
+	msg, merged, summary := c.summaryMessage(ctx, span, pins, merged, summary)
+	return msg, merged, summary, nil
+}
+
+// summarizeOnto runs s on the span on top of the previous anchors and prose, and returns
+// the anchors merged and the new prose.
+func (c *ProgressiveCompactor) summarizeOnto(ctx context.Context, s Summarizer, span []Message, rec *CompactionRecord, count bool, prevAnchors []Anchor, prevSummary string) ([]Anchor, string, error) {
 	req := SummaryRequest{
 		SessionID: c.sessionID, Tier: rec.Tier, Messages: span,
-		PreviousSummary: c.state.LastSummary, PreviousAnchors: c.state.LastAnchors,
+		PreviousSummary: prevSummary, PreviousAnchors: prevAnchors,
 		MaxSummaryChars: c.cfg.MaxSummaryChars,
 	}
 	res, err := Summarize(ctx, s, req)
@@ -63,16 +93,21 @@ func (c *ProgressiveCompactor) summarize(ctx context.Context, s Summarizer, span
 		rec.countSummarizer(req, res)
 	}
 	if err != nil {
-		return Message{}, nil, "", err
+		return nil, "", err
 	}
 	anchors, summary, perr := res.Parsed()
 	if perr != nil {
 		rec.addError("%v", perr)
 	}
 	if summary == "" && CountAvailable(anchors) == 0 {
-		return Message{}, nil, "", errors.New("output holds no anchors and no summary")
+		return nil, "", errors.New("output holds no anchors and no summary")
 	}
-	merged := MergeAnchors(c.state.LastAnchors, anchors)
+	return MergeAnchors(prevAnchors, anchors), summary, nil
+}
+
+// summaryMessage builds the compaction message for span from the merged anchors and the
+// prose, and returns it with the anchors and the prose as kept.
+func (c *ProgressiveCompactor) summaryMessage(ctx context.Context, span []Message, pins []Pin, merged []Anchor, summary string) (Message, []Anchor, string) {
 	// The prose is the supplement: it gives way first when anchors and prose together would
 	// take more than a fifth of the window.
 	limit := c.cfg.MaxSummaryChars
@@ -88,8 +123,7 @@ func (c *ProgressiveCompactor) summarize(ctx context.Context, s Summarizer, span
 		limit = min(limit, max(capBytes-len(rendered), minProseChars))
 	}
 	summary = truncateUTF8(summary, limit)
-	msg := c.compactionMessage(ctx, rendered, summary, span)
-	return msg, merged, summary, nil
+	return c.compactionMessage(ctx, rendered, summary, span), merged, summary
 }
 
 // compactionChars is the size of the compaction message that opens t's view (0 for none).

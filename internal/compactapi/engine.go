@@ -115,10 +115,16 @@ func (s *Server) engineFor(sess *session) (*engine, error) {
 	if err != nil {
 		return nil, &apiError{code: http.StatusInternalServerError, reason: ReasonInternal, msg: "the session's summarizer budget: " + err.Error()}
 	}
-	c, err := compaction.NewProgressiveCompactor(sess.cfg,
+	opts := []compaction.Option{
 		compaction.WithStore(sess.store), compaction.WithSessionID(id), compaction.WithSummarizerBudget(budget),
 		compaction.WithSummarizer(sum), compaction.WithLastViewTokens(s.lastViewTokens(id)),
-		compaction.WithLogger(log), compaction.WithStateRevalidation(), compaction.WithStateTrust(s.cfg.StateTrust))
+		compaction.WithLogger(log), compaction.WithStateRevalidation(), compaction.WithStateTrust(s.cfg.StateTrust),
+	}
+	if s.background != nil && s.cfg.SummariesOffTurn {
+		// An LLM summarizer is never waited for on the turn: see compaction.WithBackground.
+		opts = append(opts, compaction.WithBackground(s.background))
+	}
+	c, err := compaction.NewProgressiveCompactor(sess.cfg, opts...)
 	if err != nil {
 		return nil, &apiError{code: http.StatusConflict, reason: ReasonSessionNotReady, msg: "the session's policy does not make a valid configuration: " + err.Error()}
 	}

@@ -36,6 +36,9 @@ type Metrics struct {
 	// compaction-proxies and the requests they report, by reason.
 	PassThroughReports  *prometheus.CounterVec
 	PassThroughRequests *prometheus.CounterVec
+	// BackgroundSummaries and BackgroundQueue are the pool of summarizations off the turn.
+	BackgroundSummaries *prometheus.CounterVec
+	BackgroundQueue     prometheus.Gauge
 }
 
 // NewMetrics creates the API's metrics and registers them on reg.
@@ -106,9 +109,10 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Help: "Requests compaction-proxies reported they forwarded to the LLM uncompacted (the count of their pass-through reports), by reason.",
 		}, []string{"reason"}),
 	}
+	m.BackgroundSummaries, m.BackgroundQueue = backgroundMetrics()
 	for _, c := range []prometheus.Collector{m.TokenReviews, m.TokensRefused, m.Requests, m.RequestDuration, m.Compactions, m.CompressionRatio,
 		m.TokensSaved, m.OffloadBytes, m.SummarizerErrors, m.SummarizerLatency, m.SummarizerCalls, m.SummarizerTokens, m.StatusWrites,
-		m.Throttled, m.Inflight, m.PassThroughReports, m.PassThroughRequests} {
+		m.Throttled, m.Inflight, m.PassThroughReports, m.PassThroughRequests, m.BackgroundSummaries, m.BackgroundQueue} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

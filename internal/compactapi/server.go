@@ -83,6 +83,10 @@ type Config struct {
 	// UsageInterval is the least time between two status writes of a session for turns
 	// that needed no compaction.
 	UsageInterval time.Duration
+	// SummariesOffTurn has sessions with an LLM summarizer never wait for it on a turn
+	// (compaction.WithBackground): summaries are prepared ahead and made late, on this
+	// replica's pool (--api-summaries-off-turn).
+	SummariesOffTurn bool
 	// StateTrust is how long after storage last confirmed a conversation's state this
 	// replica continues a delta request from its kept copy without the conditional read
 	// (compaction.WithStateTrust): a turn that follows this replica's own answer, or sends
@@ -156,6 +160,8 @@ type Server struct {
 	apiReader client.Reader
 	writer    client.Client
 	secrets   policy.SecretReader
+	// background runs the summarizations off the turn (compaction.WithBackground).
+	background *background
 	// llm and llmNamespaced send the summarizer's requests of cluster and namespaced
 	// policies; nil is the default client.
 	llm, llmNamespaced *http.Client
@@ -297,6 +303,7 @@ func New(mgr ctrl.Manager, cfg Config, stores *policy.Stores, reg prometheus.Reg
 		sharedBudgets: newSharedBudgets(cfg.SummarizerNamespaceSessions, cfg.SummarizerPolicySessions),
 		lastViews:     lastViews,
 		engines:       newEngines(),
+		background:    newBackground(m),
 	}, nil
 }
 
@@ -418,6 +425,9 @@ func (s *Server) Start(ctx context.Context) error {
 
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
+	if s.background != nil {
+		go s.background.run(ctx)
+	}
 	select {
 	case err := <-errc:
 		return fmt.Errorf("compaction API: %w", err)

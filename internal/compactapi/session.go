@@ -1,6 +1,7 @@
 package compactapi
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -194,7 +195,7 @@ func (s *Server) llmFor(kind compactionv1alpha1.PolicyKind) *http.Client {
 	if kind == compactionv1alpha1.PolicyKindCluster {
 		return s.llm
 	}
-	return s.llmNamespaced
+	return cmp.Or(s.llmNamespaced, s.llm)
 }
 
 // summarizerFor builds the policy's summarizer (policy.OpenAIConfig) on this process's HTTP
