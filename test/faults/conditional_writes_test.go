@@ -1,26 +1,14 @@
 package faults
 
 import (
-	"bufio"
-	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
-	"io"
-	"net/http"
-	"net/http/httptest"
-	"net/http/httputil"
-	"net/url"
-	"strconv"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/credentials"
-	"github.com/minio/minio-go/v7/pkg/signer"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -51,7 +39,7 @@ func TestConditionalWritesProbe(t *testing.T) {
 	cl := operator.Install(t)
 	m := testenv.StartMinIO(t)
 	bin := testenv.BuildManager(t)
-	ignoring := startIgnoringS3(t, m)
+	ignoring := testenv.StartIgnoringS3(t, m)
 	cl.StartManager(bin, "--storage-probe-interval", "1s", "--storage-retry-interval", "1s")
 	c, ctx := cl.Client, context.Background()
 
@@ -59,7 +47,7 @@ func TestConditionalWritesProbe(t *testing.T) {
 	secret := builder.MinIOSecret(ns, "cw-ignores-minio", m.AccessKey, m.SecretKey)
 	testenv.Must(t, c.Create(ctx, secret))
 	ignores := builder.Policy(ns, "cw-ignores").Window(window).
-		Storage(builder.MinIOStorage(ignoring.endpoint(), "agent-context", "cw-ignores", secret.Name)).Build()
+		Storage(builder.MinIOStorage(ignoring.Endpoint(), "agent-context", "cw-ignores", secret.Name)).Build()
 	testenv.Must(t, c.Create(ctx, ignores))
 	honours := &compactionv1alpha1.CompactionPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "cw-honours"}}
 
@@ -70,7 +58,7 @@ func TestConditionalWritesProbe(t *testing.T) {
 	if got.Reason != compactionv1alpha1.ReasonIfNoneMatchIgnored {
 		t.Errorf("ignoring backend: ConditionalWrites = %s, want %s", got.Reason, compactionv1alpha1.ReasonIfNoneMatchIgnored)
 	}
-	for _, want := range []string{ignoring.endpoint(), "If-None-Match", "tool-call ID", "replicas"} {
+	for _, want := range []string{ignoring.Endpoint(), "If-None-Match", "tool-call ID", "replicas"} {
 		if !strings.Contains(got.Message, want) {
 			t.Errorf("ConditionalWrites message %q does not mention %q", got.Message, want)
 		}
@@ -79,17 +67,17 @@ func TestConditionalWritesProbe(t *testing.T) {
 	waitPolicyCondition(t, c, ignores, compactionv1alpha1.ConditionReady, metav1.ConditionTrue)
 	waitPolicyCondition(t, c, honours, compactionv1alpha1.ConditionReady, metav1.ConditionTrue)
 	waitPolicyEvent(t, c, ignores.Name, corev1.EventTypeWarning, compactionv1alpha1.ReasonIfNoneMatchIgnored)
-	if n := ignoring.stripped.Load(); n < 2 {
+	if n := ignoring.Stripped.Load(); n < 2 {
 		t.Errorf("the proxy dropped If-None-Match from %d requests, want at least the probe's 2", n)
 	}
 
 	// Once per generation: storage is probed every second, conditional writes are not.
-	before := ignoring.stripped.Load()
+	before := ignoring.Stripped.Load()
 	time.Sleep(5 * time.Second)
-	if n := ignoring.stripped.Load(); n != before {
+	if n := ignoring.Stripped.Load(); n != before {
 		t.Errorf("%d more conditional writes in 5 s of storage probes every second; want the answer kept", n-before)
 	}
-	if ignoring.passed.Load() == 0 {
+	if ignoring.Passed.Load() == 0 {
 		t.Error("no request passed the proxy in 5 s: storage was not probed, the check above proves nothing")
 	}
 	// A new generation probes again.
@@ -101,7 +89,7 @@ func TestConditionalWritesProbe(t *testing.T) {
 		return c.Update(ctx, ignores)
 	}))
 	waitPolicyCondition(t, c, ignores, compactionv1alpha1.ConditionConditionalWrites, metav1.ConditionFalse)
-	if n := ignoring.stripped.Load(); n != before+2 {
+	if n := ignoring.Stripped.Load(); n != before+2 {
 		t.Errorf("the new generation made %d conditional writes at the ignoring backend, want the probe's 2", n-before)
 	}
 	if events := policyEvents(t, c, honours.Name); strings.Contains(events, compactionv1alpha1.ReasonIfNoneMatchIgnored) {
@@ -156,118 +144,4 @@ func waitPolicyEvent(t *testing.T, c client.Client, name, eventType, reason stri
 		seen := policyEvents(t, c, name)
 		return strings.Contains(" "+seen+" ", " "+eventType+"/"+reason+" "), "events: " + seen
 	})
-}
-
-// ignoringS3 stands in for an S3-compatible store that ignores If-None-Match: it forwards
-// every request to MinIO, and one carrying If-None-Match without that header. minio-go signs
-// If-None-Match (SigV4 signs every header but Authorization, User-Agent and Accept-Encoding),
-// so dropping it alone would make MinIO refuse the signature: the proxy signs such a request
-// again with MinIO's key. Over plain HTTP minio-go sends a PUT's body aws-chunked, each chunk
-// signed in a chain seeded by the header's signature, so the proxy decodes the body and sends
-// it whole, signed by its SHA-256.
-type ignoringS3 struct {
-	srv                  *httptest.Server
-	rp                   *httputil.ReverseProxy
-	target               *url.URL
-	accessKey, secretKey string
-	// stripped counts the requests sent on without If-None-Match, passed the others.
-	stripped, passed atomic.Int64
-}
-
-func startIgnoringS3(t *testing.T, m *testenv.MinIO) *ignoringS3 {
-	t.Helper()
-	target := &url.URL{Scheme: "http", Host: m.Endpoint}
-	p := &ignoringS3{rp: httputil.NewSingleHostReverseProxy(target), target: target, accessKey: m.AccessKey, secretKey: m.SecretKey}
-	p.srv = httptest.NewServer(p)
-	t.Cleanup(p.srv.Close)
-	return p
-}
-
-func (p *ignoringS3) endpoint() string { return strings.TrimPrefix(p.srv.URL, "http://") }
-
-func (p *ignoringS3) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if r.Header.Get("If-None-Match") == "" {
-		p.passed.Add(1)
-		p.rp.ServeHTTP(w, r) // keeps the Host header, which the client signed
-		return
-	}
-	out, err := p.unconditional(r)
-	if err != nil {
-		http.Error(w, err.Error(), http.StatusBadGateway)
-		return
-	}
-	p.stripped.Add(1)
-	resp, err := http.DefaultTransport.RoundTrip(out)
-	if err != nil {
-		http.Error(w, err.Error(), http.StatusBadGateway)
-		return
-	}
-	defer func() { _ = resp.Body.Close() }()
-	for k, v := range resp.Header {
-		w.Header()[k] = v
-	}
-	w.WriteHeader(resp.StatusCode)
-	_, _ = io.Copy(w, resp.Body)
-}
-
-// unconditional is r to MinIO without If-None-Match, its body decoded and signed again.
-func (p *ignoringS3) unconditional(r *http.Request) (*http.Request, error) {
-	var body []byte
-	var err error
-	if strings.HasPrefix(r.Header.Get("X-Amz-Content-Sha256"), "STREAMING-") {
-		body, err = decodeAWSChunkedBody(r.Body)
-	} else {
-		body, err = io.ReadAll(r.Body)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("read body: %w", err)
-	}
-	// The region is the one the client signed for: Credential=key/date/region/s3/aws4_request.
-	_, cred, _ := strings.Cut(r.Header.Get("Authorization"), "Credential=")
-	scope := strings.Split(strings.SplitN(cred, ",", 2)[0], "/")
-	if len(scope) < 3 {
-		return nil, fmt.Errorf("no credential scope in %q", r.Header.Get("Authorization"))
-	}
-	out, err := http.NewRequestWithContext(r.Context(), r.Method, p.target.String()+r.URL.RequestURI(), bytes.NewReader(body))
-	if err != nil {
-		return nil, err
-	}
-	out.Host = r.Host
-	for k, v := range r.Header {
-		switch http.CanonicalHeaderKey(k) {
-		case "Authorization", "If-None-Match", "Content-Length", "Content-Encoding", "X-Amz-Decoded-Content-Length", "X-Amz-Date", "X-Amz-Content-Sha256":
-		default:
-			out.Header[k] = v
-		}
-	}
-	sum := sha256.Sum256(body)
-	out.Header.Set("X-Amz-Content-Sha256", hex.EncodeToString(sum[:]))
-	return signer.SignV4(*out, p.accessKey, p.secretKey, "", scope[2]), nil
-}
-
-// decodeAWSChunkedBody reads an aws-chunked body ({hex size};chunk-signature=...\r\n{data}\r\n,
-// ending with a chunk of size 0) and returns its data.
-func decodeAWSChunkedBody(r io.Reader) ([]byte, error) {
-	br := bufio.NewReader(r)
-	var out bytes.Buffer
-	for {
-		line, err := br.ReadString('\n')
-		if err != nil {
-			return nil, err
-		}
-		size, _, _ := strings.Cut(strings.TrimSpace(line), ";")
-		n, err := strconv.ParseInt(size, 16, 64)
-		if err != nil {
-			return nil, fmt.Errorf("chunk header %q: %w", line, err)
-		}
-		if n == 0 {
-			return out.Bytes(), nil
-		}
-		if _, err := io.CopyN(&out, br, n); err != nil {
-			return nil, err
-		}
-		if _, err := br.Discard(2); err != nil { // the chunk's \r\n
-			return nil, err
-		}
-	}
 }
