@@ -167,8 +167,9 @@ func (c *ProgressiveCompactor) prepareThreshold() float64 {
 // maybePrepare starts, on a None or Warn turn past the prepare threshold, the summarization
 // the next Soft will need: the oldest half of the head. One per watermark: what comes
 // after it is merged in extractively at the crossing.
-func (c *ProgressiveCompactor) maybePrepare(ctx context.Context, t *turn, rec *CompactionRecord) {
-	if !c.offTurn() || rec.UsageBefore < c.prepareThreshold() {
+// Nothing is prepared from a state that could not be loaded (stateOK false).
+func (c *ProgressiveCompactor) maybePrepare(ctx context.Context, t *turn, rec *CompactionRecord, stateOK bool) {
+	if !stateOK || !c.offTurn() || rec.UsageBefore < c.prepareThreshold() {
 		return
 	}
 	head, _ := splitRest(t.rest, c.cfg.MinTailMessages)
@@ -368,7 +369,7 @@ func (c *ProgressiveCompactor) forget(s PreparedSummary) {
 	defer c.prep.mu.Unlock()
 	out := c.prep.results[:0]
 	for _, e := range c.prep.results {
-		if !(e.From == s.From && e.Base == s.Base && e.Late == s.Late) {
+		if e.From != s.From || e.Base != s.Base || e.Late != s.Late {
 			out = append(out, e)
 		}
 	}

@@ -40,12 +40,6 @@ func (q *queueBackground) run() int {
 	return len(works)
 }
 
-func (q *queueBackground) queued() int {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	return len(q.works)
-}
-
 // llmSummarizer stands for an LLM: its answers carry a marker the extractive summarizer
 // never writes, and it counts its calls.
 type llmSummarizer struct {

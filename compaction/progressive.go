@@ -396,9 +396,7 @@ func (c *ProgressiveCompactor) compact(ctx context.Context, msgs []Message, d *D
 		if d == nil && rec.Error == "" {
 			c.noteSeen(msgs, view, &t, stateOK, rec)
 		}
-		if stateOK {
-			c.maybePrepare(ctx, &t, rec)
-		}
+		c.maybePrepare(ctx, &t, rec, stateOK)
 		return view[:len(view):len(view)], rec, nil
 	}
 	offloadsBefore := 0
@@ -412,9 +410,7 @@ func (c *ProgressiveCompactor) compact(ctx context.Context, msgs []Message, d *D
 		out = c.emergency(ctx, &t, rec)
 	case TierWarn:
 		out = c.warn(ctx, &t, view, rec)
-		if stateOK {
-			c.maybePrepare(ctx, &t, rec)
-		}
+		c.maybePrepare(ctx, &t, rec, stateOK)
 	case TierSoft, TierFull:
 		out = c.summarizeToTarget(ctx, &t, view, rec)
 	}
