@@ -144,6 +144,14 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	s := surfaceOf(r)
 	target := p.upstreamOf(s)
+	if unset(target) {
+		// The injected sidecar's stand-in for an API the pod names no upstream for: say so
+		// rather than fail on a name that cannot resolve, and send nothing anywhere.
+		p.cfg.Metrics.upstreamError()
+		http.Error(w, fmt.Sprintf("compaction-proxy: no upstream is set for the %s API: the pod names none "+
+			"(the annotation %s or a literal %s on the container); nothing was sent", s, s.annotation(), s.baseURLVariable()), http.StatusBadGateway)
+		return
+	}
 	if isWebSocket(r) {
 		// Codex asks for the Responses API over a WebSocket first: refused at once, it
 		// falls back to HTTP, where the proxy compacts its requests.
@@ -161,6 +169,12 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p.chat(w, r, s, proto)
+}
+
+// unset reports whether upstream is a reserved .invalid name (RFC 6761), which the proxy
+// injection uses for an API the pod names no upstream for.
+func unset(upstream *url.URL) bool {
+	return upstream != nil && strings.HasSuffix(strings.TrimSuffix(upstream.Hostname(), "."), ".invalid")
 }
 
 // upstreamOf is the upstream base URL of surface s.

@@ -127,6 +127,37 @@ func TestUpstreamUnreachable(t *testing.T) {
 	}
 }
 
+// An API the injected sidecar has no upstream for (the injection's reserved .invalid name)
+// is answered at once with what the pod must set: nothing is compacted or sent anywhere,
+// while the APIs the pod names keep working.
+func TestUnsetUpstream(t *testing.T) {
+	m, err := NewMetrics(prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	stub := &stubCompactor{}
+	unnamed, _ := url.Parse("https://compaction.harness9.io-anthropic-upstream-not-set.invalid/v1")
+	p, err := New(Config{Upstream: echo(t), AnthropicUpstream: unnamed, Compactor: stub, Metrics: m, Log: logr.Discard()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(p)
+	t.Cleanup(srv.Close)
+	code, got := post(t, srv.URL+"/v1/messages", `{"model":"m","max_tokens":10,"messages":[{"role":"user","content":"hi"}]}`)
+	if code != http.StatusBadGateway || !strings.Contains(got, "compaction.harness9.io/anthropic-upstream") || !strings.Contains(got, "ANTHROPIC_BASE_URL") {
+		t.Errorf("got %d %q, want 502 naming the annotation and ANTHROPIC_BASE_URL", code, got)
+	}
+	if stub.calls != 0 {
+		t.Errorf("%d compactions for a request with no upstream, want 0", stub.calls)
+	}
+	if n := value(m.UpstreamErrors); n != 1 {
+		t.Errorf("%v upstream errors counted, want 1", n)
+	}
+	if code, got := post(t, srv.URL+"/v1/chat/completions", twoMessages); code != http.StatusOK || !strings.Contains(got, "second") {
+		t.Errorf("the named OpenAI upstream: %d %q", code, got)
+	}
+}
+
 func TestNewRefusesBadConfig(t *testing.T) {
 	good, _ := url.Parse("https://api.example.com/v1")
 	ftp, _ := url.Parse("ftp://x")

@@ -32,6 +32,28 @@ func (s surface) String() string {
 	return "openai"
 }
 
+// annotation is the pod annotation that names the upstream of s for the injected proxy.
+func (s surface) annotation() string {
+	switch s {
+	case surfaceAnthropic:
+		return "compaction.harness9.io/anthropic-upstream"
+	case surfaceGemini:
+		return "compaction.harness9.io/gemini-upstream"
+	}
+	return "compaction.harness9.io/upstream"
+}
+
+// baseURLVariable is the environment variable the SDKs of s read their base URL from.
+func (s surface) baseURLVariable() string {
+	switch s {
+	case surfaceAnthropic:
+		return "ANTHROPIC_BASE_URL"
+	case surfaceGemini:
+		return "GOOGLE_GEMINI_BASE_URL"
+	}
+	return "OPENAI_BASE_URL"
+}
+
 // surfaceOf is the API r belongs to.
 func surfaceOf(r *http.Request) surface {
 	p := r.URL.Path
