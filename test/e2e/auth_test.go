@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bufio"
 	"context"
 	"crypto/rand"
 	"encoding/base64"
@@ -175,7 +174,7 @@ func TestCompactionAPIAuth(t *testing.T) {
 		}
 		var before compactionv1alpha1.AgentSession
 		testenv.Must(t, c.Get(ctx, client.ObjectKeyFromObject(sessA), &before))
-		reviewsBefore := tokenReviews(t, cl)
+		reviewsBefore := apiserverPOSTs(t, cl, "tokenreviews")
 		start := time.Now()
 
 		const junk, workers = 10000, 32
@@ -228,7 +227,7 @@ func TestCompactionAPIAuth(t *testing.T) {
 		}
 		wg.Wait()
 		elapsed := time.Since(start)
-		reviews := tokenReviews(t, cl) - reviewsBefore
+		reviews := apiserverPOSTs(t, cl, "tokenreviews") - reviewsBefore
 		t.Logf("%d junk requests in %s: %d answered 401, %d answered 429; %d TokenReviews; the agent's %d turns (%d forced) all answered",
 			junk, elapsed.Round(time.Millisecond), codes[401].Load(), codes[429].Load(), reviews, legit, forced)
 		if codes[401].Load()+codes[429].Load() != junk {
@@ -288,25 +287,4 @@ func randomJWT(t *testing.T) string {
 	}
 	enc := base64.RawURLEncoding.EncodeToString
 	return enc([]byte(`{"alg":"RS256","kid":"x"}`)) + "." + enc([]byte(`{"aud":["compaction.harness9.io"],"sub":"x"}`)) + "." + enc(b)
-}
-
-// tokenReviews is how many TokenReviews kube-apiserver has served, from its own metrics.
-func tokenReviews(t *testing.T, cl *operator.Cluster) int64 {
-	t.Helper()
-	raw, err := cl.Clientset.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(context.Background())
-	testenv.Must(t, err)
-	var n int64
-	sc := bufio.NewScanner(strings.NewReader(string(raw)))
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		if !strings.HasPrefix(line, "apiserver_request_total{") || !strings.Contains(line, `resource="tokenreviews"`) || !strings.Contains(line, `verb="POST"`) {
-			continue
-		}
-		v, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
-		testenv.Must(t, err)
-		n += int64(v)
-	}
-	testenv.Must(t, sc.Err())
-	return n
 }

@@ -96,7 +96,7 @@ func TestAuthenticatedFloods(t *testing.T) {
 	})
 
 	t.Run("InventedSessions", func(t *testing.T) {
-		sarsBefore := floodServed(t, cl, "subjectaccessreviews")
+		sarsBefore := apiserverPOSTs(t, cl, "subjectaccessreviews")
 		turnsBefore, wireBefore, errsBefore := agent.answered(), agent.wire.tooMany.Load(), agent.errCount()
 		start := time.Now()
 		// Bounded in time: before the per-caller limit, 10,000 reviews at the review
@@ -109,7 +109,7 @@ func TestAuthenticatedFloods(t *testing.T) {
 		})
 		<-f.done
 		elapsed := time.Since(start)
-		sars := floodServed(t, cl, "subjectaccessreviews") - sarsBefore
+		sars := apiserverPOSTs(t, cl, "subjectaccessreviews") - sarsBefore
 		turns := agent.answered() - turnsBefore
 		t.Logf("%d requests for invented sessions in %s: %s; %d SubjectAccessReviews served; the tenant's agent: %d turns answered, %d 429s on the wire",
 			f.sent.Load(), elapsed.Round(time.Millisecond), f.codes(), sars, turns, agent.wire.tooMany.Load()-wireBefore)
@@ -142,7 +142,7 @@ func TestAuthenticatedFloods(t *testing.T) {
 	})
 
 	t.Run("JunkTokensAndRotation", func(t *testing.T) {
-		reviewsBefore := floodServed(t, cl, "tokenreviews")
+		reviewsBefore := apiserverPOSTs(t, cl, "tokenreviews")
 		wireBefore, errsBefore := agent.wire.tooMany.Load(), agent.errCount()
 		start := time.Now()
 		stopFlood := make(chan struct{})
@@ -189,7 +189,7 @@ func TestAuthenticatedFloods(t *testing.T) {
 		endFlood()
 		<-f.done
 		elapsed := time.Since(start)
-		reviews := floodServed(t, cl, "tokenreviews") - reviewsBefore
+		reviews := apiserverPOSTs(t, cl, "tokenreviews") - reviewsBefore
 		t.Logf("%d junk tokens in %s: %s; %d TokenReviews served; the tenant's agent: %s, %d 429s on the wire",
 			f.sent.Load(), elapsed.Round(time.Millisecond), f.codes(), reviews, agent.summary(), agent.wire.tooMany.Load()-wireBefore)
 
@@ -405,9 +405,9 @@ func startFlood(t *testing.T, mgr *operator.Manager, n int, stop <-chan struct{}
 	return f
 }
 
-// floodServed is how many POSTs of resource (tokenreviews, subjectaccessreviews) the
+// apiserverPOSTs is how many POSTs of resource (tokenreviews, subjectaccessreviews) the
 // kube-apiserver has served, from its own metrics: what the manager's reviews cost it.
-func floodServed(t *testing.T, cl *operator.Cluster, resource string) int64 {
+func apiserverPOSTs(t *testing.T, cl *operator.Cluster, resource string) int64 {
 	t.Helper()
 	raw, err := cl.Clientset.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(context.Background())
 	testenv.Must(t, err)

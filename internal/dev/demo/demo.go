@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	compactionv1alpha1 "github.com/harness9/compaction-operator/api/v1alpha1"
@@ -103,14 +104,22 @@ func Run(ctx context.Context, o Options) error {
 	}
 
 	say("== Replaying %s (%d messages) through the compaction API, as the agent would", filepath.Base(o.Transcript), len(history))
-	stats, err := replayTranscript(ctx, api, history, say, func() { say("%s", kubectl("get", "agentsessions")) })
+	// The status is written coalesced, a moment after the compactions it reports: print it
+	// once it shows the replay so far, so what the demo shows is true when it shows it.
+	showStatus := func(st *replayStats) {
+		if err := waitStatus(ctx, c, session, st); err != nil {
+			say("(the status has not caught up with the replay yet: %v)", err)
+		}
+		say("%s", kubectl("get", "agentsessions"))
+	}
+	stats, err := replayTranscript(ctx, api, history, say, showStatus)
 	if err != nil {
 		return err
 	}
 	say("\n%d turns; compactions that changed the view: Warn %d, Soft %d, Full %d, Emergency %d (smallest saving %.0f%% of the view); %d summarizer calls (%d input + %d output tokens); %d tool results offloaded at source",
 		stats.turns, stats.tiers[compaction.TierWarn], stats.tiers[compaction.TierSoft], stats.tiers[compaction.TierFull],
 		stats.tiers[compaction.TierEmergency], 100*stats.minSaving, stats.summarizerCalls, stats.summarizerIn, stats.summarizerOut, stats.hookOffloads)
-	say("%s", kubectl("get", "agentsessions"))
+	showStatus(stats)
 
 	if stats.firstOffloaded != "" {
 		say("== An offloaded tool result, read back: GET .../toolresults/%s", stats.firstOffloaded)
@@ -179,6 +188,7 @@ MinIO: http://%s (access key %s, secret key %s)`,
 type replayStats struct {
 	turns, hookOffloads int
 	tiers               map[compaction.Tier]int // compactions that changed the view
+	lastTier            compaction.Tier         // the tier of the last of them
 	summarizerCalls     int
 	summarizerIn        int
 	summarizerOut       int
@@ -189,7 +199,7 @@ type replayStats struct {
 
 // replayTranscript runs the transcript as the agent does: tool results through the offload hook,
 // compaction (delta requests) before every assistant turn.
-func replayTranscript(ctx context.Context, api *compactclient.Client, history []compaction.Message, say func(string, ...any), showStatus func()) (*replayStats, error) {
+func replayTranscript(ctx context.Context, api *compactclient.Client, history []compaction.Message, say func(string, ...any), showStatus func(*replayStats)) (*replayStats, error) {
 	agent := &compactclient.Session{Client: api, Namespace: ns, Name: session}
 	st := &replayStats{tiers: map[compaction.Tier]int{}, originals: map[string]string{}, minSaving: 1}
 	shown := map[compaction.Tier]bool{}
@@ -231,16 +241,13 @@ func replayTranscript(ctx context.Context, api *compactclient.Client, history []
 				// view (the others waited for a saving worth its cost).
 				if rec.ChangedView() {
 					st.tiers[rec.Tier]++
+					st.lastTier = rec.Tier
 					st.minSaving = min(st.minSaving, rec.CompressionRatio)
 					say("turn %3d  %s", st.turns, strings.ReplaceAll(rec.Notification(), "\n", "\n          "))
 				}
-				if rec.Tier != compaction.TierNone {
-					if !shown[rec.Tier] {
-						shown[rec.Tier] = true
-						// Status is written per compaction; give the first one of a tier a moment to land.
-						time.Sleep(200 * time.Millisecond)
-						showStatus()
-					}
+				if rec.ChangedView() && !shown[rec.Tier] {
+					shown[rec.Tier] = true
+					showStatus(st)
 				}
 			}
 		}
@@ -278,6 +285,43 @@ func waitReady(ctx context.Context, c client.Client, name string) error {
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
+}
+
+// waitStatus waits, up to 30 s, until the session's status counts the compactions of st per
+// tier and names the tier of the last one.
+func waitStatus(ctx context.Context, c client.Client, name string, st *replayStats) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	for {
+		var s compactionv1alpha1.AgentSession
+		err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &s)
+		if err == nil && statusShows(s.Status, st) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("it says tier %s after %s compactions, the replay made %v (%w)",
+				s.Status.Tier, countsOf(s.Status.Compactions), st.tiers, ctx.Err())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// statusShows reports whether status reports the compactions of st.
+func statusShows(status compactionv1alpha1.AgentSessionStatus, st *replayStats) bool {
+	c := status.Compactions
+	for tier, n := range map[compaction.Tier]*int64{compaction.TierWarn: c.Warn, compaction.TierSoft: c.Soft,
+		compaction.TierFull: c.Full, compaction.TierEmergency: c.Emergency} {
+		if int64(st.tiers[tier]) != ptr.Deref(n, 0) {
+			return false
+		}
+	}
+	return st.lastTier == compaction.TierNone || string(status.Tier) == st.lastTier.String()
+}
+
+func countsOf(c compactionv1alpha1.TierCounts) string {
+	return fmt.Sprintf("warn %d, soft %d, full %d, emergency %d", ptr.Deref(c.Warn, 0), ptr.Deref(c.Soft, 0),
+		ptr.Deref(c.Full, 0), ptr.Deref(c.Emergency, 0))
 }
 
 func deleteSession(ctx context.Context, c client.Client) (string, error) {

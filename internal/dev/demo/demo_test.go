@@ -59,6 +59,10 @@ func TestDemo(t *testing.T) {
 			t.Errorf("demo output lacks %q", want)
 		}
 	}
+	// Issue 31: every status the demo prints shows the compactions made before it.
+	if strings.Contains(text, "status has not caught up") {
+		t.Errorf("the demo printed a status behind the replay:\n%s", text)
+	}
 	// Issue 13's economics: no compaction saves less than 15% of the view, and the
 	// summarizer is called far less than every few turns (111 calls before, 44 after).
 	m := regexp.MustCompile(`(\d+) turns; compactions that changed the view: .*\(smallest saving (\d+)% of the view\); (\d+) summarizer calls`).FindStringSubmatch(text)
