@@ -742,6 +742,10 @@ func TestNotes(t *testing.T) {
 		"Secret":      {[]string{"--set", "api.tls.mode=Secret,api.tls.secretName=mine"}, []string{"https://" + api, "Secret mine", "your Secret has a ca.crt"}, []string{"http://" + api}},
 		"Insecure":    {[]string{"--set", "api.tls.insecureServeHTTP=true"}, []string{"http://" + api, "WARNING", "and the compaction API over HTTPS"}, []string{"https://" + api, "--ca-file"}},
 		"NoInjection": {[]string{"--set", "proxyInjection.enabled=false"}, nil, []string{"compaction-proxy"}},
+		// The default egress rule admits any address on the API server's ports: say so.
+		"OpenEgress":     {nil, []string{"WARNING: the manager's egress NetworkPolicy admits every address on ports\n443, 6443", "0.0.0.0/0, ::/0", "kubernetes.io/service-name=kubernetes"}, nil},
+		"APIServerSet":   {[]string{"--set-json", `networkPolicy.egress.apiServer.cidrs=["10.0.0.1/32"]`}, nil, []string{"egress NetworkPolicy admits every address"}},
+		"NoEgressPolicy": {[]string{"--set", "networkPolicy.egress.enabled=false"}, nil, []string{"egress NetworkPolicy admits every address"}},
 	} {
 		n := notes(c.args...)
 		for _, w := range c.want {
