@@ -938,10 +938,12 @@ func (x *extraction) runs(tc *ToolCall) bool {
 
 // resultInfo is what a tool result says about how its command went.
 type resultInfo struct {
-	exit  int    // -1 when the result shows no exit code
-	tests string // "1 failed, 22 passed"
-	err   string // the line that says what went wrong
-	last  string // the last line of output
+	exit    int      // -1 when the result shows no exit code
+	tests   string   // "1 failed, 22 passed"
+	err     string   // the line that says what went wrong
+	last    string   // the last line of output
+	failing []string // the failing tests it names, the latest last
+	more    int      // failing tests beyond those
 }
 
 var (
@@ -992,6 +994,12 @@ func readResult(content string, runs bool) resultInfo {
 				r.tests = "ran " + m[1] + " tests: " + m[2]
 			}
 		}
+		// The failing tests, from the lines an offloaded result's placeholder keeps too.
+		text := head
+		if len(content) > window {
+			text = head + "\n" + tail
+		}
+		r.failing, r.more = failingTests(text)
 	}
 	r.err = errorLine(head, tail)
 	r.last = lastOutputLine(tail)
@@ -1117,7 +1125,26 @@ func lastOutputLine(tail string) string {
 }
 
 func (r resultInfo) failed() bool {
-	return r.exit > 0 || strings.Contains(r.tests, "failed") || strings.Contains(r.tests, "error") || strings.Contains(r.tests, "FAILED")
+	return r.exit > 0 || strings.Contains(r.tests, "failed") || strings.Contains(r.tests, "error") || strings.Contains(r.tests, "FAILED") || len(r.failing) > 0
+}
+
+// failingItem names the failing tests the error line does not name already: "failing:
+// a.py::test_b, TestC (+2 more)", or "".
+func (r resultInfo) failingItem() string {
+	var names []string
+	for _, n := range r.failing {
+		if !strings.Contains(r.err, n) {
+			names = append(names, n)
+		}
+	}
+	if len(names) == 0 {
+		return ""
+	}
+	s := "failing: " + strings.Join(names, ", ")
+	if r.more > 0 {
+		s += " (+" + strconv.Itoa(r.more) + " more)"
+	}
+	return s
 }
 
 // outcome is how a command went, for execution_progress.
@@ -1128,6 +1155,9 @@ func (r resultInfo) outcome() string {
 	}
 	if r.tests != "" {
 		parts = append(parts, r.tests)
+	}
+	if f := r.failingItem(); f != "" {
+		parts = append(parts, f)
 	}
 	switch {
 	case r.err != "" && (r.failed() || r.exit < 0):
@@ -1143,21 +1173,32 @@ func (r resultInfo) outcome() string {
 // match exits 1; a file read can show the word "error"); a script that ran fails with an
 // error line whatever its exit code (reproduction scripts print the errors they catch).
 func (r resultInfo) failure(runs bool) string {
+	failing := r.failingItem()
 	switch {
 	case r.err != "" && (runs || r.exit != 0):
-		if r.tests != "" {
-			return r.err + " (" + r.tests + ")"
+		what := r.err
+		if failing != "" {
+			what = failing + ": " + what
 		}
-		return r.err
-	case r.failed() && runs:
-		what := "exit " + strconv.Itoa(r.exit)
 		if r.tests != "" {
-			what = r.tests
-		}
-		if r.last != "" {
-			what += ": " + r.last
+			return what + " (" + r.tests + ")"
 		}
 		return what
+	case r.failed() && runs:
+		var parts []string
+		switch {
+		case r.tests != "":
+			parts = append(parts, r.tests)
+		case r.exit >= 0:
+			parts = append(parts, "exit "+strconv.Itoa(r.exit))
+		}
+		if failing != "" {
+			parts = append(parts, failing)
+		}
+		if r.last != "" {
+			parts = append(parts, r.last)
+		}
+		return strings.Join(parts, ": ")
 	}
 	return ""
 }

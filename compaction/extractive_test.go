@@ -562,3 +562,75 @@ func TestDecisionSentences(t *testing.T) {
 		}
 	}
 }
+
+// Issue 30 item 5: after offload the summarizer sees a test log only as its placeholder; the
+// failure lines it keeps from the middle give the anchors the names of the latest failing
+// tests (pytest -v, unittest, go test), not only an exit code.
+func TestExtractiveNamesFailingTestsOfOffloadedLogs(t *testing.T) {
+	noSummary := func(log string) string { // pytest -v without its summary: names only in the middle
+		return "<returncode>1</returncode>\n" + log[:strings.Index(log, "=========================== short test summary")] + "teardown ok\nteardown ok\nteardown ok\n"
+	}
+	unittestLog := "<returncode>1</returncode>\n<output>\n" + strings.Repeat("Cloning test database for alias 'default'...\n", 12) +
+		"ss.ssss............FF..\n" +
+		"======================================================================\n" +
+		"FAIL: test_aware_datetime_in_local_timezone (timezones.tests.SerializationTests)\n" +
+		"----------------------------------------------------------------------\nTraceback (most recent call last):\n" +
+		"  File \"/testbed/tests/timezones/tests.py\", line 745, in test_aware_datetime_in_local_timezone\n" +
+		"    self.assertEqual(obj.dt.replace(tzinfo=UTC), dt)\nAssertionError: datetime(2011, 9, 1, 10, 20, 30) != datetime(2011, 9, 1, 13, 20, 30)\n\n" +
+		"FAIL: test_aware_datetime_with_microsecond (timezones.tests.SerializationTests)\n" +
+		"----------------------------------------------------------------------\nTraceback (most recent call last):\n" +
+		"  File \"/testbed/tests/timezones/tests.py\", line 697, in test_aware_datetime_with_microsecond\n" +
+		"    self.assertEqual(obj.dt.replace(tzinfo=UTC), dt)\nAssertionError: datetime(2011, 9, 1, 17, 20, 30, 405060) != datetime(2011, 9, 1, 13, 20, 30, 405060)\n\n" +
+		"----------------------------------------------------------------------\nRan 83 tests in 0.370s\n\nFAILED (failures=2, skipped=8)\n" +
+		strings.Repeat("Destroying test database for alias 'default'...\n", 60) + "</output>"
+	goLog := strings.Repeat("=== RUN   TestParse\n--- PASS: TestParse (0.00s)\n", 150) + "=== RUN   TestEvict\n    cache_test.go:42: got 3, want 2\n" +
+		"--- FAIL: TestEvict (0.01s)\n" + strings.Repeat("=== RUN   TestLoad\n--- PASS: TestLoad (0.00s)\n", 150) + "FAIL\nexit status 1\nFAIL\texample.com/cache\t0.02s\n"
+	logs := []struct{ id, cmd, content string }{
+		{"c1", "python -m pytest tests -v", noSummary(pytestVerboseLog(500, 211, 240))},
+		{"c2", "go test ./cache/", goLog},
+		{"c3", "/testbed/tests/runtests.py timezones", unittestLog},
+		{"c4", "python -m pytest tests -v", noSummary(pytestVerboseLog(500, 262))},
+	}
+	msgs := []Message{user("Fix the failing tests.")}
+	for _, l := range logs {
+		ph := Placeholder(l.id, l.content, "mem://"+l.id, 10)
+		if len(ph) >= len(l.content) {
+			t.Fatalf("%s: the placeholder is not smaller than the log", l.id)
+		}
+		msgs = append(msgs, asstCalls("Running the tests.", tcall(l.id, "bash", jsonArgs("command", l.cmd))), result(l.id, ph))
+	}
+	m, _ := summarize(t, SummaryRequest{Messages: msgs, MaxSummaryChars: 4000})
+	for _, typ := range []AnchorType{AnchorExecutionProgress, AnchorTriedSolution} {
+		mustContain(t, string(typ), m[typ],
+			"failing: tests/test_mod.py::test_case_211, tests/test_mod.py::test_case_240",
+			"failing: TestEvict",
+			"failing: timezones.tests.SerializationTests.test_aware_datetime_in_local_timezone, timezones.tests.SerializationTests.test_aware_datetime_with_microsecond",
+			"failing: tests/test_mod.py::test_case_262")
+	}
+	// The latest run's failures are the last item of tried_solution.
+	items := splitItems(m[AnchorTriedSolution]).items
+	if last := items[len(items)-1]; !strings.Contains(last, "test_case_262") || strings.Contains(last, "test_case_211") {
+		t.Errorf("tried_solution's last item is not the latest run: %q", last)
+	}
+}
+
+// A result shown whole names its failing tests too, once: a name the error line already
+// holds is not repeated.
+func TestExtractiveResultFailingTests(t *testing.T) {
+	cases := []struct{ content, failure, outcome string }{
+		{"=== RUN   TestA\n--- FAIL: TestA (0.00s)\n=== RUN   TestB\n--- FAIL: TestB/sub (0.00s)\nFAIL\nFAIL\texample.com/x\t0.01s\n",
+			"failing: TestA, TestB/sub: FAIL\texample.com/x\t0.01s", "failing: TestA, TestB/sub"},
+		{"tests/a.py::test_b FAILED [ 50%]\ntests/a.py::test_c PASSED [100%]\n=== short test summary info ===\nFAILED tests/a.py::test_b - KeyError: 'k'\n=== 1 failed, 1 passed in 0.1s ===\n",
+			"FAILED tests/a.py::test_b - KeyError: 'k' (1 failed, 1 passed)", "1 failed, 1 passed: FAILED tests/a.py::test_b - KeyError: 'k'"},
+		{"ok\nall good\n", "", "all good"},
+	}
+	for _, c := range cases {
+		r := readResult(c.content, true)
+		if got := r.failure(true); got != c.failure {
+			t.Errorf("%.40q: failure %q, want %q", c.content, got, c.failure)
+		}
+		if got := r.outcome(); got != c.outcome {
+			t.Errorf("%.40q: outcome %q, want %q", c.content, got, c.outcome)
+		}
+	}
+}

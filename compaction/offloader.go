@@ -142,10 +142,18 @@ func (o *Offloader) shouldOffload(m *Message, threshold int) bool {
 	if m.ToolCallID == "" || len(m.Content) <= threshold || strings.HasPrefix(m.Content, PlaceholderPrefix) || IsReadBack(m.Content) {
 		return false
 	}
-	preview, shown := previewOf(m.Content, o.previewLines)
-	last, _ := lastLinesOf(m.Content, min(previewTailLines, strings.Count(m.Content, "\n")+1-shown))
-	return placeholderOverhead+len(m.ToolCallID)+maxRefBytes+len(preview)+len(last) < len(m.Content)
+	fixed := placeholderOverhead + len(m.ToolCallID) + maxRefBytes
+	if fixed+maxShownBytes < len(m.Content) {
+		return true // smaller whatever it shows: no need to render it
+	}
+	return fixed+len(placeholderShown(m.Content, o.previewLines)) < len(m.Content)
 }
+
+// maxShownBytes bounds what placeholderShown returns: the preview (which stops past
+// maxPreviewBytes, so one line more), the failure lines (invalid UTF-8 made valid can grow
+// one by half), the last lines, the notes of cut lines and the headings.
+const maxShownBytes = maxPreviewBytes + (1+previewTailLines)*(maxPreviewLineBytes+60) +
+	placeholderKeyLines*(2*placeholderKeyLineBytes+60) + 200
 
 // placeholderOverhead bounds the fixed text of a placeholder: labels, numbers, notes.
 const placeholderOverhead = 256
@@ -309,7 +317,8 @@ func (o *Offloader) Hook(ctx context.Context, m Message, hookThreshold int) (Mes
 }
 
 // Placeholder renders the text that stands in for an offloaded result: its size, the first
-// previewLines lines (each bounded) and the reference to read the full text back.
+// previewLines lines, the failure and error lines between them and the last lines (each
+// line bounded) and the reference to read the full text back.
 func Placeholder(toolCallID, content, ref string, previewLines int) string {
 	total := strings.Count(content, "\n")
 	if !strings.HasSuffix(content, "\n") {
@@ -319,14 +328,43 @@ func Placeholder(toolCallID, content, ref string, previewLines int) string {
 	b.WriteString(PlaceholderPrefix)
 	fmt.Fprintf(&b, "\ntool_call_id: %s\nsize: %d bytes, %d lines\nref: %s\n", toolCallID, len(content), total, ref)
 	if previewLines > 0 {
-		preview, shown := previewOf(content, previewLines)
-		fmt.Fprintf(&b, "preview (first %d of %d lines):\n%s", shown, total, preview)
-		if last, n := lastLinesOf(content, min(previewTailLines, total-shown)); n > 0 {
-			// Test summaries and the error that ends a traceback are at the end.
-			fmt.Fprintf(&b, "[...]\nlast %d lines:\n%s", n, last)
-		}
+		b.WriteString(placeholderShown(content, previewLines))
 	}
 	b.WriteString(PlaceholderReadBack)
+	return b.String()
+}
+
+// placeholderShown is the part of a placeholder that shows content: the first previewLines
+// lines, the failure and error lines after them (a test log names its failing tests in
+// the middle) and the last previewTailLines lines, or "" when previewLines is not positive.
+func placeholderShown(content string, previewLines int) string {
+	if previewLines <= 0 {
+		return ""
+	}
+	total := strings.Count(content, "\n")
+	if !strings.HasSuffix(content, "\n") {
+		total++
+	}
+	var b strings.Builder
+	preview, shown, headEnd := previewOf(content, previewLines)
+	fmt.Fprintf(&b, "preview (first %d of %d lines):\n%s", shown, total, preview)
+	last, n, tailStart := lastLinesOf(content, min(previewTailLines, total-shown))
+	if n == 0 {
+		return b.String()
+	}
+	if lines, left := failureLines(content, headEnd, tailStart, preview+last); len(lines) > 0 {
+		if left > 0 {
+			fmt.Fprintf(&b, "[...]\nfailure and error lines (%d shown, %d more not shown):\n", len(lines), left)
+		} else {
+			fmt.Fprintf(&b, "[...]\nfailure and error lines (%d):\n", len(lines))
+		}
+		for _, l := range lines {
+			b.WriteString(l)
+			b.WriteByte('\n')
+		}
+	}
+	// Test summaries and the error that ends a traceback are at the end.
+	fmt.Fprintf(&b, "[...]\nlast %d lines:\n%s", n, last)
 	return b.String()
 }
 
@@ -335,19 +373,22 @@ func Placeholder(toolCallID, content, ref string, previewLines int) string {
 const previewTailLines = 3
 
 // lastLinesOf returns the last n lines of content (a trailing newline ends the last line),
-// each cut to maxPreviewLineBytes, and how many it holds. It reads only those lines.
-func lastLinesOf(content string, n int) (string, int) {
+// each cut to maxPreviewLineBytes, how many it holds and the byte offset where the first of
+// them starts (len(content) when it holds none). It reads only those lines.
+func lastLinesOf(content string, n int) (string, int, int) {
 	if n <= 0 {
-		return "", 0
+		return "", 0, len(content)
 	}
 	rest := strings.TrimRight(content, "\n")
+	start := len(rest)
 	lines := make([]string, 0, n)
 	for len(lines) < n && rest != "" {
 		line := rest
 		if i := strings.LastIndexByte(rest, '\n'); i >= 0 {
 			line, rest = rest[i+1:], rest[:i]
+			start = i + 1
 		} else {
-			rest = ""
+			rest, start = "", 0
 		}
 		if len(line) > maxPreviewLineBytes {
 			line = truncateUTF8(line, maxPreviewLineBytes) + fmt.Sprintf(" [... %d more bytes on this line]", len(line)-maxPreviewLineBytes)
@@ -359,13 +400,13 @@ func lastLinesOf(content string, n int) (string, int) {
 		b.WriteString(lines[i])
 		b.WriteByte('\n')
 	}
-	return b.String(), len(lines)
+	return b.String(), len(lines), start
 }
 
 // previewOf returns the first n lines of content, each cut to maxPreviewLineBytes and all
-// together stopping past maxPreviewBytes, and how many lines it holds. It reads only the
-// lines it shows.
-func previewOf(content string, n int) (string, int) {
+// together stopping past maxPreviewBytes, how many lines it holds and the byte offset just
+// after them. It reads only the lines it shows.
+func previewOf(content string, n int) (string, int, int) {
 	var b strings.Builder
 	shown := 0
 	rest := content
@@ -383,5 +424,5 @@ func previewOf(content string, n int) (string, int) {
 		b.WriteByte('\n')
 		shown++
 	}
-	return b.String(), shown
+	return b.String(), shown, len(content) - len(rest)
 }

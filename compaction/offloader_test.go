@@ -143,3 +143,54 @@ func TestReusedIDOfTheSameLength(t *testing.T) {
 		t.Error("an entry without a CRC must match by size alone")
 	}
 }
+
+// Issue 30 item 5: a 500-line test log names its failing tests in the middle, which the first
+// and last lines do not show; its placeholder names them, within its budget, and stays the
+// same bytes for the same result.
+func TestPlaceholderNamesMiddleFailures(t *testing.T) {
+	log := pytestVerboseLog(500, 211, 240, 262)
+	// Without its summary the failures are only in the middle.
+	log = log[:strings.Index(log, "=========================== short test summary")] + strings.Repeat("teardown ok\n", 3)
+	o := NewOffloader(newMemStore(), "s", 4000, 10)
+	rec := &CompactionRecord{}
+	out := o.OffloadMessages(context.Background(), []Message{result("call_log", log)}, rec)
+	ph := out[0].Content
+	if len(rec.Offloaded) != 1 || !strings.HasPrefix(ph, PlaceholderPrefix) {
+		t.Fatalf("the log was not offloaded: %+v", rec)
+	}
+	want := "[...]\nfailure and error lines (3):\n" +
+		"tests/test_mod.py::test_case_211 FAILED [ 42%]\n" +
+		"tests/test_mod.py::test_case_240 FAILED [ 48%]\n" +
+		"tests/test_mod.py::test_case_262 FAILED [ 52%]\n" +
+		"[...]\nlast 3 lines:\nteardown ok\nteardown ok\nteardown ok\n" + PlaceholderReadBack
+	if !strings.HasSuffix(ph, want) {
+		t.Fatalf("placeholder does not name the failing tests in the middle:\n%s", ph)
+	}
+	if !strings.Contains(ph, "preview (first 10 of 507 lines):\n=====") {
+		t.Fatalf("the preview changed:\n%s", ph)
+	}
+	if again := Placeholder("call_log", log, rec.Offloaded[0].Ref, 10); again != ph {
+		t.Fatalf("the same result gave another placeholder:\n%s\n---\n%s", again, ph)
+	}
+
+	// Many failures: the budget holds, the latest are named (the tail shows the last two
+	// summary lines) and the rest counted: 30 -v lines and 28 summary lines in the middle.
+	var many []int
+	for i := 100; i < 400; i += 10 {
+		many = append(many, i)
+	}
+	ph = Placeholder("id", pytestVerboseLog(500, many...), "ref", 10)
+	section := ph[strings.Index(ph, "failure and error lines"):]
+	section = section[:strings.Index(section, "[...]")]
+	if !strings.HasPrefix(section, "failure and error lines (8 shown, 50 more not shown):\n") ||
+		strings.Count(section, "\n") != placeholderKeyLines+1 || !strings.HasSuffix(section, "FAILED tests/test_mod.py::test_case_370 - assert 2 == 3\n") {
+		t.Fatalf("failure section over budget or without the latest failures:\n%s", section)
+	}
+	if len(ph) > maxPreviewBytes+600+previewTailLines*(maxPreviewLineBytes+40)+placeholderKeyLines*(placeholderKeyLineBytes+40)+80 {
+		t.Fatalf("placeholder of %d bytes", len(ph))
+	}
+	// With no preview there is no failure section either.
+	if ph := Placeholder("id", log, "ref", 0); strings.Contains(ph, "FAILED") {
+		t.Fatalf("PreviewLines 0 showed lines:\n%s", ph)
+	}
+}
