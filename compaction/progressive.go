@@ -37,10 +37,12 @@ type ProgressiveCompactor struct {
 	offloader  *Offloader
 	records    RecordStore
 	states     StateStore
-	extractor  MemoryExtractor
-	todos      TodoInjector
-	log        logr.Logger
-	now        func() time.Time
+	// archive keeps the spans the watermark passes (nil: not archived).
+	archive   ArchiveStore
+	extractor MemoryExtractor
+	todos     TodoInjector
+	log       logr.Logger
+	now       func() time.Time
 
 	// revalidate: every call starts from the stored state (WithStateRevalidation).
 	revalidate bool
@@ -90,9 +92,19 @@ func WithSummarizer(s Summarizer) Option { return func(c *ProgressiveCompactor) 
 // WithFallback replaces the default TokenBudgetCompactor.
 func WithFallback(f Fallback) Option { return func(c *ProgressiveCompactor) { c.fallback = f } }
 
-// WithStore uses one backend for offloaded results, records and state.
+// WithStore uses one backend for offloaded results, records and state, and for the archive
+// of what summaries replace when it is an ArchiveStore too.
 func WithStore(s Store) Option {
-	return func(c *ProgressiveCompactor) { c.store, c.records, c.states = s, s, s }
+	return func(c *ProgressiveCompactor) {
+		c.store, c.records, c.states = s, s, s
+		c.archive, _ = s.(ArchiveStore)
+	}
+}
+
+// WithArchiveStore archives into a the raw messages every compaction's watermark passes
+// (fail-open); nil archives nothing.
+func WithArchiveStore(a ArchiveStore) Option {
+	return func(c *ProgressiveCompactor) { c.archive = a }
 }
 
 // WithToolResultStore enables offloading into s.
@@ -415,6 +427,12 @@ func (c *ProgressiveCompactor) compact(ctx context.Context, msgs []Message, d *D
 		out = c.summarizeToTarget(ctx, &t, view, rec)
 	}
 	out = closeView(c.shown(out))
+	if c.state.Watermark > wmBefore {
+		// Before Retain below forgets the span's offloads, and before the state that moves
+		// the watermark is saved: a saved watermark has had its archive written, or its
+		// record says why not.
+		c.archiveSpan(ctx, &t, rec)
+	}
 
 	rec.WatermarkAfter, rec.PrefixHash = c.state.Watermark, c.state.PrefixHash
 	changed := reset || c.state.Watermark != wmBefore || (c.offloader != nil && c.offloader.Writes() != offloadsBefore) || c.calibrationMoved() || c.budgetCharged

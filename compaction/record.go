@@ -111,6 +111,16 @@ type CompactionRecord struct {
 	// fixed part fits (or the window grows), turns are left as they are instead of running
 	// Emergency on each of them.
 	WindowTooSmall bool `json:"windowTooSmall,omitempty"`
+	// Archive names the object (the store's reference) that holds the raw messages the
+	// watermark passed in this compaction, as the agent sent them (offloaded results as their
+	// placeholders): ArchiveKey of the range ArchiveFrom to WatermarkAfter. Empty when the
+	// watermark did not move, the store keeps no archives, or the write failed (see Error).
+	Archive     string `json:"archive,omitempty"`
+	ArchiveFrom int    `json:"archiveFrom,omitempty"`
+	// Reset marks the record of a reset (ResetState): the session's compaction state was
+	// forgotten, so its next turn starts from the agent's full history. WatermarkBefore is
+	// the watermark it had; its archives are kept.
+	Reset bool `json:"reset,omitempty"`
 	// Notes says what happened besides the tier's data flow, such as a history reset.
 	Notes []string `json:"notes,omitempty"`
 	// Error lists what failed open during the compaction ("; "-separated); empty when all went well.

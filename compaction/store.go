@@ -70,6 +70,50 @@ type StateRevalidator interface {
 	LoadStateIfChanged(ctx context.Context, sessionID, version string) (*State, error)
 }
 
+// ArchiveStore keeps what summaries replaced: for every compaction that moves a session's
+// watermark, the raw messages it passed, one object per compaction (ArchiveKey), so an agent
+// can read or search them back (ScanArchive). It is optional beside Store: a store that has
+// it archives, one that does not compacts as before.
+type ArchiveStore interface {
+	// PutArchive stores data, the JSONL encoding of the session's raw messages [from, to)
+	// (one message a line, from first), and returns a reference that says where it lives. A
+	// span stored before under the same range is replaced: the key is the range, and the
+	// latest compaction of it is what the session's summary stands for.
+	PutArchive(ctx context.Context, sessionID string, from, to int, data []byte) (ref string, err error)
+	// ListArchives calls fn for each archive of the session (not of its conversations), in
+	// the order of From, then To. An error of fn ends the listing and is returned (fn
+	// returns ErrStopListing to end it early without one).
+	ListArchives(ctx context.Context, sessionID string, fn func(ArchiveSpan) error) error
+	// OpenArchive opens one archive for reading; a missing one is an error wrapping
+	// ErrNotFound. The reader fails once the object goes past the store's cap for an
+	// archive. The caller closes it.
+	OpenArchive(ctx context.Context, sessionID string, from, to int) (io.ReadCloser, error)
+}
+
+// ArchiveSpan is the range of raw-history indices one archive holds: [From, To).
+type ArchiveSpan struct {
+	From int `json:"from"`
+	To   int `json:"to"`
+}
+
+// String is the range as archives are named: "{from}-{to}".
+func (s ArchiveSpan) String() string { return fmt.Sprintf("%d-%d", s.From, s.To) }
+
+// ErrStopListing, returned by a ListArchives callback, ends the listing without an error.
+var ErrStopListing = errors.New("stop listing")
+
+// MaxArchiveIndex bounds the indices of an archive's range: ten digits in a key, and an int
+// on every platform.
+const MaxArchiveIndex = 1<<31 - 1
+
+// ValidateArchiveSpan accepts 0 <= from < to <= MaxArchiveIndex.
+func ValidateArchiveSpan(from, to int) error {
+	if from < 0 || to <= from || to > MaxArchiveIndex {
+		return fmt.Errorf("archive range [%d, %d) is not 0 <= from < to <= %d", from, to, MaxArchiveIndex)
+	}
+	return nil
+}
+
 // Store is a complete backend: tool results, records, state, and session deletion.
 type Store interface {
 	ToolResultStore
@@ -296,6 +340,48 @@ func RecordSegmentKey(sessionID, recordID string) string {
 	return "compaction_records/" + sessionID + "/" + SafeKey(recordID) + ".jsonl"
 }
 
+// ArchiveKey is archive/{sessionID}/{from}-{to}.jsonl (ArchiveName): the raw messages
+// [from, to) that one compaction summarized. A conversation's (ConversationSessionID) is
+// under its session's: archive/{sessionID}/conversations/{id}/{from}-{to}.jsonl. Deterministic,
+// so a session's archive can be named from its session, conversation and range alone.
+func ArchiveKey(sessionID string, from, to int) string {
+	return "archive/" + sessionID + "/" + ArchiveName(from, to)
+}
+
+// ArchiveName is the last segment of ArchiveKey: both indices zero-padded to ten digits, so
+// listing a session's archives in key order lists them by From, then To.
+func ArchiveName(from, to int) string {
+	return fmt.Sprintf("%010d-%010d.jsonl", from, to)
+}
+
+// ParseArchiveName is the inverse of ArchiveName; ok is false for any other name (a
+// conversation's directory, a temporary file, an object some other tool wrote there).
+func ParseArchiveName(name string) (span ArchiveSpan, ok bool) {
+	rest, ok := strings.CutSuffix(name, ".jsonl")
+	if !ok || len(rest) != 21 || rest[10] != '-' {
+		return ArchiveSpan{}, false
+	}
+	from, ok1 := digits(rest[:10])
+	to, ok2 := digits(rest[11:])
+	if !ok1 || !ok2 || ValidateArchiveSpan(from, to) != nil {
+		return ArchiveSpan{}, false
+	}
+	return ArchiveSpan{From: from, To: to}, true
+}
+
+// digits parses a string of ASCII digits only (no sign, no space), at most MaxArchiveIndex.
+func digits(s string) (int, bool) {
+	n := 0
+	for i := 0; i < len(s); i++ {
+		d := int(s[i]) - '0'
+		if d < 0 || d > 9 || n > (MaxArchiveIndex-d)/10 {
+			return 0, false
+		}
+		n = n*10 + d
+	}
+	return n, true
+}
+
 // StateKey is state/{sessionID}.json; a conversation's (ConversationSessionID) is
 // state/conversations/{sessionID}/{conversationID}.json. Not state/{sessionID}/...: the
 // session "{sessionID}.json" has the key state/{sessionID}.json, and stores that keep
@@ -309,12 +395,13 @@ func StateKey(sessionID string) string {
 
 // SessionPrefixes are the key prefixes (with their trailing '/', so "abc" never matches
 // "abcd") that hold a session's objects, besides StateKey. The second is the session's
-// record segments. The keys of a session's conversations (ConversationSessionID) are under
-// the session's prefixes too: tool_results/{sessionID}/conversations/{id}/ and
-// compaction_records/{sessionID}/conversations/{id}/, and the third prefix of a session,
+// record segments, the third its archives. The keys of a session's conversations
+// (ConversationSessionID) are under the session's prefixes too:
+// tool_results/{sessionID}/conversations/{id}/, compaction_records/{sessionID}/conversations/{id}/
+// and archive/{sessionID}/conversations/{id}/, and the fourth prefix of a session,
 // state/conversations/{sessionID}/, holds their states.
 func SessionPrefixes(sessionID string) []string {
-	p := []string{"tool_results/" + sessionID + "/", "compaction_records/" + sessionID + "/"}
+	p := []string{"tool_results/" + sessionID + "/", "compaction_records/" + sessionID + "/", "archive/" + sessionID + "/"}
 	if _, conv := SplitSessionID(sessionID); conv == "" {
 		p = append(p, "state/conversations/"+sessionID+"/")
 	}

@@ -59,7 +59,7 @@ type stdio struct {
 }
 
 func commands() []*command {
-	return []*command{compactCommand(), simulateCommand(), evalCommand(), recordsCommand(), toolResultCommand(), versionCommand()}
+	return []*command{compactCommand(), simulateCommand(), evalCommand(), recordsCommand(), toolResultCommand(), historyCommand(), resetCommand(), versionCommand()}
 }
 
 func findCommand(name string) *command {

@@ -222,6 +222,85 @@ func (c *Client) Records(ctx context.Context, namespace, name string, w io.Write
 	return nil
 }
 
+// History returns the archived messages of the session (or, with InConversation, of that
+// conversation) within r: what its compactions summarized, in index order, at most
+// r.Limit of them (Truncated and Next say where to go on). A session without an archive
+// answers no messages. The caller needs "get" on agentsessions/toolresults.
+func (c *Client) History(ctx context.Context, namespace, name string, r HistoryRange, opts ...CallOption) (*HistoryResponse, error) {
+	q := rangeQuery(query(opts), r.From, r.To, r.Limit)
+	var resp HistoryResponse
+	if err := c.getJSON(ctx, c.path(namespace, name, "history"), q, &resp); err != nil {
+		return nil, err
+	}
+	return &resp, nil
+}
+
+// SearchHistory returns the archived messages that match s, in index order, at most
+// s.Limit of them. A pattern that does not compile, or an empty or over-long text, is a
+// 400 (*APIError, ReasonBadRequest) that says why. The caller needs "get" on
+// agentsessions/toolresults.
+func (c *Client) SearchHistory(ctx context.Context, namespace, name string, s HistorySearch, opts ...CallOption) (*HistoryResponse, error) {
+	q := rangeQuery(query(opts), s.From, s.To, s.Limit)
+	q.Set("q", s.Text)
+	if s.Regex {
+		q.Set("regex", "1")
+	}
+	var resp HistoryResponse
+	if err := c.getJSON(ctx, c.path(namespace, name, "history", "search"), q, &resp); err != nil {
+		return nil, err
+	}
+	return &resp, nil
+}
+
+// Reset forgets the compaction state of the session (or, with InConversation, of that
+// conversation): its next turn starts again from the agent's full history, as before its
+// first compaction. Send that full history next (a Session does). The trail gets a Reset
+// record; archives and offloaded results are kept. The caller needs "create" on
+// agentsessions/compact.
+func (c *Client) Reset(ctx context.Context, namespace, name string, opts ...CallOption) (*ResetResponse, error) {
+	resp, err := c.do(ctx, http.MethodPost, c.path(namespace, name, "reset"), query(opts), nil)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	var out ResetResponse
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
+		return nil, fmt.Errorf("compaction client: decode response: %w", err)
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxDrain))
+	return &out, nil
+}
+
+// rangeQuery adds from, to and limit to q (made when nil), each only when set.
+func rangeQuery(q url.Values, from, to, limit int) url.Values {
+	if q == nil {
+		q = url.Values{}
+	}
+	for _, p := range []struct {
+		name string
+		v    int
+	}{{"from", from}, {"to", to}, {"limit", limit}} {
+		if p.v != 0 {
+			q.Set(p.name, strconv.Itoa(p.v))
+		}
+	}
+	return q
+}
+
+// getJSON sends a GET and decodes its JSON answer into out.
+func (c *Client) getJSON(ctx context.Context, path string, q url.Values, out any) error {
+	resp, err := c.do(ctx, http.MethodGet, path, q, nil)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+		return fmt.Errorf("compaction client: decode response: %w", err)
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxDrain))
+	return nil
+}
+
 // ReportPassThrough tells the server that a proxy forwarded r.Count requests of the session
 // to the LLM uncompacted, and why: the AgentSession's status.passThrough counts them and its
 // PassThrough condition (the Proxy column of kubectl get agentsession) shows r.Reason. A proxy

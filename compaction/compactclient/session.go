@@ -242,3 +242,25 @@ func (s *Session) GetToolResult(ctx context.Context, toolCallID string) ([]byte,
 func (s *Session) Records(ctx context.Context, w io.Writer) error {
 	return s.Client.Records(ctx, s.Namespace, s.Name, w, InConversation(s.Conversation))
 }
+
+// History is Client.History of the Session's conversation.
+func (s *Session) History(ctx context.Context, r HistoryRange) (*HistoryResponse, error) {
+	return s.Client.History(ctx, s.Namespace, s.Name, r, InConversation(s.Conversation))
+}
+
+// SearchHistory is Client.SearchHistory in the Session's conversation.
+func (s *Session) SearchHistory(ctx context.Context, q HistorySearch) (*HistoryResponse, error) {
+	return s.Client.SearchHistory(ctx, s.Namespace, s.Name, q, InConversation(s.Conversation))
+}
+
+// Reset is Client.Reset of the Session's conversation; the Session forgets its watermark
+// too, so its next Compact sends the full history.
+func (s *Session) Reset(ctx context.Context) (*ResetResponse, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	resp, err := s.Client.Reset(ctx, s.Namespace, s.Name, InConversation(s.Conversation))
+	// Whatever the answer: a full history is always right, a stale delta costs a 409.
+	s.watermark, s.prefixHash = 0, ""
+	s.seen, s.seenHash, s.seenLast = 0, "", compaction.Message{}
+	return resp, err
+}

@@ -198,3 +198,66 @@ type PassThroughReport struct {
 	// MaxPassThroughCount.
 	Count int `json:"count"`
 }
+
+// Bounds of the history routes (GET .../history and GET .../history/search).
+const (
+	// DefaultHistoryLimit and DefaultSearchLimit are how many messages an answer holds at
+	// most when the request gives no limit; MaxHistoryLimit is the most a limit may ask.
+	DefaultHistoryLimit = 100
+	DefaultSearchLimit  = 20
+	MaxHistoryLimit     = 1000
+)
+
+// HistoryRange selects archived messages by their index in the agent's raw history:
+// From <= index < To. To 0 is no upper bound; Limit 0 is the server's default
+// (DefaultHistoryLimit), at most MaxHistoryLimit.
+type HistoryRange struct {
+	From, To, Limit int
+}
+
+// HistorySearch finds archived messages by their text (content, the text of content parts,
+// tool calls, tool call IDs): Text as a case-insensitive substring, or with Regex as a Go
+// RE2 regular expression (case-insensitive too; "(?-i)" turns that off), at most
+// compaction.MaxHistoryQueryBytes bytes. From, To and Limit are as in HistoryRange (the
+// default limit is DefaultSearchLimit).
+type HistorySearch struct {
+	Text  string
+	Regex bool
+	From  int
+	To    int
+	Limit int
+}
+
+// HistoryMessage is one archived message: what a compaction summarized (or an Emergency
+// truncation dropped), as the agent sent it; a tool result offloaded before that is its
+// placeholder, whose full text GetToolResult reads back.
+type HistoryMessage struct {
+	// Index is the message's index in the agent's raw history (its system messages
+	// counted).
+	Index int             `json:"index"`
+	Role  compaction.Role `json:"role"`
+	// Archive is the range ("from-to") of the archive that keeps it.
+	Archive string             `json:"archive"`
+	Message compaction.Message `json:"message"`
+}
+
+// HistoryResponse is the answer of GET .../history and GET .../history/search: messages in
+// index order, each index once.
+type HistoryResponse struct {
+	Messages []HistoryMessage `json:"messages"`
+	// Next is where to go on (HistoryRange.From, HistorySearch.From): after the last message
+	// the server read.
+	Next int `json:"next"`
+	// Truncated says a bound cut the answer short (the limit, the answer's size, or how much
+	// of the archive one search reads): more may follow from Next.
+	Truncated bool `json:"truncated"`
+}
+
+// ResetResponse is the answer of POST .../reset.
+type ResetResponse struct {
+	// Record is the Reset record appended to the trail (Reset true, WatermarkBefore the
+	// forgotten watermark).
+	Record *compaction.CompactionRecord `json:"record"`
+	// RecordError says the record could not be appended; the state was reset all the same.
+	RecordError string `json:"recordError,omitempty"`
+}

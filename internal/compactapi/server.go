@@ -356,6 +356,11 @@ func (s *Server) Handler() http.Handler {
 	mux.Handle("POST "+base+"/toolresults", route(s, routeSpec{name: "toolresults", verb: "create", subresource: "toolresults", needs: needsEngine}, s.parseOffload, s.offload))
 	mux.Handle("GET "+base+"/toolresults/{id}", route[struct{}](s, routeSpec{name: "toolresult", verb: "get", subresource: "toolresults", needs: needsStore}, nil, s.toolResult))
 	mux.Handle("GET "+base+"/records", route[struct{}](s, routeSpec{name: "records", verb: "get", subresource: "records", needs: needsStore}, nil, s.records))
+	// What compactions summarized is conversation content, as an offloaded result is: the
+	// same permission reads it back (history.go). Undoing a compaction changes it (reset.go).
+	mux.Handle("GET "+base+"/history", route[struct{}](s, routeSpec{name: "history", verb: "get", subresource: "toolresults", needs: needsStore}, nil, s.history))
+	mux.Handle("GET "+base+"/history/search", route[struct{}](s, routeSpec{name: "historysearch", verb: "get", subresource: "toolresults", needs: needsStore}, nil, s.historySearch))
+	mux.Handle("POST "+base+"/reset", route[struct{}](s, routeSpec{name: "reset", verb: "create", subresource: "compact", needs: needsStore}, nil, s.reset))
 	// A pass-through report is part of compacting the session (a proxy that may compact may
 	// say it did not): the same permission as compact, and a small body.
 	mux.Handle("POST "+base+"/passthrough", route(s, routeSpec{name: "passthrough", verb: "create", subresource: "compact", needs: needsSession,

@@ -6,6 +6,7 @@
 //	{root}/.harness9/tool_results/{sessionID}/{SafeKey(toolCallID)}.txt
 //	{root}/.harness9/compaction_records/{sessionID}.jsonl   (appended, one record a line)
 //	{root}/.harness9/state/{sessionID}.json                 (replaced atomically)
+//	{root}/.harness9/archive/{sessionID}/{from}-{to}.jsonl  (one file per compaction, compaction.ArchiveName)
 //
 // A conversation of a session (compaction.ConversationSessionID "{sessionID}/conversations/{id}")
 // keeps its records and state in a directory of its own under the session's, and its tool
@@ -14,6 +15,7 @@
 //	{root}/.harness9/conversations/{sessionID}/{id}/compaction_records.jsonl
 //	{root}/.harness9/conversations/{sessionID}/{id}/state.json
 //	{root}/.harness9/tool_results/{sessionID}/conversations/{id}/{SafeKey(toolCallID)}.txt
+//	{root}/.harness9/archive/{sessionID}/conversations/{id}/{from}-{to}.jsonl
 //
 // Not compaction_records/{sessionID}/...: that directory would take the name of the records
 // file of the session "{sessionID}" minus ".jsonl" (session "a.jsonl"'s directory is session
@@ -60,7 +62,10 @@ type Store struct {
 	appendMu sync.Mutex
 }
 
-var _ compaction.Store = (*Store)(nil)
+var (
+	_ compaction.Store        = (*Store)(nil)
+	_ compaction.ArchiveStore = (*Store)(nil)
+)
 
 // New returns a store rooted at root (usually the agent's working directory), creating
 // {root}/.harness9 if needed. References it hands out are absolute paths.
@@ -89,6 +94,17 @@ func (s *Store) toolResultDir(sid string) string {
 // ToolResultPath is where a tool result lives; PutToolResult returns it as the ref.
 func (s *Store) ToolResultPath(sid, toolCallID string) string {
 	return filepath.Join(s.toolResultDir(sid), compaction.SafeKey(toolCallID)+".txt")
+}
+
+// archiveDir holds the session's archives; a conversation's is one level under its
+// session's (its ID extends the session's with "/conversations/{id}").
+func (s *Store) archiveDir(sid string) string {
+	return filepath.Join(s.base, "archive", sid)
+}
+
+// ArchivePath is where an archive lives; PutArchive returns it as the ref.
+func (s *Store) ArchivePath(sid string, from, to int) string {
+	return filepath.Join(s.archiveDir(sid), compaction.ArchiveName(from, to))
 }
 
 // RecordsPath is the session's (or conversation's) JSONL trail.
@@ -246,6 +262,86 @@ func (s *Store) openTrail(path string) (*os.File, int64, error) {
 	return f, fi.Size(), nil
 }
 
+// PutArchive writes one archive atomically, replacing one of the same range, and returns
+// the file's absolute path. Not synced, like a tool result: the agent's own history holds
+// the messages too.
+func (s *Store) PutArchive(ctx context.Context, sessionID string, from, to int, data []byte) (string, error) {
+	if err := check(ctx, "put archive", sessionID); err != nil {
+		return "", err
+	}
+	if err := compaction.ValidateArchiveSpan(from, to); err != nil {
+		return "", fmt.Errorf("fs store: put archive of session %s: %w", sessionID, err)
+	}
+	path := s.ArchivePath(sessionID, from, to)
+	if len(data) > bounded.ArchiveBytes {
+		return "", fmt.Errorf("fs store: put archive of session %s: %w", sessionID,
+			bounded.TooLarge("archive", path, int64(len(data)), bounded.ArchiveBytes))
+	}
+	if err := writeFile(path, data, replace); err != nil {
+		return "", fmt.Errorf("fs store: put archive of session %s: %w", sessionID, err)
+	}
+	return path, nil
+}
+
+// ListArchives lists the files of the session's archive directory (not its conversations'
+// directories) in name order: by From, then To. Other names are skipped.
+func (s *Store) ListArchives(ctx context.Context, sessionID string, fn func(compaction.ArchiveSpan) error) error {
+	if err := check(ctx, "list archives", sessionID); err != nil {
+		return err
+	}
+	entries, err := os.ReadDir(s.archiveDir(sessionID))
+	if errors.Is(err, iofs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("fs store: list archives of session %s: %w", sessionID, err)
+	}
+	for _, e := range entries {
+		if e.IsDir() {
+			continue
+		}
+		span, ok := compaction.ParseArchiveName(e.Name())
+		if !ok {
+			continue
+		}
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("fs store: list archives of session %s: %w", sessionID, err)
+		}
+		if err := fn(span); err != nil {
+			if errors.Is(err, compaction.ErrStopListing) {
+				return nil
+			}
+			return err
+		}
+	}
+	return nil
+}
+
+// OpenArchive opens one archive for reading, failing past the archive cap; a missing one is
+// ErrNotFound.
+func (s *Store) OpenArchive(ctx context.Context, sessionID string, from, to int) (io.ReadCloser, error) {
+	if err := check(ctx, "open archive", sessionID); err != nil {
+		return nil, err
+	}
+	if err := compaction.ValidateArchiveSpan(from, to); err != nil {
+		return nil, fmt.Errorf("fs store: open archive of session %s: %w", sessionID, err)
+	}
+	path := s.ArchivePath(sessionID, from, to)
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("fs store: open archive of session %s: %w", sessionID, notFound(err))
+	}
+	if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() && fi.Size() > bounded.ArchiveBytes {
+		_ = f.Close() // read-only: nothing to lose
+		return nil, fmt.Errorf("fs store: open archive of session %s: %w", sessionID,
+			bounded.TooLarge("archive", path, fi.Size(), bounded.ArchiveBytes))
+	}
+	return struct {
+		io.Reader
+		io.Closer
+	}{&ctxReader{ctx: ctx, r: bounded.Reader(f, bounded.ArchiveBytes, "archive", path)}, f}, nil
+}
+
 // LoadState reads the session's state; a missing one is ErrNotFound.
 func (s *Store) LoadState(ctx context.Context, sessionID string) (*compaction.State, error) {
 	if err := check(ctx, "load state", sessionID); err != nil {
@@ -287,7 +383,7 @@ func (s *Store) SaveState(ctx context.Context, sessionID string, st *compaction.
 	return nil
 }
 
-// DeleteSession removes the session's tool results, trail and state, and its
+// DeleteSession removes the session's tool results, archives, trail and state, and its
 // conversations', and returns how many files it removed. Each path is built from the exact
 // session ID (a directory or a file name), so a session whose ID extends this one is never
 // touched.
@@ -310,11 +406,13 @@ func (s *Store) DeleteSession(ctx context.Context, sessionID string) (int, error
 		}
 	}
 
-	dir := s.toolResultDir(sessionID)
-	n, err := removeTree(dir)
-	removed += n
-	if err != nil {
-		errs = append(errs, err)
+	// Each a directory named after the session exactly, holding its conversations' too.
+	for _, dir := range []string{s.toolResultDir(sessionID), s.archiveDir(sessionID)} {
+		n, err := removeTree(dir)
+		removed += n
+		if err != nil {
+			errs = append(errs, err)
+		}
 	}
 
 	// Under appendMu so the trail is not removed in the middle of an append.
@@ -389,6 +487,9 @@ const (
 	// createOnly links the file to path only if path does not exist yet (an error wrapping
 	// io/fs.ErrExist otherwise): an offloaded original is never replaced.
 	createOnly
+	// replace renames the file over path without syncing (an archive: a copy of what the
+	// agent's history holds).
+	replace
 )
 
 // writeFile writes data to a temporary file in path's directory, creating the directory if
@@ -429,6 +530,9 @@ func writeFile(path string, data []byte, mode writeMode) error {
 	}
 	if err := os.Rename(tmp, path); err != nil {
 		return err
+	}
+	if mode == replace {
+		return nil
 	}
 	// Make the rename itself durable. Best effort: some filesystems cannot sync directories.
 	if d, err := os.Open(dir); err == nil {

@@ -6,11 +6,14 @@ package mem
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"strings"
 	"sync"
 
@@ -29,12 +32,16 @@ type Store struct {
 }
 
 type session struct {
-	results map[string][]byte // tool call ID -> content
-	records [][]byte          // JSON lines, each ending in '\n'
-	state   []byte            // JSON, nil when never saved
+	results  map[string][]byte                 // tool call ID -> content
+	records  [][]byte                          // JSON lines, each ending in '\n'
+	state    []byte                            // JSON, nil when never saved
+	archives map[compaction.ArchiveSpan][]byte // range -> JSONL
 }
 
-var _ compaction.Store = (*Store)(nil)
+var (
+	_ compaction.Store        = (*Store)(nil)
+	_ compaction.ArchiveStore = (*Store)(nil)
+)
 
 // New returns an empty store.
 func New() *Store {
@@ -45,7 +52,7 @@ func New() *Store {
 func (s *Store) sessionLocked(id string, create bool) *session {
 	sess, ok := s.sessions[id]
 	if !ok && create {
-		sess = &session{results: map[string][]byte{}}
+		sess = &session{results: map[string][]byte{}, archives: map[compaction.ArchiveSpan][]byte{}}
 		s.sessions[id] = sess
 	}
 	return sess
@@ -140,6 +147,70 @@ func (s *Store) ReadRecords(ctx context.Context, sessionID string, w io.Writer) 
 	return nil
 }
 
+// PutArchive keeps a copy of data, replacing an archive of the same range, and returns
+// mem://{ArchiveKey}.
+func (s *Store) PutArchive(ctx context.Context, sessionID string, from, to int, data []byte) (string, error) {
+	if err := check(ctx, "put archive", sessionID); err != nil {
+		return "", err
+	}
+	if err := compaction.ValidateArchiveSpan(from, to); err != nil {
+		return "", fmt.Errorf("memory store: put archive of session %s: %w", sessionID, err)
+	}
+	key := compaction.ArchiveKey(sessionID, from, to)
+	if len(data) > bounded.ArchiveBytes {
+		return "", fmt.Errorf("memory store: put archive of session %s: %w", sessionID,
+			bounded.TooLarge("archive", key, int64(len(data)), bounded.ArchiveBytes))
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.sessionLocked(sessionID, true).archives[compaction.ArchiveSpan{From: from, To: to}] = bytes.Clone(data)
+	return RefScheme + key, nil
+}
+
+// ListArchives calls fn for the session's archives by From, then To.
+func (s *Store) ListArchives(ctx context.Context, sessionID string, fn func(compaction.ArchiveSpan) error) error {
+	if err := check(ctx, "list archives", sessionID); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	var spans []compaction.ArchiveSpan
+	if sess := s.sessionLocked(sessionID, false); sess != nil {
+		spans = slices.Collect(maps.Keys(sess.archives))
+	}
+	s.mu.Unlock()
+	slices.SortFunc(spans, func(a, b compaction.ArchiveSpan) int {
+		return cmp.Or(cmp.Compare(a.From, b.From), cmp.Compare(a.To, b.To))
+	})
+	for _, span := range spans {
+		if err := fn(span); err != nil {
+			if errors.Is(err, compaction.ErrStopListing) {
+				return nil
+			}
+			return err
+		}
+	}
+	return nil
+}
+
+// OpenArchive returns a reader of a copy of one archive; a missing one is ErrNotFound.
+func (s *Store) OpenArchive(ctx context.Context, sessionID string, from, to int) (io.ReadCloser, error) {
+	if err := check(ctx, "open archive", sessionID); err != nil {
+		return nil, err
+	}
+	if err := compaction.ValidateArchiveSpan(from, to); err != nil {
+		return nil, fmt.Errorf("memory store: open archive of session %s: %w", sessionID, err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if sess := s.sessionLocked(sessionID, false); sess != nil {
+		if data, ok := sess.archives[compaction.ArchiveSpan{From: from, To: to}]; ok {
+			// The stored slice is never written again (PutArchive replaces it whole).
+			return io.NopCloser(bytes.NewReader(data)), nil
+		}
+	}
+	return nil, fmt.Errorf("memory store: open archive %d-%d of session %s: %w", from, to, sessionID, compaction.ErrNotFound)
+}
+
 // LoadState returns a copy of the session's state; a missing one is ErrNotFound.
 func (s *Store) LoadState(ctx context.Context, sessionID string) (*compaction.State, error) {
 	if err := check(ctx, "load state", sessionID); err != nil {
@@ -198,7 +269,7 @@ func (s *Store) DeleteSession(ctx context.Context, sessionID string) (int, error
 		if id != sessionID && !strings.HasPrefix(id, sessionID+"/") {
 			continue
 		}
-		n += len(sess.results) + len(sess.records)
+		n += len(sess.results) + len(sess.records) + len(sess.archives)
 		if sess.state != nil {
 			n++
 		}

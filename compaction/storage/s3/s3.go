@@ -5,19 +5,22 @@
 //	tool_results/{sessionID}/{SafeKey(toolCallID)}.txt
 //	compaction_records/{sessionID}/{recordID}.jsonl   (one object per record)
 //	state/{sessionID}.json
+//	archive/{sessionID}/{from}-{to}.jsonl              (one object per compaction, compaction.ArchiveKey)
 //	.probe/{random}                                   (ProbeConditionalWrites; deleted at once)
 //
 // A conversation of a session (compaction.ConversationSessionID) has the session ID
 // "{sessionID}/conversations/{id}", so its keys are one level under the session's:
-// tool_results/{sessionID}/conversations/{id}/..., compaction_records/{sessionID}/conversations/{id}/...
-// and state/conversations/{sessionID}/{id}.json. DeleteSession of the session removes them.
+// tool_results/{sessionID}/conversations/{id}/..., compaction_records/{sessionID}/conversations/{id}/...,
+// archive/{sessionID}/conversations/{id}/... and state/conversations/{sessionID}/{id}.json.
+// DeleteSession of the session removes them.
 //
 // S3 has no append, and rewriting a growing object loses records when two replicas race, so
 // every record is its own segment object. Record IDs are time-sortable and S3 lists keys in
 // order, so listing the session's segment prefix yields the trail oldest first.
 //
 // The endpoint is whatever a policy names, so nothing it answers is read unbounded: an object
-// is read up to the cap of its kind (a state 16 MiB, a tool result 32 MiB, a record 8 MiB),
+// is read up to the cap of its kind (a state 16 MiB, a tool result 32 MiB, a record 8 MiB,
+// an archive 64 MiB),
 // checked first against its declared length, any other answer up to 8 MiB, and one call
 // lists at most 1,000 pages. Over a cap, the call fails with an error wrapping
 // compaction.ErrObjectTooLarge or compaction.ErrTooManyPages.
@@ -95,6 +98,7 @@ type Store struct {
 var (
 	_ compaction.Store            = (*Store)(nil)
 	_ compaction.StateRevalidator = (*Store)(nil)
+	_ compaction.ArchiveStore     = (*Store)(nil)
 )
 
 // Option changes how New builds a store.
@@ -421,6 +425,67 @@ func (s *Store) copyObject(ctx context.Context, key string, lw *lineWriter) erro
 		return fmt.Errorf("copy %s: %w", s.ref(key), mapErr(err))
 	}
 	return lw.endSegment()
+}
+
+// PutArchive writes one archive, replacing one of the same range, and returns its s3:// URL.
+func (s *Store) PutArchive(ctx context.Context, sessionID string, from, to int, data []byte) (string, error) {
+	if err := validate("put archive", sessionID); err != nil {
+		return "", err
+	}
+	if err := compaction.ValidateArchiveSpan(from, to); err != nil {
+		return "", fmt.Errorf("s3 store: put archive of session %s: %w", sessionID, err)
+	}
+	key := s.key(compaction.ArchiveKey(sessionID, from, to))
+	if len(data) > bounded.ArchiveBytes {
+		// Never stored: it could not be read back.
+		return "", fmt.Errorf("s3 store: put archive of session %s: %w", sessionID,
+			bounded.TooLarge("archive", s.ref(key), int64(len(data)), bounded.ArchiveBytes))
+	}
+	if err := s.put(ctx, key, data, "application/x-ndjson"); err != nil {
+		return "", fmt.Errorf("s3 store: put archive of session %s: %w", sessionID, mapErr(err))
+	}
+	return s.ref(key), nil
+}
+
+// ListArchives lists the archives right under the session's archive prefix (its
+// conversations' are one level down, and not listed), in key order: by From, then To.
+// Objects there whose names are not archive names are skipped.
+func (s *Store) ListArchives(ctx context.Context, sessionID string, fn func(compaction.ArchiveSpan) error) error {
+	if err := validate("list archives", sessionID); err != nil {
+		return err
+	}
+	prefix := s.key("archive/" + sessionID + "/")
+	err := s.listLevel(withPageBudget(ctx), prefix, func(obj minio.ObjectInfo) error {
+		span, ok := compaction.ParseArchiveName(obj.Key[len(prefix):])
+		if !ok {
+			return nil
+		}
+		return fn(span)
+	})
+	if errors.Is(err, compaction.ErrStopListing) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("s3 store: list archives of session %s: %w", sessionID, mapErr(err))
+	}
+	return nil
+}
+
+// OpenArchive opens one archive for reading, bounded by the archive cap; a missing one is
+// ErrNotFound.
+func (s *Store) OpenArchive(ctx context.Context, sessionID string, from, to int) (io.ReadCloser, error) {
+	if err := validate("open archive", sessionID); err != nil {
+		return nil, err
+	}
+	if err := compaction.ValidateArchiveSpan(from, to); err != nil {
+		return nil, fmt.Errorf("s3 store: open archive of session %s: %w", sessionID, err)
+	}
+	key := s.key(compaction.ArchiveKey(sessionID, from, to))
+	body, _, err := s.openObject(ctx, key, minio.GetObjectOptions{}, bounded.ArchiveBytes, "archive")
+	if err != nil {
+		return nil, fmt.Errorf("s3 store: open archive %d-%d of session %s: %w", from, to, sessionID, err)
+	}
+	return body, nil
 }
 
 // LoadState reads the session's state; a missing one is ErrNotFound.

@@ -66,6 +66,7 @@ func Run(t *testing.T, newStore func(t *testing.T) compaction.Store) {
 	t.Run("InvalidSessionIDs", func(t *testing.T) { testInvalidSessionIDs(t, newStore(t)) })
 	t.Run("CanceledContext", func(t *testing.T) { testCanceledContext(t, newStore(t)) })
 	t.Run("ObjectCaps", func(t *testing.T) { testObjectCaps(t, newStore(t)) })
+	runArchives(t, newStore)
 }
 
 // SessionID returns a fresh valid session ID shaped like a Kubernetes UID.
@@ -186,6 +187,9 @@ func WriteInvalid(t *testing.T, s compaction.Store) {
 		check("DeleteSession", err)
 		if n != 0 {
 			t.Errorf("DeleteSession(%q) reported %d removals for an invalid id", sid, n)
+		}
+		if a, ok := s.(compaction.ArchiveStore); ok {
+			writeInvalidArchives(t, a, sid, check)
 		}
 	}
 }

@@ -24,6 +24,10 @@ const (
 	// RecordBytes bounds one compaction record (one JSONL line): a summary, anchors and
 	// the results one compaction offloaded, a few KiB to a few hundred KiB.
 	RecordBytes = 8 << 20
+	// ArchiveBytes bounds one archive: the messages one compaction summarized, as JSONL.
+	// They are part of one request's history (8 MiB in the compaction API, 32 MiB in the
+	// proxy and in transcripts), large results in it already offloaded.
+	ArchiveBytes = 64 << 20
 	// ResponseBytes bounds every other answer of an object store (a list page of at most
 	// 1,000 keys, a batch delete's result, an error): about 1.5 MiB at most for real ones.
 	ResponseBytes = 8 << 20
