@@ -32,9 +32,17 @@ import (
 type Background interface {
 	// Go runs work later on a worker of its own, with a context of its own (ended by the
 	// work's timeout or when the session goes), and reports whether it took it: false when
-	// its queue is full, and work is then never run.
+	// its queue is full, and work is then never run. When the session goes, its context is
+	// cancelled with the cause ErrSessionGone, and the work stores nothing.
 	Go(sessionID string, work func(ctx context.Context)) bool
 }
+
+// ErrSessionGone is the cause a Background cancels a session's work with when the session
+// is deleted: its objects are being deleted, and a summary stored now would outlive them.
+var ErrSessionGone = errors.New("session deleted")
+
+// sessionGone reports whether ctx was cancelled because its session was deleted.
+func sessionGone(ctx context.Context) bool { return errors.Is(context.Cause(ctx), ErrSessionGone) }
 
 // WithBackground has Soft and Full turns never wait for a summarizer other than the
 // extractive one: summaries are prepared ahead and made late by b (see PreparedSummary).
@@ -284,9 +292,20 @@ func runPrepared(ctx context.Context, s Summarizer, states StateStore, id string
 		job.Anchors, job.Prose, job.Error = nil, "", quietError(err)
 	}
 	if states != nil {
-		// Stored even after the caller's context ended: the tokens are spent.
+		// A deleted session's objects are being deleted: nothing of it is written again.
+		if sessionGone(ctx) {
+			return job, fmt.Errorf("prepared summary not stored: %w", context.Cause(ctx))
+		}
+		// Stored even after the work's context ended (timeout, shutdown): the tokens are
+		// spent. Only the session's deletion stops the write.
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		defer cancel()
+		stopGone := context.AfterFunc(ctx, func() {
+			if sessionGone(ctx) {
+				cancel()
+			}
+		})
+		defer stopGone()
 		if serr := savePrepared(sctx, states, id, job, false); serr != nil {
 			return job, fmt.Errorf("store the prepared summary: %w", serr)
 		}

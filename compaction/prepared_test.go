@@ -340,3 +340,61 @@ func TestPreparedIDs(t *testing.T) {
 		t.Error("a caller may name the reserved conversation")
 	}
 }
+
+// goneSummarizer is an LLM whose session is deleted while it answers: it cancels the work's
+// context with ErrSessionGone (as a Background does on deletion), then answers anyway.
+type goneSummarizer struct {
+	*llmSummarizer
+	gone func()
+}
+
+func (g goneSummarizer) Summarize(ctx context.Context, req SummaryRequest) (string, error) {
+	g.gone()
+	return g.llmSummarizer.Summarize(ctx, req)
+}
+
+// TestPreparedNotStoredOnceSessionGone: issue 29, item 4. A summarization off the turn whose
+// session is deleted while it runs (its context cancelled with ErrSessionGone) stores
+// nothing: the session's objects are being deleted, and a result written now would outlive
+// them. The summarizer answered; its answer is dropped.
+func TestPreparedNotStoredOnceSessionGone(t *testing.T) {
+	s := newOffTurnSession(t)
+	ctx, cancel := context.WithCancelCause(context.Background())
+	defer cancel(nil)
+	c, err := NewProgressiveCompactor(s.cfg, WithSummarizer(goneSummarizer{s.llm, func() { cancel(ErrSessionGone) }}), WithStore(s.store),
+		WithSessionID("sess-29"), WithBackground(s.bg), WithStateRevalidation())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range s.turns {
+		_, rec, err := c.CompactWithRecord(context.Background(), s.history[:n])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rec.PreparedStarted == "" {
+			continue
+		}
+		s.bg.mu.Lock()
+		works := s.bg.works
+		s.bg.works = nil
+		s.bg.mu.Unlock()
+		if len(works) != 1 {
+			t.Fatalf("%d works queued, want 1", len(works))
+		}
+		works[0](ctx)
+		if s.llm.count() != 1 {
+			t.Fatalf("LLM calls = %d, want 1", s.llm.count())
+		}
+		st, err := s.store.LoadState(context.Background(), PreparedID("sess-29"))
+		if err != nil {
+			t.Fatalf("the claim written before the call: %v", err)
+		}
+		for _, p := range st.Prepared {
+			if p.done() {
+				t.Fatalf("a summary of messages %d-%d stored after the session was deleted", p.From, p.To)
+			}
+		}
+		return
+	}
+	t.Fatal("nothing was summarized off the turn")
+}

@@ -206,9 +206,10 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.DurationVar(&o.apiUsageInterval, "api-usage-interval", compactapi.DefaultUsageInterval, "least time between two status writes of a session for turns that needed no compaction")
 	fs.DurationVar(&o.apiStatusInterval, "api-status-interval", compactapi.DefaultStatusInterval,
 		"least time between two status writes of one session by a replica: what its compactions change meanwhile is written together (counters added, the latest tier, usage and compaction kept; events are not delayed); 0 writes every change within half a second")
-	fs.BoolVar(&o.apiSummariesOffTurn, "api-summaries-off-turn", false,
-		"never have a turn wait for an LLM summarizer: prepare each session's next summary in the background once its view passes Warn, use it at the Soft or Full crossing, "+
-			"and summarize extractively at once (the LLM summary merged at the next compaction) when none is ready; 4 workers and a queue of 64 per replica")
+	fs.BoolVar(&o.apiSummariesOffTurn, "api-summaries-off-turn", true,
+		"never have a turn wait for an LLM summarizer (on by default): prepare each session's next summary in the background once its view passes Warn, and at the Soft or Full crossing use it at once, "+
+			"or summarize extractively at once when none is ready (the LLM summary made late is merged at the next compaction); 4 workers and a queue of 64 per replica, "+
+			"work of a deleted session cancelled. --api-summaries-off-turn=false calls the LLM on the turn that crosses Soft or Full, which waits for it")
 	fs.DurationVar(&o.apiStateTrust, "api-state-trust", compactapi.DefaultStateTrust,
 		"how long after storage last confirmed a conversation's state (or that it has none yet) a turn that continues from this replica's own answer (or sends the full history of a conversation whose watermark has not moved) skips re-reading it (writes stay conditional, so another replica's save is never overwritten; a turn that writes nothing may miss, for this long, what another replica saved without moving the watermark, or its first save or summary); 0 re-reads it every turn")
 	fs.StringVar(&o.apiTokenAudience, "api-token-audience", compactclient.DefaultTokenAudience,

@@ -88,3 +88,32 @@ func TestNamespacedEndpoints(t *testing.T) {
 		}
 	}
 }
+
+// TestSummariesOffTurnFlag: issue 29. Summaries off the turn are the default (no turn waits
+// for an LLM summarizer); --api-summaries-off-turn=false restores the summarizer call on the
+// crossing turn.
+func TestSummariesOffTurnFlag(t *testing.T) {
+	cases := []struct {
+		args []string
+		want bool
+	}{
+		{nil, true},
+		{[]string{"--api-summaries-off-turn"}, true},
+		{[]string{"--api-summaries-off-turn=false"}, false},
+	}
+	for _, tc := range cases {
+		var stderr bytes.Buffer
+		o, err := parseFlags(tc.args, &stderr)
+		if err != nil {
+			t.Fatalf("%v: %v", tc.args, err)
+		}
+		if o.apiSummariesOffTurn != tc.want {
+			t.Errorf("%v: summaries off the turn = %v, want %v", tc.args, o.apiSummariesOffTurn, tc.want)
+		}
+	}
+	var stderr bytes.Buffer
+	if code := run(context.Background(), []string{"--help"}, &stderr); code != 0 || !strings.Contains(stderr.String(), "api-summaries-off-turn") ||
+		!strings.Contains(stderr.String(), "(default true)") {
+		t.Errorf("--help: exit %d; want the flag listed with its default true:\n%s", code, stderr.String())
+	}
+}

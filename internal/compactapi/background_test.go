@@ -2,12 +2,15 @@ package compactapi
 
 import (
 	"context"
+	"errors"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
+
+	"github.com/harness9/compaction-operator/compaction"
 )
 
 // TestBackground: issue 29, item 4. The replica runs summarizations off the turn on a few
@@ -63,6 +66,77 @@ func TestBackground(t *testing.T) {
 	b.mu.Unlock()
 	if left != 0 {
 		t.Errorf("%d sessions' contexts kept after their work ended", left)
+	}
+}
+
+// TestBackgroundForget: issue 29, item 4. A deleted session's work is cancelled (forget,
+// by its UID or any of its conversations' IDs): queued work never runs, running work sees
+// its context cancelled with compaction.ErrSessionGone, later work is refused; other
+// sessions' work is untouched; the metrics count it as cancelled, not done.
+func TestBackgroundForget(t *testing.T) {
+	m, err := NewMetrics(prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := newBackground(m)
+	bRan := make(chan struct{})
+	// Queued before the workers start: session A's two works, and B's.
+	for range 2 {
+		if !b.Go(compaction.ConversationSessionID("uid-a", "c1"), func(context.Context) { t.Error("work of a forgotten session ran") }) {
+			t.Fatal("work refused")
+		}
+	}
+	if !b.Go("uid-b", func(context.Context) { close(bRan) }) {
+		t.Fatal("work refused")
+	}
+	b.forget(compaction.ConversationSessionID("uid-a", "c2"))
+	if b.Go("uid-a", func(context.Context) { t.Error("work of a forgotten session ran") }) {
+		t.Error("work taken for a forgotten session")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { b.run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+
+	// Session C's work is running when C is deleted.
+	started, cause := make(chan struct{}), make(chan error, 1)
+	if !b.Go("uid-c", func(ctx context.Context) {
+		close(started)
+		<-ctx.Done()
+		cause <- context.Cause(ctx)
+	}) {
+		t.Fatal("work refused")
+	}
+	waitFor(t, "start of session C's work", started)
+	b.forget("uid-c")
+	select {
+	case err := <-cause:
+		if !errors.Is(err, compaction.ErrSessionGone) {
+			t.Errorf("running work ended with %v, want compaction.ErrSessionGone", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("running work of a forgotten session not cancelled within 30 s")
+	}
+	waitFor(t, "session B's work", bRan)
+	// A's two queued works, the refused one and C's: counted once the workers are done.
+	deadline := time.Now().Add(10 * time.Second)
+	for counterValue(t, m.BackgroundSummaries.WithLabelValues("cancelled")) < 4 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if got := counterValue(t, m.BackgroundSummaries.WithLabelValues("cancelled")); got != 4 {
+		t.Errorf("cancelled = %v, want 4", got)
+	}
+	for counterValue(t, m.BackgroundSummaries.WithLabelValues("done")) < 1 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if got := counterValue(t, m.BackgroundSummaries.WithLabelValues("done")); got != 1 {
+		t.Errorf("done = %v, want 1 (session B's)", got)
+	}
+	b.mu.Lock()
+	left := len(b.sessions)
+	b.mu.Unlock()
+	if left != 0 {
+		t.Errorf("%d sessions' contexts kept after their work ended or was cancelled", left)
 	}
 }
 

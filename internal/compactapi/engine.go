@@ -1,9 +1,12 @@
 package compactapi
 
 import (
+	"context"
 	"crypto/sha256"
 	"net/http"
 	"time"
+
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 
 	"github.com/harness9/compaction-operator/compaction"
 	"github.com/harness9/compaction-operator/compaction/storage/s3"
@@ -121,6 +124,16 @@ func (s *Server) engineFor(sess *session) (*engine, error) {
 		compaction.WithLogger(log), compaction.WithStateRevalidation(), compaction.WithStateTrust(s.cfg.StateTrust),
 	}
 	if s.background != nil && s.cfg.SummariesOffTurn {
+		// A deleted session's work must be cancelled: the sessions are watched before the
+		// first work can be taken. s.cache is the manager's cache (its informers); a plain
+		// reader (some tests) has none to watch. The informer is not waited for (the
+		// context only bounds that wait): it runs on the manager's cache.
+		if inf, ok := s.cache.(cache.Informers); ok {
+			if err := s.background.watch(context.Background(), inf, s.sessionGone); err != nil {
+				// Fail open: the turn is served; the watch is tried again with the next engine.
+				s.log.Error(err, "deleted sessions' summaries off the turn will not be cancelled")
+			}
+		}
 		// An LLM summarizer is never waited for on the turn: see compaction.WithBackground.
 		opts = append(opts, compaction.WithBackground(s.background))
 	}

@@ -119,6 +119,18 @@ func (s *Server) lookup(ctx context.Context, namespace, name string, withEngine 
 	return sess, nil
 }
 
+// sessionGone forgets a deleted session (its UID) on this replica: its summarizations off
+// the turn are cancelled and store nothing (the session's objects are being deleted, and a
+// summary written after that would outlive them), and its engines are dropped.
+func (s *Server) sessionGone(uid string) {
+	if s.background != nil {
+		s.background.forget(uid)
+	}
+	if s.engines != nil {
+		s.engines.RemoveGroup(0, uid)
+	}
+}
+
 // sharedReader reads objects from the manager's cache without deep-copying them: what it
 // returns shares its maps and slices with the cache, and must only be read. A request reads
 // the session (twice, with checkOwner), its policy, the policy's namespace and the pinned

@@ -119,6 +119,20 @@ func (c *shareLRU[K, V]) Remove(k K) {
 	}
 }
 
+// RemoveGroup drops every entry of group g of level (a deleted session's engines).
+func (c *shareLRU[K, V]) RemoveGroup(level int, g string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if level >= len(c.groups) {
+		return
+	}
+	if l := c.groups[level][g]; l != nil {
+		for l.Len() > 0 {
+			c.remove(l.Front().Value.(*list.Element))
+		}
+	}
+}
+
 // Len is the number of entries.
 func (c *shareLRU[K, V]) Len() int {
 	c.mu.Lock()

@@ -120,7 +120,7 @@ func (s *suite) setUp() {
 	s.cl = operator.Install(t)
 	s.m = testenv.StartMinIO(t)
 	s.bin = testenv.BuildManager(t)
-	s.mgr = s.cl.StartManager(s.bin, "--api-usage-interval", "100ms")
+	s.mgr = s.cl.StartManager(s.bin, "--api-usage-interval", "100ms", "--api-summaries-off-turn=false")
 	s.c = s.cl.Client
 	c, m, ctx := s.c, s.m, context.Background()
 	testenv.Must(t, c.Create(ctx, builder.MinIOSecret(ns, "minio-credentials", m.AccessKey, m.SecretKey)))
@@ -173,7 +173,7 @@ func (s *suite) replay() replayed {
 				if err := s.mgr.Stop(20 * time.Second); err != nil {
 					t.Fatalf("manager did not stop cleanly: %v", err)
 				}
-				s.mgr = s.cl.StartManager(s.bin, "--api-usage-interval", "100ms")
+				s.mgr = s.cl.StartManager(s.bin, "--api-usage-interval", "100ms", "--api-summaries-off-turn=false")
 				agentAPI = s.api(s.agentToken)
 				agent.Client = agentAPI
 			}

@@ -71,7 +71,7 @@ func (s *suite) testTwoReplicas(t *testing.T) {
 	sid := sess.Status.SessionID
 
 	// A second replica serves the API too; it is not the controllers' leader.
-	second := s.cl.StartManager(s.bin)
+	second := s.cl.StartManager(s.bin, "--api-summaries-off-turn=false")
 	t.Cleanup(func() { _ = second.Stop(20 * time.Second) })
 	// Both replicas serve the certificate of one CA: the bundle the first published verifies
 	// the second.

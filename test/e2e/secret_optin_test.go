@@ -37,7 +37,8 @@ func TestPolicySecretOptIn(t *testing.T) {
 	m := testenv.StartMinIO(t)
 	bin := testenv.BuildManager(t)
 	trap := testenv.StartCredentialTrap(t)
-	mgr := cl.StartManager(bin, "--secret-recheck-interval", "1s", "--secret-cache-ttl", "1s", "--storage-retry-interval", "2s")
+	mgr := cl.StartManager(bin, "--secret-recheck-interval", "1s", "--secret-cache-ttl", "1s", "--storage-retry-interval", "2s",
+		"--api-summaries-off-turn=false") // the summarizer request is checked right after the turn
 	c, ctx := cl.Client, context.Background()
 	agent := mgr.APIClient(t, cl.BindAgent(ns, "agent"))
 

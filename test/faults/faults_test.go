@@ -52,18 +52,28 @@ func TestFaults(t *testing.T) {
 	api := mgr.APIClient(t, token)
 
 	t.Run("StorageDiesMidReplay", func(t *testing.T) { testStorageDies(t, cl, m, api, history) })
-	t.Run("SummarizerFaults", func(t *testing.T) { testSummarizerFaults(t, cl, m, api, history) })
+	t.Run("SummarizerFaults", func(t *testing.T) { testSummarizerFaults(t, cl, m, bin, token, api, history) })
 	t.Run("APIServerRestart", func(t *testing.T) { testAPIServerRestart(t, cl, m, api, history) })
-	t.Run("ManagerKilledMidCompaction", func(t *testing.T) { mgr = testKilledMidCompaction(t, cl, m, mgr, bin, token, history) })
+	t.Run("ManagerKilledMidCompaction", func(t *testing.T) {
+		// On the turn (--api-summaries-off-turn=false) first: a replica of its own dies and
+		// the agent retries on mgr. Then off the turn (the default): mgr dies with a
+		// summarization in flight and a new manager takes over.
+		t.Run("OnTurn", func(t *testing.T) { testKilledMidCompaction(t, cl, m, mgr, bin, token, history) })
+		t.Run("OffTurn", func(t *testing.T) { mgr = testKilledMidSummary(t, cl, m, mgr, bin, token, history) })
+	})
 	t.Run("ManagerKilledMidGC", func(t *testing.T) { testKilledMidGC(t, cl, m, mgr, bin) })
 }
 
-// testKilledMidCompaction SIGKILLs the manager while a compaction waits for the summarizer:
-// the stored state is the last completed compaction's, no record of the killed one exists,
-// and the agent's next request, on a new manager, continues from the persisted anchors.
-// It returns the new manager.
-func testKilledMidCompaction(t *testing.T, cl *operator.Cluster, m *testenv.MinIO, mgr *operator.Manager, bin, token string, history []compaction.Message) *operator.Manager {
+// testKilledMidCompaction SIGKILLs a replica that calls the summarizer on the turn
+// (--api-summaries-off-turn=false) while a compaction waits for it: the stored state is the
+// last completed compaction's, no record of the killed one exists, and the agent's next
+// request, on the surviving replica, continues from the persisted anchors.
+func testKilledMidCompaction(t *testing.T, cl *operator.Cluster, m *testenv.MinIO, survivor *operator.Manager, bin, token string, history []compaction.Message) {
 	const window = 8000
+	mgr := cl.StartManager(bin, "--api-summaries-off-turn=false", "--api-request-timeout", "20s",
+		"--leader-election-lease-duration", "90s", "--leader-election-renew-deadline", "75s")
+	// Never left running to take the lease from the replicas of the later subtests.
+	t.Cleanup(func() { _ = mgr.Stop(5 * time.Second) })
 	var hang atomic.Bool
 	called, release := make(chan struct{}, 1), make(chan struct{})
 	llm := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -161,7 +171,6 @@ func testKilledMidCompaction(t *testing.T, cl *operator.Cluster, m *testenv.MinI
 		t.Fatal("the compaction in flight answered although the manager was killed")
 	}
 	_ = mgr.Stop(5 * time.Second)
-	cl.ExpireLease()
 	hang.Store(false)
 
 	after, err := store.LoadState(ctx, string(sess.UID))
@@ -171,15 +180,13 @@ func testKilledMidCompaction(t *testing.T, cl *operator.Cluster, m *testenv.MinI
 			before.Watermark, after.Watermark, len(before.LastAnchors), len(after.LastAnchors))
 	}
 
-	next := cl.StartManager(bin, "--api-request-timeout", "20s",
-		"--leader-election-lease-duration", "90s", "--leader-election-renew-deadline", "75s")
-	api = next.APIClient(t, token)
+	api = survivor.APIClient(t, token)
 	agent.Client = api
 	// The same turn again, as the agent's retry, and a few more.
 	for n := killedTurn; n < min(killedTurn+5, len(turns)); n++ {
 		resp, err := agent.Compact(ctx, history[:turns[n]], 0)
 		if err != nil {
-			t.Fatalf("turn %d on the new manager: %v", n, err)
+			t.Fatalf("turn %d on the surviving replica: %v", n, err)
 		}
 		rec := resp.Record
 		if rec.Tier == compaction.TierNone {
@@ -208,6 +215,157 @@ func testKilledMidCompaction(t *testing.T, cl *operator.Cluster, m *testenv.MinI
 	}
 	t.Logf("killed at turn %d with the summarizer call open; state kept at watermark %d with %d anchors; %d records, one per answered compaction",
 		killedTurn, before.Watermark, len(before.LastAnchors), len(ids))
+}
+
+// testKilledMidSummary SIGKILLs the manager while a summarization off the turn (the
+// default) is in flight, its LLM call open. Every turn is answered without waiting for the
+// LLM, which hangs; the kill loses nothing the agent was told: the stored state is the last
+// answered compaction's, the background work never wrote it, the span's claim is all it left
+// of the summary (no half-written result), and the trail holds one record per answered
+// compaction. On a new manager the session continues from the persisted state and still gets
+// LLM summaries: a later Soft or Full compaction uses or merges one. It returns the new
+// manager.
+func testKilledMidSummary(t *testing.T, cl *operator.Cluster, m *testenv.MinIO, mgr *operator.Manager, bin, token string, history []compaction.Message) *operator.Manager {
+	const window, name = 8000, "killed-off-turn"
+	var hang atomic.Bool
+	called, release := make(chan struct{}, 1), make(chan struct{})
+	llm := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if hang.Load() {
+			select {
+			case called <- struct{}{}:
+			default:
+			}
+			select { // the manager dies with the request open
+			case <-r.Context().Done():
+			case <-release:
+			}
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"choices": [{"message": {"role": "assistant", "content": "USER_INTENT: fix the tests\nEXECUTION_PROGRESS: edited files\nKEY_DECISION: keep the API\nTRIED_SOLUTION: N/A\nNEXT_STEP: run pytest\n\nSummary: the agent fixed things."}}]}`))
+	}))
+	t.Cleanup(llm.Close)
+	t.Cleanup(func() { close(release) }) // before Close: a hung call must not block it
+	ctx := context.Background()
+	testenv.Must(t, cl.Client.Create(ctx, builder.CredentialsSecret(ns, "llm-"+name, map[string]string{"apiKey": "sk-test"})))
+	cl.CreateMinIOPolicy(ns, name, name, m, window, func(s *compactionv1alpha1.CompactionPolicySpec) {
+		s.Summarizer = compactionv1alpha1.SummarizerSpec{Mode: compactionv1alpha1.SummarizerOpenAI, OpenAI: compactionv1alpha1.OpenAISummarizerSpec{
+			BaseURL: llm.URL + "/v1", Model: "test-model", TimeoutSeconds: 60,
+			APIKeySecretRef: compactionv1alpha1.SecretKeySelector{SecretReference: compactionv1alpha1.SecretReference{Name: "llm-" + name}, Key: "apiKey"},
+		}}
+	})
+	sess := cl.CreateReadySession(ns, name, name)
+	sid := string(sess.UID)
+	store, err := s3.New(ctx, s3.Config{Endpoint: m.Endpoint, Bucket: "agent-context", Prefix: name, Insecure: true, AccessKey: m.AccessKey, SecretKey: m.SecretKey})
+	testenv.Must(t, err)
+
+	agent := &compactclient.Session{Client: mgr.APIClient(t, token), Namespace: ns, Name: name}
+	turns := compaction.AssistantTurns(history)
+	var answered []*compaction.CompactionRecord // compactions above TierNone, in order
+	compact := func(n int) *compaction.CompactionRecord {
+		t.Helper()
+		resp, err := agent.Compact(ctx, history[:turns[n]], 0)
+		if err != nil {
+			t.Fatalf("turn %d: %v (did it wait for the summarizer?)", n, err)
+		}
+		if rec := resp.Record; rec.Tier != compaction.TierNone {
+			answered = append(answered, rec)
+		}
+		return resp.Record
+	}
+	llmReached := func(rec *compaction.CompactionRecord) bool { return rec.PreparedUsed > 0 || rec.PreparedLateMerged }
+	// Replay until an LLM summary made off the turn reached the session, then let the LLM hang.
+	turn := 0
+	for reached := false; !reached; turn++ {
+		if turn == len(turns) {
+			t.Fatal("no LLM summary made off the turn reached the session")
+		}
+		reached = llmReached(compact(turn))
+	}
+	hang.Store(true)
+	// The next turn that starts a summarization off the turn is answered; its LLM call hangs.
+	for ; ; turn++ {
+		if turn == len(turns) {
+			t.Fatal("no later turn started a summarization off the turn")
+		}
+		if compact(turn).PreparedStarted != "" {
+			break
+		}
+	}
+	killedAfter := turn
+	turn++
+	select {
+	case <-called:
+	case <-time.After(time.Minute):
+		t.Fatal("the summarization off the turn did not call the LLM within a minute")
+	}
+	before, err := store.LoadState(ctx, sid)
+	testenv.Must(t, err)
+	if err := syscall.Kill(mgr.Pid(), syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = mgr.Stop(5 * time.Second)
+	cl.ExpireLease()
+	hang.Store(false)
+
+	after, err := store.LoadState(ctx, sid)
+	testenv.Must(t, err)
+	if after.Watermark != before.Watermark || after.PrefixHash != before.PrefixHash || len(after.LastAnchors) != len(before.LastAnchors) {
+		t.Fatalf("stored state changed by the killed summarization: watermark %d -> %d, anchors %d -> %d",
+			before.Watermark, after.Watermark, len(before.LastAnchors), len(after.LastAnchors))
+	}
+	// The killed summarization left its claim (written before the call), and no result.
+	prepared, err := store.LoadState(ctx, compaction.PreparedID(sid))
+	testenv.Must(t, err)
+	var claim *compaction.PreparedSummary
+	for i, p := range prepared.Prepared {
+		if p.Owner != "" && p.At.IsZero() {
+			claim = &prepared.Prepared[i]
+		}
+	}
+	if claim == nil {
+		t.Fatalf("no claim of the killed summarization among the prepared summaries %+v", prepared.Prepared)
+	}
+	for _, p := range prepared.Prepared {
+		if p.From == claim.From && p.Base == claim.Base && p.Late == claim.Late && !p.At.IsZero() {
+			t.Fatalf("a result for the killed summarization's span %d-%d was stored", p.From, p.To)
+		}
+	}
+
+	next := cl.StartManager(bin, "--api-request-timeout", "20s",
+		"--leader-election-lease-duration", "90s", "--leader-election-renew-deadline", "75s")
+	agent.Client = next.APIClient(t, token)
+	first := true
+	for reached := false; !reached; turn++ {
+		if turn == len(turns) {
+			t.Fatal("no LLM summary reached the session on the new manager")
+		}
+		rec := compact(turn)
+		if first && rec.WatermarkBefore != before.Watermark {
+			t.Errorf("the first turn on the new manager starts at watermark %d, the persisted state is at %d", rec.WatermarkBefore, before.Watermark)
+		}
+		first = false
+		reached = llmReached(rec)
+	}
+	var trail bytes.Buffer
+	testenv.Must(t, agent.Client.Records(ctx, ns, name, &trail))
+	var ids []string
+	for line := range strings.SplitSeq(strings.TrimSpace(trail.String()), "\n") {
+		var r compaction.CompactionRecord
+		testenv.Must(t, json.Unmarshal([]byte(line), &r))
+		ids = append(ids, r.ID)
+	}
+	if len(ids) != len(answered) {
+		t.Fatalf("%d records, the agent was answered %d compactions: one was lost or recorded twice", len(ids), len(answered))
+	}
+	for i, rec := range answered {
+		if ids[i] != rec.ID {
+			t.Errorf("record %d is %s, the agent was answered %s", i, ids[i], rec.ID)
+		}
+	}
+	t.Logf("killed after turn %d with a summarization off the turn in flight (messages %d-%d, late %v); state kept at watermark %d; "+
+		"an LLM summary reached the session again at turn %d on the new manager; %d records, one per answered compaction",
+		killedAfter, claim.From, claim.To, claim.Late, before.Watermark, turn-1, len(ids))
 	return next
 }
 
@@ -522,10 +680,15 @@ func testStorageDies(t *testing.T, cl *operator.Cluster, m *testenv.MinIO, api *
 }
 
 // testSummarizerFaults points a policy's OpenAI summarizer at an endpoint that is down,
-// slower than its timeout, failing with 500, or answering garbage: each Full compaction
-// still answers within the request deadline, through the fallback, and its record names
-// the cause.
-func testSummarizerFaults(t *testing.T, cl *operator.Cluster, m *testenv.MinIO, api *compactclient.Client, history []compaction.Message) {
+// slower than its timeout, failing with 500, or answering garbage.
+//
+// With summaries off the turn (the manager's default), each Full compaction answers at once
+// with the extractive summary and the LLM is called in the background; its failure is stored
+// with its cause in the session's prepared summaries, and the next Soft or Full compaction's
+// record names it and counts the wasted call. With them on the turn
+// (--api-summaries-off-turn=false, on a second replica), the Full compaction itself falls
+// back within the request deadline, and its record names the cause.
+func testSummarizerFaults(t *testing.T, cl *operator.Cluster, m *testenv.MinIO, bin, token string, api *compactclient.Client, history []compaction.Message) {
 	var mode atomic.Value
 	mode.Store("ok")
 	llm := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -551,49 +714,138 @@ func testSummarizerFaults(t *testing.T, cl *operator.Cluster, m *testenv.MinIO, 
 
 	downURL := "http://" + closedPort(t) + "/v1"
 	cases := []struct {
-		mode, baseURL, wantInError string
+		mode, baseURL string
+		// cause is what the failure's text says of its cause.
+		cause string
 	}{
-		{"down", downURL, "summar"},
-		{"slow", llm.URL + "/v1", "summar"},
-		{"500", llm.URL + "/v1", "summar"},
-		{"garbage", llm.URL + "/v1", "summar"},
+		{"down", downURL, "connect"},
+		{"slow", llm.URL + "/v1", "timed out"},
+		{"500", llm.URL + "/v1", "500"},
+		{"garbage", llm.URL + "/v1", "response"},
 	}
 	// A history at about 85% of the window: a Full compaction, which calls the summarizer.
 	turns := compaction.AssistantTurns(history)
 	msgs := history[:turns[40]]
 	window := int32(float64(compaction.EstimateTokens(msgs)) / 0.85)
+	policyFor := func(name, baseURL string) *s3.Store {
+		cl.CreateMinIOPolicy(ns, name, name, m, window, func(s *compactionv1alpha1.CompactionPolicySpec) {
+			s.Summarizer = compactionv1alpha1.SummarizerSpec{Mode: compactionv1alpha1.SummarizerOpenAI, OpenAI: compactionv1alpha1.OpenAISummarizerSpec{
+				BaseURL: baseURL, Model: "test-model", TimeoutSeconds: 1,
+				APIKeySecretRef: compactionv1alpha1.SecretKeySelector{SecretReference: compactionv1alpha1.SecretReference{Name: "llm"}, Key: "apiKey"},
+			}}
+		})
+		store, err := s3.New(ctx, s3.Config{Endpoint: m.Endpoint, Bucket: "agent-context", Prefix: name, Insecure: true, AccessKey: m.AccessKey, SecretKey: m.SecretKey})
+		testenv.Must(t, err)
+		return store
+	}
+	checkView := func(t *testing.T, resp *compactclient.CompactResponse) {
+		t.Helper()
+		if err := compaction.Validate(resp.Messages); err != nil || compaction.EstimateTokens(resp.Messages) > int(window) {
+			t.Errorf("fallback view invalid (%v) or over the window", err)
+		}
+	}
 	for _, tc := range cases {
 		t.Run(tc.mode, func(t *testing.T) {
 			mode.Store(tc.mode)
 			name := "llm-" + tc.mode
-			cl.CreateMinIOPolicy(ns, name, name, m, window, func(s *compactionv1alpha1.CompactionPolicySpec) {
-				s.Summarizer = compactionv1alpha1.SummarizerSpec{Mode: compactionv1alpha1.SummarizerOpenAI, OpenAI: compactionv1alpha1.OpenAISummarizerSpec{
-					BaseURL: tc.baseURL, Model: "test-model", TimeoutSeconds: 1,
-					APIKeySecretRef: compactionv1alpha1.SecretKeySelector{SecretReference: compactionv1alpha1.SecretReference{Name: "llm"}, Key: "apiKey"},
-				}}
-			})
-			cl.CreateReadySession(ns, name, name)
-			start := time.Now()
-			resp, err := api.Compact(ctx, ns, name, compactclient.CompactRequest{Messages: msgs})
-			took := time.Since(start)
+			store := policyFor(name, tc.baseURL)
+			sess := cl.CreateReadySession(ns, name, name)
+			agent := &compactclient.Session{Client: api, Namespace: ns, Name: name}
+			resp, err := agent.Compact(ctx, msgs, 0)
 			if err != nil {
 				t.Fatalf("compaction with the summarizer %s: %v", tc.mode, err)
 			}
 			rec := resp.Record
-			t.Logf("%s: tier %s in %s, error %q", tc.mode, rec.Tier, took.Round(time.Millisecond), rec.Error)
+			t.Logf("%s: tier %s, deferred %v, started %q, error %q", tc.mode, rec.Tier, rec.SummarizerDeferred, rec.PreparedStarted, rec.Error)
 			if rec.Tier != compaction.TierFull {
 				t.Fatalf("tier %s, want Full (the test history is sized for it)", rec.Tier)
 			}
-			if !strings.Contains(strings.ToLower(rec.Error), tc.wantInError) {
-				t.Errorf("record error %q does not name the summarizer failure", rec.Error)
+			// Nothing was prepared (the session's first turn is the crossing): the turn is
+			// summarized extractively, without a call, and the LLM's starts off the turn.
+			if !rec.SummarizerDeferred || rec.SummarizerCalls != 0 || rec.PreparedStarted != "late" {
+				t.Fatalf("the crossing waited for the summarizer: deferred %v, calls %d, started %q; notes %q",
+					rec.SummarizerDeferred, rec.SummarizerCalls, rec.PreparedStarted, rec.Notes)
 			}
-			if took > 20*time.Second {
-				t.Errorf("took %s, over the request deadline", took)
+			checkView(t, resp)
+
+			// The call off the turn fails; the failure is stored with its cause.
+			failed := waitPrepared(t, store, string(sess.UID), func(p compaction.PreparedSummary) bool { return p.Late })
+			t.Logf("%s: late summary of messages %d-%d: %q", tc.mode, failed.From, failed.To, failed.Error)
+			if failed.Error == "" || !strings.Contains(failed.Error, "summarizer") || !strings.Contains(failed.Error, tc.cause) {
+				t.Fatalf("stored failure %q does not name the summarizer's failure (%q)", failed.Error, tc.cause)
 			}
-			if err := compaction.Validate(resp.Messages); err != nil || compaction.EstimateTokens(resp.Messages) > int(window) {
-				t.Errorf("fallback view invalid (%v) or over the window", err)
+			// The next Soft or Full compaction names it in its record, and counts the call.
+			for n := 41; n < len(turns); n++ {
+				resp, err := agent.Compact(ctx, history[:turns[n]], 0)
+				if err != nil {
+					t.Fatalf("turn %d: %v", n, err)
+				}
+				rec := resp.Record
+				if rec.Tier != compaction.TierSoft && rec.Tier != compaction.TierFull {
+					continue
+				}
+				notes := strings.Join(rec.Notes, "\n")
+				if !strings.Contains(notes, "failed: "+failed.Error) || rec.PreparedWasted == 0 || rec.PreparedLateMerged {
+					t.Fatalf("next %s compaction (turn %d): wasted %d, late merged %v; notes do not name the failure %q:\n%s",
+						rec.Tier, n, rec.PreparedWasted, rec.PreparedLateMerged, failed.Error, notes)
+				}
+				checkView(t, resp)
+				return
 			}
+			t.Fatal("no Soft or Full compaction after the first")
 		})
+	}
+
+	// On the turn: a replica with --api-summaries-off-turn=false waits for the summarizer,
+	// falls back when it is slower than its timeout, and names that in the turn's record.
+	t.Run("OnTurn", func(t *testing.T) {
+		onTurn := cl.StartManager(bin, "--api-summaries-off-turn=false", "--api-request-timeout", "20s",
+			"--leader-election-lease-duration", "90s", "--leader-election-renew-deadline", "75s")
+		defer func() { _ = onTurn.Stop(20 * time.Second) }()
+		mode.Store("slow")
+		const name = "llm-on-turn"
+		policyFor(name, llm.URL+"/v1")
+		cl.CreateReadySession(ns, name, name)
+		resp, err := onTurn.APIClient(t, token).Compact(ctx, ns, name, compactclient.CompactRequest{Messages: msgs})
+		if err != nil {
+			t.Fatalf("compaction with the summarizer slow: %v", err)
+		}
+		rec := resp.Record
+		t.Logf("on the turn: tier %s, error %q", rec.Tier, rec.Error)
+		if rec.Tier != compaction.TierFull {
+			t.Fatalf("tier %s, want Full (the test history is sized for it)", rec.Tier)
+		}
+		if rec.SummarizerDeferred || rec.PreparedStarted != "" {
+			t.Errorf("summarized off the turn with --api-summaries-off-turn=false: deferred %v, started %q", rec.SummarizerDeferred, rec.PreparedStarted)
+		}
+		if !strings.Contains(strings.ToLower(rec.Error), "summar") || !strings.Contains(rec.Error, "timed out") {
+			t.Errorf("record error %q does not name the summarizer's timeout", rec.Error)
+		}
+		checkView(t, resp)
+	})
+}
+
+// waitPrepared waits for a finished summary made off the turn for the session (uid) that
+// match accepts, as stored in its prepared summaries (compaction.PreparedID), and returns it.
+func waitPrepared(t *testing.T, store *s3.Store, uid string, match func(compaction.PreparedSummary) bool) compaction.PreparedSummary {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		st, err := store.LoadState(context.Background(), compaction.PreparedID(uid))
+		if err != nil && !errors.Is(err, compaction.ErrNotFound) {
+			t.Fatal(err)
+		}
+		if err == nil {
+			for _, p := range st.Prepared {
+				if !p.At.IsZero() && match(p) {
+					return p
+				}
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no finished summary off the turn stored within a minute (%+v)", st)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }
 
