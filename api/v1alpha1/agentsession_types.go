@@ -184,6 +184,38 @@ type SummarizerUsage struct {
 	// +optional
 	// +kubebuilder:validation:Minimum=0
 	Throttled *int64 `json:"throttled,omitempty"`
+
+	// preparedCalls is the number of summarizations started in the background (OpenAI mode):
+	// ahead of a Soft or Full compaction (from the policy's summarizer.preparePercent), or
+	// after one that did not wait for the model and summarized extractively. Their calls and
+	// tokens are added to calls, inputTokens and outputTokens when a compaction uses or
+	// discards them.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	PreparedCalls *int64 `json:"preparedCalls,omitempty"`
+
+	// preparedUsed is the number of summaries made in the background that a compaction used:
+	// prepared ahead and used at the crossing, or made late and merged at the next one.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	PreparedUsed *int64 `json:"preparedUsed,omitempty"`
+
+	// preparedWasted is the number of summaries made in the background that were discarded:
+	// the history was rewritten, the session's state moved on, or the call failed.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	PreparedWasted *int64 `json:"preparedWasted,omitempty"`
+
+	// preparedWastedTokens is the total of the input and output tokens of the discarded ones.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	PreparedWastedTokens *int64 `json:"preparedWastedTokens,omitempty"`
+
+	// deferred is the number of compactions that did not wait for the model: none of the
+	// summaries prepared for them was ready, so they summarized extractively at once.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	Deferred *int64 `json:"deferred,omitempty"`
 }
 
 // Anchor is a fact kept across compactions.
@@ -433,8 +465,9 @@ type AgentSessionStatus struct {
 	Compactions TierCounts `json:"compactions,omitzero"`
 
 	// summarizer counts the summarizer calls of the session's compactions and their tokens:
-	// what compaction costs in LLM calls. The extractive summary of an Emergency compaction
-	// makes no call and is not counted.
+	// what compaction costs in LLM calls, and the summaries made in the background (prepared
+	// ahead, used, wasted). The extractive summary of an Emergency compaction makes no call
+	// and is not counted.
 	// +optional
 	Summarizer SummarizerUsage `json:"summarizer,omitzero"`
 

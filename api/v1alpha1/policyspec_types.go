@@ -22,6 +22,7 @@ import (
 
 // CompactionPolicySpec is the compaction configuration shared by CompactionPolicy and
 // ClusterCompactionPolicy.
+// +kubebuilder:validation:XValidation:rule="!has(self.summarizer) || !has(self.summarizer.preparePercent) || self.summarizer.preparePercent == 0 || self.summarizer.preparePercent < self.thresholds.softPercent",message="summarizer.preparePercent must be below thresholds.softPercent: the summary is prepared before the Soft compaction that needs it (0 or unset prepares from warnPercent)",fieldPath=".summarizer.preparePercent"
 type CompactionPolicySpec struct {
 	// contextWindow is the model's context window in tokens; the thresholds are percentages of it.
 	// +required
@@ -268,6 +269,19 @@ type SummarizerSpec struct {
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=3600
 	MaxCallsPerHour *int32 `json:"maxCallsPerHour,omitempty"`
+
+	// preparePercent is the context usage, in percent of contextWindow, from which the summary
+	// the next Soft or Full compaction will need is prepared in the background (OpenAI mode),
+	// so that compaction uses it at once instead of waiting for the model; a compaction with
+	// none ready summarizes extractively and merges the model's summary at the next one.
+	// 0 or unset prepares from thresholds.warnPercent. Must be below thresholds.softPercent.
+	// Lower values give the model more turns to answer, but the prepared summary then covers
+	// less of what the compaction summarizes (the rest is merged in extractively). An
+	// AgentSession's status.summarizer counts the summaries prepared, used and wasted.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=99
+	PreparePercent int32 `json:"preparePercent,omitempty"`
 }
 
 // OpenAISummarizerSpec configures an OpenAI-compatible chat completions endpoint.
@@ -463,8 +477,12 @@ type S3CredentialsSecretRef struct {
 // CompactionPolicyStatus is the observed state of a CompactionPolicy or ClusterCompactionPolicy.
 // +kubebuilder:validation:MinProperties=1
 type CompactionPolicyStatus struct {
-	// conditions are StorageReady (the bucket is reachable with the credentials) and Ready
-	// (the policy is valid and usable).
+	// conditions are StorageReady (the bucket is reachable with the credentials), Ready
+	// (the policy is valid and usable) and ConditionalWrites (whether the storage honours
+	// create-only writes, If-None-Match: *; reasons Supported, IfNoneMatchIgnored (a warning:
+	// the policy stays Ready, but a reused tool-call ID may replace an offloaded result and two
+	// replicas may overwrite a session's first state), ProbeFailed (tried again at the next
+	// storage probe) or StorageNotReady).
 	// +optional
 	// +listType=map
 	// +listMapKey=type

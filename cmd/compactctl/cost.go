@@ -167,9 +167,14 @@ type costTotals struct {
 	SummarizerCalls        int     `json:"summarizerCalls"`
 	SummarizerInputTokens  int     `json:"summarizerInputTokens"`
 	SummarizerOutputTokens int     `json:"summarizerOutputTokens"`
-	Cost                   float64 `json:"cost"`
-	RawCost                float64 `json:"rawCost"`
-	CostVsRaw              float64 `json:"costVsRaw"` // cost / rawCost; 0 without input
+	// WastedCalls and WastedTokens are the summaries made off the turn that a compaction
+	// discarded (--summarizer-latency): already in the summarizer's calls and tokens, as
+	// their records count them, so in the cost; absent when none.
+	WastedCalls  int     `json:"wastedCalls,omitempty"`
+	WastedTokens int     `json:"wastedTokens,omitempty"`
+	Cost         float64 `json:"cost"`
+	RawCost      float64 `json:"rawCost"`
+	CostVsRaw    float64 `json:"costVsRaw"` // cost / rawCost; 0 without input
 }
 
 // finish computes the derived figures from the sums. The costs are computed from the token
@@ -235,6 +240,10 @@ func (t *costTracker) turn(view, history []compaction.Message, rec *compaction.C
 	s.SummarizerCalls += tc.SummarizerCalls
 	s.SummarizerInputTokens += tc.SummarizerInputTokens
 	s.SummarizerOutputTokens += tc.SummarizerOutputTokens
+	if rec != nil {
+		s.WastedCalls += rec.PreparedWasted
+		s.WastedTokens += rec.PreparedWastedTokens
+	}
 	s.finish()
 	return tc
 }
@@ -247,7 +256,11 @@ func costText(t *costTotals) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "  prompt cache:     %.1f%% of %s input tokens cached, raw history %.1f%% of %s (peak view %s, raw peak %s tokens)\n",
 		100*t.CacheHit, humanCount(t.InputTokens), 100*t.RawCacheHit, humanCount(t.RawInputTokens), humanCount(t.PeakTokens), humanCount(t.RawPeakTokens))
-	fmt.Fprintf(&b, "  cost vs raw:      %.2f (%s vs %s; per token: cache read %g, cache write %g, summarizer %g)\n",
-		t.CostVsRaw, humanCount(int(math.Round(t.Cost))), humanCount(int(math.Round(t.RawCost))), t.Prices.CacheRead, t.Prices.CacheWrite, t.Prices.Fresh)
+	wasted := ""
+	if t.WastedCalls > 0 {
+		wasted = fmt.Sprintf("; with %d wasted summarizer calls, %s tokens", t.WastedCalls, humanCount(t.WastedTokens))
+	}
+	fmt.Fprintf(&b, "  cost vs raw:      %.2f (%s vs %s; per token: cache read %g, cache write %g, summarizer %g%s)\n",
+		t.CostVsRaw, humanCount(int(math.Round(t.Cost))), humanCount(int(math.Round(t.RawCost))), t.Prices.CacheRead, t.Prices.CacheWrite, t.Prices.Fresh, wasted)
 	return b.String()
 }

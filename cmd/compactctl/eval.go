@@ -81,6 +81,7 @@ type evalFlags struct {
 	minWindow int
 	windows   string
 	prices    *prices
+	offTurn   *offTurnFlags
 }
 
 func evalCommand() *command {
@@ -141,6 +142,14 @@ per transcript and window: {"transcript", "contextWindow", "windowFractions" (ab
 "rawPeakTokens", "summarizerCalls", "summarizerInputTokens", "summarizerOutputTokens", "cost",
 "rawCost", "costVsRaw"}} (ratios as fractions: 0.83 is 83%).
 
+--summarizer-latency, --turn-interval and --prepare-percent replay with summaries made off the
+turn, as simulate does (see compactctl simulate -h): the --json object then has "offTurn":
+{"summarizerLatency", "turnInterval", "compactions", "usedPrepared", "extractive", "waited",
+"lateMerged", "started", "startedAhead", "startedLate", "used", "wasted", "wastedTokens",
+"running", "unused"}, "cost" has "wastedCalls" and "wastedTokens" (already in the summarizer's
+tokens), and the table adds the Soft and Full compactions that used a prepared summary,
+summarized extractively or waited, and the wasted summaries.
+
 Nothing is written by default (--store ''); the exit status is 0 whatever the scores.`,
 		example: `  compactctl eval --probes testdata/probes ../shared/testdata/real/*.jsonl
   compactctl eval --json --window-fraction 0.3 --probes testdata/probes testdata/long-session.jsonl
@@ -163,6 +172,7 @@ Nothing is written by default (--store ''); the exit status is 0 whatever the sc
 			fs.IntVar(&vf.minWindow, "min-window", defaultMinWindow, "smallest context window in `tokens`: a fraction giving less is raised to it")
 			fs.StringVar(&vf.windows, "windows", "", "fixed context windows to replay every transcript at, as comma-separated `tokens` (for example\n8000,16000,32000), instead of --window-fraction and --min-window")
 			vf.prices = addPriceFlags(fs)
+			vf.offTurn = addOffTurnFlags(fs)
 			return func(ctx context.Context, std *stdio, args []string) error {
 				return runEval(ctx, std, ef, vf, args)
 			}
@@ -186,6 +196,7 @@ func runEval(ctx context.Context, std *stdio, ef *engineFlags, vf *evalFlags, ar
 		}
 	})
 	errs = append(errs, vf.prices.check()...)
+	errs = append(errs, vf.offTurn.check(ef)...)
 	if vf.probes == "" {
 		errs = append(errs, errors.New("--probes is required"))
 	}
@@ -220,10 +231,12 @@ func runEval(ctx context.Context, std *stdio, ef *engineFlags, vf *evalFlags, ar
 	if err != nil {
 		return err
 	}
+	vf.offTurn.apply(&base)
 	summarizer, err := ef.newSummarizer()
 	if err != nil {
 		return err
 	}
+	summarizer = vf.offTurn.summarizer(summarizer)
 	sets, err := loadProbeSets(vf.probes)
 	if err != nil {
 		return err
@@ -248,7 +261,7 @@ func runEval(ctx context.Context, std *stdio, ef *engineFlags, vf *evalFlags, ar
 			windows = fixedWindows(fixed)
 		}
 		for _, w := range windows {
-			run, err := evalOne(ctx, ef, base, summarizer, *vf.prices, std.err, in, w)
+			run, err := evalOne(ctx, ef, base, summarizer, vf, std.err, in, w)
 			if err != nil {
 				return err
 			}
@@ -677,12 +690,14 @@ type evalRun struct {
 	Worst            *worstView               `json:"worst,omitempty"`
 	FirstInvalid     string                   `json:"firstInvalid,omitempty"`
 	Cost             costTotals               `json:"cost"`
+	// OffTurn: the summaries made off the turn, with --summarizer-latency only.
+	OffTurn *offTurnStats `json:"offTurn,omitempty"`
 
 	probes []probe // for the table's category of a missing id
 }
 
 // evalOne replays one transcript at one window and scores its views.
-func evalOne(ctx context.Context, ef *engineFlags, base compaction.Config, summarizer compaction.Summarizer, p prices, logTo io.Writer, in evalInput, w evalWindow) (*evalRun, error) {
+func evalOne(ctx context.Context, ef *engineFlags, base compaction.Config, summarizer compaction.Summarizer, vf *evalFlags, logTo io.Writer, in evalInput, w evalWindow) (*evalRun, error) {
 	cfg := base
 	cfg.ContextWindow = w.tokens
 	store, _, err := ef.openStore(logTo) // memory: a new store per replay
@@ -690,18 +705,15 @@ func evalOne(ctx context.Context, ef *engineFlags, base compaction.Config, summa
 		return nil, err
 	}
 	counting := newCountingSummarizer(summarizer)
+	bg := vf.offTurn.background() // one per replay: its simulated time starts at the first turn
 	c, err := compaction.NewProgressiveCompactor(cfg,
-		compaction.WithStore(freshState{store}),
-		compaction.WithSummarizer(counting),
-		compaction.WithSessionID(evalSessionID(ef.sessionID, in.name, w.tokens)),
-		compaction.WithLogger(ef.logger(logTo)),
-	)
+		compactorOptions(freshState{store}, counting, evalSessionID(ef.sessionID, in.name, w.tokens), ef.logger(logTo), bg)...)
 	if err != nil {
 		return nil, fmt.Errorf("create compactor: %w", err)
 	}
 	sc := newViewScorer(in.set.Probes, w.tokens)
 	hook := &hookOffloader{off: c.Offloader(), threshold: ef.hookThreshold}
-	_, stats, err := replay(ctx, c, hook, in.msgs, p, sc.turn)
+	_, stats, err := replay(ctx, c, hook, in.msgs, *vf.prices, bg, sc.turn)
 	if err != nil {
 		return nil, fmt.Errorf("%s at %d tokens: %w", in.name, w.tokens, err)
 	}
@@ -711,7 +723,7 @@ func evalOne(ctx context.Context, ef *engineFlags, base compaction.Config, summa
 		SummarizerCalls: counting.calls.Load(), SummarizerErrors: counting.failures.Load(),
 		InvalidViews: sc.invalid, OverWindow: sc.over, FirstInvalid: sc.firstInvalid,
 		Probes: map[string]categoryScore{}, Missing: []string{}, probes: in.set.Probes,
-		ViewChanges: stats.changedViews(), ViewChangesTier: map[string]int{}, Cost: stats.cost,
+		ViewChanges: stats.changedViews(), ViewChangesTier: map[string]int{}, Cost: stats.cost, OffTurn: stats.offTurn,
 	}
 	for t := compaction.TierWarn; t <= compaction.TierEmergency; t++ {
 		run.PerTier[t.String()] = stats.perTier[t]
@@ -869,7 +881,12 @@ func evalTable(runs []*evalRun, summarizer string, vf *evalFlags, fractions []fl
 		_, _ = fmt.Fprintf(tw, "\t%s", c)
 	}
 	_, _ = fmt.Fprint(tw, "\tworst view\tinvalid\tover\tcompactions W/S/F/E\tsummarizer calls")
-	_, _ = fmt.Fprint(tw, "\tchanged W/S/F/E\tsummarizer tokens in+out\tcache hit\traw hit\tcost vs raw\traw peak\n")
+	_, _ = fmt.Fprint(tw, "\tchanged W/S/F/E\tsummarizer tokens in+out\tcache hit\traw hit\tcost vs raw\traw peak")
+	offTurn := vf.offTurn != nil && vf.offTurn.enabled()
+	if offTurn {
+		_, _ = fmt.Fprint(tw, "\tprepared/extractive/waited\twasted")
+	}
+	_, _ = fmt.Fprint(tw, "\n")
 	totals := map[string]categoryScore{}
 	var invalid, over int
 	for _, r := range runs {
@@ -902,7 +919,11 @@ func evalTable(runs []*evalRun, summarizer string, vf *evalFlags, fractions []fl
 		} else {
 			_, _ = fmt.Fprint(tw, "\t-\t-\t-")
 		}
-		_, _ = fmt.Fprintf(tw, "\t%d\n", c.RawPeakTokens)
+		_, _ = fmt.Fprintf(tw, "\t%d", c.RawPeakTokens)
+		if o := r.OffTurn; offTurn && o != nil {
+			_, _ = fmt.Fprintf(tw, "\t%d/%d/%d\t%d (%s tokens)", o.UsedPrepared, o.Extractive, o.Waited, o.Wasted, humanCount(o.WastedTokens))
+		}
+		_, _ = fmt.Fprint(tw, "\n")
 		invalid += r.InvalidViews
 		over += r.OverWindow
 	}
@@ -916,6 +937,12 @@ func evalTable(runs []*evalRun, summarizer string, vf *evalFlags, fractions []fl
 		fmt.Fprintf(&b, "\nCost per token: cache read %g, cache write %g, summarizer input and output %g; cost vs raw is the cost of the views\n"+
 			"and the summarizer over that of sending the whole raw history (after the OffloadHook) every turn; raw peak is its tokens at the last turn.\n",
 			p.CacheRead, p.CacheWrite, p.Fresh)
+	}
+	if offTurn {
+		fmt.Fprintf(&b, "\nSummarizer latency %s, a turn every %s: of the Soft and Full compactions that summarized, prepared used a summary\n"+
+			"prepared ahead, extractive summarized extractively at once (none was ready), waited waited for the summarizer;\n"+
+			"wasted are the summaries made off the turn that were discarded (in the summarizer tokens and the cost).\n",
+			vf.offTurn.latency, vf.offTurn.interval)
 	}
 
 	var missing, unavailable, bad []string

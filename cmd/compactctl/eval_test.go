@@ -1059,3 +1059,76 @@ func slicesContain(s []string, v string) bool {
 	}
 	return false
 }
+
+// TestEvalSummarizerLatency: eval replays with summaries made off the turn through the
+// OpenAI path: the LLM's calls happen between turns, the compactions use the summaries it
+// prepared, and the "offTurn" figures add up; without the flag there are none, and the table
+// has the columns only with it.
+func TestEvalSummarizerLatency(t *testing.T) {
+	t.Parallel()
+	f := newEvalFixture(t)
+	llm, url, keyFile := startAnchorsLLM(t)
+	openAI := []string{"--summarizer", "openai", "--openai-base-url", url, "--openai-model", llm.model, "--openai-api-key-file", keyFile,
+		"--openai-max-retries", "0", "--openai-timeout", "30s"}
+	args := append(append([]string{"--probes", f.probes, "--window-fraction", "0.5,0.25", "--min-window", "1000"}, openAI...),
+		"--summarizer-latency", "3s", f.transcript)
+	runs := evalJSON(t, args...)
+	llm.check(t)
+	var calls int64
+	prepared := 0
+	for i, r := range runs {
+		o := r.OffTurn
+		if o == nil {
+			t.Fatalf("run %d: no offTurn figures", i)
+		}
+		calls += r.SummarizerCalls
+		prepared += o.UsedPrepared
+		// None waits for the LLM on the turn; at the smaller window the session crosses Soft
+		// on turns in a row, with no turn between to prepare on: those are extractive at once
+		// and merge the LLM's summary at the next.
+		if o.SummarizerLatency != "3s" || o.TurnInterval != "5s" || o.Compactions == 0 || o.Waited != 0 ||
+			o.UsedPrepared+o.Extractive != o.Compactions || (o.Extractive > 0 && o.LateMerged == 0) {
+			t.Errorf("run %d: %+v, want every Soft/Full compaction made without waiting for the LLM", i, o)
+		}
+		if o.Used+o.Wasted+o.Running+o.Unused != o.Started || o.Started != o.StartedAhead+o.StartedLate || o.Unused < 0 {
+			t.Errorf("run %d: %+v: the summaries started do not add up", i, o)
+		}
+		if r.Cost.WastedCalls != o.Wasted || r.Cost.WastedTokens != o.WastedTokens || r.SummarizerErrors != 0 {
+			t.Errorf("run %d: cost counts %d wasted calls (%d tokens), offTurn %d (%d); %d errors", i, r.Cost.WastedCalls, r.Cost.WastedTokens, o.Wasted, o.WastedTokens, r.SummarizerErrors)
+		}
+		// Every LLM call was made off the turn, and those a compaction took are recorded.
+		if int64(o.Started-o.Running) != r.SummarizerCalls || r.Cost.SummarizerCalls < o.Used+o.Wasted {
+			t.Errorf("run %d: the LLM was called %d times for %d summaries started; %d recorded for %d used and %d wasted",
+				i, r.SummarizerCalls, o.Started, r.Cost.SummarizerCalls, o.Used, o.Wasted)
+		}
+		if err := r.checkCost(); err != nil {
+			t.Errorf("run %d: %v", i, err)
+		}
+	}
+	if calls == 0 || llm.calls.Load() != calls || prepared == 0 {
+		t.Errorf("eval counts %d summarizer calls, the LLM served %d; %d compactions used a prepared summary", calls, llm.calls.Load(), prepared)
+	}
+
+	for _, r := range evalJSON(t, "--probes", f.probes, "--window-fraction", "0.5,0.25", "--min-window", "1000", f.transcript) {
+		if r.OffTurn != nil || r.Cost.WastedCalls != 0 {
+			t.Errorf("without --summarizer-latency: offTurn %+v, wasted calls %d", r.OffTurn, r.Cost.WastedCalls)
+		}
+	}
+	table := runCLI(t, "", append([]string{"eval"}, args...)...)
+	plain := runCLI(t, "", "eval", "--probes", f.probes, "--window-fraction", "0.5,0.25", "--min-window", "1000", f.transcript)
+	if table.code != exitOK || plain.code != exitOK {
+		t.Fatalf("eval:\n%v\n%v", table, plain)
+	}
+	row := regexp.MustCompile(`(?m)^session\.jsonl .* ([0-9]+)/([0-9]+)/([0-9]+) +([0-9]+) \([0-9.]+K? tokens\)$`).FindAllStringSubmatch(table.stdout, -1)
+	if !strings.Contains(table.stdout, "prepared/extractive/waited") || !strings.Contains(table.stdout, "\nSummarizer latency 3s, a turn every 5s:") || len(row) != 2 {
+		t.Errorf("the table lacks the off-the-turn columns:\n%s", table.stdout)
+	}
+	for i, m := range row {
+		if o := runs[i].OffTurn; atoi(m[1]) != o.UsedPrepared || atoi(m[2]) != o.Extractive || atoi(m[3]) != o.Waited || atoi(m[4]) != o.Wasted {
+			t.Errorf("row %d: %s, want %d/%d/%d and %d wasted", i, m[0], o.UsedPrepared, o.Extractive, o.Waited, o.Wasted)
+		}
+	}
+	if strings.Contains(plain.stdout, "prepared/extractive/waited") || strings.Contains(plain.stdout, "Summarizer latency") {
+		t.Errorf("the table without --summarizer-latency has its columns:\n%s", plain.stdout)
+	}
+}

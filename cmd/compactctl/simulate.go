@@ -12,6 +12,10 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
 
 	"github.com/harness9/compaction-operator/compaction"
 )
@@ -31,6 +35,31 @@ type turnResult struct {
 	// The prompt-cache accounting of the turn: inputTokens, cachedTokens, rawTokens,
 	// rawCachedTokens, the summarizer's calls and tokens, changedView, cost and rawCost.
 	turnCost
+	// What the turn did with summaries made off the turn (--summarizer-latency); all absent
+	// without it.
+	offTurnTurn
+}
+
+// offTurnTurn is what one turn's record says of summaries made off the turn (issue 29).
+type offTurnTurn struct {
+	// SummarizerDeferred: no prepared summary was ready, the compaction summarized
+	// extractively at once. PreparedStarted: "ahead" or "late", a summarization started off
+	// the turn. PreparedUsed, PreparedWasted and PreparedWastedTokens: summaries made off the
+	// turn this compaction used or discarded. PreparedCovered: the messages a summary
+	// prepared ahead covered. PreparedLateMerged: a late summary was merged.
+	SummarizerDeferred   bool   `json:"summarizerDeferred,omitempty"`
+	PreparedStarted      string `json:"preparedStarted,omitempty"`
+	PreparedUsed         int    `json:"preparedUsed,omitempty"`
+	PreparedWasted       int    `json:"preparedWasted,omitempty"`
+	PreparedWastedTokens int    `json:"preparedWastedTokens,omitempty"`
+	PreparedCovered      int    `json:"preparedCovered,omitempty"`
+	PreparedLateMerged   bool   `json:"preparedLateMerged,omitempty"`
+}
+
+func offTurnOf(rec *compaction.CompactionRecord) offTurnTurn {
+	return offTurnTurn{SummarizerDeferred: rec.SummarizerDeferred, PreparedStarted: rec.PreparedStarted, PreparedUsed: rec.PreparedUsed,
+		PreparedWasted: rec.PreparedWasted, PreparedWastedTokens: rec.PreparedWastedTokens, PreparedCovered: rec.PreparedCovered,
+		PreparedLateMerged: rec.PreparedLateMerged}
 }
 
 // simStats is the closing summary of a simulation.
@@ -53,6 +82,8 @@ type simStats struct {
 	minSavingShare  float64
 	minSavingTokens int
 	cost            costTotals
+	// offTurn: the summaries made off the turn; nil without --summarizer-latency.
+	offTurn *offTurnStats
 }
 
 func (s *simStats) changedViews() int {
@@ -72,10 +103,11 @@ func (s *simStats) compactions() int {
 }
 
 type simulateFlags struct {
-	plot   string
-	quiet  bool
-	json   bool
-	prices *prices
+	plot    string
+	quiet   bool
+	json    bool
+	prices  *prices
+	offTurn *offTurnFlags
 }
 
 func simulateCommand() *command {
@@ -107,11 +139,30 @@ of sending the raw history every turn (every message so far, after the OffloadHo
 compaction, an unbounded window), counted the same way; the cache-hit ratios are cached /
 input tokens.
 
+Summaries off the turn: by default a Soft or Full compaction waits for the summarizer.
+--summarizer-latency DURATION models a summarizer that takes that long, with summaries made off
+the turn as the compaction API makes them: from --prepare-percent of the window (0, the
+default: from --warn) the summary the next Soft will need is prepared ahead; a compaction uses
+it if it is ready, and otherwise summarizes extractively at once and has the summarizer
+summarize the same messages, merged at the next compaction. Time is simulated: turns are
+--turn-interval apart (default 5s; transcripts carry no timestamps), and a summarization
+handed off at a turn completes, between turns, at the first turn at least the latency later.
+With --summarizer extractive, the extractive summarizer stands in for an LLM of that latency
+(named ` + standInName + `). Each compaction, and each turn that starts a summarization off the
+turn, then gets a line saying whether it used a prepared summary, summarized extractively or
+merged a late one (--json: summarizerDeferred, preparedStarted, preparedUsed, preparedWasted,
+preparedWastedTokens, preparedCovered, preparedLateMerged), and the summary adds the totals:
+summaries started (ahead, late), used, wasted (with their tokens), still running and unused at
+the end. A discarded summary is counted, with its tokens, in the record of the compaction that
+discarded it: in the summarizer's recorded calls and tokens, and so in the cost; one unused at
+the end is in the calls only.
+
 The replay always starts the session from an empty state, whatever an earlier run left in the
 store; offloaded results and records are written under --store (by default .harness9/ in a
 per-user cache directory, see -h; --store '' keeps everything in memory).`,
 		example: `  compactctl simulate --context-window 32000 --store '' --plot usage.svg session.jsonl
-  compactctl simulate --json --store '' session.jsonl | jq -c 'select(.tier != "None")'`,
+  compactctl simulate --json --store '' session.jsonl | jq -c 'select(.tier != "None")'
+  compactctl simulate --store '' --summarizer-latency 15s --turn-interval 10s session.jsonl`,
 		flags: func(fs *flag.FlagSet) func(context.Context, *stdio, []string) error {
 			ef := addEngineFlags(fs)
 			sf := &simulateFlags{}
@@ -119,6 +170,7 @@ per-user cache directory, see -h; --store '' keeps everything in memory).`,
 			fs.BoolVar(&sf.quiet, "quiet", false, "do not print the per-turn notifications, only the summary")
 			fs.BoolVar(&sf.json, "json", false, "print the per-turn series as JSON lines (turn, index, tier, tokensBefore, tokensAfter,\nusageBefore, usageAfter, msgsBefore, msgsAfter; usage as a ratio; inputTokens, cachedTokens,\nrawTokens, rawCachedTokens, summarizerCalls, summarizerInputTokens, summarizerOutputTokens,\nchangedView, cost, rawCost) instead of notifications; the summary goes to standard error")
 			sf.prices = addPriceFlags(fs)
+			sf.offTurn = addOffTurnFlags(fs)
 			return func(ctx context.Context, std *stdio, args []string) error {
 				return runSimulate(ctx, std, ef, sf, args)
 			}
@@ -131,17 +183,19 @@ func runSimulate(ctx context.Context, std *stdio, ef *engineFlags, sf *simulateF
 	if err != nil {
 		return err
 	}
-	if errs := sf.prices.check(); len(errs) > 0 {
+	if errs := append(sf.prices.check(), sf.offTurn.check(ef)...); len(errs) > 0 {
 		return &usageError{err: errors.Join(errs...)}
 	}
 	cfg, err := ef.config()
 	if err != nil {
 		return err
 	}
+	sf.offTurn.apply(&cfg)
 	base, err := ef.newSummarizer()
 	if err != nil {
 		return err
 	}
+	base = sf.offTurn.summarizer(base)
 	if sf.plot != "" {
 		if err := checkOutputDir(sf.plot); err != nil {
 			return err
@@ -156,12 +210,8 @@ func runSimulate(ctx context.Context, std *stdio, ef *engineFlags, sf *simulateF
 		return err
 	}
 	summarizer := newCountingSummarizer(base)
-	c, err := compaction.NewProgressiveCompactor(cfg,
-		compaction.WithStore(freshState{store}),
-		compaction.WithSummarizer(summarizer),
-		compaction.WithSessionID(ef.sessionID),
-		compaction.WithLogger(ef.logger(std.err)),
-	)
+	bg := sf.offTurn.background()
+	c, err := compaction.NewProgressiveCompactor(cfg, compactorOptions(freshState{store}, summarizer, ef.sessionID, ef.logger(std.err), bg)...)
 	if err != nil {
 		return fmt.Errorf("create compactor: %w", err)
 	}
@@ -171,8 +221,12 @@ func runSimulate(ctx context.Context, std *stdio, ef *engineFlags, sf *simulateF
 	// the one worth reporting; the success path checks its own Flush.
 	defer func() { _ = out.Flush() }()
 	hook := &hookOffloader{off: c.Offloader(), threshold: ef.hookThreshold}
-	series, stats, err := replay(ctx, c, hook, msgs, *sf.prices, func(t replayTurn) error {
+	series, stats, err := replay(ctx, c, hook, msgs, *sf.prices, bg, func(t replayTurn) error {
 		tr, rec := t.result, t.record
+		note := ""
+		if bg != nil {
+			note = offTurnText(rec, tr.Turn, bg)
+		}
 		switch {
 		case sf.json:
 			b, err := json.Marshal(tr)
@@ -183,10 +237,17 @@ func runSimulate(ctx context.Context, std *stdio, ef *engineFlags, sf *simulateF
 				return fmt.Errorf("write turn %d: %w", tr.Turn, err)
 			}
 			return nil
-		case sf.quiet || rec.Tier == compaction.TierNone:
+		case sf.quiet || (rec.Tier == compaction.TierNone && note == ""):
 			return nil
 		default:
-			if _, err := io.WriteString(out, prefixLines(fmt.Sprintf("[turn %d] ", tr.Turn), rec.Notification())); err != nil {
+			text := note
+			if rec.Tier != compaction.TierNone {
+				text = rec.Notification()
+				if note != "" {
+					text += "\n   " + note // under the notification's second line
+				}
+			}
+			if _, err := io.WriteString(out, prefixLines(fmt.Sprintf("[turn %d] ", tr.Turn), text)); err != nil {
 				return fmt.Errorf("write turn %d: %w", tr.Turn, err)
 			}
 			return nil
@@ -229,12 +290,31 @@ type replayTurn struct {
 	history []compaction.Message
 }
 
+// compactorOptions are the options of a replay's compactor: bg (nil: none) makes summaries
+// off the turn.
+func compactorOptions(store compaction.Store, s compaction.Summarizer, sessionID string, log logr.Logger, bg *simBackground) []compaction.Option {
+	opts := []compaction.Option{
+		compaction.WithStore(store),
+		compaction.WithSummarizer(s),
+		compaction.WithSessionID(sessionID),
+		compaction.WithLogger(log),
+	}
+	if bg != nil {
+		opts = append(opts, compaction.WithBackground(bg))
+	}
+	return opts
+}
+
 // replay runs the turns of msgs through c and calls emit after each; the cost of every turn
-// is accounted with prices.
+// is accounted with prices. With bg (c's Background), the work it holds runs between turns,
+// as simulated time passes.
 func replay(ctx context.Context, c *compaction.ProgressiveCompactor, hook *hookOffloader, msgs []compaction.Message,
-	p prices, emit func(replayTurn) error) ([]turnResult, *simStats, error) {
+	p prices, bg *simBackground, emit func(replayTurn) error) ([]turnResult, *simStats, error) {
 	cfg := c.Config()
 	stats := &simStats{}
+	if bg != nil {
+		stats.offTurn = &offTurnStats{SummarizerLatency: bg.latency.String(), TurnInterval: bg.interval.String()}
+	}
 	cost := newCostTracker(p)
 	var series []turnResult
 	history := make([]compaction.Message, 0, len(msgs))
@@ -246,6 +326,9 @@ func replay(ctx context.Context, c *compaction.ProgressiveCompactor, hook *hookO
 				return nil, nil, fmt.Errorf("simulation stopped before turn %d: %w", stats.turns+1, err)
 			}
 			stats.turns++
+			if bg != nil {
+				bg.advance(ctx, stats.turns)
+			}
 			// The full slice expression keeps the engine from ever appending into history.
 			view, rec, err := c.CompactWithRecord(ctx, history[:len(history):len(history)])
 			if err != nil {
@@ -257,6 +340,10 @@ func replay(ctx context.Context, c *compaction.ProgressiveCompactor, hook *hookO
 				UsageBefore: round4(cfg.Usage(rec.TokensBefore)), UsageAfter: round4(cfg.Usage(rec.TokensAfter)),
 				MsgsBefore: rec.MsgsBefore, MsgsAfter: len(view),
 				turnCost: cost.turn(view, history[:len(history):len(history)], rec),
+			}
+			if bg != nil {
+				tr.offTurnTurn = offTurnOf(rec)
+				stats.offTurn.add(rec)
 			}
 			series = append(series, tr)
 			stats.perTier[rec.Tier]++
@@ -290,6 +377,9 @@ func replay(ctx context.Context, c *compaction.ProgressiveCompactor, hook *hookO
 		history = append(history, m)
 	}
 	stats.cost = cost.totals
+	if bg != nil {
+		stats.offTurn.finish(bg)
+	}
 	return series, stats, nil
 }
 
@@ -318,6 +408,9 @@ func summaryText(name string, nmsgs int, cfg compaction.Config, summarizer, stor
 	fmt.Fprintf(&b, "  hook offloads:    %d tool results, %s (at source)\n", s.hookOffloads, humanBytes(s.hookBytes))
 	fmt.Fprintf(&b, "  summarizer:       %d calls, %d errors; recorded: %d calls, %d input + %d output tokens\n", s.summarizerCall, s.summarizerErrs,
 		s.cost.SummarizerCalls, s.cost.SummarizerInputTokens, s.cost.SummarizerOutputTokens)
+	if s.offTurn != nil {
+		b.WriteString(offTurnSummary(s.offTurn))
+	}
 	b.WriteString(costText(&s.cost))
 	fmt.Fprintf(&b, "  store:            %s (session %s)\n", store, session)
 	return b.String()
@@ -396,4 +489,262 @@ func writeFileAtomic(path string, data []byte) (err error) {
 		return err
 	}
 	return os.Rename(f.Name(), path)
+}
+
+// Summaries made off the turn (issue 29): --summarizer-latency replays a session whose
+// summarizer takes that long, as the compaction API runs it (compaction.WithBackground), on
+// simulated time: turns are --turn-interval apart (transcripts carry no timestamps), and a
+// summarization handed off at one turn completes, between turns, at the first turn at least
+// the latency later. Deterministic: the work runs synchronously, in the order it was handed.
+
+const defaultTurnInterval = 5 * time.Second
+
+// standInName names the extractive summarizer when it stands in for an LLM.
+const standInName = "extractive-as-llm"
+
+// offTurnFlags are --summarizer-latency, --turn-interval and --prepare-percent.
+type offTurnFlags struct {
+	latency  time.Duration
+	interval time.Duration
+	prepare  int
+	fs       *flag.FlagSet
+}
+
+func addOffTurnFlags(fs *flag.FlagSet) *offTurnFlags {
+	f := &offTurnFlags{fs: fs}
+	fs.DurationVar(&f.latency, "summarizer-latency", 0, "model a summarizer that takes `DURATION` to answer, with summaries made off the turn as the\n"+
+		"compaction API makes them: prepared ahead, or made late and merged at the next compaction;\n"+
+		"0 (the default) waits for the summarizer on the turn. With --summarizer extractive, the\n"+
+		"extractive summarizer stands in for the LLM ("+standInName+")")
+	fs.DurationVar(&f.interval, "turn-interval", defaultTurnInterval, "simulated `DURATION` between two turns, with --summarizer-latency (transcripts carry no\ntimestamps)")
+	fs.IntVar(&f.prepare, "prepare-percent", 0, "with --summarizer-latency, the usage in `percent` of the window from which the summary the\n"+
+		"next Soft will need is prepared ahead, below --soft; 0 prepares from --warn (the policy's\nsummarizer.preparePercent)")
+	return f
+}
+
+func (f *offTurnFlags) enabled() bool { return f.latency > 0 }
+
+// check reports bad values and flags that would be ignored, as usage error messages.
+func (f *offTurnFlags) check(ef *engineFlags) []error {
+	var errs []error
+	if f.latency < 0 {
+		errs = append(errs, fmt.Errorf("--summarizer-latency %s must not be negative", f.latency))
+	}
+	if f.interval <= 0 {
+		errs = append(errs, fmt.Errorf("--turn-interval %s must be positive", f.interval))
+	}
+	if f.prepare < 0 || (f.prepare > 0 && f.prepare >= ef.soft) {
+		errs = append(errs, fmt.Errorf("--prepare-percent %d must be 0 (from --warn) or below --soft %d", f.prepare, ef.soft))
+	}
+	if f.latency == 0 {
+		f.fs.Visit(func(fl *flag.Flag) {
+			if fl.Name == "turn-interval" || fl.Name == "prepare-percent" {
+				errs = append(errs, fmt.Errorf("--%s only applies with --summarizer-latency", fl.Name))
+			}
+		})
+	}
+	if f.latency > 0 && ef.rawHistory {
+		errs = append(errs, errors.New("--summarizer-latency does not apply with --raw-history (the seed spec summarizes on the turn)"))
+	}
+	return errs
+}
+
+// apply sets the prepare threshold of cfg.
+func (f *offTurnFlags) apply(cfg *compaction.Config) {
+	if f.enabled() {
+		cfg.PrepareThreshold = float64(f.prepare) / 100
+	}
+}
+
+// summarizer is the summarizer a replay uses: base, or with a latency the extractive one
+// under another name, as the engine makes summaries off the turn only for a summarizer that
+// takes time.
+func (f *offTurnFlags) summarizer(base compaction.Summarizer) compaction.Summarizer {
+	if f.enabled() && base.Name() == (compaction.ExtractiveSummarizer{}).Name() {
+		return standIn{base}
+	}
+	return base
+}
+
+// standIn is the extractive summarizer standing in for an LLM of --summarizer-latency.
+type standIn struct{ compaction.Summarizer }
+
+func (standIn) Name() string { return standInName }
+
+func (s standIn) SummarizeResult(ctx context.Context, req compaction.SummaryRequest) (compaction.SummaryResult, error) {
+	res, err := compaction.Summarize(ctx, s.Summarizer, req)
+	if err != nil {
+		return res, fmt.Errorf("extractive summary: %w", err)
+	}
+	return res, nil
+}
+
+// background returns the simulated Background of a replay, nil without a latency.
+func (f *offTurnFlags) background() *simBackground {
+	if !f.enabled() {
+		return nil
+	}
+	return &simBackground{latency: f.latency, interval: f.interval}
+}
+
+// simBackground is a compaction.Background on simulated time.
+type simBackground struct {
+	latency, interval time.Duration
+
+	mu    sync.Mutex // the engine may hand work from any goroutine; a replay uses one
+	now   time.Duration
+	queue []simWork
+	done  int // work items run
+}
+
+type simWork struct {
+	due  time.Duration
+	work func(context.Context)
+}
+
+// Go queues work, due once simulated time has advanced by the latency.
+func (b *simBackground) Go(_ string, work func(context.Context)) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.queue = append(b.queue, simWork{due: b.now + b.latency, work: work})
+	return true
+}
+
+// turnAt is the simulated time of turn n (1-based).
+func (b *simBackground) turnAt(n int) time.Duration { return time.Duration(n-1) * b.interval }
+
+// readyTurn is the first turn at which work handed off at turn n has completed.
+func (b *simBackground) readyTurn(n int) int {
+	return n + int((b.latency+b.interval-1)/b.interval)
+}
+
+// advance moves simulated time to that of turn n and runs, in the order they were handed,
+// the work items due by then (with one latency for all, due times only grow).
+func (b *simBackground) advance(ctx context.Context, n int) {
+	b.mu.Lock()
+	b.now = b.turnAt(n)
+	b.mu.Unlock()
+	for {
+		b.mu.Lock()
+		if len(b.queue) == 0 || b.queue[0].due > b.now {
+			b.mu.Unlock()
+			return
+		}
+		w := b.queue[0]
+		b.queue = b.queue[1:]
+		b.done++
+		b.mu.Unlock()
+		w.work(ctx)
+	}
+}
+
+// pending is the number of work items not run yet.
+func (b *simBackground) pending() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return len(b.queue)
+}
+
+// offTurnStats are the totals of summaries made off the turn in a replay; it is eval's
+// "offTurn" object.
+type offTurnStats struct {
+	SummarizerLatency string `json:"summarizerLatency"`
+	TurnInterval      string `json:"turnInterval"`
+	// Compactions are the Soft and Full compactions that summarized: UsedPrepared used a
+	// summary prepared ahead, Extractive summarized extractively at once (none was ready),
+	// Waited waited for the summarizer on the turn (none when every summary is made off
+	// the turn); LateMerged of them merged a late summary.
+	Compactions  int `json:"compactions"`
+	UsedPrepared int `json:"usedPrepared"`
+	Extractive   int `json:"extractive"`
+	Waited       int `json:"waited"`
+	LateMerged   int `json:"lateMerged"`
+	// Started summarizations off the turn (ahead and late); of them Used and Wasted were
+	// used or discarded by a compaction (WastedTokens their input and output tokens, counted
+	// in the cost), Running had not completed by the end of the transcript and Unused had
+	// but no compaction took them.
+	Started      int `json:"started"`
+	StartedAhead int `json:"startedAhead"`
+	StartedLate  int `json:"startedLate"`
+	Used         int `json:"used"`
+	Wasted       int `json:"wasted"`
+	WastedTokens int `json:"wastedTokens"`
+	Running      int `json:"running"`
+	Unused       int `json:"unused"`
+}
+
+// add counts one turn's record.
+func (s *offTurnStats) add(rec *compaction.CompactionRecord) {
+	switch rec.PreparedStarted {
+	case "ahead":
+		s.Started++
+		s.StartedAhead++
+	case "late":
+		s.Started++
+		s.StartedLate++
+	}
+	s.Used += rec.PreparedUsed
+	s.Wasted += rec.PreparedWasted
+	s.WastedTokens += rec.PreparedWastedTokens
+	if rec.PreparedLateMerged {
+		s.LateMerged++
+	}
+	if rec.Tier != compaction.TierSoft && rec.Tier != compaction.TierFull {
+		return
+	}
+	switch {
+	case rec.PreparedCovered > 0:
+		s.UsedPrepared++
+	case rec.SummarizerDeferred:
+		s.Extractive++
+	case rec.Summarized > 0:
+		s.Waited++
+	default:
+		return // nothing summarized: a compaction that saved too little waited
+	}
+	s.Compactions++
+}
+
+// finish adds what the background still held at the end.
+func (s *offTurnStats) finish(b *simBackground) {
+	s.Running = b.pending()
+	s.Unused = s.Started - s.Used - s.Wasted - s.Running
+}
+
+// offTurnText says what a turn did with summaries made off the turn, "" when nothing;
+// b places the turn in time.
+func offTurnText(rec *compaction.CompactionRecord, turn int, b *simBackground) string {
+	var parts []string
+	switch {
+	case rec.PreparedCovered > 0:
+		parts = append(parts, fmt.Sprintf("used the summary prepared ahead (it covers %d of the %d messages summarized)", rec.PreparedCovered, rec.Summarized))
+	case rec.SummarizerDeferred:
+		parts = append(parts, "no prepared summary ready: summarized extractively at once")
+	}
+	if rec.PreparedLateMerged {
+		parts = append(parts, "merged the late summary")
+	}
+	if rec.PreparedWasted > 0 {
+		parts = append(parts, fmt.Sprintf("discarded %d (%s tokens wasted)", rec.PreparedWasted, humanCount(rec.PreparedWastedTokens)))
+	}
+	switch rec.PreparedStarted {
+	case "ahead":
+		parts = append(parts, fmt.Sprintf("started a summary ahead, ready at turn %d", b.readyTurn(turn)))
+	case "late":
+		parts = append(parts, fmt.Sprintf("started the summary of the same messages, ready at turn %d and merged at the next compaction", b.readyTurn(turn)))
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return "off the turn: " + strings.Join(parts, "; ")
+}
+
+// offTurnSummary renders the totals for simulate's summary.
+func offTurnSummary(s *offTurnStats) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "  off the turn:     summarizer latency %s, a turn every %s; %d Soft/Full compactions summarized: %d used a prepared summary, %d summarized extractively at once, %d waited (%d merged a late summary)\n",
+		s.SummarizerLatency, s.TurnInterval, s.Compactions, s.UsedPrepared, s.Extractive, s.Waited, s.LateMerged)
+	fmt.Fprintf(&b, "  off-turn calls:   %d summaries started (%d ahead, %d late): %d used, %d wasted (%s tokens, in the cost), %d still running and %d unused at the end\n",
+		s.Started, s.StartedAhead, s.StartedLate, s.Used, s.Wasted, humanCount(s.WastedTokens), s.Running, s.Unused)
+	return b.String()
 }

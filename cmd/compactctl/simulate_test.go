@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"encoding/xml"
 	"errors"
@@ -14,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/harness9/compaction-operator/compaction"
 )
@@ -558,5 +560,241 @@ func TestSimulateCyclesOnLongTranscript(t *testing.T) {
 	}
 	if emergencies < 50 {
 		t.Fatalf("--raw-history: %d emergencies, want the spec's behaviour of living in Emergency", emergencies)
+	}
+}
+
+// offTurnSummaryRE reads the two summary lines of --summarizer-latency.
+var offTurnSummaryRE = regexp.MustCompile(`off the turn: +summarizer latency (\S+), a turn every (\S+); ([0-9]+) Soft/Full compactions summarized: ([0-9]+) used a prepared summary, ([0-9]+) summarized extractively at once, ([0-9]+) waited \(([0-9]+) merged a late summary\)\n` +
+	`  off-turn calls: +([0-9]+) summaries started \(([0-9]+) ahead, ([0-9]+) late\): ([0-9]+) used, ([0-9]+) wasted \(([0-9.]+K?) tokens, in the cost\), ([0-9]+) still running and ([0-9]+) unused at the end\n`)
+
+// latencyReplay is one simulate --json run with --summarizer-latency over the repository's
+// long transcript, at a window it outgrows several times.
+type latencyReplay struct {
+	series             []turnResult
+	summary            string
+	totals             offTurnStats // read back from the summary's lines
+	summarizedSoftFull int
+}
+
+func replayWithLatency(t *testing.T, extra ...string) latencyReplay {
+	t.Helper()
+	series, summary := simulateSeries(t, append([]string{"--context-window", "30000"}, append(extra, filepath.Join("..", "..", "testdata", "long-session.jsonl"))...)...)
+	m := offTurnSummaryRE.FindStringSubmatch(summary)
+	if m == nil {
+		t.Fatalf("the summary lacks the off-the-turn totals:\n%s", summary)
+	}
+	r := latencyReplay{series: series, summary: summary, totals: offTurnStats{SummarizerLatency: m[1], TurnInterval: m[2],
+		Compactions: atoi(m[3]), UsedPrepared: atoi(m[4]), Extractive: atoi(m[5]), Waited: atoi(m[6]), LateMerged: atoi(m[7]),
+		Started: atoi(m[8]), StartedAhead: atoi(m[9]), StartedLate: atoi(m[10]), Used: atoi(m[11]), Wasted: atoi(m[12]),
+		Running: atoi(m[14]), Unused: atoi(m[15])}}
+	// The totals are the sums of the turns, and add up.
+	var sum offTurnStats
+	for _, tr := range series {
+		switch tr.PreparedStarted {
+		case "ahead":
+			sum.StartedAhead++
+		case "late":
+			sum.StartedLate++
+		case "":
+		default:
+			t.Errorf("turn %d: preparedStarted %q", tr.Turn, tr.PreparedStarted)
+		}
+		sum.Used += tr.PreparedUsed
+		sum.Wasted += tr.PreparedWasted
+		sum.WastedTokens += tr.PreparedWastedTokens
+		if tr.PreparedLateMerged {
+			sum.LateMerged++
+		}
+		if tr.Tier == compaction.TierSoft || tr.Tier == compaction.TierFull {
+			if tr.PreparedCovered > 0 && tr.SummarizerDeferred {
+				t.Errorf("turn %d: used a prepared summary and summarized extractively for want of one", tr.Turn)
+			}
+			switch {
+			case tr.PreparedCovered > 0:
+				sum.UsedPrepared++
+			case tr.SummarizerDeferred:
+				sum.Extractive++
+			}
+			if tr.ChangedView {
+				r.summarizedSoftFull++
+			}
+		}
+		// A discarded summary's tokens are counted in the turn's summarizer tokens, so in
+		// its cost.
+		if tr.PreparedWastedTokens > tr.SummarizerInputTokens+tr.SummarizerOutputTokens || (tr.PreparedWasted > 0) != (tr.PreparedWastedTokens > 0) {
+			t.Errorf("turn %d: %d wasted summaries of %d tokens, %d+%d summarizer tokens counted", tr.Turn, tr.PreparedWasted,
+				tr.PreparedWastedTokens, tr.SummarizerInputTokens, tr.SummarizerOutputTokens)
+		}
+	}
+	tt := r.totals
+	if tt.StartedAhead != sum.StartedAhead || tt.StartedLate != sum.StartedLate || tt.Started != tt.StartedAhead+tt.StartedLate ||
+		tt.Used != sum.Used || tt.Wasted != sum.Wasted || tt.LateMerged != sum.LateMerged ||
+		tt.UsedPrepared != sum.UsedPrepared || tt.Extractive != sum.Extractive {
+		t.Errorf("summary totals %+v, the turns add up to %+v", tt, sum)
+	}
+	if m[13] != humanCount(sum.WastedTokens) {
+		t.Errorf("summary says %s wasted tokens, the turns %d", m[13], sum.WastedTokens)
+	}
+	if tt.Used+tt.Wasted+tt.Running+tt.Unused != tt.Started || tt.Unused < 0 || tt.Running < 0 {
+		t.Errorf("of %d summaries started, %d used + %d wasted + %d running + %d unused", tt.Started, tt.Used, tt.Wasted, tt.Running, tt.Unused)
+	}
+	if tt.UsedPrepared+tt.Extractive+tt.Waited != tt.Compactions || tt.Compactions < r.summarizedSoftFull {
+		t.Errorf("%d Soft/Full compactions summarized (%d changed the view): %d prepared + %d extractive + %d waited",
+			tt.Compactions, r.summarizedSoftFull, tt.UsedPrepared, tt.Extractive, tt.Waited)
+	}
+	if wasted := regexp.MustCompile(`with ([0-9]+) wasted summarizer calls`).FindStringSubmatch(summary); (wasted != nil) != (sum.Wasted > 0) ||
+		(wasted != nil && atoi(wasted[1]) != sum.Wasted) {
+		t.Errorf("the cost line does not give the %d wasted calls:\n%s", sum.Wasted, summary)
+	}
+	return r
+}
+
+// TestSimulateSummarizerLatency: --summarizer-latency replays summaries made off the turn on
+// simulated time. 0 is today's replay, byte for byte. A latency shorter than a turn has every
+// Soft and Full compaction use a summary prepared ahead; one of several turns has some use
+// one, others summarize extractively and discard the summaries that came too late (counted
+// in the cost); one longer than the session has every compaction summarize extractively.
+// Every run's totals are the sums of its turns and add up.
+func TestSimulateSummarizerLatency(t *testing.T) {
+	t.Parallel()
+	transcript := filepath.Join("..", "..", "testdata", "long-session.jsonl")
+	for _, mode := range [][]string{{"--quiet"}, {"--json"}, nil} {
+		base := runCLI(t, "", append(append([]string{"simulate", "--store", "", "--context-window", "30000"}, mode...), transcript)...)
+		zero := runCLI(t, "", append(append([]string{"simulate", "--store", "", "--context-window", "30000", "--summarizer-latency", "0"}, mode...), transcript)...)
+		if base.code != exitOK || zero.code != exitOK {
+			t.Fatalf("simulate %v: %v\n%v", mode, base, zero)
+		}
+		if base.stdout != zero.stdout || base.stderr != zero.stderr || strings.Contains(base.stdout+base.stderr, "off the turn") {
+			t.Errorf("simulate %v: --summarizer-latency 0 changed the output:\n%s\n---\n%s", mode, clip(base.stdout, 1500), clip(zero.stdout, 1500))
+		}
+	}
+
+	fast := replayWithLatency(t, "--summarizer-latency", "2s")
+	if fast.totals.SummarizerLatency != "2s" || fast.totals.TurnInterval != "5s" || !strings.Contains(fast.summary, "summarizer extractive-as-llm") {
+		t.Errorf("latency 2s at the default interval:\n%s", fast.summary)
+	}
+	if fast.totals.Compactions == 0 || fast.totals.UsedPrepared != fast.totals.Compactions || fast.totals.Wasted != 0 {
+		t.Errorf("a summarizer faster than a turn: %+v, want every Soft/Full compaction to use a prepared summary", fast.totals)
+	}
+
+	slow := replayWithLatency(t, "--summarizer-latency", "40s")
+	if slow.totals.UsedPrepared == 0 || slow.totals.Extractive == 0 || slow.totals.Wasted == 0 {
+		t.Errorf("a summarizer eight turns slow: %+v, want some compactions to use prepared summaries, others extractive, and some wasted", slow.totals)
+	}
+	// The turn interval places the turns: the same latency at a 10 s interval is four turns.
+	spaced := replayWithLatency(t, "--summarizer-latency", "40s", "--turn-interval", "10s")
+	if spaced.totals.TurnInterval != "10s" || spaced.totals.UsedPrepared <= slow.totals.UsedPrepared {
+		t.Errorf("40s at a turn every 10s: %d compactions used a prepared summary, at every 5s %d; want more", spaced.totals.UsedPrepared, slow.totals.UsedPrepared)
+	}
+
+	never := replayWithLatency(t, "--summarizer-latency", "1000h")
+	if never.totals.Compactions == 0 || never.totals.Extractive != never.totals.Compactions || never.totals.UsedPrepared != 0 ||
+		never.totals.Used != 0 || never.totals.Running == 0 {
+		t.Errorf("a summarizer that never answers in time: %+v, want every compaction extractive", never.totals)
+	}
+	for _, tr := range never.series {
+		if tr.PreparedCovered > 0 || tr.PreparedLateMerged {
+			t.Errorf("turn %d used a summary that cannot have completed", tr.Turn)
+		}
+	}
+
+	// --prepare-percent moves the point from which a summary is prepared ahead.
+	first := func(r latencyReplay) turnResult {
+		for _, tr := range r.series {
+			if tr.PreparedStarted == "ahead" {
+				return tr
+			}
+		}
+		t.Fatal("no summary prepared ahead")
+		return turnResult{}
+	}
+	fromWarn, early := first(fast), first(replayWithLatency(t, "--summarizer-latency", "2s", "--prepare-percent", "45"))
+	if fromWarn.UsageBefore < 0.60 || early.UsageBefore < 0.45 || early.Turn >= fromWarn.Turn {
+		t.Errorf("first summary prepared ahead at turn %d (usage %.2f) from --warn, at turn %d (%.2f) with --prepare-percent 45",
+			fromWarn.Turn, fromWarn.UsageBefore, early.Turn, early.UsageBefore)
+	}
+}
+
+// The text output names, for each compaction, what it did with summaries made off the turn,
+// and the turns that start one say when it is ready; a second replay is the same.
+func TestSimulateSummarizerLatencyText(t *testing.T) {
+	t.Parallel()
+	args := []string{"simulate", "--store", "", "--context-window", "30000", "--summarizer-latency", "12s", filepath.Join("..", "..", "testdata", "long-session.jsonl")}
+	r := runCLI(t, "", args...)
+	if r.code != exitOK {
+		t.Fatalf("simulate: %v", r)
+	}
+	ready := regexp.MustCompile(`(?m)^\[turn ([0-9]+)\] .*\n.*\n +off the turn: started a summary ahead, ready at turn ([0-9]+)$`).FindAllStringSubmatch(r.stdout, -1)
+	if len(ready) == 0 {
+		t.Fatalf("no turn says it started a summary ahead:\n%s", clip(r.stdout, 3000))
+	}
+	for _, m := range ready {
+		if atoi(m[2]) != atoi(m[1])+3 { // 12 s at a turn every 5 s: ready three turns later
+			t.Errorf("started at turn %s, ready at %s; want three turns later", m[1], m[2])
+		}
+	}
+	if !regexp.MustCompile(`(?m)^\[turn [0-9]+\] ⚡ Context compressed \[(Soft|Full)\].*\n +[0-9]+ anchors .*\n +off the turn: used the summary prepared ahead \(it covers [0-9]+ of the [0-9]+ messages summarized\)`).MatchString(r.stdout) {
+		t.Errorf("no Soft or Full compaction says it used the prepared summary:\n%s", clip(r.stdout, 3000))
+	}
+	if again := runCLI(t, "", args...); again.stdout != r.stdout {
+		t.Errorf("a second replay differs")
+	}
+}
+
+// simBackground completes work at the first turn at least the latency after the one that
+// handed it off, which is the turn readyTurn names.
+func TestSimBackgroundRunsWorkWhenDue(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct{ latency, interval time.Duration }{
+		{time.Second, 5 * time.Second}, {5 * time.Second, 5 * time.Second}, {12 * time.Second, 5 * time.Second}, {10 * time.Second, 5 * time.Second}, {time.Hour, time.Minute},
+	} {
+		b := &simBackground{latency: tc.latency, interval: tc.interval}
+		ranAt := map[int]int{} // handed-off turn -> turn it ran before
+		turn := 0
+		for turn = 1; turn <= 200; turn++ {
+			b.advance(ctx, turn)
+			if turn == 2 || turn == 3 {
+				from := turn
+				if !b.Go("s", func(context.Context) { ranAt[from] = turn }) {
+					t.Fatal("Go refused work")
+				}
+			}
+		}
+		for _, from := range []int{2, 3} {
+			if got, want := ranAt[from], b.readyTurn(from); got != want || time.Duration(got-from)*tc.interval < tc.latency {
+				t.Errorf("latency %s, a turn every %s: work of turn %d ran at turn %d, readyTurn says %d", tc.latency, tc.interval, from, got, want)
+			}
+		}
+		if b.pending() != 0 || b.done != 2 {
+			t.Errorf("latency %s: %d pending, %d done", tc.latency, b.pending(), b.done)
+		}
+	}
+}
+
+// The off-the-turn flags check their values and refuse to be silently ignored.
+func TestSimulateSummarizerLatencyUsage(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join("..", "..", "testdata", "long-session.jsonl")
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--summarizer-latency", "-1s"}, "--summarizer-latency -1s must not be negative"},
+		{[]string{"--summarizer-latency", "5s", "--turn-interval", "0s"}, "--turn-interval 0s must be positive"},
+		{[]string{"--turn-interval", "10s"}, "--turn-interval only applies with --summarizer-latency"},
+		{[]string{"--prepare-percent", "50"}, "--prepare-percent only applies with --summarizer-latency"},
+		{[]string{"--summarizer-latency", "5s", "--prepare-percent", "70"}, "--prepare-percent 70 must be 0 (from --warn) or below --soft 70"},
+		{[]string{"--summarizer-latency", "5s", "--raw-history"}, "--summarizer-latency does not apply with --raw-history"},
+	} {
+		for _, cmd := range []string{"simulate", "eval"} {
+			args := append([]string{cmd, "--store", ""}, tc.args...)
+			if cmd == "eval" {
+				args = append(args, "--probes", filepath.Join("..", "..", "testdata", "probes"))
+			}
+			r := runCLI(t, "", append(args, path)...)
+			if r.code != exitUsage || !strings.Contains(r.stderr, tc.want) || r.stdout != "" {
+				t.Errorf("%s %v: %v\nwant a usage error containing %q", cmd, tc.args, r, tc.want)
+			}
+		}
 	}
 }

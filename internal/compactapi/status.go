@@ -219,14 +219,23 @@ func (c *tierCounts) add(o tierCounts) {
 	c.emergency += o.emergency
 }
 
-// summarizerWork is the summarizer's work, to add to status.summarizer.
-type summarizerWork struct{ calls, inputTokens, outputTokens, throttled int64 }
+// summarizerWork is the summarizer's work, to add to status.summarizer: its calls and
+// tokens, and what was summarized off the turn (prepared ahead or made late).
+type summarizerWork struct {
+	calls, inputTokens, outputTokens, throttled                                 int64
+	preparedCalls, preparedUsed, preparedWasted, preparedWastedTokens, deferred int64
+}
 
 func (w *summarizerWork) add(o summarizerWork) {
 	w.calls += o.calls
 	w.inputTokens += o.inputTokens
 	w.outputTokens += o.outputTokens
 	w.throttled += o.throttled
+	w.preparedCalls += o.preparedCalls
+	w.preparedUsed += o.preparedUsed
+	w.preparedWasted += o.preparedWasted
+	w.preparedWastedTokens += o.preparedWastedTokens
+	w.deferred += o.deferred
 }
 
 // summarizerUsage is the summarizer's work recorded in rec; a negative count (never written
@@ -236,6 +245,17 @@ func summarizerUsage(rec *compaction.CompactionRecord) summarizerWork {
 		inputTokens: int64(max(rec.SummarizerInputTokens, 0)), outputTokens: int64(max(rec.SummarizerOutputTokens, 0))}
 	if rec.SummarizerThrottled {
 		w.throttled = 1
+	}
+	// A started summarization is counted when it starts; its call and tokens join calls and
+	// the token counters in the record of the compaction that uses or discards it.
+	if rec.PreparedStarted != "" {
+		w.preparedCalls = 1
+	}
+	w.preparedUsed = int64(max(rec.PreparedUsed, 0))
+	w.preparedWasted = int64(max(rec.PreparedWasted, 0))
+	w.preparedWastedTokens = int64(max(rec.PreparedWastedTokens, 0))
+	if rec.SummarizerDeferred {
+		w.deferred = 1
 	}
 	return w
 }
@@ -263,6 +283,11 @@ func addSummarizerUsage(dst *compactionv1alpha1.SummarizerUsage, src summarizerW
 	addTo(&dst.InputTokens, src.inputTokens)
 	addTo(&dst.OutputTokens, src.outputTokens)
 	addTo(&dst.Throttled, src.throttled)
+	addTo(&dst.PreparedCalls, src.preparedCalls)
+	addTo(&dst.PreparedUsed, src.preparedUsed)
+	addTo(&dst.PreparedWasted, src.preparedWasted)
+	addTo(&dst.PreparedWastedTokens, src.preparedWastedTokens)
+	addTo(&dst.Deferred, src.deferred)
 }
 
 // maxUsageMarks bounds usageMarks: past it, the least recently written session may have its

@@ -24,7 +24,8 @@ import (
 // TestStatusWriteSummarizerUsage writes the coalesced status of an AgentSession to a real
 // API server with the generated CRD: the summarizer counters of several compactions arrive
 // in one write, add to what the status holds, and survive the CRD's schema (a field missing
-// from it would be pruned); contextUsage is the calibrated usage that chose the tier.
+// from it would be pruned), the counts of summaries made off the turn included;
+// contextUsage is the calibrated usage that chose the tier.
 func TestStatusWriteSummarizerUsage(t *testing.T) {
 	root := testenv.RepoRoot(t)
 	_, cfg := kubeenv.Start(t, kubeenv.Options{CRDDirectoryPaths: []string{filepath.Join(root, "config", "crd", "bases")}})
@@ -60,14 +61,19 @@ func TestStatusWriteSummarizerUsage(t *testing.T) {
 
 	now := time.Now()
 	s.recordStatus(sess, &compaction.CompactionRecord{ID: "1", Timestamp: now, Tier: compaction.TierSoft, TokensBefore: 70000, TokensAfter: 52000,
-		Calibration: 1.05, UsageBefore: 0.735, UsageAfter: 0.546, SummarizerCalls: 1, SummarizerInputTokens: 900, SummarizerOutputTokens: 120})
+		Calibration: 1.05, UsageBefore: 0.735, UsageAfter: 0.546, SummarizerCalls: 1, SummarizerInputTokens: 900, SummarizerOutputTokens: 120,
+		PreparedUsed: 1, PreparedCovered: 12})
 	s.recordStatus(sess, &compaction.CompactionRecord{ID: "2", Timestamp: now, Tier: compaction.TierFull, TokensBefore: 78000, TokensAfter: 40000,
-		Calibration: 1.05, UsageBefore: 0.819, UsageAfter: 0.42, SummarizerCalls: 2, SummarizerInputTokens: 2100, SummarizerOutputTokens: 260})
+		Calibration: 1.05, UsageBefore: 0.819, UsageAfter: 0.42, SummarizerCalls: 2, SummarizerInputTokens: 2100, SummarizerOutputTokens: 260,
+		PreparedWasted: 1, PreparedWastedTokens: 800, SummarizerDeferred: true, PreparedStarted: "late"})
 	if failed := s.flushStatus(ctx); failed != 0 {
 		t.Fatalf("%d status writes failed", failed)
 	}
 	st := read()
-	if want := (compactionv1alpha1.SummarizerUsage{Calls: ptr.To[int64](3), InputTokens: ptr.To[int64](3000), OutputTokens: ptr.To[int64](380)}); !reflect.DeepEqual(st.Summarizer, want) {
+	// The counts of summaries made off the turn (issue 29) too.
+	if want := (compactionv1alpha1.SummarizerUsage{Calls: ptr.To[int64](3), InputTokens: ptr.To[int64](3000), OutputTokens: ptr.To[int64](380),
+		PreparedCalls: ptr.To[int64](1), PreparedUsed: ptr.To[int64](1), PreparedWasted: ptr.To[int64](1), PreparedWastedTokens: ptr.To[int64](800),
+		Deferred: ptr.To[int64](1)}); !reflect.DeepEqual(st.Summarizer, want) {
 		t.Errorf("status.summarizer %+v, want %+v", st.Summarizer, want)
 	}
 	if st.Tier != compactionv1alpha1.TierFull || st.ContextUsage != "0.82" {
@@ -86,12 +92,15 @@ func TestStatusWriteSummarizerUsage(t *testing.T) {
 	// later).
 	s.usageWritten.due(obj.UID, s.cfg.UsageInterval) // counts it as written now
 	s.recordStatus(sess, &compaction.CompactionRecord{ID: "3", Timestamp: now, Tier: compaction.TierNone, TokensBefore: 41000, TokensAfter: 41000,
-		Calibration: 1.05, UsageBefore: 0.43, UsageAfter: 0.43, SummarizerCalls: 1, SummarizerInputTokens: 500, SummarizerOutputTokens: 40})
+		Calibration: 1.05, UsageBefore: 0.43, UsageAfter: 0.43, SummarizerCalls: 1, SummarizerInputTokens: 500, SummarizerOutputTokens: 40,
+		PreparedStarted: "ahead"})
 	if failed := s.flushStatus(ctx); failed != 0 {
 		t.Fatalf("%d status writes failed", failed)
 	}
 	st = read()
-	if want := (compactionv1alpha1.SummarizerUsage{Calls: ptr.To[int64](4), InputTokens: ptr.To[int64](3500), OutputTokens: ptr.To[int64](420)}); !reflect.DeepEqual(st.Summarizer, want) {
+	if want := (compactionv1alpha1.SummarizerUsage{Calls: ptr.To[int64](4), InputTokens: ptr.To[int64](3500), OutputTokens: ptr.To[int64](420),
+		PreparedCalls: ptr.To[int64](2), PreparedUsed: ptr.To[int64](1), PreparedWasted: ptr.To[int64](1), PreparedWastedTokens: ptr.To[int64](800),
+		Deferred: ptr.To[int64](1)}); !reflect.DeepEqual(st.Summarizer, want) {
 		t.Errorf("status.summarizer %+v after a None turn with summarizer work, want %+v", st.Summarizer, want)
 	}
 	if st.Tier != compactionv1alpha1.TierFull || st.ContextUsage != "0.82" {

@@ -1,11 +1,13 @@
 package compactapi
 
 import (
+	"reflect"
 	"testing"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 
 	compactionv1alpha1 "github.com/harness9/compaction-operator/api/v1alpha1"
 	"github.com/harness9/compaction-operator/compaction"
@@ -17,7 +19,7 @@ func TestRequeueKeepsEveryCounter(t *testing.T) {
 	newer := &compaction.CompactionRecord{ID: "newer"}
 	failed := &pendingStatus{uid: "u1", turn: true, tier: compaction.TierWarn, usage: "0.61", last: older,
 		counts: tierCounts{warn: 2, full: 1}, offloadedCount: 3, offloadedBytes: 300,
-		summarizer: summarizerWork{calls: 1, inputTokens: 1000, outputTokens: 100}}
+		summarizer: summarizerWork{calls: 1, inputTokens: 1000, outputTokens: 100, preparedCalls: 1, preparedWasted: 1, preparedWastedTokens: 400, deferred: 1}}
 
 	t.Run("nothing newer", func(t *testing.T) {
 		b := newStatusBatcher()
@@ -30,7 +32,7 @@ func TestRequeueKeepsEveryCounter(t *testing.T) {
 		b := newStatusBatcher()
 		b.pending[key] = &pendingStatus{uid: "u1", turn: true, tier: compaction.TierSoft, usage: "0.72", last: newer,
 			counts: tierCounts{soft: 1}, offloadedCount: 1, offloadedBytes: 10,
-			summarizer: summarizerWork{calls: 2, inputTokens: 500, outputTokens: 50}}
+			summarizer: summarizerWork{calls: 2, inputTokens: 500, outputTokens: 50, preparedCalls: 1, preparedUsed: 1}}
 		b.requeue(key, failed)
 		p := b.pending[key]
 		if p.tier != compaction.TierSoft || p.usage != "0.72" || p.last != newer {
@@ -42,7 +44,8 @@ func TestRequeueKeepsEveryCounter(t *testing.T) {
 		if p.offloadedCount != 4 || p.offloadedBytes != 310 {
 			t.Errorf("offloaded %d/%d, want 4/310", p.offloadedCount, p.offloadedBytes)
 		}
-		if want := (summarizerWork{calls: 3, inputTokens: 1500, outputTokens: 150}); p.summarizer != want {
+		if want := (summarizerWork{calls: 3, inputTokens: 1500, outputTokens: 150, preparedCalls: 2, preparedUsed: 1, preparedWasted: 1,
+			preparedWastedTokens: 400, deferred: 1}); p.summarizer != want {
 			t.Errorf("summarizer %+v, want %+v", p.summarizer, want)
 		}
 	})
@@ -188,6 +191,55 @@ func TestSummarizerUsageCountsThrottled(t *testing.T) {
 	}
 	if want := (summarizerWork{calls: 1, inputTokens: 900, outputTokens: 100, throttled: 2}); total != want {
 		t.Errorf("status.summarizer %+v, want %+v", total, want)
+	}
+}
+
+// TestRecordStatusCountsPrepared: the summaries made off the turn (issue 29) are counted
+// from the records: a summarization started ahead on a None turn (counted even when that
+// turn is not due for a usage write, and without replacing the usage written last), a
+// crossing that used it, one that could not wait (deferred) and started one late, and one
+// that merged the late one and discarded a stale one.
+func TestRecordStatusCountsPrepared(t *testing.T) {
+	s := &Server{cfg: Config{UsageInterval: time.Hour}, status: newStatusBatcher()}
+	obj := &compactionv1alpha1.AgentSession{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "s", UID: "u1"}}
+	sess := &session{obj: obj, cfg: compaction.DefaultConfig(100000)}
+	key := types.NamespacedName{Namespace: "ns", Name: "s"}
+
+	s.recordStatus(sess, &compaction.CompactionRecord{Tier: compaction.TierNone, TokensBefore: 55000, TokensAfter: 55000}) // due: the first
+	s.recordStatus(sess, &compaction.CompactionRecord{Tier: compaction.TierNone, TokensBefore: 61000, TokensAfter: 61000, PreparedStarted: "ahead"})
+	p := s.status.pending[key]
+	if p == nil || p.summarizer != (summarizerWork{preparedCalls: 1}) || p.usage != "0.55" {
+		t.Fatalf("after a None turn that started a summary ahead: %+v, want 1 prepared call and the usage of the due turn (0.55)", p)
+	}
+	for _, rec := range []*compaction.CompactionRecord{
+		{Tier: compaction.TierSoft, TokensBefore: 71000, TokensAfter: 48000, SummarizerCalls: 1, SummarizerInputTokens: 1000,
+			SummarizerOutputTokens: 100, PreparedUsed: 1, PreparedCovered: 20},
+		{Tier: compaction.TierFull, TokensBefore: 81000, TokensAfter: 45000, SummarizerDeferred: true, PreparedStarted: "late"},
+		{Tier: compaction.TierSoft, TokensBefore: 72000, TokensAfter: 47000, SummarizerCalls: 2, SummarizerInputTokens: 1600,
+			SummarizerOutputTokens: 200, PreparedUsed: 1, PreparedWasted: 1, PreparedWastedTokens: 700, PreparedLateMerged: true},
+	} {
+		s.recordStatus(sess, rec)
+	}
+	want := summarizerWork{calls: 3, inputTokens: 2600, outputTokens: 300, preparedCalls: 2, preparedUsed: 2, preparedWasted: 1,
+		preparedWastedTokens: 700, deferred: 1}
+	if p.summarizer != want {
+		t.Errorf("summarizer %+v, want %+v", p.summarizer, want)
+	}
+	if want := (tierCounts{soft: 2, full: 1}); p.counts != want {
+		t.Errorf("counts %+v, want %+v", p.counts, want)
+	}
+
+	// Into the status: added to what it holds, an absent counter left absent while 0.
+	st := compactionv1alpha1.SummarizerUsage{Calls: ptr.To[int64](5), PreparedUsed: ptr.To[int64](4)}
+	addSummarizerUsage(&st, p.summarizer)
+	if want := (compactionv1alpha1.SummarizerUsage{Calls: ptr.To[int64](8), InputTokens: ptr.To[int64](2600), OutputTokens: ptr.To[int64](300),
+		PreparedCalls: ptr.To[int64](2), PreparedUsed: ptr.To[int64](6), PreparedWasted: ptr.To[int64](1),
+		PreparedWastedTokens: ptr.To[int64](700), Deferred: ptr.To[int64](1)}); !reflect.DeepEqual(st, want) {
+		t.Errorf("status.summarizer %+v, want %+v", st, want)
+	}
+	// A negative count (never written by the engine) would fail every status write: 0.
+	if w := summarizerUsage(&compaction.CompactionRecord{PreparedUsed: -1, PreparedWasted: -2, PreparedWastedTokens: -3}); w != (summarizerWork{}) {
+		t.Errorf("negative counts made %+v", w)
 	}
 }
 

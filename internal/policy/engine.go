@@ -68,6 +68,8 @@ func EngineConfig(spec *compactionv1alpha1.CompactionPolicySpec, window int32) (
 	if v := spec.Summarizer.MaxCallsPerHour; v != nil && *v > 0 && spec.Summarizer.Mode == compactionv1alpha1.SummarizerOpenAI {
 		cfg.SummarizerCallsPerHour = int(*v)
 	}
+	// 0 (unset) is the engine's own "from Warn"; the CRD keeps a set value below softPercent.
+	set(&cfg.PrepareThreshold, spec.Summarizer.PreparePercent)
 	if err := cfg.Validate(); err != nil {
 		return cfg, fmt.Errorf("%w: %w", ErrInvalidEngineConfig, err)
 	}

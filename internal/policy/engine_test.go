@@ -237,3 +237,59 @@ func TestEngineConfigRefused(t *testing.T) {
 		t.Errorf("EngineConfig of the defaults: %v", err)
 	}
 }
+
+// TestEngineConfigPreparePercent: summarizer.preparePercent becomes the engine's
+// PrepareThreshold; unset keeps the engine's own default (Warn). A value at or over
+// softPercent, which the CRD rejects now but a policy stored before the rule may hold, is
+// refused by the engine and said so.
+func TestEngineConfigPreparePercent(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		percent int32
+		want    float64
+	}{{"unset: from warn", 0, 0}, {"between warn and soft", 65, 0.65}, {"below warn", 40, 0.40}, {"just below soft", 69, 0.69}} {
+		spec := builder.DefaultedSpec(128000)
+		spec.Summarizer.Mode = compactionv1alpha1.SummarizerOpenAI
+		spec.Summarizer.PreparePercent = tc.percent
+		cfg, err := EngineConfig(spec, 0)
+		if err != nil || math.Abs(cfg.PrepareThreshold-tc.want) > 1e-9 {
+			t.Errorf("%s: preparePercent %d made PrepareThreshold %v (%v), want %v", tc.name, tc.percent, cfg.PrepareThreshold, err, tc.want)
+		}
+	}
+	spec := builder.DefaultedSpec(128000)
+	spec.Summarizer.PreparePercent = 70 // softPercent 70
+	if _, err := EngineConfig(spec, 0); !errors.Is(err, ErrInvalidEngineConfig) || !strings.Contains(err.Error(), "prepare threshold") {
+		t.Errorf("preparePercent at softPercent: %v, want ErrInvalidEngineConfig naming the prepare threshold", err)
+	}
+
+	// The generated CRDs bound the field as the engine does and give it no default: an
+	// omitted field must keep following warnPercent.
+	for _, file := range []string{"compaction.harness9.io_compactionpolicies.yaml", "compaction.harness9.io_clustercompactionpolicies.yaml"} {
+		data, err := os.ReadFile(filepath.Join(testenv.RepoRoot(t), "config", "crd", "bases", file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		crd := &apiextensionsv1.CustomResourceDefinition{}
+		if err := yaml.Unmarshal(data, crd); err != nil {
+			t.Fatalf("%s: %v", file, err)
+		}
+		specSchema := crd.Spec.Versions[0].Schema.OpenAPIV3Schema.Properties["spec"]
+		p, ok := specSchema.Properties["summarizer"].Properties["preparePercent"]
+		if !ok {
+			t.Fatalf("%s: no spec.summarizer.preparePercent", file)
+		}
+		if p.Minimum == nil || *p.Minimum != 0 || p.Maximum == nil || *p.Maximum != 99 || p.Default != nil {
+			t.Errorf("%s: spec.summarizer.preparePercent bounds %v..%v default %v, want 0..99 and none", file, p.Minimum, p.Maximum, p.Default)
+		}
+		if d := specSchema.Properties["summarizer"].Default; d == nil || strings.Contains(string(d.Raw), "preparePercent") {
+			t.Errorf("%s: spec.summarizer default %v must not set preparePercent", file, d)
+		}
+		found := false
+		for _, r := range specSchema.XValidations {
+			found = found || strings.Contains(r.Rule, "self.summarizer.preparePercent < self.thresholds.softPercent")
+		}
+		if !found {
+			t.Errorf("%s: spec has no rule keeping preparePercent below softPercent", file)
+		}
+	}
+}

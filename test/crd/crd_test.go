@@ -283,6 +283,31 @@ func testDefaults(t *testing.T, c client.Client) {
 		t.Errorf("maxTokensField MaxCompletionTokens read back as %q", f)
 	}
 
+	// summarizer.preparePercent: kept as set, below softPercent or 0 (from warnPercent), and it
+	// reaches the engine; a summarizer given without it gets the other defaults as before.
+	for _, tc := range []struct {
+		name    string
+		percent int64
+		want    float64
+	}{{"prepare-65", 65, 0.65}, {"prepare-below-warn", 40, 0.40}, {"prepare-0", 0, 0}} {
+		spec := rawMinimalSpec()
+		spec["summarizer"] = map[string]any{"mode": "OpenAI", "preparePercent": tc.percent,
+			"openAI": map[string]any{"baseURL": "http://llm:8080/v1", "model": "m"}}
+		if err := createPolicy(c, tc.name, spec); err != nil {
+			t.Fatalf("create policy with preparePercent %d: %v", tc.percent, err)
+		}
+		if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: tc.name}, got); err != nil {
+			t.Fatal(err)
+		}
+		sum := got.Spec.Summarizer
+		if int64(sum.PreparePercent) != tc.percent || ptr.Deref(sum.MaxCallsPerHour, -1) != 60 {
+			t.Errorf("%s: summarizer read back as %+v, want preparePercent %d and maxCallsPerHour defaulted to 60", tc.name, sum, tc.percent)
+		}
+		if cfg, err := policy.EngineConfig(&got.Spec, 0); err != nil || math.Abs(cfg.PrepareThreshold-tc.want) > 1e-9 {
+			t.Errorf("%s: engine PrepareThreshold %v (%v), want %v", tc.name, cfg.PrepareThreshold, err, tc.want)
+		}
+	}
+
 	// A minimal policy reaches its storage over HTTPS and creates no bucket.
 	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "minimal"}, got); err != nil {
 		t.Fatal(err)
@@ -527,6 +552,38 @@ func testRejections(t *testing.T, c client.Client) {
 			want: "spec.summarizer.maxCallsPerHour",
 		},
 		{
+			name: "prepare-at-soft",
+			mutate: func(s map[string]any) {
+				s["summarizer"] = map[string]any{"mode": "Extractive", "preparePercent": int64(70)}
+			},
+			want: "spec.summarizer.preparePercent: Invalid value: summarizer.preparePercent must be below thresholds.softPercent: " +
+				"the summary is prepared before the Soft compaction that needs it (0 or unset prepares from warnPercent)",
+		},
+		{
+			// Checked against the policy's own softPercent, not the default's.
+			name: "prepare-above-set-soft",
+			mutate: func(s map[string]any) {
+				s["thresholds"] = map[string]any{"softPercent": int64(75)}
+				s["summarizer"] = map[string]any{"mode": "Extractive", "preparePercent": int64(76)}
+			},
+			want: "summarizer.preparePercent must be below thresholds.softPercent",
+		},
+		{
+			name: "prepare-negative",
+			mutate: func(s map[string]any) {
+				s["summarizer"] = map[string]any{"mode": "Extractive", "preparePercent": int64(-1)}
+			},
+			want: "spec.summarizer.preparePercent: Invalid value: -1: spec.summarizer.preparePercent in body should be greater than or equal to 0",
+		},
+		{
+			name: "prepare-100",
+			mutate: func(s map[string]any) {
+				s["thresholds"] = map[string]any{"warnPercent": int64(97), "softPercent": int64(98), "fullPercent": int64(99), "emergencyPercent": int64(100)}
+				s["summarizer"] = map[string]any{"mode": "Extractive", "preparePercent": int64(100)}
+			},
+			want: "spec.summarizer.preparePercent: Invalid value: 100: spec.summarizer.preparePercent in body should be less than or equal to 99",
+		},
+		{
 			name: "api-key-namespace-in-namespaced-policy",
 			mutate: func(s map[string]any) {
 				s["summarizer"] = map[string]any{"mode": "OpenAI", "openAI": map[string]any{
@@ -579,6 +636,12 @@ func testRejections(t *testing.T, c client.Client) {
 	bad.Spec.Thresholds.TargetPercent, bad.Spec.Thresholds.MinSavingPercent = 50, 60
 	if err := c.Create(context.Background(), bad); err == nil || !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "spec.thresholds.minSavingPercent") {
 		t.Errorf("ClusterCompactionPolicy with minSavingPercent 60: %v, want Invalid on spec.thresholds.minSavingPercent", err)
+	}
+	bad.Spec.Thresholds.MinSavingPercent = 15
+	bad.Spec.Summarizer.PreparePercent = 80
+	if err := c.Create(context.Background(), bad); err == nil || !apierrors.IsInvalid(err) ||
+		!strings.Contains(err.Error(), "spec.summarizer.preparePercent") || !strings.Contains(err.Error(), "must be below thresholds.softPercent") {
+		t.Errorf("ClusterCompactionPolicy with preparePercent 80 and softPercent 70: %v, want Invalid on spec.summarizer.preparePercent", err)
 	}
 }
 
