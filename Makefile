@@ -61,6 +61,10 @@ bench: ## Engine, request-decoding and compaction-proxy benchmarks (set TRANSCRI
 	@mkdir -p $(BENCH_STORE_DIR)
 	TRANSCRIPTS=$(TRANSCRIPTS) BENCH_SCALE=$(BENCH_SCALE) BENCH_STORE_DIR=$(BENCH_STORE_DIR) $(GO) test -run '^$$' -bench . -benchmem -benchtime=$(BENCHTIME) -timeout=30m ./compaction/... ./internal/compactrequest/ ./internal/proxy/
 
+.PHONY: bench-latency
+bench-latency: tools ## What an agent waits for with a slow summarizer: an OpenAI SDK loop through compaction-proxy and the manager, summaries on and off the turn (issue 29; about 10 minutes).
+	$(GO) test -run '^$$' -bench BenchmarkSummarizerLatency -benchtime=1x -timeout=30m ./test/proxy/
+
 .PHONY: eval
 eval: ## Quality benchmark: replay each transcript of TRANSCRIPTS (default ../shared/testdata/real) at 1/5 and 1/10 of its size and print which probe facts (testdata/probes) the final views kept; EVAL_FLAGS adds compactctl eval flags.
 	@dir="$(or $(TRANSCRIPTS),../shared/testdata/real)"; \
