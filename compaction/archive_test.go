@@ -432,7 +432,7 @@ func TestArchiveKeyLayout(t *testing.T) {
 			t.Errorf("ParseArchiveName(ArchiveName(%v)) = %v, %v", sp, got, ok)
 		}
 	}
-	if !(ArchiveName(9, 10) < ArchiveName(10, 12)) || !(ArchiveName(1, 40) < ArchiveName(1, 60)) {
+	if ArchiveName(9, 10) >= ArchiveName(10, 12) || ArchiveName(1, 40) >= ArchiveName(1, 60) {
 		t.Error("archive names do not sort by From, then To")
 	}
 	for _, bad := range []string{"", "1-40.jsonl", "0000000001-0000000040.json", "0000000040-0000000001.jsonl", "0000000001-0000000001.jsonl",

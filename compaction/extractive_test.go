@@ -591,7 +591,8 @@ func TestExtractiveNamesFailingTestsOfOffloadedLogs(t *testing.T) {
 		{"c3", "/testbed/tests/runtests.py timezones", unittestLog},
 		{"c4", "python -m pytest tests -v", noSummary(pytestVerboseLog(500, 262))},
 	}
-	msgs := []Message{user("Fix the failing tests.")}
+	msgs := make([]Message, 0, 1+2*len(logs))
+	msgs = append(msgs, user("Fix the failing tests."))
 	for _, l := range logs {
 		ph := Placeholder(l.id, l.content, "mem://"+l.id, 10)
 		if len(ph) >= len(l.content) {

@@ -151,7 +151,7 @@ func exceptionName(l string) bool {
 	}
 	for i := 0; i < len(l); i++ {
 		c := l[i]
-		if !(c == '_' || c == '.' || 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || i > 0 && '0' <= c && c <= '9') {
+		if c != '_' && c != '.' && (c < 'a' || c > 'z') && (c < 'A' || c > 'Z') && (i == 0 || c < '0' || c > '9') {
 			return false
 		}
 	}

@@ -281,7 +281,7 @@ type SummarizerSpec struct {
 	// +optional
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=99
-	PreparePercent int32 `json:"preparePercent,omitempty"`
+	PreparePercent *int32 `json:"preparePercent,omitempty"`
 }
 
 // OpenAISummarizerSpec configures an OpenAI-compatible chat completions endpoint.

@@ -443,7 +443,7 @@ func TestSummarizerBudgetSharedByNamespaceAndPolicy(t *testing.T) {
 		calls.Store(0)
 		throttled := 0
 		for _, name := range sessions {
-			resp, err := e.api.Compact(ctx, conversationNS, name, compactclient.CompactRequest{Messages: fullHistory(t, "S"+name, 8000)})
+			resp, err := e.api.Compact(ctx, conversationNS, name, compactclient.CompactRequest{Messages: fullHistory(t, "S"+name)})
 			if err != nil {
 				t.Fatalf("session %s: %v", name, err)
 			}

@@ -79,7 +79,7 @@ func TestSummariesOffTurn(t *testing.T) {
 		}
 		return resp.Record
 	}
-	h := fullHistory(t, "OFFTURN", 8000)
+	h := fullHistory(t, "OFFTURN")
 	rec := crossing(h)
 	if rec.Tier != compaction.TierFull || !rec.SummarizerDeferred || rec.PreparedStarted != "late" {
 		t.Fatalf("first crossing: tier %s, deferred %v, started %q; notes %q", rec.Tier, rec.SummarizerDeferred, rec.PreparedStarted, rec.Notes)
@@ -165,7 +165,7 @@ func TestSummariesOffTurnSessionDeleted(t *testing.T) {
 	ctx := context.Background()
 	uid := string(e.sess.UID)
 
-	resp, err := e.api.Compact(ctx, conversationNS, e.sess.Name, compactclient.CompactRequest{Messages: fullHistory(t, "GONE", 8000)})
+	resp, err := e.api.Compact(ctx, conversationNS, e.sess.Name, compactclient.CompactRequest{Messages: fullHistory(t, "GONE")})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -349,21 +349,29 @@ func (s *Server) ReadyCheck(_ *http.Request) error {
 }
 
 // Handler routes the API.
+// The verbs and subresources the routes are authorized by (a SubjectAccessReview each).
+const (
+	verbGet                = "get"
+	verbCreate             = "create"
+	subresourceCompact     = "compact"
+	subresourceToolResults = "toolresults"
+)
+
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	const base = "/v1/namespaces/{namespace}/sessions/{name}"
-	mux.Handle("POST "+base+"/compact", route(s, routeSpec{name: "compact", verb: "create", subresource: "compact", needs: needsEngine}, s.parseCompact, s.compact))
-	mux.Handle("POST "+base+"/toolresults", route(s, routeSpec{name: "toolresults", verb: "create", subresource: "toolresults", needs: needsEngine}, s.parseOffload, s.offload))
-	mux.Handle("GET "+base+"/toolresults/{id}", route[struct{}](s, routeSpec{name: "toolresult", verb: "get", subresource: "toolresults", needs: needsStore}, nil, s.toolResult))
-	mux.Handle("GET "+base+"/records", route[struct{}](s, routeSpec{name: "records", verb: "get", subresource: "records", needs: needsStore}, nil, s.records))
+	mux.Handle("POST "+base+"/compact", route(s, routeSpec{name: "compact", verb: verbCreate, subresource: subresourceCompact, needs: needsEngine}, s.parseCompact, s.compact))
+	mux.Handle("POST "+base+"/toolresults", route(s, routeSpec{name: "toolresults", verb: verbCreate, subresource: subresourceToolResults, needs: needsEngine}, s.parseOffload, s.offload))
+	mux.Handle("GET "+base+"/toolresults/{id}", route[struct{}](s, routeSpec{name: "toolresult", verb: verbGet, subresource: subresourceToolResults, needs: needsStore}, nil, s.toolResult))
+	mux.Handle("GET "+base+"/records", route[struct{}](s, routeSpec{name: "records", verb: verbGet, subresource: "records", needs: needsStore}, nil, s.records))
 	// What compactions summarized is conversation content, as an offloaded result is: the
 	// same permission reads it back (history.go). Undoing a compaction changes it (reset.go).
-	mux.Handle("GET "+base+"/history", route[struct{}](s, routeSpec{name: "history", verb: "get", subresource: "toolresults", needs: needsStore}, nil, s.history))
-	mux.Handle("GET "+base+"/history/search", route[struct{}](s, routeSpec{name: "historysearch", verb: "get", subresource: "toolresults", needs: needsStore}, nil, s.historySearch))
-	mux.Handle("POST "+base+"/reset", route[struct{}](s, routeSpec{name: "reset", verb: "create", subresource: "compact", needs: needsStore}, nil, s.reset))
+	mux.Handle("GET "+base+"/history", route[struct{}](s, routeSpec{name: "history", verb: verbGet, subresource: subresourceToolResults, needs: needsStore}, nil, s.history))
+	mux.Handle("GET "+base+"/history/search", route[struct{}](s, routeSpec{name: "historysearch", verb: verbGet, subresource: subresourceToolResults, needs: needsStore}, nil, s.historySearch))
+	mux.Handle("POST "+base+"/reset", route[struct{}](s, routeSpec{name: "reset", verb: verbCreate, subresource: subresourceCompact, needs: needsStore}, nil, s.reset))
 	// A pass-through report is part of compacting the session (a proxy that may compact may
 	// say it did not): the same permission as compact, and a small body.
-	mux.Handle("POST "+base+"/passthrough", route(s, routeSpec{name: "passthrough", verb: "create", subresource: "compact", needs: needsSession,
+	mux.Handle("POST "+base+"/passthrough", route(s, routeSpec{name: "passthrough", verb: verbCreate, subresource: subresourceCompact, needs: needsSession,
 		maxBody: maxPassThroughBody}, parsePassThrough, s.passThrough))
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, ReasonNotFound, fmt.Sprintf("no route for %s %s", r.Method, r.URL.Path))

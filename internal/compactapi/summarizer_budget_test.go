@@ -40,10 +40,10 @@ func fakeOpenAI(t *testing.T) (*httptest.Server, *atomic.Int64) {
 	return srv, &calls
 }
 
-// fullHistory is a marked history whose estimate is in the Full tier of a window.
-func fullHistory(t *testing.T, mark string, window int) []compaction.Message {
+// fullHistory is a marked history whose estimate is in the Full tier of an 8,000-token window.
+func fullHistory(t *testing.T, mark string) []compaction.Message {
 	t.Helper()
-	cfg := compaction.DefaultConfig(window)
+	cfg := compaction.DefaultConfig(8000)
 	for turns := 1; turns < 200; turns++ {
 		h := markedHistory(mark, turns)
 		if cfg.DetermineTier(compaction.EstimateTokens(h)) == compaction.TierFull {
@@ -68,7 +68,7 @@ func TestSummarizerBudgetSpansConversations(t *testing.T) {
 	ctx := context.Background()
 	throttled := 0
 	for _, conv := range []string{"a", "b", ""} {
-		resp, err := e.api.Compact(ctx, conversationNS, e.sess.Name, compactclient.CompactRequest{Messages: fullHistory(t, "CONV"+conv, 8000)},
+		resp, err := e.api.Compact(ctx, conversationNS, e.sess.Name, compactclient.CompactRequest{Messages: fullHistory(t, "CONV"+conv)},
 			compactclient.InConversation(conv))
 		if err != nil {
 			t.Fatalf("conversation %q: %v", conv, err)

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	"k8s.io/utils/ptr"
+
 	compactionv1alpha1 "github.com/harness9/compaction-operator/api/v1alpha1"
 	"github.com/harness9/compaction-operator/compaction"
 	"github.com/harness9/compaction-operator/compaction/summarize/openai"
@@ -69,7 +71,7 @@ func EngineConfig(spec *compactionv1alpha1.CompactionPolicySpec, window int32) (
 		cfg.SummarizerCallsPerHour = int(*v)
 	}
 	// 0 (unset) is the engine's own "from Warn"; the CRD keeps a set value below softPercent.
-	set(&cfg.PrepareThreshold, spec.Summarizer.PreparePercent)
+	set(&cfg.PrepareThreshold, ptr.Deref(spec.Summarizer.PreparePercent, 0))
 	if err := cfg.Validate(); err != nil {
 		return cfg, fmt.Errorf("%w: %w", ErrInvalidEngineConfig, err)
 	}

@@ -250,14 +250,14 @@ func TestEngineConfigPreparePercent(t *testing.T) {
 	}{{"unset: from warn", 0, 0}, {"between warn and soft", 65, 0.65}, {"below warn", 40, 0.40}, {"just below soft", 69, 0.69}} {
 		spec := builder.DefaultedSpec(128000)
 		spec.Summarizer.Mode = compactionv1alpha1.SummarizerOpenAI
-		spec.Summarizer.PreparePercent = tc.percent
+		spec.Summarizer.PreparePercent = ptr.To(tc.percent)
 		cfg, err := EngineConfig(spec, 0)
 		if err != nil || math.Abs(cfg.PrepareThreshold-tc.want) > 1e-9 {
 			t.Errorf("%s: preparePercent %d made PrepareThreshold %v (%v), want %v", tc.name, tc.percent, cfg.PrepareThreshold, err, tc.want)
 		}
 	}
 	spec := builder.DefaultedSpec(128000)
-	spec.Summarizer.PreparePercent = 70 // softPercent 70
+	spec.Summarizer.PreparePercent = ptr.To[int32](70) // softPercent 70
 	if _, err := EngineConfig(spec, 0); !errors.Is(err, ErrInvalidEngineConfig) || !strings.Contains(err.Error(), "prepare threshold") {
 		t.Errorf("preparePercent at softPercent: %v, want ErrInvalidEngineConfig naming the prepare threshold", err)
 	}

@@ -143,6 +143,36 @@ func rawMinimalSpec() map[string]any {
 	}
 }
 
+// testPreparePercent: summarizer.preparePercent is kept as set, below softPercent or 0 (from
+// warnPercent), and it reaches the engine; a summarizer given without it gets the other
+// defaults as before.
+func testPreparePercent(t *testing.T, c client.Client, got *v1alpha1.CompactionPolicy) {
+	t.Helper()
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name    string
+		percent int64
+		want    float64
+	}{{"prepare-65", 65, 0.65}, {"prepare-below-warn", 40, 0.40}, {"prepare-0", 0, 0}} {
+		spec := rawMinimalSpec()
+		spec["summarizer"] = map[string]any{"mode": "OpenAI", "preparePercent": tc.percent,
+			"openAI": map[string]any{"baseURL": "http://llm:8080/v1", "model": "m"}}
+		if err := createPolicy(c, tc.name, spec); err != nil {
+			t.Fatalf("create policy with preparePercent %d: %v", tc.percent, err)
+		}
+		if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: tc.name}, got); err != nil {
+			t.Fatal(err)
+		}
+		sum := got.Spec.Summarizer
+		if int64(ptr.Deref(sum.PreparePercent, 0)) != tc.percent || ptr.Deref(sum.MaxCallsPerHour, -1) != 60 {
+			t.Errorf("%s: summarizer read back as %+v, want preparePercent %d and maxCallsPerHour defaulted to 60", tc.name, sum, tc.percent)
+		}
+		if cfg, err := policy.EngineConfig(&got.Spec, 0); err != nil || math.Abs(cfg.PrepareThreshold-tc.want) > 1e-9 {
+			t.Errorf("%s: engine PrepareThreshold %v (%v), want %v", tc.name, cfg.PrepareThreshold, err, tc.want)
+		}
+	}
+}
+
 func testDefaults(t *testing.T, c client.Client) {
 	ctx := context.Background()
 	if err := createPolicy(c, "minimal", rawMinimalSpec()); err != nil {
@@ -283,30 +313,7 @@ func testDefaults(t *testing.T, c client.Client) {
 		t.Errorf("maxTokensField MaxCompletionTokens read back as %q", f)
 	}
 
-	// summarizer.preparePercent: kept as set, below softPercent or 0 (from warnPercent), and it
-	// reaches the engine; a summarizer given without it gets the other defaults as before.
-	for _, tc := range []struct {
-		name    string
-		percent int64
-		want    float64
-	}{{"prepare-65", 65, 0.65}, {"prepare-below-warn", 40, 0.40}, {"prepare-0", 0, 0}} {
-		spec := rawMinimalSpec()
-		spec["summarizer"] = map[string]any{"mode": "OpenAI", "preparePercent": tc.percent,
-			"openAI": map[string]any{"baseURL": "http://llm:8080/v1", "model": "m"}}
-		if err := createPolicy(c, tc.name, spec); err != nil {
-			t.Fatalf("create policy with preparePercent %d: %v", tc.percent, err)
-		}
-		if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: tc.name}, got); err != nil {
-			t.Fatal(err)
-		}
-		sum := got.Spec.Summarizer
-		if int64(sum.PreparePercent) != tc.percent || ptr.Deref(sum.MaxCallsPerHour, -1) != 60 {
-			t.Errorf("%s: summarizer read back as %+v, want preparePercent %d and maxCallsPerHour defaulted to 60", tc.name, sum, tc.percent)
-		}
-		if cfg, err := policy.EngineConfig(&got.Spec, 0); err != nil || math.Abs(cfg.PrepareThreshold-tc.want) > 1e-9 {
-			t.Errorf("%s: engine PrepareThreshold %v (%v), want %v", tc.name, cfg.PrepareThreshold, err, tc.want)
-		}
-	}
+	testPreparePercent(t, c, got)
 
 	// A minimal policy reaches its storage over HTTPS and creates no bucket.
 	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "minimal"}, got); err != nil {
@@ -638,7 +645,7 @@ func testRejections(t *testing.T, c client.Client) {
 		t.Errorf("ClusterCompactionPolicy with minSavingPercent 60: %v, want Invalid on spec.thresholds.minSavingPercent", err)
 	}
 	bad.Spec.Thresholds.MinSavingPercent = 15
-	bad.Spec.Summarizer.PreparePercent = 80
+	bad.Spec.Summarizer.PreparePercent = ptr.To[int32](80)
 	if err := c.Create(context.Background(), bad); err == nil || !apierrors.IsInvalid(err) ||
 		!strings.Contains(err.Error(), "spec.summarizer.preparePercent") || !strings.Contains(err.Error(), "must be below thresholds.softPercent") {
 		t.Errorf("ClusterCompactionPolicy with preparePercent 80 and softPercent 70: %v, want Invalid on spec.summarizer.preparePercent", err)

@@ -252,7 +252,7 @@ func testArchiveScan(t *testing.T, a compaction.ArchiveStore) {
 // extends it; a session lists its own archives only, never its conversations'.
 func testArchiveDeleteSession(t *testing.T, s compaction.Store, a compaction.ArchiveStore) {
 	ctx := opCtx(t)
-	victim := "abc"
+	victim := prefixVictim
 	survivors := []string{"abcd", "abc.json", "abc.jsonl", "abc_conversations", "abc-archive"}
 	convs := []string{"", "x", "conversations"}
 	populate := func(session string) {

@@ -25,6 +25,10 @@ import (
 // opTimeout bounds every store call so a hung backend fails the test instead of stalling it.
 const opTimeout = 60 * time.Second
 
+// prefixVictim is a session ID that is a prefix of others, as a string and as a key: deleting
+// it must leave them.
+const prefixVictim = "abc"
+
 // callID is the tool call ID of the cases where the ID itself is not under test.
 const callID = "call_1"
 
@@ -463,7 +467,7 @@ func testStateRoundTrip(t *testing.T, s compaction.Store) {
 func testDeleteSession(t *testing.T, s compaction.Store) {
 	ctx := opCtx(t)
 	// "abc" is a prefix of the others, as a string and as a key: deleting it must leave them.
-	victim := "abc"
+	victim := prefixVictim
 	survivors := []string{"abcd", "abc.json", "abc-", "abc_1"}
 	now := time.Date(2026, 6, 1, 0, 0, 0, 0, time.UTC)
 	populate := func(sid string) {
