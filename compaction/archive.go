@@ -16,6 +16,12 @@ import (
 // Emergency truncation, replaced) is written to the session's ArchiveStore, one object per
 // compaction, and read or searched back by index (ScanArchive).
 
+// HistoryReadBack is the last line of a compaction message when the session keeps an
+// archive: the summarized messages can be searched and read back (the compaction API's
+// history routes). A program that knows how to reach them (the proxy's loopback history
+// route) replaces it with its own instructions.
+const HistoryReadBack = "[the messages summarized here are archived: search them by their words, or read them back by index, through the session's history route]"
+
 // archiveSpan writes the raw messages the watermark passed in this compaction, as the agent
 // sent them with the results offloaded so far shown as their placeholders (what the
 // summarizer read; large results are in the tool-result store already, not stored twice),

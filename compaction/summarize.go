@@ -172,5 +172,10 @@ func (c *ProgressiveCompactor) compactionMessage(ctx context.Context, anchors, s
 		}
 		b.WriteString("\n")
 	}
+	if c.archive != nil && !c.cfg.RawHistory {
+		// The same line on every compaction message, so the prompt cache holds; the proxy
+		// turns it into the command that searches the archive.
+		b.WriteString("\n" + HistoryReadBack + "\n")
+	}
 	return Message{Role: RoleUser, Content: b.String()}
 }
