@@ -75,6 +75,16 @@ func (a *APICompactor) GetToolResult(ctx context.Context, conversation, toolCall
 	return data, err
 }
 
+// History reads archived messages of conversation by index.
+func (a *APICompactor) History(ctx context.Context, conversation string, r compactclient.HistoryRange) (*compactclient.HistoryResponse, error) {
+	return a.client.History(ctx, a.namespace, a.name, r, compactclient.InConversation(conversation))
+}
+
+// SearchHistory finds archived messages of conversation by their text.
+func (a *APICompactor) SearchHistory(ctx context.Context, conversation string, s compactclient.HistorySearch) (*compactclient.HistoryResponse, error) {
+	return a.client.SearchHistory(ctx, a.namespace, a.name, s, compactclient.InConversation(conversation))
+}
+
 func (a *APICompactor) session(conversation string) *compactclient.Session {
 	a.mu.Lock()
 	defer a.mu.Unlock()

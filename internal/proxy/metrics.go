@@ -21,6 +21,9 @@ type Metrics struct {
 	// ReadBacks counts requests of the read-back route by result: ok, not_found,
 	// bad_request, failed.
 	ReadBacks *prometheus.CounterVec
+	// HistoryReads counts requests of the loopback history routes by route (history,
+	// search) and result: ok, not_found, bad_request, failed.
+	HistoryReads *prometheus.CounterVec
 }
 
 // NewMetrics registers the metrics with reg.
@@ -42,8 +45,12 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Name: "compaction_proxy_read_backs_total",
 			Help: "Requests of the read-back route (GET /compaction/v1/toolresults/{id}) by result: ok, not_found, bad_request, failed.",
 		}, []string{"result"}),
+		HistoryReads: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "compaction_proxy_history_reads_total",
+			Help: "Requests of the history routes (GET /compaction/v1/history[/search]) by route (history, search) and result: ok, not_found, bad_request, failed.",
+		}, []string{"route", "result"}),
 	}
-	for _, c := range []prometheus.Collector{m.Requests, m.UpstreamErrors, m.OffloadHook, m.ReadBacks} {
+	for _, c := range []prometheus.Collector{m.Requests, m.UpstreamErrors, m.OffloadHook, m.ReadBacks, m.HistoryReads} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("register proxy metrics: %w", err)
 		}
@@ -72,5 +79,11 @@ func (m *Metrics) hook(result string) {
 func (m *Metrics) readBack(result string) {
 	if m != nil {
 		m.ReadBacks.WithLabelValues(result).Inc()
+	}
+}
+
+func (m *Metrics) historyRead(route, result string) {
+	if m != nil {
+		m.HistoryReads.WithLabelValues(route, result).Inc()
 	}
 }

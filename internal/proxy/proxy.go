@@ -142,6 +142,10 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		p.readBack(w, r)
 		return
 	}
+	if r.URL.Path == HistoryPath || r.URL.Path == HistorySearchPath {
+		p.history(w, r)
+		return
+	}
 	s := surfaceOf(r)
 	target := p.upstreamOf(s)
 	if unset(target) {
@@ -251,7 +255,7 @@ func (p *Proxy) chat(w http.ResponseWriter, r *http.Request, s surface, proto pr
 	view, err := p.cfg.Compactor.Compact(ctx, conv, entered, p.usage.prompt(conv))
 	cancel()
 	if err == nil {
-		out, err = req.rewrite(ids.restore(p.withReadBack(conv, view)))
+		out, err = req.rewrite(ids.restore(p.withHistory(conv, p.withReadBack(conv, view))))
 	}
 	if err != nil {
 		p.failed(proto.name(), conv, err)

@@ -422,6 +422,7 @@ func TestProxy(t *testing.T) {
 	})
 
 	t.Run("offload-on-entry", func(t *testing.T) { offloadOnEntry(t, s) })
+	t.Run("recall", func(t *testing.T) { recallThroughProxy(t, s) })
 
 	// Last: it stops the manager.
 	t.Run("operator-down", func(t *testing.T) {
