@@ -189,7 +189,17 @@ func (e *latencyEnv) run(b *testing.B, name, summarizerURL string) latencyRun {
 	time.Sleep(2 * time.Second)
 	var run latencyRun
 	crossing := map[int]bool{}
-	for _, rec := range readRecords(b, e.api, name) {
+	// The proxy keeps the loop's records under its conversation, which it also sends the
+	// model as prompt_cache_key.
+	reqs := model.up.requests()
+	if len(reqs) == 0 || reqs[0].promptCacheKey == "" {
+		b.Fatal("the model got no prompt_cache_key naming the conversation")
+	}
+	recs := readRecords(b, e.api, name, compactclient.InConversation(strings.TrimPrefix(reqs[0].promptCacheKey, "compaction-")))
+	if len(recs) == 0 {
+		b.Fatalf("no records in conversation %s", reqs[0].promptCacheKey)
+	}
+	for _, rec := range recs {
 		run.wasted += rec.PreparedWasted
 		if rec.PreparedLateMerged {
 			run.lateMerged++
@@ -216,10 +226,10 @@ func (e *latencyEnv) run(b *testing.B, name, summarizerURL string) latencyRun {
 	return run
 }
 
-func readRecords(b *testing.B, api *compactclient.Client, name string) []*compaction.CompactionRecord {
+func readRecords(b *testing.B, api *compactclient.Client, name string, opts ...compactclient.CallOption) []*compaction.CompactionRecord {
 	b.Helper()
 	var buf strings.Builder
-	testenv.Must(b, api.Records(context.Background(), ns, name, &buf))
+	testenv.Must(b, api.Records(context.Background(), ns, name, &buf, opts...))
 	var recs []*compaction.CompactionRecord
 	for line := range strings.SplitSeq(strings.TrimSpace(buf.String()), "\n") {
 		if line == "" {
