@@ -123,6 +123,7 @@ lint: ## golangci-lint (built into bin/ on first use).
 .PHONY: verify
 verify: manifests generate helm docs ## Fail when gofmt, go vet, go mod tidy or `make manifests generate helm docs` would change anything.
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "not gofmt-clean: $$out"; exit 1; fi
+	$(GO) run ./hack/doclinks
 	$(VET) ./...
 	$(GO) mod tidy -diff
 	@if $(GO) list -deps ./compaction/... | grep -E '^(k8s\.io|sigs\.k8s\.io)/'; then \
