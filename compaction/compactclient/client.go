@@ -25,7 +25,7 @@ import (
 	"github.com/harness9/compaction-operator/compaction"
 )
 
-// DefaultTokenFile is where the operator's proxy injection (and the README's pod examples)
+// DefaultTokenFile is where the operator's proxy injection (and the pod examples in docs/agents.md)
 // mount the pod's ServiceAccount token projected for the compaction API's audience
 // (DefaultTokenAudience). It is not the pod's kube-apiserver token
 // (/var/run/secrets/kubernetes.io/serviceaccount/token), which the compaction API refuses and

@@ -14,7 +14,7 @@ import (
 	"github.com/harness9/compaction-operator/internal/dev/testenv"
 )
 
-// TestWalkthrough is the README's kubectl walkthrough: the samples apply to the local
+// TestWalkthrough is the kubectl walkthrough of docs/development.md: the samples apply to the local
 // environment and the sessions show up Ready with the printer columns.
 func TestWalkthrough(t *testing.T) {
 	root := testenv.RepoRoot(t)
