@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -111,6 +112,16 @@ func isPreparedConversation(conv string) bool {
 // keptPrepared bounds the summaries kept per conversation: the newest ahead and late ones.
 const keptPrepared = 4
 
+// keptLineage bounds State.Lineage: a late summary older than that many compactions is
+// discarded.
+const keptLineage = 8
+
+// appliesTo reports whether a late summary made for the state whose PrefixHash is applies
+// can be merged into st: st is that state, or was compacted from it.
+func appliesTo(st *State, applies string) bool {
+	return applies == st.PrefixHash || (applies != "" && slices.Contains(st.Lineage, applies))
+}
+
 // preparedClaim is how long a claim holds a span against other replicas: past it, the
 // preparer is taken to be gone.
 const preparedClaim = 5 * time.Minute
@@ -119,8 +130,13 @@ const preparedClaim = 5 * time.Minute
 // shared with the background work, under mu.
 type prepared struct {
 	mu sync.Mutex
-	// running: a summarization of this compactor is in flight.
+	// running: a summarization of this compactor is in flight, for job.
 	running bool
+	job     PreparedSummary
+	// adopt, when set, is the PrefixHash of the state a compaction wrote after summarizing
+	// extractively the span the running ahead job covers (a prefix of it): the job finishes
+	// as a late summary for that state instead of one for a state gone.
+	adopt string
 	// results are the summaries known to this compactor, newest last.
 	results []PreparedSummary
 	// looked is 1 + the watermark at which the store's summaries were last read (0: never).
@@ -221,6 +237,9 @@ func (c *ProgressiveCompactor) maybePrepare(ctx context.Context, t *turn, rec *C
 // startLate has the summarizer summarize, off the turn, the span a compaction just
 // summarized extractively (from the state before it, base), for the next compaction to merge.
 func (c *ProgressiveCompactor) startLate(from int, span []Message, prevAnchors []Anchor, prevSummary, base string, rec *CompactionRecord) {
+	if c.adoptAhead(from, from+len(span), base, rec) {
+		return
+	}
 	job := PreparedSummary{From: from, To: from + len(span), SpanHash: spanHash(span), Base: base, Late: true, Applies: c.state.PrefixHash}
 	req := SummaryRequest{SessionID: c.sessionID, Tier: rec.Tier, Messages: append([]Message(nil), span...),
 		PreviousSummary: prevSummary, PreviousAnchors: append([]Anchor(nil), prevAnchors...), MaxSummaryChars: c.cfg.MaxSummaryChars}
@@ -232,6 +251,34 @@ func (c *ProgressiveCompactor) startLate(from int, span []Message, prevAnchors [
 	}
 }
 
+// adoptAhead turns the summary prepared ahead of a prefix of [from, to) from the state base,
+// still running or finished too late for the compaction that just summarized the span
+// extractively, into the late summary of that compaction: merged at the next one instead of
+// wasted, and no second call for the same messages.
+func (c *ProgressiveCompactor) adoptAhead(from, to int, base string, rec *CompactionRecord) bool {
+	covers := func(j *PreparedSummary) bool {
+		return !j.Late && j.From == from && j.Base == base && j.To > j.From && j.To <= to
+	}
+	c.prep.mu.Lock()
+	defer c.prep.mu.Unlock()
+	var j PreparedSummary
+	switch {
+	case c.prep.running && covers(&c.prep.job):
+		c.prep.adopt, j = c.state.PrefixHash, c.prep.job
+	default:
+		i := slices.IndexFunc(c.prep.results, func(j PreparedSummary) bool { return covers(&j) && j.Error == "" })
+		if i < 0 {
+			return false
+		}
+		// Finished between this turn's look and now: kept here (the store has it as ahead).
+		c.prep.results[i].Late, c.prep.results[i].Applies = true, c.state.PrefixHash
+		j = c.prep.results[i]
+	}
+	rec.PreparedStarted = "late"
+	rec.Notes = append(rec.Notes, fmt.Sprintf("summarized extractively at once; the %s summary of messages %d-%d prepared ahead was not ready, and is merged at the next compaction", c.summarizer.Name(), j.From, j.To))
+	return true
+}
+
 // start hands job to the Background, unless one of this compactor's is running.
 func (c *ProgressiveCompactor) start(job PreparedSummary, req SummaryRequest) bool {
 	c.prep.mu.Lock()
@@ -239,19 +286,29 @@ func (c *ProgressiveCompactor) start(job PreparedSummary, req SummaryRequest) bo
 		c.prep.mu.Unlock()
 		return false
 	}
-	c.prep.running = true
+	c.prep.running, c.prep.job, c.prep.adopt = true, job, ""
 	c.prep.mu.Unlock()
 	s, states, id, log, now := c.summarizer, c.states, PreparedID(c.sessionID), c.log, c.now
 	ok := c.background.Go(c.sessionID, func(ctx context.Context) {
-		defer func() {
-			c.prep.mu.Lock()
-			c.prep.running = false
-			c.prep.mu.Unlock()
-		}()
 		res, err := runPrepared(ctx, s, states, id, job, req, now)
+		c.prep.mu.Lock()
+		applies := c.prep.adopt
+		c.prep.running, c.prep.adopt = false, ""
+		c.prep.mu.Unlock()
 		if err != nil {
 			log.V(1).Info("summary off the turn not made", "session", req.SessionID, "from", job.From, "to", job.To, "reason", err.Error())
 			return
+		}
+		if applies != "" {
+			res.Late, res.Applies = true, applies
+			if states != nil && !sessionGone(ctx) {
+				// Stored as the late summary too, for whichever replica compacts next.
+				sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+				if serr := savePrepared(sctx, states, id, res, false); serr != nil {
+					log.V(1).Info("late summary not stored", "session", req.SessionID, "from", res.From, "to", res.To, "reason", serr.Error())
+				}
+				cancel()
+			}
 		}
 		c.prep.add(res)
 	})
@@ -371,7 +428,7 @@ func (c *ProgressiveCompactor) knownPrepared(ctx context.Context, w int) []Prepa
 		st, err := c.states.LoadState(ctx, PreparedID(c.sessionID))
 		if err == nil {
 			for _, e := range st.Prepared {
-				if e.done() && ((!e.Late && e.Base == c.state.PrefixHash) || (e.Late && e.Applies == c.state.PrefixHash)) {
+				if e.done() && ((!e.Late && e.Base == c.state.PrefixHash) || (e.Late && appliesTo(c.state, e.Applies))) {
 					c.prep.add(e)
 				}
 			}
@@ -422,9 +479,16 @@ func (c *ProgressiveCompactor) mergeLate(known []PreparedSummary, rec *Compactio
 		case p.Error != "":
 			rec.Notes = append(rec.Notes, fmt.Sprintf("late %s summary of messages %d-%d failed: %s", p.Summarizer, p.From, p.To, p.Error))
 			rec.countPrepared(p, false)
-		case p.Applies != c.state.PrefixHash:
-			rec.Notes = append(rec.Notes, fmt.Sprintf("late %s summary of messages %d-%d discarded: the state moved on (history rewritten, or another compaction since)", p.Summarizer, p.From, p.To))
+		case !appliesTo(c.state, p.Applies):
+			rec.Notes = append(rec.Notes, fmt.Sprintf("late %s summary of messages %d-%d discarded: the state moved on (history rewritten, or more than %d compactions since)", p.Summarizer, p.From, p.To, keptLineage))
 			rec.countPrepared(p, false)
+		case p.Applies != c.state.PrefixHash:
+			// Made for an earlier state: the current anchors are newer, so they win where the
+			// two disagree (the next step); the LLM's adds what the extractive one missed.
+			c.state.LastAnchors = MergeAnchors(p.Anchors, c.state.LastAnchors)
+			rec.PreparedLateMerged = true
+			rec.Notes = append(rec.Notes, fmt.Sprintf("late %s summary of messages %d-%d merged under the newer anchors", p.Summarizer, p.From, p.To))
+			rec.countPrepared(p, true)
 		default:
 			c.state.LastAnchors = MergeAnchors(c.state.LastAnchors, p.Anchors)
 			if p.To == c.state.Watermark {

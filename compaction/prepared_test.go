@@ -258,6 +258,93 @@ func TestNonePreparedLateMerged(t *testing.T) {
 	t.Fatal("no crossing with the queue full")
 }
 
+// TestPreparedStillRunningAdopted: a summary prepared ahead that is still running at the
+// crossing is not wasted, and no second call is made for the same messages: the crossing
+// is extractive, the ahead summary finishes as the crossing's late summary, stored for any
+// replica, and the next Soft or Full (here on a new compactor over the same store) merges it.
+func TestPreparedStillRunningAdopted(t *testing.T) {
+	s := newOffTurnSession(t)
+	c := s.compactor()
+	crossed := false
+	for _, n := range s.turns {
+		view, rec := s.turn(c, n)
+		if rec.Tier != TierSoft && rec.Tier != TierFull {
+			continue
+		}
+		if !crossed {
+			notes := strings.Join(rec.Notes, "\n")
+			if !rec.SummarizerDeferred || rec.PreparedWasted != 0 || rec.PreparedStarted != "late" || !strings.Contains(notes, "prepared ahead was not ready") {
+				t.Fatalf("crossing at %d: deferred %v, wasted %d, started %q; notes %q", n, rec.SummarizerDeferred, rec.PreparedWasted, rec.PreparedStarted, rec.Notes)
+			}
+			if got := s.bg.run(); got != 1 {
+				t.Fatalf("%d summarizations queued by the crossing, want the ahead one only", got)
+			}
+			crossed = true
+			c = s.compactor() // another replica compacts next
+			continue
+		}
+		if !rec.PreparedLateMerged || rec.PreparedWasted != 0 || !hasMarker(view) {
+			t.Fatalf("next compaction at %d: late merged %v, wasted %d, marker %v; notes %q", n, rec.PreparedLateMerged, rec.PreparedWasted, hasMarker(view), rec.Notes)
+		}
+		if s.llm.count() != 1 {
+			t.Errorf("LLM calls = %d, want 1: the ahead summary, adopted", s.llm.count())
+		}
+		return
+	}
+	t.Fatalf("crossed %v, but no compaction after", crossed)
+}
+
+// TestLateMergedAfterLaterCompactions: a summary that finishes after more than one
+// compaction (a slow model, quick turns) still applies: the state descends from the one it
+// was made for (State.Lineage), so it is merged under the newer anchors instead of wasted.
+// Once the lineage no longer holds that state, it is discarded.
+func TestLateMergedAfterLaterCompactions(t *testing.T) {
+	s := newOffTurnSession(t)
+	c := s.compactor()
+	crossings := 0
+	for _, n := range s.turns {
+		view, rec := s.turn(c, n)
+		if rec.Tier != TierSoft && rec.Tier != TierFull {
+			continue
+		}
+		crossings++
+		switch crossings {
+		case 1: // the ahead summary is still running: adopted as this crossing's late one
+			if rec.PreparedStarted != "late" {
+				t.Fatalf("first crossing at %d: started %q; notes %q", n, rec.PreparedStarted, rec.Notes)
+			}
+		case 2: // still running: nothing to merge, nothing new started
+			if rec.PreparedLateMerged || rec.PreparedWasted != 0 {
+				t.Fatalf("second crossing at %d: late merged %v, wasted %d; notes %q", n, rec.PreparedLateMerged, rec.PreparedWasted, rec.Notes)
+			}
+			if got := s.bg.run(); got != 1 {
+				t.Fatalf("%d summarizations queued, want the ahead one only", got)
+			}
+		case 3:
+			if !rec.PreparedLateMerged || rec.PreparedWasted != 0 || !hasMarker(view) {
+				t.Fatalf("third crossing at %d: late merged %v, wasted %d, marker %v; notes %q", n, rec.PreparedLateMerged, rec.PreparedWasted, hasMarker(view), rec.Notes)
+			}
+			if !strings.Contains(strings.Join(rec.Notes, "\n"), "under the newer anchors") {
+				t.Errorf("notes %q do not say the summary was merged under newer anchors", rec.Notes)
+			}
+			return
+		}
+	}
+	t.Fatalf("%d crossings, want 3", crossings)
+}
+
+func TestAppliesTo(t *testing.T) {
+	st := &State{PrefixHash: "c", Lineage: []string{"a", "b"}}
+	for applies, want := range map[string]bool{"c": true, "b": true, "a": true, "z": false, "": false} {
+		if got := appliesTo(st, applies); got != want {
+			t.Errorf("appliesTo(%q) = %v, want %v", applies, got, want)
+		}
+	}
+	if !appliesTo(&State{}, "") {
+		t.Error("a summary made at watermark 0 no longer applies to the state at watermark 0")
+	}
+}
+
 // TestPreparedSurvivesTheClient: the work runs on the Background's context, not the turn's:
 // a client that gives up right after its turn does not cancel it, and its result is stored
 // for any replica (a second compactor on the same store uses it).

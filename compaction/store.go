@@ -133,6 +133,10 @@ type State struct {
 	Watermark int `json:"watermark"`
 	// PrefixHash fingerprints the history up to the watermark (see PrefixHash).
 	PrefixHash string `json:"prefixHash,omitempty"`
+	// Lineage holds the PrefixHashes of the states this one was compacted from, newest last
+	// (at most keptLineage): a summary made off the turn for one of them still applies, as
+	// the history was not rewritten since.
+	Lineage []string `json:"lineage,omitempty"`
 	// CompactionMessage is the content of the message that stands for the first Watermark
 	// messages; it opens every later view, unchanged until the next summary.
 	CompactionMessage string `json:"compactionMessage,omitempty"`
@@ -172,6 +176,7 @@ func (s *State) clone() *State {
 	out.Calibration = s.Calibration
 	out.SummarizerCalls = append([]time.Time(nil), s.SummarizerCalls...)
 	out.OpenCalls = append([]string(nil), s.OpenCalls...)
+	out.Lineage = append([]string(nil), s.Lineage...)
 	if s.Offloaded != nil {
 		out.Offloaded = make(map[string]OffloadEntry, len(s.Offloaded))
 		for k, v := range s.Offloaded {

@@ -93,6 +93,12 @@ func (c *ProgressiveCompactor) advance(t *turn, n int, msgContent string, pins [
 		return
 	}
 	w := t.base + n
+	if c.state.Watermark > 0 {
+		c.state.Lineage = append(c.state.Lineage, c.state.PrefixHash)
+		if len(c.state.Lineage) > keptLineage {
+			c.state.Lineage = c.state.Lineage[len(c.state.Lineage)-keptLineage:]
+		}
+	}
 	c.state.Watermark = w
 	c.state.PrefixHash = PrefixHash(t.system, w, &t.rest[n-1])
 	c.state.CompactionMessage = msgContent
