@@ -165,7 +165,11 @@ func (e *latencyEnv) run(b *testing.B, name, summarizerURL string) latencyRun {
 	params := openai.ChatCompletionNewParams{Model: "gpt-test", Messages: []openai.ChatCompletionMessageParamUnion{
 		openai.SystemMessage(agentSystem), openai.UserMessage("Run the test cases and fix what fails."),
 	}}
-	added := map[int]time.Duration{} // by the number of messages the turn sent
+	// Each turn's span, from the SDK's request to its arrival at the model: a compaction
+	// belongs to the turn whose span holds its record's timestamp (the record's message
+	// counts are the derived view's, not the agent's history).
+	type turnSpan struct{ sent, arrived time.Time }
+	var turns []turnSpan
 	b.ResetTimer()
 	for turn := 1; ; turn++ {
 		sent := time.Now()
@@ -173,7 +177,7 @@ func (e *latencyEnv) run(b *testing.B, name, summarizerURL string) latencyRun {
 		if err != nil {
 			b.Fatalf("turn %d: %v", turn, err)
 		}
-		added[len(params.Messages)] = model.arrivedAfter(sent)
+		turns = append(turns, turnSpan{sent, sent.Add(model.arrivedAfter(sent))})
 		msg := resp.Choices[0].Message
 		params.Messages = append(params.Messages, msg.ToParam())
 		if len(msg.ToolCalls) == 0 {
@@ -188,7 +192,7 @@ func (e *latencyEnv) run(b *testing.B, name, summarizerURL string) latencyRun {
 	// Late summaries may still be running: wait for the records to settle a moment.
 	time.Sleep(2 * time.Second)
 	var run latencyRun
-	crossing := map[int]bool{}
+	var crossings []time.Time
 	// The proxy keeps the loop's records under its conversation, which it also sends the
 	// model as prompt_cache_key.
 	reqs := model.up.requests()
@@ -207,17 +211,18 @@ func (e *latencyEnv) run(b *testing.B, name, summarizerURL string) latencyRun {
 		if !rec.ChangedView() || (rec.Tier != compaction.TierSoft && rec.Tier != compaction.TierFull) {
 			continue
 		}
-		crossing[rec.MsgsBefore] = true
+		crossings = append(crossings, rec.Timestamp)
 		run.compactions++
 		if rec.PreparedUsed > 0 || (rec.SummarizerCalls > 0 && !rec.SummarizerDeferred && rec.Error == "") || rec.PreparedLateMerged {
 			run.llmUsed++
 		}
 	}
-	for n, d := range added {
+	for _, ts := range turns {
+		d := ts.arrived.Sub(ts.sent)
 		if d >= proxy.DefaultCompactTimeout {
 			run.timeouts++
 		}
-		if crossing[n] {
+		if slices.ContainsFunc(crossings, func(at time.Time) bool { return !at.Before(ts.sent) && !at.After(ts.arrived) }) {
 			run.crossing = append(run.crossing, d)
 		} else {
 			run.other = append(run.other, d)
