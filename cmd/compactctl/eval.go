@@ -14,6 +14,8 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -686,10 +688,17 @@ type evalRun struct {
 	OverWindow       int                      `json:"overWindow"`
 	Probes           map[string]categoryScore `json:"probes"` // final view
 	Missing          []string                 `json:"missing"`
-	Unavailable      []string                 `json:"unavailable,omitempty"`
-	Worst            *worstView               `json:"worst,omitempty"`
-	FirstInvalid     string                   `json:"firstInvalid,omitempty"`
-	Cost             costTotals               `json:"cost"`
+	// Recoverable are the missing probes one search of the session's archive finds (the
+	// compaction API's history/search with the probe's words); ArchiveBytes is the archive's
+	// size, HistoryBytes the agent's history at the last turn (after the OffloadHook), both
+	// as JSON.
+	Recoverable  []string   `json:"recoverable"`
+	ArchiveBytes int64      `json:"archiveBytes"`
+	HistoryBytes int64      `json:"historyBytes"`
+	Unavailable  []string   `json:"unavailable,omitempty"`
+	Worst        *worstView `json:"worst,omitempty"`
+	FirstInvalid string     `json:"firstInvalid,omitempty"`
+	Cost         costTotals `json:"cost"`
 	// OffTurn: the summaries made off the turn, with --summarizer-latency only.
 	OffTurn *offTurnStats `json:"offTurn,omitempty"`
 
@@ -706,8 +715,9 @@ func evalOne(ctx context.Context, ef *engineFlags, base compaction.Config, summa
 	}
 	counting := newCountingSummarizer(summarizer)
 	bg := vf.offTurn.background() // one per replay: its simulated time starts at the first turn
+	sessionID := evalSessionID(ef.sessionID, in.name, w.tokens)
 	c, err := compaction.NewProgressiveCompactor(cfg,
-		compactorOptions(freshState{store}, counting, evalSessionID(ef.sessionID, in.name, w.tokens), ef.logger(logTo), bg)...)
+		compactorOptions(freshState{store}, counting, sessionID, ef.logger(logTo), bg)...)
 	if err != nil {
 		return nil, fmt.Errorf("create compactor: %w", err)
 	}
@@ -724,6 +734,7 @@ func evalOne(ctx context.Context, ef *engineFlags, base compaction.Config, summa
 		InvalidViews: sc.invalid, OverWindow: sc.over, FirstInvalid: sc.firstInvalid,
 		Probes: map[string]categoryScore{}, Missing: []string{}, probes: in.set.Probes,
 		ViewChanges: stats.changedViews(), ViewChangesTier: map[string]int{}, Cost: stats.cost, OffTurn: stats.offTurn,
+		Recoverable: []string{}, HistoryBytes: sc.historyBytes,
 	}
 	for t := compaction.TierWarn; t <= compaction.TierEmergency; t++ {
 		run.PerTier[t.String()] = stats.perTier[t]
@@ -747,6 +758,9 @@ func evalOne(ctx context.Context, ef *engineFlags, base compaction.Config, summa
 		}
 		run.Probes[p.Category] = s
 	}
+	if err := run.recover(ctx, store, sessionID, in.set.Probes); err != nil {
+		return nil, fmt.Errorf("%s at %d tokens: %w", in.name, w.tokens, err)
+	}
 	if sc.worst != nil {
 		ws := &worstView{Turn: sc.worst.turn, Missing: []string{}}
 		for i, p := range in.set.Probes {
@@ -763,6 +777,46 @@ func evalOne(ctx context.Context, ef *engineFlags, base compaction.Config, summa
 		run.Worst = ws
 	}
 	return run, nil
+}
+
+// recover searches the session's archive, once per probe missing from the final view, as a
+// model would through the history/search route: the probe's words, in order, any spacing.
+// It also measures the archive.
+func (r *evalRun) recover(ctx context.Context, store compaction.Store, sessionID string, probes []probe) error {
+	archive, ok := store.(compaction.ArchiveStore)
+	if !ok {
+		return nil // a store that keeps no archive: nothing is recoverable
+	}
+	res, err := compaction.ScanArchive(ctx, archive, sessionID, compaction.HistoryQuery{}, func(*compaction.ArchivedMessage) error { return nil })
+	if err != nil {
+		return fmt.Errorf("read the archive: %w", err)
+	}
+	r.ArchiveBytes = res.ScannedBytes
+	text := map[string]string{}
+	for _, p := range probes {
+		text[p.ID] = p.Text
+	}
+	for _, id := range r.Missing {
+		words := strings.Fields(text[id])
+		for i, w := range words {
+			words[i] = regexp.QuoteMeta(w)
+		}
+		m, err := compaction.NewHistoryMatcher(strings.Join(words, `\s+`), true)
+		if err != nil {
+			return fmt.Errorf("probe %s: %w", id, err)
+		}
+		found := false
+		if _, err := compaction.ScanArchive(ctx, archive, sessionID, compaction.HistoryQuery{Match: m}, func(*compaction.ArchivedMessage) error {
+			found = true
+			return compaction.ErrStopListing
+		}); err != nil {
+			return fmt.Errorf("search the archive for probe %s: %w", id, err)
+		}
+		if found {
+			r.Recoverable = append(r.Recoverable, id)
+		}
+	}
+	return nil
 }
 
 // evalSessionID names the session of one replay: distinct per transcript and window, so a
@@ -807,6 +861,7 @@ type viewScorer struct {
 	scanned int   // history messages scanned so far
 
 	compacted    bool
+	historyBytes int64 // the history's size as JSON, at the last turn
 	invalid      int
 	over         int
 	firstInvalid string
@@ -825,6 +880,9 @@ func newViewScorer(probes []probe, window int) *viewScorer {
 func (s *viewScorer) turn(t replayTurn) error {
 	// The history only grows: scan the messages added since the last turn.
 	for ; s.scanned < len(t.history); s.scanned++ {
+		if raw, err := json.Marshal(&t.history[s.scanned]); err == nil {
+			s.historyBytes += int64(len(raw)) + 1 // a JSONL line
+		}
 		text := messageText(&t.history[s.scanned])
 		for i := range s.probes {
 			if s.seenAt[i] < 0 && strings.Contains(text, s.probes[i].norm) {
@@ -880,7 +938,7 @@ func evalTable(runs []*evalRun, summarizer string, vf *evalFlags, fractions []fl
 	for _, c := range probeCategories() {
 		_, _ = fmt.Fprintf(tw, "\t%s", c)
 	}
-	_, _ = fmt.Fprint(tw, "\tworst view\tinvalid\tover\tcompactions W/S/F/E\tsummarizer calls")
+	_, _ = fmt.Fprint(tw, "\trecoverable\tarchive/raw\tworst view\tinvalid\tover\tcompactions W/S/F/E\tsummarizer calls")
 	_, _ = fmt.Fprint(tw, "\tchanged W/S/F/E\tsummarizer tokens in+out\tcache hit\traw hit\tcost vs raw\traw peak")
 	offTurn := vf.offTurn != nil && vf.offTurn.enabled()
 	if offTurn {
@@ -888,7 +946,7 @@ func evalTable(runs []*evalRun, summarizer string, vf *evalFlags, fractions []fl
 	}
 	_, _ = fmt.Fprint(tw, "\n")
 	totals := map[string]categoryScore{}
-	var invalid, over int
+	var invalid, over, recovered, missed int
 	for _, r := range runs {
 		_, _ = fmt.Fprintf(tw, "%s\t%d\t%d", r.Transcript, r.ContextWindow, r.Turns)
 		for _, c := range probeCategories() {
@@ -898,6 +956,14 @@ func evalTable(runs []*evalRun, summarizer string, vf *evalFlags, fractions []fl
 			t.Kept += s.Kept
 			t.Total += s.Total
 			totals[c] = t
+		}
+		_, _ = fmt.Fprintf(tw, "\t%d/%d", len(r.Recoverable), len(r.Missing))
+		recovered += len(r.Recoverable)
+		missed += len(r.Missing)
+		if r.HistoryBytes > 0 {
+			_, _ = fmt.Fprintf(tw, "\t%.2f", float64(r.ArchiveBytes)/float64(r.HistoryBytes))
+		} else {
+			_, _ = fmt.Fprint(tw, "\t-")
 		}
 		worst := "-"
 		if r.Worst != nil {
@@ -931,7 +997,7 @@ func evalTable(runs []*evalRun, summarizer string, vf *evalFlags, fractions []fl
 	for _, c := range probeCategories() {
 		_, _ = fmt.Fprintf(tw, "\t%s", ratio(totals[c]))
 	}
-	_, _ = fmt.Fprintf(tw, "\t\t%d\t%d\t\t\t\t\t\t\t\t\n", invalid, over)
+	_, _ = fmt.Fprintf(tw, "\t%d/%d\t\t\t%d\t%d\t\t\t\t\t\t\t\t\n", recovered, missed, invalid, over)
 	_ = tw.Flush() // writes to a strings.Builder, which cannot fail
 	if p := vf.prices; p != nil {
 		fmt.Fprintf(&b, "\nCost per token: cache read %g, cache write %g, summarizer input and output %g; cost vs raw is the cost of the views\n"+
@@ -949,7 +1015,7 @@ func evalTable(runs []*evalRun, summarizer string, vf *evalFlags, fractions []fl
 	for _, r := range runs {
 		at := fmt.Sprintf("  %s @%d: ", r.Transcript, r.ContextWindow)
 		if len(r.Missing) > 0 {
-			missing = append(missing, at+r.describe(r.Missing))
+			missing = append(missing, at+r.describeMissing())
 		}
 		if len(r.Unavailable) > 0 {
 			unavailable = append(unavailable, at+r.describe(r.Unavailable))
@@ -959,7 +1025,7 @@ func evalTable(runs []*evalRun, summarizer string, vf *evalFlags, fractions []fl
 		}
 	}
 	if len(missing) > 0 {
-		b.WriteString("\nMissing from the final view:\n" + strings.Join(missing, "\n") + "\n")
+		b.WriteString("\nMissing from the final view (recoverable: found by one search of the archive with the probe's words):\n" + strings.Join(missing, "\n") + "\n")
 	} else {
 		b.WriteString("\nEvery probe is in every final view.\n")
 	}
@@ -981,6 +1047,20 @@ func (r *evalRun) describe(ids []string) string {
 	parts := make([]string, len(ids))
 	for i, id := range ids {
 		parts[i] = fmt.Sprintf("%s (%s)", id, cat[id])
+	}
+	return strings.Join(parts, ", ")
+}
+
+// describeMissing lists the missing probes, each marked recoverable or not.
+func (r *evalRun) describeMissing() string {
+	parts := make([]string, len(r.Missing))
+	for i, id := range r.Missing {
+		parts[i] = r.describe([]string{id})
+		if slices.Contains(r.Recoverable, id) {
+			parts[i] += " recoverable"
+		} else {
+			parts[i] += " NOT recoverable"
+		}
 	}
 	return strings.Join(parts, ", ")
 }

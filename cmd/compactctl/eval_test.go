@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -22,6 +23,7 @@ import (
 	"time"
 
 	"github.com/harness9/compaction-operator/compaction"
+	"github.com/harness9/compaction-operator/compaction/storage/mem"
 	"github.com/harness9/compaction-operator/internal/dev/synth"
 )
 
@@ -829,8 +831,46 @@ func TestEvalOutput(t *testing.T) {
 	if strings.Count(r.stdout, "session.jsonl  ") != 2 {
 		t.Errorf("want two rows for session.jsonl:\n%s", r.stdout)
 	}
-	if len(runs[1].Missing) > 0 && !strings.Contains(r.stdout, "Missing from the final view:\n  session.jsonl @"+strconv.Itoa(runs[1].ContextWindow)+": "+runs[1].Missing[0]) {
+	if len(runs[1].Missing) > 0 && !strings.Contains(r.stdout, "Missing from the final view (recoverable: found by one search of the archive with the probe's words):\n  session.jsonl @"+strconv.Itoa(runs[1].ContextWindow)+": "+runs[1].Missing[0]) {
 		t.Errorf("table does not list the missing probes %v:\n%s", runs[1].Missing, r.stdout)
+	}
+	// Whatever a summary dropped was archived: every missing probe is found by one search,
+	// and the archive is smaller than the history it stands for.
+	for i, run := range runs {
+		if len(run.Recoverable) != len(run.Missing) || run.ArchiveBytes == 0 || run.ArchiveBytes >= run.HistoryBytes {
+			t.Errorf("run %d: recoverable %v of missing %v; archive %d bytes, history %d", i, run.Recoverable, run.Missing, run.ArchiveBytes, run.HistoryBytes)
+		}
+		if !regexp.MustCompile(`session\.jsonl +` + strconv.Itoa(run.ContextWindow) + ` .* ` + fmt.Sprintf("%d/%d", len(run.Recoverable), len(run.Missing)) + ` +0\.\d\d `).MatchString(r.stdout) {
+			t.Errorf("table lacks the run at %d tokens' recoverable and archive/raw cells:\n%s", run.ContextWindow, r.stdout)
+		}
+	}
+}
+
+// TestEvalRecover: a missing probe is recoverable when one search of the archive with its
+// words finds it, whatever the spacing and case; one the archive does not hold is not.
+func TestEvalRecover(t *testing.T) {
+	ctx := context.Background()
+	store := mem.New()
+	line, err := json.Marshal(&compaction.Message{Role: compaction.RoleTool, ToolCallID: "call_1", Content: "FAILED tests/test_parser.py::test_nested\n   quotes"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.PutArchive(ctx, "sess", 2, 3, append(line, '\n')); err != nil {
+		t.Fatal(err)
+	}
+	probes := []probe{
+		{ID: "spaced", Category: catError, Text: "failed  tests/test_parser.py::test_nested quotes"},
+		{ID: "absent", Category: catDecision, Text: "use the streaming parser"},
+	}
+	r := &evalRun{Missing: []string{"spaced", "absent"}, Recoverable: []string{}, probes: probes}
+	if err := r.recover(ctx, store, "sess", probes); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(r.Recoverable, []string{"spaced"}) || r.ArchiveBytes < int64(len(line)) {
+		t.Errorf("recoverable %v, archive %d bytes; want [spaced], at least %d", r.Recoverable, r.ArchiveBytes, len(line))
+	}
+	if got := r.describeMissing(); got != "spaced (error) recoverable, absent (decision) NOT recoverable" {
+		t.Errorf("describeMissing = %q", got)
 	}
 }
 

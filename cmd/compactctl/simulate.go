@@ -299,6 +299,12 @@ func compactorOptions(store compaction.Store, s compaction.Summarizer, sessionID
 		compaction.WithSessionID(sessionID),
 		compaction.WithLogger(log),
 	}
+	if f, ok := store.(freshState); ok {
+		// The archive is read back as it was written: only the state starts fresh.
+		if a, ok := f.Store.(compaction.ArchiveStore); ok {
+			opts = append(opts, compaction.WithArchiveStore(a))
+		}
+	}
 	if bg != nil {
 		opts = append(opts, compaction.WithBackground(bg))
 	}
