@@ -88,7 +88,7 @@ func TestParse(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			d := parse(tc.src)
-			anchors := []string{}
+			anchors := make([]string, 0, len(d.anchors))
 			for a := range d.anchors {
 				anchors = append(anchors, a)
 			}

@@ -26,13 +26,16 @@ type Metrics struct {
 	HistoryReads *prometheus.CounterVec
 }
 
+// labelResult is the label every proxy counter splits by.
+const labelResult = "result"
+
 // NewMetrics registers the metrics with reg.
 func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	m := &Metrics{
 		Requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "compaction_proxy_requests_total",
 			Help: "Chat requests by protocol and result: compacted, failed_open (sent upstream uncompacted after a failed compaction), not_decoded, too_large.",
-		}, []string{"protocol", "result"}),
+		}, []string{"protocol", labelResult}),
 		UpstreamErrors: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "compaction_proxy_upstream_errors_total",
 			Help: "Requests the upstream could not be reached for (answered 502).",
@@ -40,15 +43,15 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		OffloadHook: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "compaction_proxy_offload_hook_total",
 			Help: "New tool results over the hook threshold sent to the OffloadHook, by result: offloaded, kept, failed_open (kept in the request).",
-		}, []string{"result"}),
+		}, []string{labelResult}),
 		ReadBacks: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "compaction_proxy_read_backs_total",
 			Help: "Requests of the read-back route (GET /compaction/v1/toolresults/{id}) by result: ok, not_found, bad_request, failed.",
-		}, []string{"result"}),
+		}, []string{labelResult}),
 		HistoryReads: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "compaction_proxy_history_reads_total",
 			Help: "Requests of the history routes (GET /compaction/v1/history[/search]) by route (history, search) and result: ok, not_found, bad_request, failed.",
-		}, []string{"route", "result"}),
+		}, []string{"route", labelResult}),
 	}
 	for _, c := range []prometheus.Collector{m.Requests, m.UpstreamErrors, m.OffloadHook, m.ReadBacks, m.HistoryReads} {
 		if err := reg.Register(c); err != nil {
