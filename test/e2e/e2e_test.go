@@ -102,6 +102,7 @@ func TestAgentSessionEndToEnd(t *testing.T) {
 	t.Run("StaleWatermark", s.testStaleWatermark)
 	t.Run("ConcurrentRequestsSerialized", s.testConcurrent)
 	t.Run("TwoReplicasOneSession", s.testTwoReplicas)
+	t.Run("TwoReplicasOffTurn", s.testTwoReplicasOffTurn)
 	t.Run("Compactctl", func(t *testing.T) { s.testCompactctl(t, r) })
 	t.Run("Metrics", s.testMetrics)
 	s.checkDeletion()
