@@ -51,6 +51,11 @@ type Config struct {
 	// PreviewLines is how many leading lines of an offloaded result stay in context. Default
 	// 10; NoPreviewLines keeps none (0 takes the default, as for every field).
 	PreviewLines int
+	// ImageOffloadThreshold: images of the head (base64 content parts: OpenAI image_url and
+	// input_image with a data URL, Anthropic image with a base64 source) whose data is
+	// longer than this (bytes) are offloaded like large tool results. Default
+	// DefaultImageOffloadThreshold (32 KiB); NoImageOffload offloads none.
+	ImageOffloadThreshold int
 	// MinTailMessages is the number of most recent messages always kept verbatim. Default 6.
 	MinTailMessages int
 	// MaxSummaryChars bounds the prose summary kept in the compaction message. Default 6000.
@@ -103,20 +108,21 @@ const maxSummarizerCallsPerHour = 3600
 // DefaultConfig returns the spec's defaults with the given window.
 func DefaultConfig(contextWindow int) Config {
 	return Config{
-		ContextWindow:      contextWindow,
-		WarnThreshold:      0.60,
-		SoftThreshold:      0.70,
-		FullThreshold:      0.80,
-		EmergencyThreshold: 0.95,
-		TargetThreshold:    0.50,
-		MinSaving:          0.15,
-		OffloadThreshold:   4000,
-		HookThreshold:      10000,
-		PreviewLines:       10,
-		MinTailMessages:    6,
-		MaxSummaryChars:    6000,
-		PinRule:            PinTaskAndInstructions,
-		PinBudget:          0.15,
+		ContextWindow:         contextWindow,
+		WarnThreshold:         0.60,
+		SoftThreshold:         0.70,
+		FullThreshold:         0.80,
+		EmergencyThreshold:    0.95,
+		TargetThreshold:       0.50,
+		MinSaving:             0.15,
+		OffloadThreshold:      4000,
+		HookThreshold:         10000,
+		PreviewLines:          10,
+		ImageOffloadThreshold: DefaultImageOffloadThreshold,
+		MinTailMessages:       6,
+		MaxSummaryChars:       6000,
+		PinRule:               PinTaskAndInstructions,
+		PinBudget:             0.15,
 	}
 }
 
@@ -149,6 +155,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.PreviewLines == 0 {
 		c.PreviewLines = d.PreviewLines
+	}
+	if c.ImageOffloadThreshold == 0 {
+		c.ImageOffloadThreshold = d.ImageOffloadThreshold
 	}
 	if c.MinTailMessages == 0 {
 		c.MinTailMessages = d.MinTailMessages
@@ -220,6 +229,9 @@ func (c Config) Validate() error {
 	}
 	if c.PreviewLines < NoPreviewLines || c.PreviewLines > 1000 {
 		errs = append(errs, fieldErrorf("PreviewLines", "preview lines %d must be between 0 and 1000 (or NoPreviewLines)", c.PreviewLines))
+	}
+	if c.ImageOffloadThreshold < NoImageOffload {
+		errs = append(errs, fieldErrorf("ImageOffloadThreshold", "image offload threshold %d must be positive (or NoImageOffload)", c.ImageOffloadThreshold))
 	}
 	if c.MinTailMessages < 1 {
 		errs = append(errs, fieldErrorf("MinTailMessages", "min tail messages %d must be at least 1", c.MinTailMessages))

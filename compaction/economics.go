@@ -106,7 +106,7 @@ func (c *ProgressiveCompactor) warn(ctx context.Context, t *turn, view []Message
 	}
 	if c.cfg.RawHistory {
 		// The seed spec, which RawHistory replays: every large result of the head, every turn.
-		return concat(t.system, t.carried, c.offload(ctx, head, rec), tail)
+		return concat(t.system, t.carried, c.offload(ctx, t, head, rec), tail)
 	}
 	viewChars := charsOf(view)
 	goal := viewChars - c.targetChars()
@@ -122,7 +122,7 @@ func (c *ProgressiveCompactor) warn(ctx context.Context, t *turn, view []Message
 			100*float64(saved)/float64(max(viewChars, 1)), saved/4, 100*c.cfg.MinSaving))
 		return t.view()
 	}
-	return concat(t.system, t.carried, head[:from], c.offload(ctx, head[from:], rec), tail)
+	return concat(t.system, t.carried, head[:from], c.offload(ctx, t, head[from:], rec), tail)
 }
 
 // summarizeToTarget is the Soft and Full flow, converging in one step: the compaction
@@ -155,7 +155,7 @@ func (c *ProgressiveCompactor) summarizeToTarget(ctx context.Context, t *turn, v
 		if s >= minChars && viewChars-s <= target {
 			// Everything after the new compaction message is new to the provider's cache
 			// anyway: the large results of the kept half go to storage in the same rewrite.
-			kept = c.offload(ctx, kept, rec)
+			kept = c.offload(ctx, t, kept, rec)
 			out := c.summarizeSpan(ctx, t, soft, kept, tail, rec)
 			if rec.Summarized == 0 || len(kept) == 0 || charsOf(closeView(c.shown(out))) <= target {
 				c.noteSmallSaving(out, viewChars, rec)

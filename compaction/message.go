@@ -117,6 +117,9 @@ func (m *Message) Chars() int {
 // Emergency compaction.
 const ImageTokens = 1600
 
+// partText is the type of a text content part (OpenAI chat, Anthropic).
+const partText = "text"
+
 // imageTypes are the content part types that hold an image: OpenAI chat ("image_url"), OpenAI
 // responses ("input_image") and Anthropic ("image").
 var imageTypes = map[string]bool{"image_url": true, "input_image": true, "image": true}
@@ -147,7 +150,7 @@ func contentPartsChars(raw json.RawMessage) int {
 		switch {
 		case json.Unmarshal(p, &part) != nil:
 			n += len(p)
-		case part.Type == "text":
+		case part.Type == partText:
 			n += len(part.Text)
 		case imageTypes[part.Type]:
 			n += ImageTokens * 4

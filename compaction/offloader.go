@@ -65,12 +65,24 @@ type Offloader struct {
 	// rendered keeps each cached entry's placeholder, so a cache hit is a lookup, not a
 	// render (which counts the lines of the whole result).
 	rendered map[string]string
+
+	// imageThreshold is the base64 size over which an image is offloaded; 0: never.
+	imageThreshold int
+	// images finds the cached entry of an offloaded image by its stored form's size and CRC.
+	images map[imageKey]string
 }
 
 // NewOffloader returns an offloader for one session. threshold is in bytes.
 func NewOffloader(store ToolResultStore, sessionID string, threshold, previewLines int) *Offloader {
 	return &Offloader{store: store, sessionID: sessionID, threshold: threshold, previewLines: previewLines,
-		cache: map[string]OffloadEntry{}, rendered: map[string]string{}}
+		cache: map[string]OffloadEntry{}, rendered: map[string]string{}, images: map[imageKey]string{}}
+}
+
+// WithImages makes o offload images whose base64 data is longer than threshold bytes as
+// well (0 or less: none), and returns o.
+func (o *Offloader) WithImages(threshold int) *Offloader {
+	o.imageThreshold = max(threshold, 0)
+	return o
 }
 
 // Seed marks entries as already offloaded, for example from persisted state.
@@ -79,6 +91,9 @@ func (o *Offloader) Seed(entries map[string]OffloadEntry) {
 	defer o.mu.Unlock()
 	for k, v := range entries {
 		o.cache[k] = v
+		if v.Kind == OffloadKindImage {
+			o.images[imageKey{v.Bytes, v.CRC32C}] = k
+		}
 	}
 }
 
@@ -128,6 +143,9 @@ func (o *Offloader) Retain(keep map[string]bool) {
 	defer o.mu.Unlock()
 	for id := range o.cache {
 		if !keep[id] {
+			if e := o.cache[id]; e.Kind == OffloadKindImage {
+				delete(o.images, imageKey{e.Bytes, e.CRC32C})
+			}
 			delete(o.cache, id)
 			delete(o.rendered, id)
 		}
@@ -188,11 +206,38 @@ func (o *Offloader) offload(ctx context.Context, m *Message) (placeholder string
 	return ph, entry, true, nil
 }
 
-// ApplyKnown returns msgs with every result offloaded before replaced by its placeholder,
-// without writing anything: a result offloaded once is shown the same way in every later
-// view, whatever the tier, so the view (and a provider's prompt cache of it) does not change
-// back and forth. msgs itself is returned when nothing is replaced.
+// ApplyKnown returns msgs with every result and image offloaded before replaced by its
+// placeholder, without writing anything: what was offloaded once is shown the same way in
+// every later view, whatever the tier, so the view (and a provider's prompt cache of it)
+// does not change back and forth. msgs itself is returned when nothing is replaced.
 func (o *Offloader) ApplyKnown(msgs []Message) []Message {
+	msgs = o.applyKnownResults(msgs)
+	o.mu.Lock()
+	images := len(o.images)
+	o.mu.Unlock()
+	if images == 0 {
+		return msgs
+	}
+	var out []Message
+	for i := range msgs {
+		parts, _, _ := o.rewriteImages(context.Background(), &msgs[i], -1, imagesKnown)
+		if parts == nil {
+			continue
+		}
+		if out == nil {
+			out = make([]Message, len(msgs))
+			copy(out, msgs)
+		}
+		out[i] = msgs[i].Clone()
+		out[i].ContentParts = parts
+	}
+	if out == nil {
+		return msgs
+	}
+	return out
+}
+
+func (o *Offloader) applyKnownResults(msgs []Message) []Message {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if len(o.cache) == 0 {
@@ -229,6 +274,9 @@ func (o *Offloader) ApplyKnown(msgs []Message) []Message {
 // offloadSaving estimates, without writing, how many bytes offloading m now would take out
 // of the view: 0 when it would not be offloaded (known already, small, or a placeholder).
 func (o *Offloader) offloadSaving(m *Message) int {
+	if m.ContentParts != nil {
+		return o.imageSaving(m)
+	}
 	if m.Role != RoleTool {
 		return 0
 	}
@@ -248,13 +296,36 @@ func (o *Offloader) offloadSaving(m *Message) int {
 const offloadConcurrency = 8
 
 // OffloadMessages returns a copy of msgs where every tool result over the threshold is
-// replaced by its placeholder. New writes are added to rec.Offloaded, in message order; a
-// failed write keeps the original text and is appended to rec.Error (fail-open).
+// replaced by its placeholder, and every image over the image threshold too (WithImages).
+// New writes are added to rec.Offloaded, in message order; a failed write keeps the
+// original and is appended to rec.Error (fail-open).
 func (o *Offloader) OffloadMessages(ctx context.Context, msgs []Message, rec *CompactionRecord) []Message {
+	return o.offloadMessages(ctx, msgs, -1, rec)
+}
+
+// offloadMessages is OffloadMessages of msgs that start at index base of the conversation
+// (-1: unknown), which image placeholders name.
+func (o *Offloader) offloadMessages(ctx context.Context, msgs []Message, base int, rec *CompactionRecord) []Message {
 	out := make([]Message, len(msgs))
 	copy(out, msgs)
 	var todo []int
 	for i := range out {
+		if out[i].ContentParts != nil && o.imageThreshold > 0 {
+			at := -1
+			if base >= 0 {
+				at = base + i
+			}
+			parts, created, err := o.rewriteImages(ctx, &out[i], at, imagesWrite)
+			if err != nil {
+				rec.addError("%v", err)
+			}
+			if parts != nil {
+				out[i] = out[i].Clone()
+				out[i].ContentParts = parts
+			}
+			rec.Offloaded = append(rec.Offloaded, created...)
+			continue
+		}
 		if ph, ok := o.cachedPlaceholder(&out[i]); ok { // the common case on later turns
 			out[i] = out[i].Clone()
 			out[i].Content = ph

@@ -109,7 +109,7 @@ func (c *ProgressiveCompactor) resetOffloader(entries map[string]OffloadEntry) {
 	if c.store == nil {
 		return
 	}
-	c.offloader = NewOffloader(c.store, c.sessionID, c.cfg.OffloadThreshold, c.cfg.PreviewLines)
+	c.offloader = NewOffloader(c.store, c.sessionID, c.cfg.OffloadThreshold, c.cfg.PreviewLines).WithImages(c.cfg.ImageOffloadThreshold)
 	c.offloader.Seed(entries)
 }
 

@@ -195,7 +195,7 @@ func NewProgressiveCompactor(cfg Config, opts ...Option) (*ProgressiveCompactor,
 		c.fallback = TokenBudgetCompactor{Budget: int(float64(cfg.ContextWindow) * cfg.WarnThreshold), MinTailMessages: cfg.MinTailMessages}
 	}
 	if c.store != nil {
-		c.offloader = NewOffloader(c.store, c.sessionID, cfg.OffloadThreshold, cfg.PreviewLines)
+		c.offloader = NewOffloader(c.store, c.sessionID, cfg.OffloadThreshold, cfg.PreviewLines).WithImages(cfg.ImageOffloadThreshold)
 	}
 	return c, nil
 }
@@ -438,7 +438,10 @@ func (c *ProgressiveCompactor) compact(ctx context.Context, msgs []Message, d *D
 	changed := reset || c.state.Watermark != wmBefore || (c.offloader != nil && c.offloader.Writes() != offloadsBefore) || c.calibrationMoved() || c.budgetCharged
 	if changed && c.offloader != nil && !c.cfg.RawHistory {
 		// Future views hold only messages after the watermark: forget the rest.
-		c.offloader.Retain(toolIDs(t.rest[min(max(c.state.Watermark-t.base, 0), len(t.rest)):]))
+		after := t.rest[min(max(c.state.Watermark-t.base, 0), len(t.rest)):]
+		keep := toolIDs(after)
+		c.offloader.imageIDsIn(after, keep)
+		c.offloader.Retain(keep)
 	}
 	if stateOK && c.states != nil && changed {
 		if err := c.saveState(ctx, rec); err != nil {
@@ -482,7 +485,7 @@ func (c *ProgressiveCompactor) emergency(ctx context.Context, t *turn, rec *Comp
 	rec.PreservedTail = len(tail)
 	carried := t.carried
 	if len(head) > 0 {
-		offloaded := c.offload(ctx, head, rec)
+		offloaded := c.offload(ctx, t, head, rec)
 		pins := c.pinsAfter(ctx, t, len(head), rec)
 		msg, merged, summary, err := c.summarize(ctx, ExtractiveSummarizer{}, offloaded, pins, rec, false)
 		if err != nil {
@@ -545,11 +548,12 @@ func (c *ProgressiveCompactor) windowChars() int {
 // minProseChars is the least prose a compaction message keeps beside its anchors.
 const minProseChars = 500
 
-func (c *ProgressiveCompactor) offload(ctx context.Context, msgs []Message, rec *CompactionRecord) []Message {
+// offload offloads the large tool results and images of msgs, a part of t.rest.
+func (c *ProgressiveCompactor) offload(ctx context.Context, t *turn, msgs []Message, rec *CompactionRecord) []Message {
 	if c.offloader == nil {
 		return msgs
 	}
-	return c.offloader.OffloadMessages(ctx, msgs, rec)
+	return c.offloader.offloadMessages(ctx, msgs, t.indexOf(msgs), rec)
 }
 
 // toolIDs are the tool call IDs of the tool results in msgs.

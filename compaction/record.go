@@ -23,7 +23,18 @@ type OffloadEntry struct {
 	// Ref says where the full text lives (a file path or an s3:// URL); the agent reads it
 	// back by ToolCallID.
 	Ref string `json:"ref"`
+	// Kind is OffloadKindImage for an image (ToolCallID is then the image's ID, Bytes the
+	// size of its data URL), empty for a tool result.
+	Kind string `json:"kind,omitempty"`
+	// MediaType is an image's media type (image/png, ...).
+	MediaType string `json:"mediaType,omitempty"`
+	// Message is the index, in the conversation, of the message an image was first
+	// offloaded from, when known.
+	Message *int `json:"message,omitempty"`
 }
+
+// OffloadKindImage is OffloadEntry.Kind of an offloaded image.
+const OffloadKindImage = "image"
 
 // CompactionRecord is the audit entry of one compaction (spec 5.1), written as one JSONL line.
 type CompactionRecord struct {

@@ -22,7 +22,7 @@ func (c *ProgressiveCompactor) summarizeSpan(ctx context.Context, t *turn, span,
 			c.log.V(1).Info("long-term memory extraction failed; skipped", "session", c.sessionID, "error", err.Error())
 		}
 	}
-	offloaded := c.offload(ctx, span, rec)
+	offloaded := c.offload(ctx, t, span, rec)
 	pins := c.pinsAfter(ctx, t, len(span), rec)
 	var msg Message
 	var merged []Anchor

@@ -209,7 +209,7 @@ func renderParts(raw json.RawMessage) string {
 		switch {
 		case json.Unmarshal(p, &part) != nil:
 			lines = append(lines, string(p))
-		case part.Type == "text":
+		case part.Type == partText:
 			lines = append(lines, part.Text)
 		case imageTypes[part.Type]:
 			lines = append(lines, "[image]")

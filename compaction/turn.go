@@ -27,6 +27,19 @@ type turn struct {
 	whole []Message
 }
 
+// indexOf is the conversation index of msgs[0], when msgs is a part of t.rest; -1 otherwise.
+func (t *turn) indexOf(msgs []Message) int {
+	if len(msgs) == 0 {
+		return -1
+	}
+	for i := range t.rest {
+		if &t.rest[i] == &msgs[0] {
+			return t.base + i
+		}
+	}
+	return -1
+}
+
 func (t *turn) view() []Message {
 	if t.whole != nil {
 		return t.whole

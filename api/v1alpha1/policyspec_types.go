@@ -36,9 +36,9 @@ type CompactionPolicySpec struct {
 	// +kubebuilder:default={warnPercent:60,softPercent:70,fullPercent:80,emergencyPercent:95,targetPercent:50,minSavingPercent:15}
 	Thresholds Thresholds `json:"thresholds,omitzero"`
 
-	// offload controls moving large tool results out of the context into storage.
+	// offload controls moving large tool results and images out of the context into storage.
 	// +optional
-	// +kubebuilder:default={thresholdChars:4000,hookThresholdChars:10000,previewLines:10}
+	// +kubebuilder:default={thresholdChars:4000,hookThresholdChars:10000,previewLines:10,imageThresholdBytes:32768}
 	Offload OffloadSpec `json:"offload,omitzero"`
 
 	// minTailMessages is the number of most recent messages that compaction never touches.
@@ -185,6 +185,19 @@ type OffloadSpec struct {
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=1000
 	PreviewLines *int32 `json:"previewLines,omitempty"`
+
+	// imageThresholdBytes is the size, in bytes of base64 data, above which an image in
+	// the head of the conversation (OpenAI image_url or input_image with a data URL,
+	// Anthropic image with a base64 source, in user messages and tool results) is
+	// offloaded from Warn on, like a large tool result: a text part names it (media type,
+	// size, the message it came from) and the read-back route returns its bytes with
+	// their content type. An image counts about 1,600 tokens however large it is, so this
+	// matters to agents that send a screenshot every turn. 0 never offloads an image.
+	// +optional
+	// +kubebuilder:default=32768
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=100000000
+	ImageThresholdBytes *int32 `json:"imageThresholdBytes,omitempty"`
 }
 
 // PinRule says which messages of a session are pinned.

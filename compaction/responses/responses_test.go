@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -211,6 +212,40 @@ func TestImagesCountAsImages(t *testing.T) {
 		{"type": "computer_call_output", "call_id": "c", "output": {"type": "computer_screenshot", "image_url": "data:image/png;base64,`+big+`"}}]}`)
 	if got := compaction.EstimateTokens(r.Messages); got > 2*compaction.ImageTokens+200 {
 		t.Errorf("estimate %d tokens: the images count as their bytes", got)
+	}
+}
+
+// TestOffloadedImagesEncode: a view whose input_image the engine offloaded (a text part in
+// its place) encodes the message with that input_text part; a computer_call_output, which has
+// no text form, is written as the request had it.
+func TestOffloadedImagesEncode(t *testing.T) {
+	big := strings.Repeat("A", 400_000)
+	body := `{"input": [
+		{"role": "user", "content": [{"type": "input_text", "text": "look"}, {"type": "input_image", "image_url": "data:image/png;base64,` + big + `"}]},
+		{"type": "computer_call", "call_id": "c", "action": {"type": "screenshot"}},
+		{"type": "computer_call_output", "call_id": "c", "output": {"type": "computer_screenshot", "image_url": "data:image/png;base64,` + big + `"}}]}`
+	r := decode(t, body)
+	view := slices.Clone(r.Messages)
+	placeholder := json.RawMessage(`[{"type":"input_text","text":"[Offloaded image]"}]`)
+	for i := range view {
+		if view[i].ContentParts != nil && view[i].Role != compaction.RoleAssistant {
+			view[i] = view[i].Clone()
+			view[i].ContentParts = placeholder
+		}
+	}
+	out, err := r.Encode(view)
+	if err != nil {
+		t.Fatal(err)
+	}
+	items, want := inputItems(t, out), inputItems(t, []byte(body))
+	if len(items) != 3 {
+		t.Fatalf("%d items, want 3:\n%s", len(items), out)
+	}
+	if !bytes.Contains(items[0], []byte(`"[Offloaded image]"`)) || bytes.Contains(items[0], []byte(big)) {
+		t.Errorf("the user message kept its image: %.200s", items[0])
+	}
+	if !bytes.Equal(items[2], want[2]) {
+		t.Errorf("the computer_call_output changed: %.200s", items[2])
 	}
 }
 

@@ -1,6 +1,7 @@
 package compactapi
 
 import (
+	"bufio"
 	"bytes"
 	"errors"
 	"fmt"
@@ -250,12 +251,23 @@ func (s *Server) toolResult(w http.ResponseWriter, r *http.Request, sess *sessio
 		return &apiError{http.StatusServiceUnavailable, ReasonStorage, err.Error()}
 	}
 	defer func() { _ = rc.Close() }() // a read stream: closing only releases its connection
+	var body io.Reader = rc
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	if size >= 0 { // -1: the store's endpoint gave no length; the answer is chunked
+	if compaction.IsImageID(id) {
+		// An offloaded image is stored as a data URL: the answer is its bytes, typed.
+		br := bufio.NewReader(rc)
+		body = br
+		if mt, img, ok := compaction.ImageFromStore(br); ok {
+			body, size = img, -1
+			w.Header().Set("Content-Type", mt)
+		}
+	}
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	if size >= 0 { // -1: the store's endpoint gave no length, or an image is decoded; the answer is chunked
 		w.Header().Set("Content-Length", strconv.FormatInt(size, 10))
 	}
 	w.WriteHeader(http.StatusOK)
-	if _, err := io.Copy(w, rc); err != nil {
+	if _, err := io.Copy(w, body); err != nil {
 		// The status line is out: the answer ends short of its Content-Length, which the
 		// client sees as a broken read.
 		s.log.Error(err, "tool result stream broken", "session", sess.obj.Namespace+"/"+sess.obj.Name, "toolCallID", id)

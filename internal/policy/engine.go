@@ -56,6 +56,13 @@ func EngineConfig(spec *compactionv1alpha1.CompactionPolicySpec, window int32) (
 			cfg.PreviewLines = compaction.NoPreviewLines
 		}
 	}
+	if v := spec.Offload.ImageThresholdBytes; v != nil {
+		// 0 is a legal value that means no image is offloaded (the engine's 0: its default).
+		cfg.ImageOffloadThreshold = int(*v)
+		if *v == 0 {
+			cfg.ImageOffloadThreshold = compaction.NoImageOffload
+		}
+	}
 	if v := spec.MinTailMessages; v > 0 {
 		cfg.MinTailMessages = int(v)
 	}

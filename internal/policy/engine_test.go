@@ -224,6 +224,22 @@ func TestEngineConfigPreviewLines(t *testing.T) {
 	}
 }
 
+// TestEngineConfigImageThreshold: imageThresholdBytes 0 (legal in the CRD) offloads no image;
+// unset takes the engine's default.
+func TestEngineConfigImageThreshold(t *testing.T) {
+	for _, tc := range []struct {
+		v    *int32
+		want int
+	}{{ptr.To[int32](0), compaction.NoImageOffload}, {ptr.To[int32](100000), 100000}, {nil, compaction.DefaultImageOffloadThreshold}} {
+		spec := builder.DefaultedSpec(128000)
+		spec.Offload.ImageThresholdBytes = tc.v
+		cfg, err := EngineConfig(spec, 0)
+		if err != nil || cfg.ImageOffloadThreshold != tc.want {
+			t.Errorf("imageThresholdBytes %v: %d, %v; want %d", ptr.Deref(tc.v, -1), cfg.ImageOffloadThreshold, err, tc.want)
+		}
+	}
+}
+
 // TestEngineConfigRefused: no policy the CRD accepts today is refused by the engine (its CEL
 // rules and bounds are the engine's), but one stored before a rule existed can be; EngineConfig
 // says so, and the controllers keep such a policy from being Ready.

@@ -1,7 +1,9 @@
 package proxy
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"hash/crc32"
@@ -236,6 +238,15 @@ func (p *Proxy) withReadBack(conv string, view []compaction.Message) []compactio
 	var out []compaction.Message
 	for i := range view {
 		m := &view[i]
+		if parts := p.imageReadBack(conv, m.ContentParts); parts != nil {
+			if out == nil {
+				out = make([]compaction.Message, len(view))
+				copy(out, view)
+			}
+			out[i] = m.Clone()
+			out[i].ContentParts = parts
+			continue
+		}
 		if m.Role != compaction.RoleTool || !strings.HasPrefix(m.Content, compaction.PlaceholderPrefix) || !strings.HasSuffix(m.Content, compaction.PlaceholderReadBack) {
 			continue
 		}
@@ -257,6 +268,31 @@ func (p *Proxy) withReadBack(conv string, view []compaction.Message) []compactio
 		return view
 	}
 	return out
+}
+
+// imageReadBack returns parts with the last line of every image placeholder in it replaced by
+// the command that fetches the image through the proxy, or nil when there is none. The line
+// and the command hold no character JSON escapes (the ID is hex, the conversation checked),
+// so the rewrite is done on the JSON text.
+func (p *Proxy) imageReadBack(conv string, parts json.RawMessage) json.RawMessage {
+	if len(parts) == 0 || !bytes.Contains(parts, []byte(compaction.ImagePlaceholderPrefix)) || !validConversation(conv) {
+		return nil
+	}
+	out := compaction.ImageReadBackLine.ReplaceAllFunc(parts, func(line []byte) []byte {
+		id := compaction.ImageReadBackLine.FindSubmatch(line)[1]
+		return []byte(imageReadBackCommand(p.cfg.ReadBackURL, conv, string(id)))
+	})
+	if bytes.Equal(out, parts) || !json.Valid(out) {
+		return nil
+	}
+	return out
+}
+
+// imageReadBackCommand is the last line of an image placeholder the proxy forwards: a
+// command that saves the image to a file named by its ID.
+func imageReadBackCommand(base, conv, id string) string {
+	return fmt.Sprintf("[the image is stored: save it with: curl -s -o %s '%s%s%s?conversation=%s']",
+		id, base, ReadBackPath, id, url.QueryEscape(conv))
 }
 
 // placeholderID reads the tool call ID a placeholder names ("tool_call_id: ..." on its second
@@ -333,6 +369,22 @@ func (p *Proxy) readBack(w http.ResponseWriter, r *http.Request) {
 		default:
 			p.cfg.Metrics.readBack("failed")
 			http.Error(w, "compaction-proxy: read back: "+err.Error(), http.StatusBadGateway)
+		}
+		return
+	}
+	if compaction.IsImageID(id) {
+		// An offloaded image: its bytes, typed, as the compaction API returned them.
+		ct := http.DetectContentType(data)
+		if !strings.HasPrefix(ct, "image/") {
+			ct = "application/octet-stream"
+		}
+		w.Header().Set("Content-Type", ct)
+		w.Header().Set("Content-Length", strconv.Itoa(len(data)))
+		w.Header().Set("X-Content-Type-Options", "nosniff")
+		w.WriteHeader(http.StatusOK)
+		p.cfg.Metrics.readBack("ok")
+		if r.Method != http.MethodHead {
+			_, _ = w.Write(data)
 		}
 		return
 	}

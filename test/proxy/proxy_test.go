@@ -425,6 +425,7 @@ func TestProxy(t *testing.T) {
 
 	t.Run("offload-on-entry", func(t *testing.T) { offloadOnEntry(t, s) })
 	t.Run("recall", func(t *testing.T) { recallThroughProxy(t, s) })
+	t.Run("images", func(t *testing.T) { imagesThroughProxy(t, s) })
 
 	// Last: it stops the manager.
 	t.Run("operator-down", func(t *testing.T) {

@@ -92,6 +92,10 @@ func (u *upstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	chars := 0
 	for _, m := range req.Messages {
 		c, _ := json.Marshal(m["content"])
+		if parts, ok := m["content"].([]any); ok {
+			c = nil
+			chars += partsChars(parts)
+		}
 		calls, _ := json.Marshal(m["tool_calls"])
 		chars += len(c) + len(calls)
 	}
@@ -226,4 +230,21 @@ func (u *upstream) messages(w http.ResponseWriter, r *http.Request) {
 	u.mu.Lock()
 	u.sent = append(u.sent, out)
 	u.mu.Unlock()
+}
+
+// partsChars is what content parts count for the upstream's usage: their text, and an image
+// as a provider bills one (about 1,600 tokens, whatever its encoded size).
+func partsChars(parts []any) int {
+	n := 0
+	for _, p := range parts {
+		part, _ := p.(map[string]any)
+		switch part["type"] {
+		case "image_url", "input_image", "image":
+			n += 1600 * 36 / 10
+		default:
+			text, _ := part["text"].(string)
+			n += len(text)
+		}
+	}
+	return n
 }

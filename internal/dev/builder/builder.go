@@ -26,7 +26,7 @@ func DefaultedSpec(window int32) *compactionv1alpha1.CompactionPolicySpec {
 		Thresholds: compactionv1alpha1.Thresholds{WarnPercent: 60, SoftPercent: 70, FullPercent: 80, EmergencyPercent: 95,
 			TargetPercent: 50, MinSavingPercent: 15},
 		Offload: compactionv1alpha1.OffloadSpec{ThresholdChars: 4000, HookThresholdChars: 10000,
-			PreviewLines: ptr.To[int32](10)},
+			PreviewLines: ptr.To[int32](10), ImageThresholdBytes: ptr.To[int32](32768)},
 		MinTailMessages: 6,
 		MaxSummaryChars: 6000,
 		Summarizer:      compactionv1alpha1.SummarizerSpec{Mode: compactionv1alpha1.SummarizerExtractive, MaxCallsPerHour: ptr.To[int32](60)},

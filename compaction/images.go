@@ -1,0 +1,356 @@
+package compaction
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"regexp"
+	"strconv"
+	"strings"
+	"unsafe"
+)
+
+// Images are offloaded like tool results: an agent that takes a screenshot every turn sends
+// every earlier one again each turn, each counting ImageTokens. Warn (and the tiers above it)
+// replaces an image of the head whose base64 data is longer than the image threshold by a
+// text part naming it; the image goes to the ToolResultStore under an ID made from its bytes
+// (ImageIDPrefix), as a data URL, and is read back by that ID.
+
+// ImagePlaceholderPrefix starts the text part that replaces an offloaded image.
+const ImagePlaceholderPrefix = "[Offloaded image]"
+
+// ImageIDPrefix starts the ID of an offloaded image: ImageIDPrefix and 32 hex digits of the
+// SHA-256 of its data URL.
+const ImageIDPrefix = "img-"
+
+// imageReadBackFormat is the last line of an image placeholder. A program that shows the
+// placeholder to a model with a way to read it back (compaction-proxy) replaces this line,
+// found with ImageReadBackLine, with that way.
+const imageReadBackFormat = "[the image is stored: read it back by its id %s]"
+
+// ImageReadBackLine matches the last line of an image placeholder; its group is the ID. IDs
+// are hex, so the line reads the same inside JSON.
+var ImageReadBackLine = regexp.MustCompile(`\[the image is stored: read it back by its id (img-[0-9a-f]{32})\]`)
+
+// DefaultImageOffloadThreshold is Config.ImageOffloadThreshold's default: base64 data longer
+// than 32 KiB (a screenshot is 100 KB to 2 MB; an icon stays).
+const DefaultImageOffloadThreshold = 32 << 10
+
+// NoImageOffload as Config.ImageOffloadThreshold never offloads an image.
+const NoImageOffload = -1
+
+// imageMediaType is what an image's media type may be to be offloaded: it is served back as
+// the Content-Type of the read-back answer.
+var imageMediaType = regexp.MustCompile(`^image/[a-z0-9][a-z0-9.+-]{0,62}$`)
+
+// image is one base64 image of a message's content parts.
+type image struct {
+	mediaType string
+	data      string // the base64 data, without the data URL's header
+	textType  string // the text part type that replaces it in the same dialect
+}
+
+// header is the data URL header of the image's stored form.
+func (im *image) header() string { return "data:" + im.mediaType + ";base64," }
+
+// key is the size and CRC of the stored form, computed without building it.
+func (im *image) key() imageKey {
+	h := im.header()
+	crc := crc32.Update(crc32.Update(0, castagnoli, []byte(h)), castagnoli, unsafe.Slice(unsafe.StringData(im.data), len(im.data)))
+	return imageKey{len(h) + len(im.data), crc}
+}
+
+// id is the ID the image is stored under.
+func (im *image) id() string {
+	h := sha256.New()
+	_, _ = io.WriteString(h, im.header())
+	_, _ = io.WriteString(h, im.data)
+	return ImageIDPrefix + hex.EncodeToString(h.Sum(nil)[:16])
+}
+
+// imageKey finds an offloaded image by its stored form's size and CRC.
+type imageKey struct {
+	bytes int
+	crc   uint32
+}
+
+// parseImage reads an image part of any of the three dialects: OpenAI chat (image_url with a
+// data URL), OpenAI responses (input_image with a data URL) and Anthropic (image with a
+// base64 source). ok is false for anything else, an image by URL included.
+func parseImage(part json.RawMessage) (image, bool) {
+	var p struct {
+		Type     string          `json:"type"`
+		ImageURL json.RawMessage `json:"image_url"`
+		Source   *struct {
+			Type      string `json:"type"`
+			MediaType string `json:"media_type"`
+			Data      string `json:"data"`
+		} `json:"source"`
+	}
+	if json.Unmarshal(part, &p) != nil {
+		return image{}, false
+	}
+	var im image
+	switch p.Type {
+	case "image":
+		if p.Source == nil || p.Source.Type != "base64" {
+			return image{}, false
+		}
+		im = image{mediaType: p.Source.MediaType, data: p.Source.Data, textType: partText}
+	case "image_url", "input_image":
+		var url string
+		if p.Type == "image_url" {
+			var u struct {
+				URL string `json:"url"`
+			}
+			if json.Unmarshal(p.ImageURL, &u) != nil {
+				return image{}, false
+			}
+			url = u.URL
+		} else if json.Unmarshal(p.ImageURL, &url) != nil {
+			return image{}, false
+		}
+		head, data, ok := strings.Cut(url, ",")
+		mt, isData := strings.CutPrefix(head, "data:")
+		if !ok || !isData {
+			return image{}, false
+		}
+		mt, b64 := strings.CutSuffix(mt, ";base64")
+		if !b64 {
+			return image{}, false
+		}
+		im = image{mediaType: mt, data: data, textType: partText}
+		if p.Type == "input_image" {
+			im.textType = "input_text"
+		}
+	default:
+		return image{}, false
+	}
+	if !imageMediaType.MatchString(im.mediaType) || im.data == "" {
+		return image{}, false
+	}
+	return im, true
+}
+
+// mayHoldImage is a cheap test that skips the parts of most messages.
+func mayHoldImage(m *Message) bool {
+	return len(m.ContentParts) > 0 && (m.Role == RoleUser || m.Role == RoleTool) &&
+		bytes.Contains(m.ContentParts, []byte("base64"))
+}
+
+// ImagePlaceholder renders the text that stands in for an offloaded image.
+func ImagePlaceholder(e OffloadEntry) string {
+	var b strings.Builder
+	b.WriteString(ImagePlaceholderPrefix)
+	fmt.Fprintf(&b, "\nid: %s\nmedia type: %s\nsize: %d bytes as base64 (about %d bytes)\n", e.ToolCallID, e.MediaType, e.Bytes, e.Bytes*3/4)
+	if e.Message != nil {
+		fmt.Fprintf(&b, "from: message %d of the conversation\n", *e.Message)
+	}
+	fmt.Fprintf(&b, imageReadBackFormat, e.ToolCallID)
+	return b.String()
+}
+
+// imageTextPart is the part that replaces an offloaded image.
+func imageTextPart(textType, text string) json.RawMessage {
+	return mustJSON(struct {
+		Type string `json:"type"`
+		Text string `json:"text"`
+	}{textType, text})
+}
+
+func mustJSON(v any) json.RawMessage {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err) // only called with values that always marshal
+	}
+	return b
+}
+
+// imageMode is what rewriteImages does with an image over the threshold it has not offloaded
+// before.
+type imageMode int
+
+const (
+	imagesKnown imageMode = iota // leave it: replace only images offloaded before
+	imagesWrite                  // write it to the store and replace it
+)
+
+// rewriteImages returns m's content parts with its offloaded images replaced by their
+// placeholders, and the entries of the images it wrote. at is the message's index in the
+// conversation (-1 unknown). parts is nil when nothing changed. A failed write keeps the
+// image and is returned as err, after the other images were handled.
+func (o *Offloader) rewriteImages(ctx context.Context, m *Message, at int, mode imageMode) (parts json.RawMessage, created []OffloadEntry, err error) {
+	if o.imageThreshold <= 0 || !mayHoldImage(m) {
+		return nil, nil, nil
+	}
+	var items []json.RawMessage
+	if json.Unmarshal(m.ContentParts, &items) != nil {
+		return nil, nil, nil
+	}
+	changed := false
+	var errs []error
+	for i, item := range items {
+		im, ok := parseImage(item)
+		if !ok {
+			continue
+		}
+		e, known := o.knownImage(im.key())
+		if !known {
+			if mode != imagesWrite || len(im.data) <= o.imageThreshold {
+				continue
+			}
+			var werr error
+			if e, werr = o.putImage(ctx, &im, at); werr != nil {
+				errs = append(errs, werr)
+				continue
+			}
+			created = append(created, e)
+		}
+		items[i] = imageTextPart(im.textType, ImagePlaceholder(e))
+		changed = true
+	}
+	if len(errs) > 0 {
+		err = errors.Join(errs...)
+	}
+	if !changed {
+		return nil, created, err
+	}
+	var b bytes.Buffer
+	b.WriteByte('[')
+	for i, item := range items {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.Write(item)
+	}
+	b.WriteByte(']')
+	return b.Bytes(), created, err
+}
+
+// imageSaving estimates, without writing, how many characters of the estimate offloading m's
+// images now would take out of the view.
+func (o *Offloader) imageSaving(m *Message) int {
+	if o.imageThreshold <= 0 || !mayHoldImage(m) {
+		return 0
+	}
+	var items []json.RawMessage
+	if json.Unmarshal(m.ContentParts, &items) != nil {
+		return 0
+	}
+	saving := 0
+	for _, item := range items {
+		im, ok := parseImage(item)
+		if !ok || len(im.data) <= o.imageThreshold {
+			continue
+		}
+		if _, known := o.knownImage(im.key()); known {
+			continue
+		}
+		saving += ImageTokens*4 - imagePlaceholderChars
+	}
+	return saving
+}
+
+// imagePlaceholderChars bounds what an image placeholder counts for the estimate.
+const imagePlaceholderChars = 300
+
+// knownImage returns the entry of an image offloaded before.
+func (o *Offloader) knownImage(k imageKey) (OffloadEntry, bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	id, ok := o.images[k]
+	if !ok {
+		return OffloadEntry{}, false
+	}
+	e, ok := o.cache[id]
+	return e, ok
+}
+
+// putImage writes im to the store as a data URL and caches its entry.
+func (o *Offloader) putImage(ctx context.Context, im *image, at int) (OffloadEntry, error) {
+	id := im.id()
+	payload := im.header() + im.data
+	ref, err := o.store.PutToolResult(ctx, o.sessionID, id, []byte(payload))
+	if err != nil {
+		return OffloadEntry{}, fmt.Errorf("offload image %s: %w", id, err)
+	}
+	k := im.key()
+	e := OffloadEntry{ToolCallID: id, Bytes: k.bytes, CRC32C: k.crc, Ref: ref, Kind: OffloadKindImage, MediaType: im.mediaType}
+	if at >= 0 {
+		e.Message = &at
+	}
+	o.mu.Lock()
+	o.cache[id] = e
+	o.images[k] = id
+	o.writes++
+	o.mu.Unlock()
+	return e, nil
+}
+
+// imageIDsIn adds to ids the IDs of the offloaded images msgs still hold.
+func (o *Offloader) imageIDsIn(msgs []Message, ids map[string]bool) {
+	o.mu.Lock()
+	n := len(o.images)
+	o.mu.Unlock()
+	if n == 0 {
+		return
+	}
+	for i := range msgs {
+		if !mayHoldImage(&msgs[i]) {
+			continue
+		}
+		var items []json.RawMessage
+		if json.Unmarshal(msgs[i].ContentParts, &items) != nil {
+			continue
+		}
+		for _, item := range items {
+			if im, ok := parseImage(item); ok {
+				if e, known := o.knownImage(im.key()); known {
+					ids[e.ToolCallID] = true
+				}
+			}
+		}
+	}
+}
+
+// ImageFromStore reads an offloaded image's stored form (a data URL) from r and returns its
+// media type and a reader of its decoded bytes. ok is false when r does not hold an image's
+// stored form; then nothing of r was consumed.
+func ImageFromStore(r *bufio.Reader) (mediaType string, body io.Reader, ok bool) {
+	// The header is short: "data:" + a media type of at most 70 bytes + ";base64,".
+	const maxHeader = 96
+	head, _ := r.Peek(maxHeader) // a shorter object gives what it has
+	n := bytes.IndexByte(head, ',')
+	if n < 0 {
+		return "", nil, false
+	}
+	mt, ok := strings.CutPrefix(string(head[:n+1]), "data:")
+	if !ok {
+		return "", nil, false
+	}
+	mt, ok = strings.CutSuffix(mt, ";base64,")
+	if !ok || !imageMediaType.MatchString(mt) {
+		return "", nil, false
+	}
+	_, _ = r.Discard(n + 1) // peeked: cannot fail
+	return mt, base64.NewDecoder(base64.StdEncoding, r), true
+}
+
+// IsImageID reports whether id names an offloaded image.
+func IsImageID(id string) bool {
+	rest, ok := strings.CutPrefix(id, ImageIDPrefix)
+	if !ok || len(rest) != 32 {
+		return false
+	}
+	_, err := strconv.ParseUint(rest[:16], 16, 64)
+	_, err2 := strconv.ParseUint(rest[16:], 16, 64)
+	return err == nil && err2 == nil && strings.ToLower(rest) == rest
+}
