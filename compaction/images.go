@@ -174,22 +174,96 @@ func mustJSON(v any) json.RawMessage {
 	return b
 }
 
-// imageMode is what rewriteImages does with an image over the threshold it has not offloaded
-// before.
-type imageMode int
+// imageScan is what one message's content parts hold, as far as offload cares: the parts
+// with the images offloaded before replaced (nil: none), those images' IDs, and how many
+// images over the threshold are not offloaded yet.
+type imageScan struct {
+	gen   int // o.imageGen it was made under: any change to the offloaded images voids it
+	parts json.RawMessage
+	ids   []string
+	fresh int
+}
 
-const (
-	imagesKnown imageMode = iota // leave it: replace only images offloaded before
-	imagesWrite                  // write it to the store and replace it
-)
+// partsKey finds a message's scan by its content parts' size and CRC.
+type partsKey struct {
+	n   int
+	crc uint32
+}
 
-// rewriteImages returns m's content parts with its offloaded images replaced by their
-// placeholders, and the entries of the images it wrote. at is the message's index in the
-// conversation (-1 unknown). parts is nil when nothing changed. A failed write keeps the
-// image and is returned as err, after the other images were handled.
-func (o *Offloader) rewriteImages(ctx context.Context, m *Message, at int, mode imageMode) (parts json.RawMessage, created []OffloadEntry, err error) {
+// maxImageScans bounds the scans an offloader keeps: about two per image-holding message of
+// a window, each a few hundred bytes (the images themselves are not kept).
+const maxImageScans = 4096
+
+// scanImages returns what m's content parts hold. Every turn sends every earlier screenshot
+// again: a message seen before, under the same offloaded images, is a CRC and a lookup, not
+// a JSON parse of its megabytes.
+func (o *Offloader) scanImages(m *Message) imageScan {
 	if o.imageThreshold <= 0 || !mayHoldImage(m) {
-		return nil, nil, nil
+		return imageScan{}
+	}
+	k := partsKey{len(m.ContentParts), crc32.Checksum(m.ContentParts, castagnoli)}
+	o.mu.Lock()
+	sc, ok := o.scans[k]
+	gen := o.imageGen
+	o.mu.Unlock()
+	if ok && sc.gen == gen {
+		return sc
+	}
+	sc = imageScan{gen: gen}
+	var items []json.RawMessage
+	if json.Unmarshal(m.ContentParts, &items) != nil {
+		return sc
+	}
+	changed := false
+	for i, item := range items {
+		im, ok := parseImage(item)
+		if !ok {
+			continue
+		}
+		e, known := o.knownImage(im.key())
+		if !known {
+			if len(im.data) > o.imageThreshold {
+				sc.fresh++
+			}
+			continue
+		}
+		items[i] = imageTextPart(im.textType, ImagePlaceholder(e))
+		sc.ids = append(sc.ids, e.ToolCallID)
+		changed = true
+	}
+	if changed {
+		sc.parts = joinParts(items)
+	}
+	o.mu.Lock()
+	if len(o.scans) >= maxImageScans {
+		clear(o.scans)
+	}
+	o.scans[k] = sc
+	o.mu.Unlock()
+	return sc
+}
+
+func joinParts(items []json.RawMessage) json.RawMessage {
+	var b bytes.Buffer
+	b.WriteByte('[')
+	for i, item := range items {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.Write(item)
+	}
+	b.WriteByte(']')
+	return b.Bytes()
+}
+
+// offloadImages writes m's images over the threshold not offloaded yet and returns m's content
+// parts with every offloaded image replaced by its placeholder (nil: none), and the entries
+// of the images it wrote. at is the message's index in the conversation (-1 unknown). A
+// failed write keeps the image and is returned as err, after the other images were handled.
+func (o *Offloader) offloadImages(ctx context.Context, m *Message, at int) (parts json.RawMessage, created []OffloadEntry, err error) {
+	sc := o.scanImages(m)
+	if sc.fresh == 0 {
+		return sc.parts, nil, nil
 	}
 	var items []json.RawMessage
 	if json.Unmarshal(m.ContentParts, &items) != nil {
@@ -204,7 +278,7 @@ func (o *Offloader) rewriteImages(ctx context.Context, m *Message, at int, mode 
 		}
 		e, known := o.knownImage(im.key())
 		if !known {
-			if mode != imagesWrite || len(im.data) <= o.imageThreshold {
+			if len(im.data) <= o.imageThreshold {
 				continue
 			}
 			var werr error
@@ -217,46 +291,16 @@ func (o *Offloader) rewriteImages(ctx context.Context, m *Message, at int, mode 
 		items[i] = imageTextPart(im.textType, ImagePlaceholder(e))
 		changed = true
 	}
-	if len(errs) > 0 {
-		err = errors.Join(errs...)
+	if changed {
+		parts = joinParts(items)
 	}
-	if !changed {
-		return nil, created, err
-	}
-	var b bytes.Buffer
-	b.WriteByte('[')
-	for i, item := range items {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		b.Write(item)
-	}
-	b.WriteByte(']')
-	return b.Bytes(), created, err
+	return parts, created, errors.Join(errs...)
 }
 
 // imageSaving estimates, without writing, how many characters of the estimate offloading m's
 // images now would take out of the view.
 func (o *Offloader) imageSaving(m *Message) int {
-	if o.imageThreshold <= 0 || !mayHoldImage(m) {
-		return 0
-	}
-	var items []json.RawMessage
-	if json.Unmarshal(m.ContentParts, &items) != nil {
-		return 0
-	}
-	saving := 0
-	for _, item := range items {
-		im, ok := parseImage(item)
-		if !ok || len(im.data) <= o.imageThreshold {
-			continue
-		}
-		if _, known := o.knownImage(im.key()); known {
-			continue
-		}
-		saving += ImageTokens*4 - imagePlaceholderChars
-	}
-	return saving
+	return o.scanImages(m).fresh * (ImageTokens*4 - imagePlaceholderChars)
 }
 
 // imagePlaceholderChars bounds what an image placeholder counts for the estimate.
@@ -290,6 +334,7 @@ func (o *Offloader) putImage(ctx context.Context, im *image, at int) (OffloadEnt
 	o.mu.Lock()
 	o.cache[id] = e
 	o.images[k] = id
+	o.imageGen++
 	o.writes++
 	o.mu.Unlock()
 	return e, nil
@@ -304,19 +349,8 @@ func (o *Offloader) imageIDsIn(msgs []Message, ids map[string]bool) {
 		return
 	}
 	for i := range msgs {
-		if !mayHoldImage(&msgs[i]) {
-			continue
-		}
-		var items []json.RawMessage
-		if json.Unmarshal(msgs[i].ContentParts, &items) != nil {
-			continue
-		}
-		for _, item := range items {
-			if im, ok := parseImage(item); ok {
-				if e, known := o.knownImage(im.key()); known {
-					ids[e.ToolCallID] = true
-				}
-			}
+		for _, id := range o.scanImages(&msgs[i]).ids {
+			ids[id] = true
 		}
 	}
 }

@@ -256,3 +256,41 @@ func TestImageFromStoreRejects(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkImagesTurn is the cost images add to a turn that compacts nothing: a conversation
+// of 40 screenshots (200 KB of base64 each), decoded from JSON as a request is, the older ones offloaded, the next turn shown
+// with their placeholders (each image part parsed and looked up by its CRC).
+func BenchmarkImagesTurn(b *testing.B) {
+	ctx := context.Background()
+	msgs := make([]Message, 0, 81)
+	msgs = append(msgs, Message{Role: RoleSystem, Content: "You operate a browser."})
+	for i := range 40 {
+		msgs = append(msgs, withParts(RoleUser, fmt.Sprintf(`{"type":"text","text":"screen %d"}`, i), chatImage(pixels(uint64(i), 150<<10))),
+			Message{Role: RoleAssistant, Content: "clicked"})
+	}
+	cfg := DefaultConfig(EstimateTokens(msgs) * 100 / 65)
+	cfg.TargetThreshold = 0.1
+	c, err := NewProgressiveCompactor(cfg, WithStore(newMemStore()), WithSessionID("s1"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, rec, err := c.CompactWithRecord(ctx, msgs); err != nil || len(rec.Offloaded) == 0 {
+		b.Fatalf("setup: %v, %d offloaded", err, len(rec.Offloaded))
+	}
+	// Decoded from JSON, as every request is (which also works out what the parts count).
+	data, err := json.Marshal(append(msgs, Message{Role: RoleUser, Content: "go on"}))
+	if err != nil {
+		b.Fatal(err)
+	}
+	var next []Message
+	if err := json.Unmarshal(data, &next); err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(int64(len(next) / 2 * 200 << 10))
+	b.ResetTimer()
+	for range b.N {
+		if _, _, err := c.CompactWithRecord(ctx, next); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -70,12 +70,15 @@ type Offloader struct {
 	imageThreshold int
 	// images finds the cached entry of an offloaded image by its stored form's size and CRC.
 	images map[imageKey]string
+	// imageGen counts changes to images; scans remembers what messages hold (scanImages).
+	imageGen int
+	scans    map[partsKey]imageScan
 }
 
 // NewOffloader returns an offloader for one session. threshold is in bytes.
 func NewOffloader(store ToolResultStore, sessionID string, threshold, previewLines int) *Offloader {
 	return &Offloader{store: store, sessionID: sessionID, threshold: threshold, previewLines: previewLines,
-		cache: map[string]OffloadEntry{}, rendered: map[string]string{}, images: map[imageKey]string{}}
+		cache: map[string]OffloadEntry{}, rendered: map[string]string{}, images: map[imageKey]string{}, scans: map[partsKey]imageScan{}}
 }
 
 // WithImages makes o offload images whose base64 data is longer than threshold bytes as
@@ -93,6 +96,7 @@ func (o *Offloader) Seed(entries map[string]OffloadEntry) {
 		o.cache[k] = v
 		if v.Kind == OffloadKindImage {
 			o.images[imageKey{v.Bytes, v.CRC32C}] = k
+			o.imageGen++
 		}
 	}
 }
@@ -145,6 +149,7 @@ func (o *Offloader) Retain(keep map[string]bool) {
 		if !keep[id] {
 			if e := o.cache[id]; e.Kind == OffloadKindImage {
 				delete(o.images, imageKey{e.Bytes, e.CRC32C})
+				o.imageGen++
 			}
 			delete(o.cache, id)
 			delete(o.rendered, id)
@@ -220,7 +225,7 @@ func (o *Offloader) ApplyKnown(msgs []Message) []Message {
 	}
 	var out []Message
 	for i := range msgs {
-		parts, _, _ := o.rewriteImages(context.Background(), &msgs[i], -1, imagesKnown)
+		parts := o.scanImages(&msgs[i]).parts
 		if parts == nil {
 			continue
 		}
@@ -315,7 +320,7 @@ func (o *Offloader) offloadMessages(ctx context.Context, msgs []Message, base in
 			if base >= 0 {
 				at = base + i
 			}
-			parts, created, err := o.rewriteImages(ctx, &out[i], at, imagesWrite)
+			parts, created, err := o.offloadImages(ctx, &out[i], at)
 			if err != nil {
 				rec.addError("%v", err)
 			}
