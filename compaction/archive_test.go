@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -474,4 +476,45 @@ func TestArchiveKeyLayout(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestArchiveOneWritePerCompaction: over a long session replayed turn by turn, a compaction
+// that moves the watermark writes exactly one archive (a Soft done as Full in the same turn
+// included) and every other turn writes none: the archive's cost is one storage round trip
+// per summarizing compaction.
+func TestArchiveOneWritePerCompaction(t *testing.T) {
+	f, err := os.Open(filepath.Join("..", "testdata", "long-session.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	history, err := DecodeTranscript(f, DecodeOptions{})
+	_ = f.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, st := newArchiveCompactor(t, windowFor(history, 4))
+	ctx := context.Background()
+	moved, escalated := 0, 0
+	for _, end := range AssistantTurns(history) {
+		before := st.aputs
+		_, rec, err := c.CompactWithRecord(ctx, history[:end])
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := 0
+		if rec.WatermarkAfter > rec.WatermarkBefore {
+			want = 1
+			moved++
+		}
+		if strings.Contains(strings.Join(rec.Notes, " "), "escalated to Full") || strings.Contains(strings.Join(rec.Notes, " "), "summarized too (Full)") {
+			escalated++
+		}
+		if got := st.aputs - before; got != want {
+			t.Fatalf("turn ending at %d (%s, watermark %d -> %d): %d archive writes, want %d", end, rec.Tier, rec.WatermarkBefore, rec.WatermarkAfter, got, want)
+		}
+	}
+	if moved < 3 || escalated == 0 {
+		t.Fatalf("%d compactions moved the watermark, %d Soft escalated to Full: the replay does not exercise the archive", moved, escalated)
+	}
+	t.Logf("%d summarizing compactions (%d escalated from Soft), %d archive writes", moved, escalated, st.aputs)
 }
