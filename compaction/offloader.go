@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+
+	"golang.org/x/sync/errgroup"
 )
 
 // PlaceholderPrefix starts the text that replaces an offloaded tool result. Content that
@@ -347,19 +349,16 @@ func (o *Offloader) offloadMessages(ctx context.Context, msgs []Message, base in
 		err     error
 	}
 	results := make([]result, len(todo))
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, offloadConcurrency)
+	var g errgroup.Group
+	g.SetLimit(offloadConcurrency)
 	for k, i := range todo {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
+		g.Go(func() error {
 			r := &results[k]
 			r.ph, r.entry, r.created, r.err = o.offload(ctx, &out[i])
-		}()
+			return nil // each write's error is its own result's: one failing stops no other
+		})
 	}
-	wg.Wait()
+	_ = g.Wait()
 	for k, i := range todo {
 		r := results[k]
 		if r.err != nil {

@@ -14,6 +14,7 @@ import (
 	"sync"
 
 	lru "github.com/hashicorp/golang-lru/v2"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/harness9/compaction-operator/compaction"
 	"github.com/harness9/compaction-operator/compaction/compactclient"
@@ -171,18 +172,15 @@ func (p *Proxy) offloadNew(ctx context.Context, conv string, history []compactio
 		err error
 	}
 	results := make([]result, len(todo))
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, hookConcurrency)
+	var g errgroup.Group
+	g.SetLimit(hookConcurrency)
 	for k, i := range todo {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
+		g.Go(func() error {
 			results[k].msg, results[k].err = tr.OffloadToolResult(ctx, conv, history[i])
-		}()
+			return nil // each result's error is its own: one failing stops no other
+		})
 	}
-	wg.Wait()
+	_ = g.Wait()
 	add := map[string]hookEntry{}
 	for k, i := range todo {
 		m, r := &history[i], results[k]
