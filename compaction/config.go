@@ -1,6 +1,7 @@
 package compaction
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"math"
@@ -129,48 +130,20 @@ func DefaultConfig(contextWindow int) Config {
 // withDefaults fills zero values with the defaults, so a partly filled Config works.
 func (c Config) withDefaults() Config {
 	d := DefaultConfig(c.ContextWindow)
-	if c.WarnThreshold == 0 {
-		c.WarnThreshold = d.WarnThreshold
-	}
-	if c.SoftThreshold == 0 {
-		c.SoftThreshold = d.SoftThreshold
-	}
-	if c.FullThreshold == 0 {
-		c.FullThreshold = d.FullThreshold
-	}
-	if c.EmergencyThreshold == 0 {
-		c.EmergencyThreshold = d.EmergencyThreshold
-	}
-	if c.TargetThreshold == 0 {
-		c.TargetThreshold = d.TargetThreshold
-	}
-	if c.MinSaving == 0 {
-		c.MinSaving = d.MinSaving
-	}
-	if c.OffloadThreshold == 0 {
-		c.OffloadThreshold = d.OffloadThreshold
-	}
-	if c.HookThreshold == 0 {
-		c.HookThreshold = d.HookThreshold
-	}
-	if c.PreviewLines == 0 {
-		c.PreviewLines = d.PreviewLines
-	}
-	if c.ImageOffloadThreshold == 0 {
-		c.ImageOffloadThreshold = d.ImageOffloadThreshold
-	}
-	if c.MinTailMessages == 0 {
-		c.MinTailMessages = d.MinTailMessages
-	}
-	if c.MaxSummaryChars == 0 {
-		c.MaxSummaryChars = d.MaxSummaryChars
-	}
-	if c.PinRule == "" {
-		c.PinRule = d.PinRule
-	}
-	if c.PinBudget == 0 {
-		c.PinBudget = d.PinBudget
-	}
+	c.WarnThreshold = cmp.Or(c.WarnThreshold, d.WarnThreshold)
+	c.SoftThreshold = cmp.Or(c.SoftThreshold, d.SoftThreshold)
+	c.FullThreshold = cmp.Or(c.FullThreshold, d.FullThreshold)
+	c.EmergencyThreshold = cmp.Or(c.EmergencyThreshold, d.EmergencyThreshold)
+	c.TargetThreshold = cmp.Or(c.TargetThreshold, d.TargetThreshold)
+	c.MinSaving = cmp.Or(c.MinSaving, d.MinSaving)
+	c.OffloadThreshold = cmp.Or(c.OffloadThreshold, d.OffloadThreshold)
+	c.HookThreshold = cmp.Or(c.HookThreshold, d.HookThreshold)
+	c.PreviewLines = cmp.Or(c.PreviewLines, d.PreviewLines)
+	c.ImageOffloadThreshold = cmp.Or(c.ImageOffloadThreshold, d.ImageOffloadThreshold)
+	c.MinTailMessages = cmp.Or(c.MinTailMessages, d.MinTailMessages)
+	c.MaxSummaryChars = cmp.Or(c.MaxSummaryChars, d.MaxSummaryChars)
+	c.PinRule = cmp.Or(c.PinRule, d.PinRule)
+	c.PinBudget = cmp.Or(c.PinBudget, d.PinBudget)
 	return c
 }
 

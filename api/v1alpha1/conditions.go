@@ -161,4 +161,8 @@ const (
 	// ReasonPolicyChangeRefused (Warning, on a pod): its policy annotations name another
 	// policy than its AgentSession uses, and a session's policyRef cannot change.
 	ReasonPolicyChangeRefused = "PolicyChangeRefused"
+	// ReasonContextCompacted (Normal; Warning for Emergency or a compaction with an error, on
+	// a session): a compaction changed the view or failed; the note is the record's
+	// notification.
+	ReasonContextCompacted = "ContextCompacted"
 )

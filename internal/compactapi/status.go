@@ -598,5 +598,5 @@ func (s *Server) emitEvent(sess *session, rec *compaction.CompactionRecord) {
 	if rec.Tier == compaction.TierEmergency || rec.Error != "" {
 		typ = corev1.EventTypeWarning
 	}
-	s.recorder.Eventf(sess.obj, nil, typ, "ContextCompacted", "Compact", "%s", rec.Notification())
+	s.recorder.Eventf(sess.obj, nil, typ, compactionv1alpha1.ReasonContextCompacted, "Compact", "%s", rec.Notification())
 }

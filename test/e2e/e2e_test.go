@@ -235,7 +235,7 @@ func (s *suite) checkStatusAndEvents(r replayed) {
 		var list eventsv1.EventList
 		testenv.Must(t, c.List(ctx, &list, client.InNamespace(ns)))
 		for _, e := range list.Items {
-			if e.Regarding.Name == s.session.Name && e.Reason == "ContextCompacted" && strings.Contains(e.Note, "Context compressed [") {
+			if e.Regarding.Name == s.session.Name && e.Reason == compactionv1alpha1.ReasonContextCompacted && strings.Contains(e.Note, "Context compressed [") {
 				return true, ""
 			}
 		}
