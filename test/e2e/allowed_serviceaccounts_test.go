@@ -42,7 +42,7 @@ func TestAllowedServiceAccounts(t *testing.T) {
 	bin := testenv.BuildManager(t)
 	mgr := cl.StartManager(bin)
 	c, ctx := cl.Client, context.Background()
-	history := mustLoad(t, filepath.Join(testenv.RepoRoot(t), "testdata", "long-session.jsonl"))
+	history := testenv.MustLoad(t, filepath.Join(testenv.RepoRoot(t), "testdata", "long-session.jsonl"))
 	turns := compaction.AssistantTurns(history)
 
 	cl.CreateMinIOPolicy(ns, "team", "allowed-sa", m, window, nil)

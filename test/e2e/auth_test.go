@@ -49,7 +49,7 @@ func TestCompactionAPIAuth(t *testing.T) {
 	mgr := cl.StartManager(bin, "--api-usage-interval", "100ms",
 		"--api-new-token-rate", strconv.Itoa(floodTokenRate), "--api-new-token-burst", strconv.Itoa(floodTokenBurst))
 	c, ctx := cl.Client, context.Background()
-	history := mustLoad(t, filepath.Join(testenv.RepoRoot(t), "testdata", "long-session.jsonl"))
+	history := testenv.MustLoad(t, filepath.Join(testenv.RepoRoot(t), "testdata", "long-session.jsonl"))
 	turns := compaction.AssistantTurns(history)
 
 	cl.CreateMinIOPolicy(ns, "omit", "auth-omit", m, window, nil)

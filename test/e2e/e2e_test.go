@@ -33,7 +33,6 @@ import (
 	"github.com/harness9/compaction-operator/compaction"
 	"github.com/harness9/compaction-operator/compaction/compactclient"
 	"github.com/harness9/compaction-operator/internal/dev/builder"
-	"github.com/harness9/compaction-operator/internal/dev/replay"
 	"github.com/harness9/compaction-operator/internal/dev/testenv"
 	"github.com/harness9/compaction-operator/internal/dev/testenv/operator"
 )
@@ -117,7 +116,7 @@ func (s *suite) api(token string) *compactclient.Client {
 func (s *suite) setUp() {
 	t := s.t
 	root := testenv.RepoRoot(t)
-	s.history = mustLoad(t, filepath.Join(root, "testdata", "long-session.jsonl"))
+	s.history = testenv.MustLoad(t, filepath.Join(root, "testdata", "long-session.jsonl"))
 	s.cl = operator.Install(t)
 	s.m = testenv.StartMinIO(t)
 	s.bin = testenv.BuildManager(t)
@@ -695,11 +694,4 @@ func waitSessionReady(t *testing.T, c client.Client, s *compactionv1alpha1.Agent
 		}
 		return meta.IsStatusConditionTrue(s.Status.Conditions, compactionv1alpha1.ConditionReady), fmt.Sprintf("%+v", s.Status.Conditions)
 	})
-}
-
-func mustLoad(t *testing.T, path string) []compaction.Message {
-	t.Helper()
-	msgs, err := replay.Load(path)
-	testenv.Must(t, err)
-	return msgs
 }

@@ -73,7 +73,7 @@ func TestAuthenticatedFloods(t *testing.T) {
 	cl.CreateMinIOPolicy(floodTenantNS, "tenant", "flood-tenant", m, window, nil)
 	sess := cl.CreateReadySession(floodTenantNS, "tenant-agent", "tenant")
 	attacker := cl.BindAgent(floodAttackerNS, "attacker")
-	history := mustLoad(t, filepath.Join(testenv.RepoRoot(t), "testdata", "long-session.jsonl"))
+	history := testenv.MustLoad(t, filepath.Join(testenv.RepoRoot(t), "testdata", "long-session.jsonl"))
 
 	agent := &floodAgent{mgr: mgr, session: sess.Name, history: history, turns: compaction.AssistantTurns(history), done: map[int]int{}}
 	agent.wire = &floodWire{base: mgr.HTTPClient().Transport}

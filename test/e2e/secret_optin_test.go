@@ -118,7 +118,7 @@ func TestPolicySecretOptIn(t *testing.T) {
 	noValueAtTrap("labelled, the trap's policies deleted")
 
 	// The compaction API: sessions Ready while their Secrets were labelled, then the labels go.
-	history := mustLoad(t, filepath.Join(testenv.RepoRoot(t), "testdata", "long-session.jsonl"))
+	history := testenv.MustLoad(t, filepath.Join(testenv.RepoRoot(t), "testdata", "long-session.jsonl"))
 	full := fullPrefix(t, history)
 	const llmSecret = "llm-key"
 	testenv.Must(t, c.Create(ctx, builder.CredentialsSecret(ns, llmSecret, map[string]string{"apiKey": apiKey})))

@@ -59,7 +59,7 @@ func TestStatusIsNotTrusted(t *testing.T) {
 	trap := testenv.StartCredentialTrap(t)
 	mgr := cl.StartManager(bin, "--api-usage-interval", "100ms", "--gc-retry-max-delay", "2s")
 	c, ctx := cl.Client, context.Background()
-	history := mustLoad(t, filepath.Join(testenv.RepoRoot(t), "testdata", "long-session.jsonl"))
+	history := testenv.MustLoad(t, filepath.Join(testenv.RepoRoot(t), "testdata", "long-session.jsonl"))
 	turns := compaction.AssistantTurns(history)
 
 	cl.CreateMinIOPolicy(ns, "shared", "e2e", m, window, nil)

@@ -31,7 +31,6 @@ import (
 	"github.com/harness9/compaction-operator/compaction/compactclient"
 	"github.com/harness9/compaction-operator/compaction/storage/s3"
 	"github.com/harness9/compaction-operator/internal/dev/builder"
-	"github.com/harness9/compaction-operator/internal/dev/replay"
 	"github.com/harness9/compaction-operator/internal/dev/testenv"
 	"github.com/harness9/compaction-operator/internal/dev/testenv/operator"
 )
@@ -40,7 +39,7 @@ const ns = "default"
 
 func TestFaults(t *testing.T) {
 	root := testenv.RepoRoot(t)
-	history := mustLoad(t, filepath.Join(root, "testdata", "long-session.jsonl"))
+	history := testenv.MustLoad(t, filepath.Join(root, "testdata", "long-session.jsonl"))
 	cl := operator.Install(t)
 	m := testenv.StartMinIO(t)
 	bin := testenv.BuildManager(t)
@@ -859,13 +858,6 @@ func closedPort(t *testing.T) string {
 	addr := l.Addr().String()
 	testenv.Must(t, l.Close())
 	return addr
-}
-
-func mustLoad(t *testing.T, path string) []compaction.Message {
-	t.Helper()
-	msgs, err := replay.Load(path)
-	testenv.Must(t, err)
-	return msgs
 }
 
 // tierCounts is status.compactions with absent counters as 0, to compare with what the

@@ -58,7 +58,7 @@ const (
 //   - once the endpoint behaves, the hostile sessions' deletions finish.
 func TestHostileStorage(t *testing.T) {
 	start := time.Now()
-	history := mustLoad(t, filepath.Join(testenv.RepoRoot(t), "testdata", "long-session.jsonl"))
+	history := testenv.MustLoad(t, filepath.Join(testenv.RepoRoot(t), "testdata", "long-session.jsonl"))
 	cl := operator.Install(t)
 	m := testenv.StartMinIO(t)
 	bin := testenv.BuildManager(t)
