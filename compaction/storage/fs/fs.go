@@ -37,6 +37,7 @@ import (
 
 	"github.com/harness9/compaction-operator/compaction"
 	"github.com/harness9/compaction-operator/compaction/storage/internal/bounded"
+	"github.com/harness9/compaction-operator/compaction/storage/internal/storeargs"
 )
 
 // DirName is the directory under the root that holds everything the store writes.
@@ -181,14 +182,8 @@ func (s *Store) GetToolResult(ctx context.Context, sessionID, toolCallID string)
 // write on an O_APPEND descriptor under appendMu, so lines from concurrent callers in this
 // process never interleave, and a crash leaves at worst one truncated last line.
 func (s *Store) AppendRecord(ctx context.Context, rec *compaction.CompactionRecord) error {
-	if rec == nil {
-		return errors.New("fs store: append record: nil record")
-	}
-	if err := check(ctx, "append record", rec.SessionID); err != nil {
+	if err := storeargs.Record(ctx, backend, rec); err != nil {
 		return err
-	}
-	if rec.ID == "" {
-		return fmt.Errorf("fs store: append record to session %s: record has no ID", rec.SessionID)
 	}
 	line, err := rec.JSONLine()
 	if err != nil {
@@ -362,20 +357,9 @@ func (s *Store) LoadState(ctx context.Context, sessionID string) (*compaction.St
 // SaveState replaces the session's state atomically: a crash leaves the old or the new
 // state, never a torn file that would break every later incremental merge.
 func (s *Store) SaveState(ctx context.Context, sessionID string, st *compaction.State) error {
-	if st == nil {
-		return fmt.Errorf("fs store: save state of session %q: nil state", sessionID)
-	}
-	if err := check(ctx, "save state", sessionID); err != nil {
-		return err
-	}
-	data, err := json.Marshal(st)
+	data, err := storeargs.State(ctx, backend, sessionID, st, func() string { return s.StatePath(sessionID) })
 	if err != nil {
-		return fmt.Errorf("fs store: encode state of session %s: %w", sessionID, err)
-	}
-	if len(data) > bounded.StateBytes {
-		// Never written: it could not be loaded again. The stored state stays as it was.
-		return fmt.Errorf("fs store: save state of session %s: %w", sessionID,
-			bounded.TooLarge("state", s.StatePath(sessionID), int64(len(data)), bounded.StateBytes))
+		return err
 	}
 	if err := writeFile(s.StatePath(sessionID), data, replaceDurably); err != nil {
 		return fmt.Errorf("fs store: save state of session %s: %w", sessionID, err)
@@ -557,15 +541,12 @@ func readFile(path string, limit int64, what string) ([]byte, error) {
 	return bounded.ReadAll(f, size, limit, what, path)
 }
 
+// backend starts this store's errors.
+const backend = "fs store"
+
 // check validates the session ID and refuses to start work under a finished context.
 func check(ctx context.Context, op, sessionID string) error {
-	if err := compaction.ValidateSessionID(sessionID); err != nil {
-		return fmt.Errorf("fs store: %s: %w", op, err)
-	}
-	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("fs store: %s of session %s: %w", op, sessionID, err)
-	}
-	return nil
+	return storeargs.Session(ctx, backend, op, sessionID)
 }
 
 // notFound adds compaction.ErrNotFound to a missing-file error, keeping the path in it.

@@ -19,6 +19,7 @@ import (
 
 	"github.com/harness9/compaction-operator/compaction"
 	"github.com/harness9/compaction-operator/compaction/storage/internal/bounded"
+	"github.com/harness9/compaction-operator/compaction/storage/internal/storeargs"
 )
 
 // RefScheme starts every reference the store hands out.
@@ -102,14 +103,8 @@ func (s *Store) GetToolResult(ctx context.Context, sessionID, toolCallID string)
 
 // AppendRecord appends the record to its session's trail as one JSON line.
 func (s *Store) AppendRecord(ctx context.Context, rec *compaction.CompactionRecord) error {
-	if rec == nil {
-		return errors.New("memory store: append record: nil record")
-	}
-	if err := check(ctx, "append record", rec.SessionID); err != nil {
+	if err := storeargs.Record(ctx, backend, rec); err != nil {
 		return err
-	}
-	if rec.ID == "" {
-		return fmt.Errorf("memory store: append record to session %s: record has no ID", rec.SessionID)
 	}
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
@@ -234,19 +229,10 @@ func (s *Store) LoadState(ctx context.Context, sessionID string) (*compaction.St
 
 // SaveState replaces the session's state with a copy of st.
 func (s *Store) SaveState(ctx context.Context, sessionID string, st *compaction.State) error {
-	if st == nil {
-		return fmt.Errorf("memory store: save state of session %q: nil state", sessionID)
-	}
-	if err := check(ctx, "save state", sessionID); err != nil {
-		return err
-	}
-	data, err := json.Marshal(st) // a deep copy the caller cannot change
+	// The encoding is a deep copy the caller cannot change.
+	data, err := storeargs.State(ctx, backend, sessionID, st, func() string { return "of session " + sessionID })
 	if err != nil {
-		return fmt.Errorf("memory store: encode state of session %s: %w", sessionID, err)
-	}
-	if len(data) > bounded.StateBytes {
-		return fmt.Errorf("memory store: save state of session %s: %w", sessionID,
-			bounded.TooLarge("state", "of session "+sessionID, int64(len(data)), bounded.StateBytes))
+		return err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -278,13 +264,10 @@ func (s *Store) DeleteSession(ctx context.Context, sessionID string) (int, error
 	return n, nil
 }
 
+// backend starts this store's errors.
+const backend = "memory store"
+
 // check validates the session ID and refuses to start work under a finished context.
 func check(ctx context.Context, op, sessionID string) error {
-	if err := compaction.ValidateSessionID(sessionID); err != nil {
-		return fmt.Errorf("memory store: %s: %w", op, err)
-	}
-	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("memory store: %s of session %s: %w", op, sessionID, err)
-	}
-	return nil
+	return storeargs.Session(ctx, backend, op, sessionID)
 }

@@ -48,6 +48,7 @@ import (
 
 	"github.com/harness9/compaction-operator/compaction"
 	"github.com/harness9/compaction-operator/compaction/storage/internal/bounded"
+	"github.com/harness9/compaction-operator/compaction/storage/internal/storeargs"
 )
 
 // What went wrong, for callers that act on it (a condition reason, say) without knowing S3's
@@ -349,14 +350,8 @@ func (s *Store) OpenToolResult(ctx context.Context, sessionID, toolCallID string
 // ever read back or rewritten, so concurrent writers (any number of replicas) cannot lose
 // each other's records.
 func (s *Store) AppendRecord(ctx context.Context, rec *compaction.CompactionRecord) error {
-	if rec == nil {
-		return errors.New("s3 store: append record: nil record")
-	}
-	if err := validate("append record", rec.SessionID); err != nil {
+	if err := storeargs.Record(ctx, backend, rec); err != nil {
 		return err
-	}
-	if rec.ID == "" {
-		return fmt.Errorf("s3 store: append record to session %s: record has no ID", rec.SessionID)
 	}
 	line, err := rec.JSONLine()
 	if err != nil {
@@ -538,21 +533,10 @@ func (s *Store) LoadStateIfChanged(ctx context.Context, sessionID, version strin
 // (else ErrConflict). A PUT replaces an object atomically, so readers see the old or the new
 // state, never a mix.
 func (s *Store) SaveState(ctx context.Context, sessionID string, st *compaction.State) error {
-	if st == nil {
-		return fmt.Errorf("s3 store: save state of session %q: nil state", sessionID)
-	}
-	if err := validate("save state", sessionID); err != nil {
-		return err
-	}
-	data, err := json.Marshal(st)
-	if err != nil {
-		return fmt.Errorf("s3 store: encode state of session %s: %w", sessionID, err)
-	}
 	key := s.key(compaction.StateKey(sessionID))
-	if len(data) > bounded.StateBytes {
-		// Never stored: it could not be loaded again. The stored state stays as it was.
-		return fmt.Errorf("s3 store: save state of session %s: %w", sessionID,
-			bounded.TooLarge("state", s.ref(key), int64(len(data)), bounded.StateBytes))
+	data, err := storeargs.State(ctx, backend, sessionID, st, func() string { return s.ref(key) })
+	if err != nil {
+		return err
 	}
 	// A conditional write: only over the version that was loaded (If-Match), or only when
 	// there is none yet (If-None-Match), so two compactions of one session on different
@@ -923,10 +907,13 @@ func (e *ResponseError) Is(target error) bool {
 
 func validate(op, sessionID string) error {
 	if err := compaction.ValidateSessionID(sessionID); err != nil {
-		return fmt.Errorf("s3 store: %s: %w", op, err)
+		return fmt.Errorf("%s: %s: %w", backend, op, err)
 	}
 	return nil
 }
+
+// backend starts this store's errors.
+const backend = "s3 store"
 
 // lineWriter forwards segments to w and remembers the last byte of each, so a segment
 // without a trailing newline can be terminated before the next one starts.

@@ -1,0 +1,46 @@
+package storeargs
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/harness9/compaction-operator/compaction"
+)
+
+func TestRecordAndState(t *testing.T) {
+	ctx := context.Background()
+	done, cancel := context.WithCancel(ctx)
+	cancel()
+	for _, tc := range []struct {
+		name string
+		err  error
+		want string
+	}{
+		{"nil record", Record(ctx, "x store", nil), "x store: append record: nil record"},
+		{"unsafe session", Record(ctx, "x store", &compaction.CompactionRecord{SessionID: "../s", ID: "r"}), "x store: append record: "},
+		{"no ID", Record(ctx, "x store", &compaction.CompactionRecord{SessionID: "s"}), "x store: append record to session s: record has no ID"},
+		{"finished context", Record(done, "x store", &compaction.CompactionRecord{SessionID: "s", ID: "r"}), "x store: append record of session s: context canceled"},
+		{"nil state", stateErr(ctx, nil), `x store: save state of session "s": nil state`},
+		{"state too large", stateErr(ctx, &compaction.State{LastSummary: strings.Repeat("x", 64<<20)}), "x store: save state of session s: "},
+	} {
+		if tc.err == nil || !strings.HasPrefix(tc.err.Error(), tc.want) {
+			t.Errorf("%s: %v, want an error starting %q", tc.name, tc.err, tc.want)
+		}
+	}
+	if err := stateErr(ctx, &compaction.State{LastSummary: strings.Repeat("x", 64<<20)}); !errors.Is(err, compaction.ErrObjectTooLarge) {
+		t.Errorf("a state too large: %v, want ErrObjectTooLarge", err)
+	}
+	if err := Record(ctx, "x store", &compaction.CompactionRecord{SessionID: "s", ID: "r"}); err != nil {
+		t.Errorf("a good record: %v", err)
+	}
+	if data, err := State(ctx, "x store", "s", &compaction.State{Watermark: 3}, func() string { return "where" }); err != nil || !strings.Contains(string(data), `"watermark":3`) {
+		t.Errorf("a good state: %s, %v", data, err)
+	}
+}
+
+func stateErr(ctx context.Context, st *compaction.State) error {
+	_, err := State(ctx, "x store", "s", st, func() string { return "where" })
+	return err
+}
