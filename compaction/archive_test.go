@@ -202,7 +202,7 @@ func TestArchiveNextCompactionStartsAtWatermark(t *testing.T) {
 		id := fmt.Sprintf("m%d", i)
 		more = append(more, call("", id), result(id, fmt.Sprintf("more output %d\n", i)))
 	}
-	_, rec2, err := c.CompactForceWithRecord(context.Background(), more)
+	_, rec2, err := compactForce(context.Background(), c, more)
 	if err != nil || rec2.WatermarkBefore != rec1.WatermarkAfter || rec2.WatermarkAfter <= rec1.WatermarkAfter {
 		t.Fatalf("second compaction: %v, watermark %d -> %d", err, rec2.WatermarkBefore, rec2.WatermarkAfter)
 	}
@@ -304,7 +304,7 @@ func TestResetStartsFromFullHistory(t *testing.T) {
 	msgs := fixture()
 	ctx := context.Background()
 	c, st := newArchiveCompactor(t, EstimateTokens(msgs)*10, WithStateRevalidation())
-	if _, rec, err := c.CompactForceWithRecord(ctx, msgs); err != nil || rec.WatermarkAfter == 0 {
+	if _, rec, err := compactForce(ctx, c, msgs); err != nil || rec.WatermarkAfter == 0 {
 		t.Fatalf("forced compaction: %v", err)
 	}
 	out, rec, err := c.CompactWithRecord(ctx, msgs)

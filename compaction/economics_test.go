@@ -428,7 +428,7 @@ func (s *calStore) LoadState(context.Context, string) (*State, error) {
 // report runs a turn that tells the compactor the last prompt was ratio times its estimate.
 func report(t *testing.T, c *ProgressiveCompactor, msgs []Message, promptTokens int) *CompactionRecord {
 	t.Helper()
-	_, rec, err := c.CompactDeltaWithRecord(context.Background(), Delta{PromptTokens: promptTokens}, msgs, false)
+	_, rec, err := compactDelta(context.Background(), c, Delta{PromptTokens: promptTokens}, msgs, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -699,9 +699,9 @@ func TestSummarizerAccounting(t *testing.T) {
 			}
 		})
 	}
-	// CompactForce is Emergency too: nothing counted, however the summarizer reports.
+	// A forced compaction is Emergency too: nothing counted, however the summarizer reports.
 	comp, _ := newTestCompactor(t, 1<<20, WithSummarizer(&usageSummarizer{output: goodSummary, usage: SummaryUsage{InputTokens: 9, OutputTokens: 9}}))
-	_, rec, err := comp.CompactForceWithRecord(context.Background(), fixture())
+	_, rec, err := compactForce(context.Background(), comp, fixture())
 	if err != nil || rec.Tier != TierEmergency || rec.Summarized == 0 || rec.SummarizerCalls != 0 || rec.SummarizerInputTokens != 0 {
 		t.Fatalf("forced: %v, tier %s, summarized %d, %d calls", err, rec.Tier, rec.Summarized, rec.SummarizerCalls)
 	}

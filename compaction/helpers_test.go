@@ -202,3 +202,15 @@ func snapshot(t testing.TB, msgs []Message) []byte {
 func windowFor(msgs []Message, usage float64) int {
 	return int(float64(EstimateTokens(msgs)) / usage)
 }
+
+// compactDelta is Compact of a request with a Delta, as view and record.
+func compactDelta(ctx context.Context, c *ProgressiveCompactor, d Delta, msgs []Message, force bool) ([]Message, *CompactionRecord, error) {
+	res, err := c.Compact(ctx, Request{Messages: msgs, Force: force, Delta: d})
+	return res.View, res.Record, err
+}
+
+// compactForce is Compact of a full history with Force, as view and record.
+func compactForce(ctx context.Context, c *ProgressiveCompactor, msgs []Message) ([]Message, *CompactionRecord, error) {
+	res, err := c.Compact(ctx, Request{Messages: msgs, Force: true})
+	return res.View, res.Record, err
+}

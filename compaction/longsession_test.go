@@ -138,7 +138,7 @@ func TestDeltaRequest(t *testing.T) {
 	delta, _ := newTestCompactor(t, windowFor(msgs, 0.85))
 	ctx := context.Background()
 	_, rec1, _ := full.CompactWithRecord(ctx, msgs)
-	_, drec1, _ := delta.CompactDeltaWithRecord(ctx, Delta{}, msgs, false)
+	_, drec1, _ := compactDelta(ctx, delta, Delta{}, msgs, false)
 	if rec1.PrefixHash == "" || drec1.PrefixHash != rec1.PrefixHash || drec1.WatermarkAfter != rec1.WatermarkAfter {
 		t.Fatalf("zero delta differs from a full request: %q vs %q", drec1.PrefixHash, rec1.PrefixHash)
 	}
@@ -150,7 +150,7 @@ func TestDeltaRequest(t *testing.T) {
 	d := Delta{Watermark: drec1.WatermarkAfter, PrefixHash: drec1.PrefixHash}
 	body := append([]Message{grown[0]}, grown[d.Watermark:]...)
 	d.PromptTokens = 4321
-	gotView, drec, err := delta.CompactDeltaWithRecord(ctx, d, body, false)
+	gotView, drec, err := compactDelta(ctx, delta, d, body, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -162,7 +162,7 @@ func TestDeltaRequest(t *testing.T) {
 	}
 	// Stale watermark: a clear error, nothing changed.
 	before, _ := delta.State(ctx)
-	_, _, err = delta.CompactDeltaWithRecord(ctx, Delta{Watermark: 3, PrefixHash: "nope"}, body, false)
+	_, _, err = compactDelta(ctx, delta, Delta{Watermark: 3, PrefixHash: "nope"}, body, false)
 	if !errors.Is(err, ErrStaleWatermark) || !strings.Contains(err.Error(), "session has 11") {
 		t.Fatalf("stale watermark: %v", err)
 	}

@@ -218,19 +218,39 @@ func (c *ProgressiveCompactor) SessionID() string { return c.sessionID }
 // OffloadHook at source.
 func (c *ProgressiveCompactor) Offloader() *Offloader { return c.offloader }
 
-// Compact returns the compacted view and discards the record (spec 7, backward compatible).
-func (c *ProgressiveCompactor) Compact(ctx context.Context, msgs []Message) ([]Message, error) {
-	out, _, err := c.CompactWithRecord(ctx, msgs)
-	return out, err
+// Request is one call of Compact: a turn of the session.
+type Request struct {
+	// Messages is the agent's history, the full ever-growing one, or with Delta its leading
+	// system messages followed by what is new. A message with Pinned set asks to be kept
+	// verbatim in every view (within the policy's pin rule and budget). Never modified.
+	Messages []Message
+	// Force runs the Emergency tier whatever the usage (the manual /compact).
+	Force bool
+	// Delta names the part of the history the caller no longer sends, and the prompt size
+	// its LLM last reported (Delta.PromptTokens); zero: Messages is the full history.
+	Delta Delta
 }
 
-// CompactForce runs the Emergency tier whatever the usage (the manual /compact).
-func (c *ProgressiveCompactor) CompactForce(ctx context.Context, msgs []Message) ([]Message, error) {
-	out, _, err := c.CompactForceWithRecord(ctx, msgs)
-	return out, err
+// Result is what Compact returns.
+type Result struct {
+	// View is the compacted view to send to the model: with a Delta.Seen request, only its
+	// messages after the caller's first Seen.
+	View []Message
+	// Record is the compaction's audit entry, stored with the session's records.
+	Record *CompactionRecord
 }
 
-// CompactWithRecord is the main entry point: it builds the session's derived view of msgs
+// Compact is the engine's entry point: it builds the session's derived view of the request's
+// history, picks the tier from the view's usage ratio, runs the tier's data flow and returns
+// the compacted view and its record (see CompactWithRecord for the derived view). An invalid
+// history is an error and nothing is stored; a Delta that is not the session's current one
+// wraps ErrStaleWatermark and changes nothing.
+func (c *ProgressiveCompactor) Compact(ctx context.Context, req Request) (Result, error) {
+	view, rec, err := c.compactRequest(ctx, req.Delta, req.Messages, req.Force)
+	return Result{View: view, Record: rec}, err
+}
+
+// CompactWithRecord is Compact of a full history, without force: it builds the session's derived view of msgs
 // (the full, ever-growing history), picks the tier from the view's usage ratio, runs the
 // tier's data flow and returns the compacted view and the record. msgs is never modified.
 // An invalid history is an error and nothing is stored.
@@ -246,15 +266,6 @@ func (c *ProgressiveCompactor) CompactWithRecord(ctx context.Context, msgs []Mes
 	}
 	defer c.release()
 	return c.compact(ctx, msgs, nil, false, 0)
-}
-
-// CompactForceWithRecord is CompactForce with its record.
-func (c *ProgressiveCompactor) CompactForceWithRecord(ctx context.Context, msgs []Message) ([]Message, *CompactionRecord, error) {
-	if err := c.acquire(ctx); err != nil {
-		return nil, nil, err
-	}
-	defer c.release()
-	return c.compact(ctx, msgs, nil, true, 0)
 }
 
 // Delta identifies the part of a history a caller no longer sends: the watermark and prefix
@@ -305,11 +316,11 @@ func (c *ProgressiveCompactor) release() { <-c.turn }
 // it again on the new state is safe (offloads are idempotent).
 var ErrStateConflict = errors.New("session state changed during the compaction: run it again")
 
-// CompactDeltaWithRecord is CompactWithRecord for a caller that sends only what is new: msgs
-// holds the history's leading system messages followed by the messages after d.Watermark.
-// When d is not the session's current watermark and prefix hash it returns an error wrapping
+// compactRequest is Compact for a caller that may send only what is new: msgs holds the
+// history's leading system messages followed by the messages after d.Watermark. When d is
+// not the session's current watermark and prefix hash it returns an error wrapping
 // ErrStaleWatermark and changes nothing. A zero Delta means msgs is the full history.
-func (c *ProgressiveCompactor) CompactDeltaWithRecord(ctx context.Context, d Delta, msgs []Message, force bool) ([]Message, *CompactionRecord, error) {
+func (c *ProgressiveCompactor) compactRequest(ctx context.Context, d Delta, msgs []Message, force bool) ([]Message, *CompactionRecord, error) {
 	if err := c.acquire(ctx); err != nil {
 		return nil, nil, err
 	}

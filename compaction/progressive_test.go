@@ -198,11 +198,11 @@ func TestTierEmergencySkipsSummarizer(t *testing.T) {
 	if out[0].Role != RoleSystem || rec.PreservedTail != 6 || hasOrphans(out) {
 		t.Fatalf("view %v preserved %d", ids(out), rec.PreservedTail)
 	}
-	// CompactForce runs Emergency whatever the usage.
+	// Force runs Emergency whatever the usage.
 	c2, _ := newTestCompactor(t, EstimateTokens(msgs)*100, WithSummarizer(sum))
-	_, rec2, _ := c2.CompactForceWithRecord(context.Background(), msgs)
+	_, rec2, _ := compactForce(context.Background(), c2, msgs)
 	if rec2.Tier != TierEmergency || sum.calls != 0 {
-		t.Fatal("CompactForce did not take the emergency path")
+		t.Fatal("Force did not take the emergency path")
 	}
 }
 
@@ -388,7 +388,7 @@ func TestCallsWaitForTheirTurn(t *testing.T) {
 	c.turn <- struct{}{} // an earlier call holds it
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 	defer cancel()
-	if _, _, err := c.CompactDeltaWithRecord(ctx, Delta{}, msgs, false); !errors.Is(err, ErrBusy) || !errors.Is(err, context.DeadlineExceeded) {
+	if _, _, err := compactDelta(ctx, c, Delta{}, msgs, false); !errors.Is(err, ErrBusy) || !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("waiting past the deadline: %v, want ErrBusy and the deadline", err)
 	}
 	done := make(chan error)

@@ -67,7 +67,7 @@ func TestStateRevalidationStartsFromTheStoredState(t *testing.T) {
 	if err != nil || byB.WatermarkAfter == 0 {
 		t.Fatalf("b: watermark %d, %v", byB.WatermarkAfter, err)
 	}
-	_, byA, err := a.CompactDeltaWithRecord(ctx, Delta{Watermark: byB.WatermarkAfter, PrefixHash: byB.PrefixHash},
+	_, byA, err := compactDelta(ctx, a, Delta{Watermark: byB.WatermarkAfter, PrefixHash: byB.PrefixHash},
 		append(history[:1:1], history[byB.WatermarkAfter:]...), false)
 	if err != nil || byA.WatermarkBefore != byB.WatermarkAfter {
 		t.Fatalf("a after b's save: %v, %v; want it to start from b's watermark %d", byA, err, byB.WatermarkAfter)

@@ -70,7 +70,7 @@ func replaySeen(t *testing.T, name string, history []Message, cfg Config) (delta
 		if seenN > 0 {
 			p := systemPrefixLen(msgs)
 			delta := append(append([]Message(nil), msgs[:p]...), msgs[seenN:]...)
-			part, drec, err := seen.CompactDeltaWithRecord(ctx, Delta{Seen: seenN, PrefixHash: hash}, delta, false)
+			part, drec, err := compactDelta(ctx, seen, Delta{Seen: seenN, PrefixHash: hash}, delta, false)
 			switch {
 			case err == nil:
 				deltas++
@@ -123,7 +123,7 @@ func TestSeenDeltaRefused(t *testing.T) {
 	next := []Message{sys("You are a coding agent."), asst("The parser drops the last token.")}
 	stale := func(what string, d Delta, msgs []Message, force bool) {
 		t.Helper()
-		if _, _, err := c.CompactDeltaWithRecord(ctx, d, msgs, force); !errors.Is(err, ErrStaleWatermark) {
+		if _, _, err := compactDelta(ctx, c, d, msgs, force); !errors.Is(err, ErrStaleWatermark) {
 			t.Fatalf("%s: %v, want ErrStaleWatermark", what, err)
 		}
 		// The seen point is gone: the caller sends the full history, which gives it again.
@@ -147,7 +147,7 @@ func TestSeenDeltaRefused(t *testing.T) {
 	if err := other.saveState(ctx, &CompactionRecord{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := c.CompactDeltaWithRecord(ctx, d, next, false); !errors.Is(err, ErrStaleWatermark) {
+	if _, _, err := compactDelta(ctx, c, d, next, false); !errors.Is(err, ErrStaleWatermark) {
 		t.Fatalf("a state saved by another compactor since: %v, want ErrStaleWatermark", err)
 	}
 	if got := store.storedWatermark(t, "s"); got != 0 {
@@ -156,7 +156,7 @@ func TestSeenDeltaRefused(t *testing.T) {
 
 	// A seen delta continues, and gives the next seen point.
 	_, rec, _ = c.CompactWithRecord(ctx, history)
-	part, rec2, err := c.CompactDeltaWithRecord(ctx, Delta{Seen: rec.Seen, PrefixHash: rec.SeenHash}, next, false)
+	part, rec2, err := compactDelta(ctx, c, Delta{Seen: rec.Seen, PrefixHash: rec.SeenHash}, next, false)
 	if err != nil || rec2.Tier != TierNone || len(part) != 1 || !part[0].Equal(&next[1]) || rec2.Seen != len(history)+1 || rec2.SeenHash == rec.SeenHash {
 		t.Fatalf("a seen delta: %v, %+v, %v", part, rec2, err)
 	}

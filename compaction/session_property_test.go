@@ -30,7 +30,7 @@ func TestForcedCompactionWithPendingCallKeepsSessionUsable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	view, rec, err := c.CompactForceWithRecord(ctx, msgs)
+	view, rec, err := compactForce(ctx, c, msgs)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,7 +100,7 @@ func TestLateResultAfterWatermark(t *testing.T) {
 		msgs = append(msgs, call("", id), result(id, strings.Repeat("z", 500)))
 	}
 	c, _ := NewProgressiveCompactor(Config{ContextWindow: 100000, MinTailMessages: 4}, WithStore(newMemStore()), WithSessionID("s"))
-	_, rec, err := c.CompactForceWithRecord(ctx, msgs)
+	_, rec, err := compactForce(ctx, c, msgs)
 	if err != nil || rec.WatermarkAfter <= 2 {
 		t.Fatalf("forced compaction: %v, watermark %d", err, rec.WatermarkAfter)
 	}
@@ -183,14 +183,14 @@ func runChainedSession(t *testing.T, seed uint64, stats map[Tier]int) {
 		if last != nil && last.WatermarkAfter > 0 && r.IntN(2) == 0 {
 			d := Delta{Watermark: last.WatermarkAfter, PrefixHash: last.PrefixHash}
 			body := concat(history[:systemPrefixLen(history)], history[d.Watermark:])
-			view, rec, err = c.CompactDeltaWithRecord(ctx, d, body, force)
+			view, rec, err = compactDelta(ctx, c, d, body, force)
 			if err != nil {
 				// The documented answer to a delta the session cannot use: send it all.
 				store.setFailing(false)
-				view, rec, err = c.CompactDeltaWithRecord(ctx, Delta{}, history, force)
+				view, rec, err = compactDelta(ctx, c, Delta{}, history, force)
 			}
 		} else {
-			view, rec, err = c.CompactDeltaWithRecord(ctx, Delta{}, history, force)
+			view, rec, err = compactDelta(ctx, c, Delta{}, history, force)
 		}
 		if err != nil {
 			fail("%v", err)

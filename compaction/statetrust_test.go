@@ -110,7 +110,7 @@ func TestStateTrust(t *testing.T) {
 	reads, revs := store.counts()
 
 	now = now.Add(30 * time.Second)
-	_, rec, err := a.CompactDeltaWithRecord(ctx, d, next, false)
+	_, rec, err := compactDelta(ctx, a, d, next, false)
 	if err != nil || rec.Tier != TierNone {
 		t.Fatalf("delta call within the trust: %v, %v; want a None turn", rec, err)
 	}
@@ -121,14 +121,14 @@ func TestStateTrust(t *testing.T) {
 	// Past the trust (the save confirmed it 61 s ago, the skip did not renew it): one
 	// conditional read, which renews it.
 	now = now.Add(31 * time.Second)
-	if _, _, err := a.CompactDeltaWithRecord(ctx, d, next, false); err != nil {
+	if _, _, err := compactDelta(ctx, a, d, next, false); err != nil {
 		t.Fatal(err)
 	}
 	if r, v := store.counts(); r != reads || v != revs+1 {
 		t.Fatalf("delta call past the trust: %d reads and %d revalidations, want %d and %d", r, v, reads, revs+1)
 	}
 	now = now.Add(time.Second)
-	if _, _, err := a.CompactDeltaWithRecord(ctx, d, next, false); err != nil {
+	if _, _, err := compactDelta(ctx, a, d, next, false); err != nil {
 		t.Fatal(err)
 	}
 	if _, v := store.counts(); v != revs+1 {
@@ -151,7 +151,7 @@ func TestStateTrust(t *testing.T) {
 	}
 	// a is asked to force a compaction from its kept state, within its trust: it skips the
 	// read, and its conditional write conflicts instead of overwriting b's state.
-	_, _, err = a.CompactDeltaWithRecord(ctx, d, next, true)
+	_, _, err = compactDelta(ctx, a, d, next, true)
 	if !errors.Is(err, ErrStateConflict) {
 		t.Fatalf("forced compaction from a stale kept state: %v, want ErrStateConflict", err)
 	}
@@ -160,23 +160,23 @@ func TestStateTrust(t *testing.T) {
 	}
 	// Run again (as the server does), it reads the stored state: the caller's watermark is
 	// no longer the session's.
-	if _, _, err := a.CompactDeltaWithRecord(ctx, d, next, true); !errors.Is(err, ErrStaleWatermark) {
+	if _, _, err := compactDelta(ctx, a, d, next, true); !errors.Is(err, ErrStaleWatermark) {
 		t.Fatalf("the same call run again: %v, want ErrStaleWatermark", err)
 	}
 	// A caller that got b's answer continues from b's state on a.
 	dB := Delta{Watermark: byB.WatermarkAfter, PrefixHash: byB.PrefixHash}
-	_, byA, err := a.CompactDeltaWithRecord(ctx, dB, append(longer[:1:1], longer[byB.WatermarkAfter:]...), false)
+	_, byA, err := compactDelta(ctx, a, dB, append(longer[:1:1], longer[byB.WatermarkAfter:]...), false)
 	if err != nil || byA.WatermarkBefore != byB.WatermarkAfter {
 		t.Fatalf("a after b's save: %v, %v; want it to start from b's watermark %d", byA, err, byB.WatermarkAfter)
 	}
 
 	// Without WithStateTrust every delta call revalidates.
 	c := revalidating(t, cfg, store, "s", clock, 0)
-	if _, _, err := c.CompactDeltaWithRecord(ctx, dB, append(longer[:1:1], longer[byB.WatermarkAfter:]...), false); err != nil {
+	if _, _, err := compactDelta(ctx, c, dB, append(longer[:1:1], longer[byB.WatermarkAfter:]...), false); err != nil {
 		t.Fatal(err)
 	}
 	_, v0 := store.counts()
-	if _, _, err := c.CompactDeltaWithRecord(ctx, dB, append(longer[:1:1], longer[byB.WatermarkAfter:]...), false); err != nil {
+	if _, _, err := compactDelta(ctx, c, dB, append(longer[:1:1], longer[byB.WatermarkAfter:]...), false); err != nil {
 		t.Fatal(err)
 	}
 	if _, v := store.counts(); v != v0+1 {

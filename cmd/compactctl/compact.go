@@ -92,11 +92,8 @@ func runCompact(ctx context.Context, std *stdio, ef *engineFlags, force bool, ar
 			hook.count, humanBytes(hook.bytes), ef.hookThreshold)
 	}
 
-	compact := c.CompactWithRecord
-	if force {
-		compact = c.CompactForceWithRecord
-	}
-	out, rec, err := compact(ctx, msgs)
+	res, err := c.Compact(ctx, compaction.Request{Messages: msgs, Force: force})
+	out, rec := res.View, res.Record
 	if err != nil {
 		return fmt.Errorf("compact: %w", err)
 	}

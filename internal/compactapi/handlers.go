@@ -81,7 +81,9 @@ func (s *Server) compact(w http.ResponseWriter, r *http.Request, sess *session, 
 	// still save the session's state first. The engine then records nothing and says so, and the
 	// compaction runs again on the new state.
 	for attempt := 1; ; attempt++ {
-		out, rec, err = e.c.CompactDeltaWithRecord(r.Context(), d, req.Messages, req.Force)
+		var res compaction.Result
+		res, err = e.c.Compact(r.Context(), compaction.Request{Messages: req.Messages, Force: req.Force, Delta: d})
+		out, rec = res.View, res.Record
 		if !errors.Is(err, compaction.ErrStateConflict) || attempt == maxConflictRetries {
 			break
 		}
