@@ -2,15 +2,13 @@ package compactapi
 
 import (
 	"context"
-	"crypto/sha256"
 	"net/http"
 	"time"
 
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 
 	"github.com/harness9/compaction-operator/compaction"
-	"github.com/harness9/compaction-operator/compaction/storage/s3"
-	"github.com/harness9/compaction-operator/compaction/summarize/openai"
+	"github.com/harness9/compaction-operator/internal/policy"
 )
 
 // Bounds of the engines a replica keeps.
@@ -49,16 +47,10 @@ type engine struct {
 
 // engineKey is what a session's engine is built from, compared on every request: a struct of
 // values, so the comparison allocates nothing (a formatted string cost 2% of the API's CPU).
-// The API key enters as its hash, and the temperature by value (the pointer is new on every
-// request).
 type engineKey struct {
-	cfg            compaction.Config
-	openAI         bool
-	sum            openai.Config
-	temperature    float64
-	hasTemperature bool
-	apiKey         [sha256.Size]byte
-	store          *s3.Store
+	cfg   compaction.Config
+	sum   policy.SummarizerSpec
+	store policy.SessionStore
 	// policy: another policy charges another share of the summarizer budget.
 	policy string
 }
@@ -71,15 +63,7 @@ func newEngines() *shareLRU[string, *engine] {
 
 // keyOf is what sess's engine is built from.
 func keyOf(sess *session) engineKey {
-	k := engineKey{cfg: sess.cfg, openAI: sess.sumOpenAI, sum: sess.sumCfg, store: sess.store, policy: sess.policy}
-	if k.sum.APIKey != "" {
-		k.apiKey = sha256.Sum256([]byte(k.sum.APIKey))
-		k.sum.APIKey = ""
-	}
-	if t := k.sum.Temperature; t != nil {
-		k.temperature, k.hasTemperature, k.sum.Temperature = *t, true, nil
-	}
-	return k
+	return engineKey{cfg: sess.cfg, sum: sess.sumSpec, store: sess.store, policy: sess.policy}
 }
 
 // engineFor returns the engine of the request's conversation of the session, building it
@@ -101,7 +85,7 @@ func (s *Server) engineFor(sess *session) (*engine, error) {
 	sum := sess.summarizer
 	if sum == nil {
 		var err error
-		if sum, err = s.newSummarizer(sess.sumCfg, sess.sumOpenAI); err != nil {
+		if sum, err = s.newSummarizer(sess.sumSpec); err != nil {
 			return nil, &apiError{code: http.StatusServiceUnavailable, reason: ReasonSessionNotReady, msg: err.Error()}
 		}
 	}

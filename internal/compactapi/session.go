@@ -14,8 +14,6 @@ import (
 
 	compactionv1alpha1 "github.com/harness9/compaction-operator/api/v1alpha1"
 	"github.com/harness9/compaction-operator/compaction"
-	"github.com/harness9/compaction-operator/compaction/storage/s3"
-	"github.com/harness9/compaction-operator/compaction/summarize/openai"
 	"github.com/harness9/compaction-operator/internal/policy"
 )
 
@@ -29,13 +27,11 @@ type session struct {
 	// conversation is the conversation of the session the request is for (the query
 	// parameter conversation); empty for the session's default conversation.
 	conversation string
-	store        *s3.Store
-	// Set for the routes that change the session only: the engine configuration and the
-	// summarizer's (sumCfg, when sumOpenAI; else the extractive one). summarizer, when set,
-	// is used instead (tests).
+	store        policy.SessionStore
+	// Set for the routes that change the session only: the engine configuration and what
+	// its summarizer is built from. summarizer, when set, is used instead (tests).
 	cfg        compaction.Config
-	sumCfg     openai.Config
-	sumOpenAI  bool
+	sumSpec    policy.SummarizerSpec
 	summarizer compaction.Summarizer
 	// policy is the policy's key (policy.Key), for its share of the summarizer budget;
 	// set with the engine configuration.
@@ -109,11 +105,7 @@ func (s *Server) lookup(ctx context.Context, namespace, name string, withEngine 
 			return nil, err
 		}
 	}
-	s3cfg, err := policy.S3Config(ctx, s.secrets, pin.Location)
-	if err != nil {
-		return nil, &apiError{http.StatusServiceUnavailable, ReasonStorage, err.Error()}
-	}
-	if sess.store, err = s.stores.Get(ctx, s3cfg, access.PinEndpoints(pin)); err != nil {
+	if sess.store, err = s.stores.Open(ctx, s.secrets, pin.Location, access.PinEndpoints(pin)); err != nil {
 		return nil, &apiError{http.StatusServiceUnavailable, ReasonStorage, err.Error()}
 	}
 	return sess, nil
@@ -183,12 +175,11 @@ func (s *Server) resolveEngine(ctx context.Context, sess *session, p *policy.Pol
 		return &apiError{http.StatusConflict, ReasonSessionNotReady, fmt.Sprintf("AgentSession %s/%s is not Ready: %v", obj.Namespace, obj.Name, err)}
 	}
 	// The summarizer itself is built with the session's engine (engineFor), once per engine.
-	sumCfg, ok, err := p.OpenAIConfig(ctx, s.secrets, s.cfg.ClusterResourceNamespace)
+	spec, err := p.SummarizerSpec(ctx, s.secrets, s.cfg.ClusterResourceNamespace, s.llmFor(p.Kind))
 	if err != nil {
 		return &apiError{http.StatusServiceUnavailable, ReasonSessionNotReady, err.Error()}
 	}
-	sumCfg.HTTPClient = s.llmFor(p.Kind)
-	sess.cfg, sess.sumCfg, sess.sumOpenAI, sess.policy = cfg, sumCfg, ok, p.Key()
+	sess.cfg, sess.sumSpec, sess.policy = cfg, spec, p.Key()
 	sess.anchorsInStatus = p.Spec.AnchorsInStatus == compactionv1alpha1.AnchorsInclude
 	return nil
 }
@@ -210,26 +201,21 @@ func (s *Server) llmFor(kind compactionv1alpha1.PolicyKind) *http.Client {
 	return cmp.Or(s.llmNamespaced, s.llm)
 }
 
-// summarizerFor builds the policy's summarizer (policy.OpenAIConfig) on this process's HTTP
-// client. The API key is read through the short-lived Secret cache, so a rotated key is used
-// within its TTL.
+// summarizerFor builds the policy's summarizer on this process's HTTP client. The API key
+// is read through the short-lived Secret cache, so a rotated key is used within its TTL.
 func (s *Server) summarizerFor(ctx context.Context, p *policy.Policy) (compaction.Summarizer, error) {
-	cfg, ok, err := p.OpenAIConfig(ctx, s.secrets, s.cfg.ClusterResourceNamespace)
+	spec, err := p.SummarizerSpec(ctx, s.secrets, s.cfg.ClusterResourceNamespace, s.llmFor(p.Kind))
 	if err != nil {
 		return nil, err
 	}
-	cfg.HTTPClient = s.llmFor(p.Kind)
-	return s.newSummarizer(cfg, ok)
+	return s.newSummarizer(spec)
 }
 
-// newSummarizer is the OpenAI summarizer of cfg when openAI, else the extractive one.
-func (s *Server) newSummarizer(cfg openai.Config, openAI bool) (compaction.Summarizer, error) {
-	if !openAI {
-		return s.timed(compaction.ExtractiveSummarizer{}), nil
-	}
-	sum, err := openai.New(cfg)
+// newSummarizer builds spec's summarizer, timed for the metrics.
+func (s *Server) newSummarizer(spec policy.SummarizerSpec) (compaction.Summarizer, error) {
+	sum, err := spec.New()
 	if err != nil {
-		return nil, fmt.Errorf("OpenAI summarizer: %w", err)
+		return nil, err
 	}
 	return s.timed(sum), nil
 }

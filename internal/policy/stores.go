@@ -3,11 +3,13 @@ package policy
 import (
 	"context"
 	"fmt"
+	"io"
 	"sync"
 
 	lru "github.com/hashicorp/golang-lru/v2"
-	"github.com/minio/minio-go/v7"
 
+	compactionv1alpha1 "github.com/harness9/compaction-operator/api/v1alpha1"
+	"github.com/harness9/compaction-operator/compaction"
 	"github.com/harness9/compaction-operator/compaction/storage/s3"
 	"github.com/harness9/compaction-operator/internal/egress"
 )
@@ -57,16 +59,37 @@ func (c *Stores) Get(ctx context.Context, cfg s3.Config, allowed *egress.Allowli
 	}
 	var opts []s3.Option
 	if allowed != nil {
-		base, err := minio.DefaultTransport(!cfg.Insecure)
-		if err != nil {
-			return nil, fmt.Errorf("s3 transport: %w", err)
-		}
-		opts = append(opts, s3.WithTransport(allowed.Transport(base)))
+		opts = append(opts, s3.WithTransport(allowed.Transport(s3Transport(!cfg.Insecure))))
 	}
 	st, err := s3.New(ctx, cfg, opts...)
 	if err != nil {
 		return nil, err
 	}
 	c.stores.Add(key, st)
+	return st, nil
+}
+
+// SessionStore is a session's store as the compaction API serves it: the engine's store
+// (with the conditional state reads of compaction.WithStateRevalidation), the archive of what
+// summaries replaced, and offloaded results streamed instead of read whole.
+type SessionStore interface {
+	compaction.Store
+	compaction.StateRevalidator
+	compaction.ArchiveStore
+	// OpenToolResult opens an offloaded result; size is -1 when unknown.
+	OpenToolResult(ctx context.Context, sessionID, toolCallID string) (rc io.ReadCloser, size int64, err error)
+}
+
+// Open is the store at loc, its credentials read through secrets, whose connections allowed
+// checks (Get). The errors are S3Config's and the store's own, which say what failed.
+func (c *Stores) Open(ctx context.Context, secrets SecretReader, loc *compactionv1alpha1.RecordsLocation, allowed *egress.Allowlist) (SessionStore, error) {
+	cfg, err := S3Config(ctx, secrets, loc)
+	if err != nil {
+		return nil, err
+	}
+	st, err := c.Get(ctx, cfg, allowed)
+	if err != nil {
+		return nil, err
+	}
 	return st, nil
 }
