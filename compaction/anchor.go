@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"unicode"
+	"unicode/utf8"
 )
 
 // AnchorType is one of the five kinds of information a summary must keep.
@@ -789,7 +790,7 @@ func restates(a, b string) bool {
 // harness reminder that differs only in a count ("found 2 actions") is kept once, nor
 // the "later: " that marks an instruction given after the task.
 func itemKey(t AnchorType, it string) string {
-	k := strings.ToLower(strings.Join(strings.Fields(it), " "))
+	k := foldKey(it, t == AnchorUserIntent)
 	k = strings.TrimRight(k, ".,;: ")
 	if t == AnchorTriedSolution {
 		// The same error reached by another command, or with other counts or a "(full
@@ -803,22 +804,45 @@ func itemKey(t AnchorType, it string) string {
 	}
 	if t == AnchorUserIntent {
 		k = strings.TrimPrefix(k, "later: ") // an instruction repeated later is the same one
-		var b strings.Builder
-		digits := false
-		for _, r := range k {
-			if r >= '0' && r <= '9' {
-				if !digits {
-					b.WriteByte('#')
-				}
-				digits = true
-				continue
-			}
-			digits = false
-			b.WriteRune(r)
-		}
-		k = b.String()
 	}
 	return k
+}
+
+// foldKey is strings.ToLower(strings.Join(strings.Fields(it), " ")) in one pass, with each
+// run of digits written as one "#" when digits is set: keys are made for every item of
+// every merge, and the three passes cost more than the rest of a merge.
+func foldKey(it string, digits bool) string {
+	var b strings.Builder
+	b.Grow(len(it))
+	space, inDigits := false, false
+	for _, r := range it {
+		if unicode.IsSpace(r) {
+			space = b.Len() > 0
+			inDigits = false
+			continue
+		}
+		if space {
+			b.WriteByte(' ')
+			space = false
+		}
+		if digits && r >= '0' && r <= '9' {
+			if !inDigits {
+				b.WriteByte('#')
+			}
+			inDigits = true
+			continue
+		}
+		inDigits = false
+		if r < utf8.RuneSelf {
+			if 'A' <= r && r <= 'Z' {
+				r += 'a' - 'A'
+			}
+			b.WriteByte(byte(r))
+			continue
+		}
+		b.WriteRune(unicode.ToLower(r))
+	}
+	return b.String()
 }
 
 // elisionMarker is the item that stands for the items a merge left out.

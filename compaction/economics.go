@@ -237,7 +237,7 @@ func (r *CompactionRecord) countSummarizer(req SummaryRequest, res SummaryResult
 	in, out := res.Usage.InputTokens, res.Usage.OutputTokens
 	if in <= 0 {
 		// The prompt an LLM summarizer is sent (each message bounded, see BuildSummaryPrompt).
-		in = (len(SummaryInstructions) + len(BuildSummaryPrompt(req, 0))) / 4
+		in = (len(SummaryInstructions) + summaryPromptLen(req)) / 4
 	}
 	if out <= 0 {
 		out = res.size() / 4

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // ExtractiveSummarizer is the default summarizer: deterministic, no network, no model. It
@@ -1035,8 +1036,7 @@ func errorLine(head, tail string) string {
 	// Else the lines that read as errors, up to three (a script can report several).
 	var found []string
 	for _, text := range []string{head, tail} {
-		lower := strings.ToLower(text)
-		if !containsAny(lower, errorWords[:]) || len(found) > 0 {
+		if !errorWordSet.inFold(text) || len(found) > 0 {
 			continue // most output says nothing of errors: skip splitting it into lines
 		}
 		afterHeading := false // the line after "ERRORS:" or "ERROR:" says what the error is
@@ -1044,7 +1044,7 @@ func errorLine(head, tail string) string {
 			if len(found) == 3 {
 				break
 			}
-			if !afterHeading && !containsAny(strings.ToLower(l), errorWords[:]) {
+			if !afterHeading && !errorWordSet.inFold(l) {
 				continue
 			}
 			l = cleanLine(l)
@@ -1255,11 +1255,25 @@ var placeMarkers = [...]string{" to ", " in ", " into ", " after ", " before ", 
 var changeMarkers = [...]string{"let's add ", "let's change ", "let's modify ", "let's implement ", "let's replace ", "let's move ",
 	"i'll add ", "i will add ", "i'll change ", "i will change ", "i'll replace ", "i will replace "}
 
+// The marker lists as sets, each found in one pass over a text.
+var (
+	choiceSet = newMarkerSet(choiceMarkers[:]...)
+	reasonSet = newMarkerSet(reasonMarkers[:]...)
+	// One pass instead of two for the test most messages fail.
+	choiceOrReasonSet = newMarkerSet(append(choiceMarkers[:], reasonMarkers[:]...)...)
+	actionSet         = newMarkerSet(actionMarkers[:]...)
+	commitSet         = newMarkerSet(commitMarkers[:]...)
+	placeSet          = newMarkerSet(placeMarkers[:]...)
+	changeSet         = newMarkerSet(changeMarkers[:]...)
+	planSet           = newMarkerSet(planMarkers[:]...)
+	errorWordSet      = newMarkerSet(errorWords[:]...)
+)
+
 // decisionSentences picks sentences that state a choice (and its reason), not boilerplate
 // such as "Let's run the test:" or "Now let's look at the file".
 func decisionSentences(text string) []string {
 	lower := strings.ToLower(text)
-	if !containsAny(lower, choiceMarkers[:]) && !containsAny(lower, reasonMarkers[:]) && (!containsAny(lower, commitMarkers[:]) || !strings.Contains(text, "`")) {
+	if !choiceOrReasonSet.in(lower) && (!strings.Contains(text, "`") || !commitSet.in(lower)) {
 		return nil // most messages state no decision: skip splitting them into sentences
 	}
 	var out []string
@@ -1268,12 +1282,12 @@ func decisionSentences(text string) []string {
 		ls := strings.ToLower(s)
 		// A change named with its code and where it goes: "let's add the `X` class to
 		// models.py:" commits to it; "let's add the `X` class:" narrates the next call.
-		change := containsAny(ls, changeMarkers[:]) && strings.Count(s, "`") >= 2 && containsAny(ls, placeMarkers[:])
-		if strings.HasSuffix(ls, "?") || strings.HasSuffix(ls, ":") && !containsAny(ls, choiceMarkers[:]) && !change {
+		change := changeSet.in(ls) && strings.Count(s, "`") >= 2 && placeSet.in(ls)
+		if strings.HasSuffix(ls, "?") || strings.HasSuffix(ls, ":") && !choiceSet.in(ls) && !change {
 			continue // a question, or narration of the next call ("Let's run the test:")
 		}
-		if containsAny(ls, choiceMarkers[:]) || containsAny(ls, reasonMarkers[:]) && containsAny(ls, actionMarkers[:]) ||
-			containsAny(ls, commitMarkers[:]) && strings.Count(s, "`") >= 2 {
+		if choiceSet.in(ls) || reasonSet.in(ls) && actionSet.in(ls) ||
+			commitSet.in(ls) && strings.Count(s, "`") >= 2 {
 			it := oneLine(trimListMarker(s))
 			// Two decision sentences in a row state one finding ("So it's not specific to
 			// X. It happens with any Y."): one item, when it stays short.
@@ -1298,7 +1312,7 @@ func statedPlan(text string) string {
 	ss := splitSentences(text)
 	var plan []string
 	for i := len(ss) - 1; i >= 0 && len(plan) < 2; i-- {
-		if l := strings.ToLower(ss[i]); containsAny(l, planMarkers[:]) && !strings.Contains(l, "let me know") {
+		if l := strings.ToLower(ss[i]); planSet.in(l) && !strings.Contains(l, "let me know") {
 			plan = append(plan, strings.TrimSuffix(oneLine(trimListMarker(ss[i])), ":"))
 		}
 	}
@@ -1549,6 +1563,9 @@ func jsonStringField(js string, keys ...string) (string, bool) {
 				end++
 			}
 			raw := js[j:min(end, len(js))]
+			if end < len(js) && plainJSONString(raw[1:]) {
+				return raw[1:], true // nothing to unescape: what Unmarshal would return
+			}
 			for k := 0; k < 8 && len(raw) > 1; k++ { // cut short: drop a partial escape
 				var s string
 				if json.Unmarshal([]byte(raw+`"`), &s) == nil {
@@ -1560,6 +1577,18 @@ func jsonStringField(js string, keys ...string) (string, bool) {
 		}
 	}
 	return "", false
+}
+
+// plainJSONString reports whether s, the inside of a JSON string, decodes to itself: no
+// escape, no control character, valid UTF-8. Most arguments are; decoding them costs more
+// than the rest of reading a call.
+func plainJSONString(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c == '\\' || c < 0x20 {
+			return false
+		}
+	}
+	return utf8.ValidString(s)
 }
 
 // extractiveProse is the timeline: one short line per message, after the lines of the

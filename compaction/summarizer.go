@@ -179,6 +179,67 @@ func BuildSummaryPrompt(req SummaryRequest, maxChars int) string {
 	return b.String()
 }
 
+// summaryPromptLen is len(BuildSummaryPrompt(req, 0)), counted without building the
+// prompt: every compaction's record counts what an LLM summarizer would be sent, and
+// building a prompt of a long span to measure it cost a quarter of a Full compaction.
+func summaryPromptLen(req SummaryRequest) int {
+	n := 0
+	if req.PreviousSummary != "" || CountAvailable(req.PreviousAnchors) > 0 {
+		n += len("Previous anchors:\n") + len(FormatAnchors(MergeAnchors(nil, req.PreviousAnchors))) +
+			len("\nPrevious summary:\n") + len(req.PreviousSummary) + len("\n\n")
+	}
+	n += len("Conversation excerpt to merge (") + decimalLen(len(req.Messages)) + len(" messages):\n\n")
+	for i := range req.Messages {
+		n += renderedLen(&req.Messages[i], maxRenderedMessageChars)
+	}
+	return n + len(promptReminder(req))
+}
+
+// renderedLen is len(RenderMessage(m, maxChars)), counted without rendering.
+func renderedLen(m *Message, maxChars int) int {
+	n := 0
+	switch m.Role {
+	case RoleTool:
+		n += len("[tool result ]\n") + len(m.ToolCallID)
+	default:
+		n += len("[]\n") + len(m.Role)
+	}
+	content := len(m.Content)
+	if m.Content == "" && m.ContentParts != nil {
+		content = len(renderParts(m.ContentParts))
+	}
+	if content > maxChars {
+		half := maxChars / 2
+		c := m.Content
+		if c == "" {
+			c = renderParts(m.ContentParts)
+		}
+		content = len(truncateUTF8(c, half)) + len("\n[...  bytes elided ...]\n") + decimalLen(content-maxChars) + len(tailUTF8(c, half))
+	}
+	n += content + 1
+	for _, tc := range m.ToolCalls {
+		args := len(tc.Function.Arguments)
+		if args > maxChars/2 {
+			args = len(truncateUTF8(tc.Function.Arguments, maxChars/2)) + len("...")
+		}
+		n += len("-> call  ()\n") + len(tc.ID) + len(tc.Function.Name) + args
+	}
+	return n + 1
+}
+
+// decimalLen is the number of characters %d prints for n.
+func decimalLen(n int) int {
+	l := 1
+	if n < 0 {
+		l++
+		n = -n
+	}
+	for ; n >= 10; n /= 10 {
+		l++
+	}
+	return l
+}
+
 // promptReminder ends the prompt with the reply format: after a long excerpt, models follow
 // the system prompt's format less reliably.
 func promptReminder(req SummaryRequest) string {
