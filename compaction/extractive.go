@@ -352,6 +352,9 @@ func shellLines(cmd string, max int) []shellLine {
 var heredocRE = regexp.MustCompile(`<<-?\s*['"]?([A-Za-z_][A-Za-z0-9_]*)['"]?`)
 
 func heredocTag(line string) (string, bool) {
+	if !strings.Contains(line, "<<") {
+		return "", false // the cheap test first: most lines have no heredoc
+	}
 	m := heredocRE.FindStringSubmatch(line)
 	if m == nil || strings.Contains(line, "<<<") {
 		return "", false
@@ -659,7 +662,7 @@ func statusLine(content string) string {
 // exitFailed reports whether a result shows a non-zero exit code.
 func exitFailed(content string) bool {
 	if head := truncateUTF8(content, 1024); strings.Contains(head, "<returncode>") {
-		if m := returnCode.FindStringSubmatch(head); m != nil {
+		if m := findReturnCode(head); m != nil {
 			return m[1] != "0"
 		}
 	}
@@ -667,6 +670,16 @@ func exitFailed(content string) bool {
 		return code != 0
 	}
 	return false
+}
+
+// findReturnCode is returnCode's submatches in text, matched from the tag on: the
+// expression would otherwise be tried at every byte of a long head.
+func findReturnCode(text string) []string {
+	i := strings.Index(text, "<returncode>")
+	if i < 0 {
+		return nil
+	}
+	return returnCode.FindStringSubmatch(text[i:])
 }
 
 // exitCode finds the last "exit code N" (or exit status, returncode) in text.
@@ -973,7 +986,7 @@ func readResult(content string, runs bool) resultInfo {
 	if len(content) > window {
 		tail = strings.ReplaceAll(tailUTF8(content, window), "\r", "")
 	}
-	if m := returnCode.FindStringSubmatch(head); m != nil {
+	if m := findReturnCode(head); m != nil {
 		r.exit, _ = strconv.Atoi(m[1])
 	} else if code, ok := exitCode(tailUTF8(tail, 256)); ok {
 		r.exit = code

@@ -45,8 +45,6 @@ func failureLines(content string, from, to int, shown string) (lines []string, l
 	if from >= to || to > len(content) {
 		return nil, 0
 	}
-	// Lower-cased once, byte for byte, for errorWords: a copy per line would cost more.
-	lower := lowerASCII(content)
 	var (
 		sel         []keyLine
 		matched     int
@@ -69,7 +67,7 @@ func failureLines(content string, from, to int, shown string) (lines []string, l
 			if strong {
 				break
 			}
-			strong = failureRank(line, lower[start:start+len(line)]) < rankMention
+			strong = failureRank(line) < rankMention
 			continue
 		}
 		inRange := start >= from
@@ -90,7 +88,7 @@ func failureLines(content string, from, to int, shown string) (lines []string, l
 			continue
 		}
 		if rank == rankNone {
-			rank = failureRank(line, lower[start:start+len(line)])
+			rank = failureRank(line)
 		}
 		if rank < rankMention {
 			strong = true
@@ -158,9 +156,12 @@ func exceptionName(l string) bool {
 	return true
 }
 
-// failureRank classifies one line (lower is the line lower-cased, byte for byte). Cheap
-// substring tests come first: most lines of a log report nothing.
-func failureRank(line, lower string) int {
+// failureRank classifies one line. Cheap substring tests come first: most lines of a log
+// report nothing.
+func failureRank(line string) int {
+	if !rankTriggers.inFoldASCII(line) {
+		return rankNone // none of the words any test below needs: one pass for most lines
+	}
 	t := strings.TrimLeft(line, " \t")
 	if strings.Contains(t, "FAIL") || strings.HasPrefix(t, "ERROR") || strings.HasSuffix(t, " ... ERROR") {
 		switch {
@@ -178,11 +179,12 @@ func failureRank(line, lower string) int {
 	}
 	// The regular expressions read a line's first maxClassifyBytes: what a line reports is
 	// said at its start, and a long line would cost more than it tells.
+	head := line
 	if len(t) > maxClassifyBytes {
 		t = truncateUTF8(t, maxClassifyBytes)
-		lower = lower[:min(len(lower), len(line)-len(strings.TrimLeft(line, " \t"))+len(t))]
+		head = line[:len(line)-len(strings.TrimLeft(line, " \t"))+len(t)]
 	}
-	if mayBeErrorLine(lower) && errorLineRE.MatchString(t) {
+	if mayBeErrorLine(head) && errorLineRE.MatchString(t) {
 		return rankError
 	}
 	if strings.Contains(t, "Error") || strings.Contains(t, "Exception") {
@@ -199,18 +201,22 @@ func failureRank(line, lower string) int {
 // maxClassifyBytes is how much of a line the regular expressions of failureRank read.
 const maxClassifyBytes = 400
 
-// mayBeErrorLine is a cheap test before errorLineRE, on the lower-cased line: one of
-// errorWords, where "error" counts only as "error:", "error[", "syntaxerror" or at the
-// line's start (what errorLineRE needs), so code naming ValueError costs no regexp run.
-func mayBeErrorLine(lower string) bool {
-	for _, w := range errorWords {
-		if w != "error" && strings.Contains(lower, w) {
-			return true
-		}
-	}
-	l := strings.TrimLeft(lower, " \t")
-	return strings.HasPrefix(l, "error") || strings.Contains(l, "error:") || strings.Contains(l, "error[") || strings.Contains(l, "syntaxerror")
+// mayBeErrorLine is a cheap test before errorLineRE, on the line with its ASCII letters
+// lower-cased: one of errorWords, where "error" counts only as "error:", "error[",
+// "syntaxerror" or at the line's start (what errorLineRE needs), so code naming ValueError
+// costs no regexp run.
+func mayBeErrorLine(line string) bool {
+	return errorLineWords.inFoldASCII(line) || hasPrefixFold(strings.TrimLeft(line, " \t"), "error")
 }
+
+// rankTriggers are the words, ASCII case folded, of which failureRank's tests need one:
+// "FAIL", "ERROR" and "Error" ("error" is in errorWords), exitFailedLine's "xit" and
+// "eturn", "Exception", and mayBeErrorLine's words.
+var rankTriggers = newMarkerSet(append([]string{"fail", "xit", "eturn", "exception"}, errorWords[:]...)...)
+
+// errorLineWords are the words of mayBeErrorLine, found in one pass.
+var errorLineWords = newMarkerSet(append(slices.DeleteFunc(slices.Clone(errorWords[:]), func(w string) bool { return w == "error" }),
+	"error:", "error[", "syntaxerror")...)
 
 // exitFailedLine reports whether a line shows a non-zero exit code: "exit status 1",
 // "exit code 2", "<returncode>1</returncode>", "returned non-zero exit status 1".
@@ -238,18 +244,6 @@ func keyLineText(line string) string {
 		return strings.ToValidUTF8(cut, "\uFFFD") + " [... " + strconv.Itoa(len(line)-len(cut)) + " more bytes on this line]"
 	}
 	return strings.ToValidUTF8(line, "\uFFFD")
-}
-
-// lowerASCII lower-cases the ASCII letters of s and nothing else, so every byte stays where
-// it was (strings.ToLower can change lengths, and replaces invalid UTF-8).
-func lowerASCII(s string) string {
-	b := []byte(s)
-	for i, c := range b {
-		if 'A' <= c && c <= 'Z' {
-			b[i] = c + 'a' - 'A'
-		}
-	}
-	return string(b)
 }
 
 // maxFailingTests is how many failing test names one anchor item lists.

@@ -6,7 +6,9 @@ import "strings"
 // the text: testing dozens of markers one strings.Contains at a time read each message
 // dozens of times and was a quarter of an extractive summary's cost.
 type markerSet struct {
-	first   [256]bool     // a marker starts with the byte: most bytes of a text do not
+	first   [256]bool     // a marker starts with the byte
+	pair    [1024]uint64  // a marker of two bytes or more starts with the pair (a bit set)
+	short   [256]bool     // a marker is the byte alone
 	byFirst [256][]string // the markers by their first byte
 	empty   bool          // "" is a marker: every text holds it
 }
@@ -19,6 +21,12 @@ func newMarkerSet(markers ...string) *markerSet {
 			continue
 		}
 		s.first[m[0]] = true
+		if len(m) == 1 {
+			s.short[m[0]] = true
+		} else {
+			p := uint16(m[0])<<8 | uint16(m[1])
+			s.pair[p>>6] |= 1 << (p & 63)
+		}
 		s.byFirst[m[0]] = append(s.byFirst[m[0]], m)
 	}
 	return s
@@ -29,11 +37,23 @@ func (s *markerSet) in(text string) bool {
 	if s.empty {
 		return true
 	}
+	// Most bytes start no marker, and most pairs of bytes that do start one start none:
+	// testing the pair first keeps the per-byte work to two table reads.
 	for i := 0; i < len(text); i++ {
-		if !s.first[text[i]] {
+		c := text[i]
+		if !s.first[c] {
 			continue
 		}
-		for _, m := range s.byFirst[text[i]] {
+		if s.short[c] {
+			return true
+		}
+		if i+1 == len(text) {
+			break
+		}
+		if p := uint16(c)<<8 | uint16(text[i+1]); s.pair[p>>6]&(1<<(p&63)) == 0 {
+			continue
+		}
+		for _, m := range s.byFirst[c] {
 			if strings.HasPrefix(text[i:], m) {
 				return true
 			}
@@ -42,19 +62,39 @@ func (s *markerSet) in(text string) bool {
 	return false
 }
 
-// inFold is in for the text lower-cased, without the copy: ASCII letters are folded. For
-// markers of lower-case ASCII it reports what in(strings.ToLower(text)) does, except where
-// a non-ASCII letter lower-cases to ASCII (the Kelvin sign to "k", "İ" to "i" and a
-// combining dot), which the sets it is used with are tested against.
+// inFold is in(strings.ToLower(text)), for markers of lower-case ASCII, without the copy:
+// ASCII letters are folded as they are read. The two letters outside ASCII that lower-case
+// to ASCII ("İ" to "i", the Kelvin sign to "k") send the text the long way.
 func (s *markerSet) inFold(text string) bool {
 	if s.empty {
 		return true
 	}
+	if strings.Contains(text, "\u0130") || strings.Contains(text, "\u212a") {
+		return s.in(strings.ToLower(text))
+	}
+	return s.inFoldASCII(text)
+}
+
+// inFoldASCII is in(lowerASCII(text)) without the copy, for markers of lower-case ASCII.
+func (s *markerSet) inFoldASCII(text string) bool {
+	if s.empty {
+		return true
+	}
 	for i := 0; i < len(text); i++ {
-		if !s.first[lowerByte(text[i])] {
+		c := lowerByte(text[i])
+		if !s.first[c] {
 			continue
 		}
-		for _, m := range s.byFirst[lowerByte(text[i])] {
+		if s.short[c] {
+			return true
+		}
+		if i+1 == len(text) {
+			break
+		}
+		if p := uint16(c)<<8 | uint16(lowerByte(text[i+1])); s.pair[p>>6]&(1<<(p&63)) == 0 {
+			continue
+		}
+		for _, m := range s.byFirst[c] {
 			if hasPrefixFold(text[i:], m) {
 				return true
 			}

@@ -10,7 +10,7 @@ import (
 // the extractive summarizer uses and texts built from pieces of its markers.
 func TestMarkerSet(t *testing.T) {
 	sets := [][]string{choiceMarkers[:], reasonMarkers[:], actionMarkers[:], commitMarkers[:], placeMarkers[:],
-		changeMarkers[:], planMarkers[:], errorWords[:], {"a", "ab", ""}, nil}
+		changeMarkers[:], planMarkers[:], errorWords[:], {"a", "ab", ""}, {"q", "ab", "xyz"}, nil}
 	const errorWordsSet = 7
 	rng := rand.New(rand.NewPCG(3, 4))
 	for si, set := range sets {
@@ -23,7 +23,7 @@ func TestMarkerSet(t *testing.T) {
 					m := set[rng.IntN(len(set))]
 					b.WriteString(m[:rng.IntN(len(m)+1)]) // a marker, or a prefix of one
 				}
-				b.WriteString([]string{" ", "e", "\n", "é", "", "İ", "K", "I", "S"}[rng.IntN(9)])
+				b.WriteString([]string{" ", "e", "\n", "é", "", "İ", "K", "I", "S", "q", "x"}[rng.IntN(11)])
 			}
 			texts = append(texts, b.String())
 		}
@@ -74,6 +74,51 @@ func TestFoldKey(t *testing.T) {
 		}
 		if got := foldKey(text, true); got != d.String() {
 			t.Fatalf("foldKey(%q, true) = %q, want %q", text, got, d.String())
+		}
+	}
+}
+
+// lowerASCII lower-cases the ASCII letters of s and nothing else, so every byte stays where
+// it was (strings.ToLower can change lengths, and replaces invalid UTF-8).
+func lowerASCII(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if 'A' <= c && c <= 'Z' {
+			b[i] = c + 'a' - 'A'
+		}
+	}
+	return string(b)
+}
+
+// TestMayBeErrorLine: the one-pass test is the one it replaced, on lines lower-cased byte
+// for byte.
+func TestMayBeErrorLine(t *testing.T) {
+	old := func(lower string) bool {
+		for _, w := range errorWords {
+			if w != "error" && strings.Contains(lower, w) {
+				return true
+			}
+		}
+		l := strings.TrimLeft(lower, " \t")
+		return strings.HasPrefix(l, "error") || strings.Contains(l, "error:") || strings.Contains(l, "error[") || strings.Contains(l, "syntaxerror")
+	}
+	rng := rand.New(rand.NewPCG(7, 8))
+	pieces := append([]string{" ", "\t", "ERROR", "Error", "err", "or:", "[", "İ", "K", "SyntaxError", "x"}, errorWords[:]...)
+	for range 20000 {
+		var b strings.Builder
+		for range rng.IntN(6) {
+			p := pieces[rng.IntN(len(pieces))]
+			if rng.IntN(2) == 0 {
+				p = strings.ToUpper(p)
+			}
+			b.WriteString(p[:rng.IntN(len(p)+1)])
+		}
+		line := b.String()
+		if got, want := mayBeErrorLine(line), old(lowerASCII(line)); got != want {
+			t.Fatalf("mayBeErrorLine(%q) = %v, before it was %v", line, got, want)
+		}
+		if got, want := errorWordSet.inFoldASCII(line), containsAny(lowerASCII(line), errorWords[:]); got != want {
+			t.Fatalf("inFoldASCII(%q) = %v, want %v", line, got, want)
 		}
 	}
 }

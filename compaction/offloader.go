@@ -67,6 +67,10 @@ type Offloader struct {
 	// rendered keeps each cached entry's placeholder, so a cache hit is a lookup, not a
 	// render (which counts the lines of the whole result).
 	rendered map[string]string
+	// measured keeps what the placeholder of a result offloadSaving measured shows, for the
+	// offload that usually follows in the same compaction: rendering it reads the whole
+	// result. Bounded by maxMeasured; an entry is used once.
+	measured map[string]measuredShown
 
 	// imageThreshold is the base64 size over which an image is offloaded; 0: never.
 	imageThreshold int
@@ -80,7 +84,7 @@ type Offloader struct {
 // NewOffloader returns an offloader for one session. threshold is in bytes.
 func NewOffloader(store ToolResultStore, sessionID string, threshold, previewLines int) *Offloader {
 	return &Offloader{store: store, sessionID: sessionID, threshold: threshold, previewLines: previewLines,
-		cache: map[string]OffloadEntry{}, rendered: map[string]string{}, images: map[imageKey]string{}, scans: map[partsKey]imageScan{}}
+		cache: map[string]OffloadEntry{}, rendered: map[string]string{}, measured: map[string]measuredShown{}, images: map[imageKey]string{}, scans: map[partsKey]imageScan{}}
 }
 
 // WithImages makes o offload images whose base64 data is longer than threshold bytes as
@@ -204,7 +208,7 @@ func (o *Offloader) offload(ctx context.Context, m *Message) (placeholder string
 		return "", OffloadEntry{}, false, fmt.Errorf("offload %s: %w", m.ToolCallID, err)
 	}
 	entry = OffloadEntry{ToolCallID: m.ToolCallID, Bytes: len(m.Content), CRC32C: contentCRC(m.Content), Ref: ref}
-	ph = Placeholder(m.ToolCallID, m.Content, ref, o.previewLines)
+	ph = placeholderOf(m.ToolCallID, m.Content, ref, o.shownOf(m, entry.CRC32C))
 	o.mu.Lock()
 	o.cache[m.ToolCallID] = entry
 	o.rendered[m.ToolCallID] = ph
@@ -294,7 +298,36 @@ func (o *Offloader) offloadSaving(m *Message) int {
 		return 0
 	}
 	// The reference is not known before the write; stores return short ones.
-	return len(m.Content) - len(Placeholder(m.ToolCallID, m.Content, strings.Repeat("r", 96), o.previewLines))
+	shown := placeholderShown(m.Content, o.previewLines)
+	o.mu.Lock()
+	if len(o.measured) >= maxMeasured {
+		clear(o.measured)
+	}
+	o.measured[m.ToolCallID] = measuredShown{len(m.Content), contentCRC(m.Content), shown}
+	o.mu.Unlock()
+	return len(m.Content) - len(placeholderOf(m.ToolCallID, m.Content, strings.Repeat("r", 96), shown))
+}
+
+// measuredShown is what a result's placeholder shows, for the result of that size and CRC.
+type measuredShown struct {
+	bytes int
+	crc   uint32
+	shown string
+}
+
+// maxMeasured bounds Offloader.measured: a head's results over the threshold.
+const maxMeasured = 4096
+
+// shownOf is what m's placeholder shows: measured by offloadSaving, or rendered now.
+func (o *Offloader) shownOf(m *Message, crc uint32) string {
+	o.mu.Lock()
+	ms, ok := o.measured[m.ToolCallID]
+	delete(o.measured, m.ToolCallID)
+	o.mu.Unlock()
+	if ok && ms.bytes == len(m.Content) && ms.crc == crc {
+		return ms.shown
+	}
+	return placeholderShown(m.Content, o.previewLines)
 }
 
 // offloadConcurrency bounds the store writes one compaction runs at once: an object store
@@ -395,6 +428,11 @@ func (o *Offloader) Hook(ctx context.Context, m Message, hookThreshold int) (Mes
 // previewLines lines, the failure and error lines between them and the last lines (each
 // line bounded) and the reference to read the full text back.
 func Placeholder(toolCallID, content, ref string, previewLines int) string {
+	return placeholderOf(toolCallID, content, ref, placeholderShown(content, previewLines))
+}
+
+// placeholderOf is Placeholder with what it shows already rendered.
+func placeholderOf(toolCallID, content, ref, shown string) string {
 	total := strings.Count(content, "\n")
 	if !strings.HasSuffix(content, "\n") {
 		total++
@@ -402,9 +440,7 @@ func Placeholder(toolCallID, content, ref string, previewLines int) string {
 	var b strings.Builder
 	b.WriteString(PlaceholderPrefix)
 	fmt.Fprintf(&b, "\ntool_call_id: %s\nsize: %d bytes, %d lines\nref: %s\n", toolCallID, len(content), total, ref)
-	if previewLines > 0 {
-		b.WriteString(placeholderShown(content, previewLines))
-	}
+	b.WriteString(shown)
 	b.WriteString(PlaceholderReadBack)
 	return b.String()
 }

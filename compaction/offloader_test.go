@@ -194,3 +194,32 @@ func TestPlaceholderNamesMiddleFailures(t *testing.T) {
 		t.Fatalf("PreviewLines 0 showed lines:\n%s", ph)
 	}
 }
+
+// TestOffloadReusesMeasuredPreview: what offloadSaving rendered is reused by the offload
+// that follows only for the same content; a result of the same ID and size with other
+// content gets its own preview.
+func TestOffloadReusesMeasuredPreview(t *testing.T) {
+	ctx := context.Background()
+	for _, same := range []bool{true, false} {
+		o := NewOffloader(newMemStore(), "s", 100, 5)
+		measured := result("c1", strings.Repeat("first line\n", 400))
+		if o.offloadSaving(&measured) <= 0 {
+			t.Fatal("a large result must save bytes")
+		}
+		sent := measured
+		if !same {
+			sent = result("c1", strings.Repeat("other line\n", 400))
+		}
+		ph, _, _, err := o.offload(ctx, &sent)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := Placeholder("c1", sent.Content, o.cache["c1"].Ref, 5)
+		if ph != want {
+			t.Fatalf("same content %v: placeholder\n%s\nwant\n%s", same, ph, want)
+		}
+		if len(o.measured) != 0 {
+			t.Fatalf("same content %v: %d measured previews left after the offload", same, len(o.measured))
+		}
+	}
+}
