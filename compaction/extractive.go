@@ -672,14 +672,29 @@ func exitFailed(content string) bool {
 	return false
 }
 
-// findReturnCode is returnCode's submatches in text, matched from the tag on: the
-// expression would otherwise be tried at every byte of a long head.
+// findReturnCode is returnCode's submatches in text, read by hand: the expression cost
+// more than the rest of reading a result.
 func findReturnCode(text string) []string {
-	i := strings.Index(text, "<returncode>")
-	if i < 0 {
-		return nil
+	const open, closing = "<returncode>", "</returncode>"
+	for {
+		i := strings.Index(text, open)
+		if i < 0 {
+			return nil
+		}
+		rest := text[i+len(open):]
+		j := 0
+		if j < len(rest) && rest[j] == '-' {
+			j++
+		}
+		k := j
+		for k < len(rest) && rest[k] >= '0' && rest[k] <= '9' {
+			k++
+		}
+		if k > j && strings.HasPrefix(rest[k:], closing) {
+			return []string{text[i : i+len(open)+k+len(closing)], rest[:k]}
+		}
+		text = rest
 	}
-	return returnCode.FindStringSubmatch(text[i:])
 }
 
 // exitCode finds the last "exit code N" (or exit status, returncode) in text.
