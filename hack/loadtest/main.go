@@ -29,8 +29,10 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	configv1alpha1 "github.com/harness9/compaction-operator/api/config/v1alpha1"
 	compactionv1alpha1 "github.com/harness9/compaction-operator/api/v1alpha1"
 	"github.com/harness9/compaction-operator/compaction"
 	"github.com/harness9/compaction-operator/compaction/compactclient"
@@ -48,13 +50,13 @@ func main() {
 	transcript := flag.String("transcript", "testdata/long-session.jsonl", "agent transcript (JSONL)")
 	managerBin := flag.String("manager", "", "the manager binary (default bin/manager)")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the manager, taken over the first 30 s of the agents' run, to this file")
-	managerFlags := flag.String("manager-flags", "", "more flags for the manager, space-separated (e.g. \"--api-status-interval 30s\"), to measure what a setting costs")
+	managerConfig := flag.String("manager-config", "", "a configuration file for the manager (docs/operations.md; e.g. one setting api: {statusInterval: 30s}), to measure what a setting costs")
 	think := flag.Duration("think", 0, "mean pause of an agent before each turn, standing for its LLM call (uniform in [0.5, 1.5] x think); 0: closed loop, as fast as answered")
 	flag.Parse()
 	if *agents < 0 || *agents > *sessions {
 		*agents = *sessions
 	}
-	if err := run(*sessions, *agents, *turns, int32(*window), *transcript, *think, *managerBin, *cpuProfile, strings.Fields(*managerFlags)); err != nil { //nolint:gosec // flag value, bounded by the CRD
+	if err := run(*sessions, *agents, *turns, int32(*window), *transcript, *think, *managerBin, *cpuProfile, *managerConfig); err != nil { //nolint:gosec // flag value, bounded by the CRD
 		fmt.Fprintln(os.Stderr, "loadtest:", err)
 		os.Exit(1)
 	}
@@ -71,7 +73,7 @@ type sample struct {
 	d    time.Duration
 }
 
-func run(n, agents, maxTurns int, window int32, transcript string, think time.Duration, managerBin, cpuProfile string, managerFlags []string) error {
+func run(n, agents, maxTurns int, window int32, transcript string, think time.Duration, managerBin, cpuProfile, managerConfig string) error {
 	ctx := context.Background()
 	root, err := os.Getwd()
 	if err != nil {
@@ -91,12 +93,18 @@ func run(n, agents, maxTurns int, window int32, transcript string, think time.Du
 		return err
 	}
 	metrics := &scraper{url: "http://" + ports[0] + "/metrics"}
-	args := []string{"--metrics-bind-address", ports[0], "--metrics-secure=false"}
+	args := []string{"--metrics-bind-address", ports[0]}
 	if cpuProfile != "" {
 		args = append(args, "--pprof-bind-address", ports[1])
 	}
-	args = append(args, managerFlags...)
-	env, err := devenv.Start(ctx, devenv.Options{Root: root, Dir: dir, ManagerBin: managerBin, ManagerArgs: args})
+	mcfg := &configv1alpha1.Configuration{}
+	if managerConfig != "" {
+		if mcfg, err = configv1alpha1.Load(managerConfig); err != nil {
+			return err
+		}
+	}
+	mcfg.Metrics.Secure = ptr.To(false) // scraped over plain HTTP
+	env, err := devenv.Start(ctx, devenv.Options{Root: root, Dir: dir, ManagerBin: managerBin, ManagerArgs: args, Config: mcfg})
 	if err != nil {
 		return err
 	}

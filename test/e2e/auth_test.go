@@ -8,7 +8,6 @@ import (
 	"io"
 	"net/http"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -21,6 +20,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	configv1alpha1 "github.com/harness9/compaction-operator/api/config/v1alpha1"
 	compactionv1alpha1 "github.com/harness9/compaction-operator/api/v1alpha1"
 	"github.com/harness9/compaction-operator/compaction"
 	"github.com/harness9/compaction-operator/compaction/compactclient"
@@ -46,8 +46,10 @@ func TestCompactionAPIAuth(t *testing.T) {
 	cl := operator.Install(t)
 	m := testenv.StartMinIO(t)
 	bin := testenv.BuildManager(t)
-	mgr := cl.StartManager(bin, "--api-usage-interval", "100ms",
-		"--api-new-token-rate", strconv.Itoa(floodTokenRate), "--api-new-token-burst", strconv.Itoa(floodTokenBurst))
+	mgr := cl.StartManager(bin, func(c *configv1alpha1.Configuration) {
+		c.API.UsageInterval = operator.Duration(100 * time.Millisecond)
+		c.API.Reviews.NewTokenRate, c.API.Reviews.NewTokenBurst = floodTokenRate, floodTokenBurst
+	})
 	c, ctx := cl.Client, context.Background()
 	history := testenv.MustLoad(t, filepath.Join(testenv.RepoRoot(t), "testdata", "long-session.jsonl"))
 	turns := compaction.AssistantTurns(history)

@@ -29,6 +29,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	configv1alpha1 "github.com/harness9/compaction-operator/api/config/v1alpha1"
 	compactionv1alpha1 "github.com/harness9/compaction-operator/api/v1alpha1"
 	"github.com/harness9/compaction-operator/compaction"
 	"github.com/harness9/compaction-operator/compaction/compactclient"
@@ -120,7 +121,7 @@ func (s *suite) setUp() {
 	s.cl = operator.Install(t)
 	s.m = testenv.StartMinIO(t)
 	s.bin = testenv.BuildManager(t)
-	s.mgr = s.cl.StartManager(s.bin, "--api-usage-interval", "100ms", "--api-summaries-off-turn=false")
+	s.mgr = s.cl.StartManager(s.bin, onTurnFastUsage)
 	s.c = s.cl.Client
 	c, m, ctx := s.c, s.m, context.Background()
 	testenv.Must(t, c.Create(ctx, builder.MinIOSecret(ns, "minio-credentials", m.AccessKey, m.SecretKey)))
@@ -173,7 +174,7 @@ func (s *suite) replay() replayed {
 				if err := s.mgr.Stop(20 * time.Second); err != nil {
 					t.Fatalf("manager did not stop cleanly: %v", err)
 				}
-				s.mgr = s.cl.StartManager(s.bin, "--api-usage-interval", "100ms", "--api-summaries-off-turn=false")
+				s.mgr = s.cl.StartManager(s.bin, onTurnFastUsage)
 				agentAPI = s.api(s.agentToken)
 				agent.Client = agentAPI
 			}
@@ -694,4 +695,11 @@ func waitSessionReady(t *testing.T, c client.Client, s *compactionv1alpha1.Agent
 		}
 		return meta.IsStatusConditionTrue(s.Status.Conditions, compactionv1alpha1.ConditionReady), fmt.Sprintf("%+v", s.Status.Conditions)
 	})
+}
+
+// onTurnFastUsage configures the manager of the main e2e run: usage written within 100 ms,
+// and the LLM summarizer called on the turn that crosses Soft or Full.
+func onTurnFastUsage(c *configv1alpha1.Configuration) {
+	c.API.UsageInterval = operator.Duration(100 * time.Millisecond)
+	c.API.SummariesOffTurn = ptr.To(false)
 }

@@ -19,6 +19,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
+	configv1alpha1 "github.com/harness9/compaction-operator/api/config/v1alpha1"
 	"github.com/harness9/compaction-operator/compaction"
 	"github.com/harness9/compaction-operator/compaction/compactclient"
 	"github.com/harness9/compaction-operator/internal/compactapi"
@@ -65,7 +66,9 @@ func TestAuthenticatedFloods(t *testing.T) {
 	cl := operator.Install(t)
 	m := testenv.StartMinIO(t)
 	bin := testenv.BuildManager(t)
-	mgr := cl.StartManager(bin, "--api-new-token-rate", strconv.Itoa(floodNewTokenRate), "--api-new-token-burst", strconv.Itoa(floodNewTokenBurst))
+	mgr := cl.StartManager(bin, func(c *configv1alpha1.Configuration) {
+		c.API.Reviews.NewTokenRate, c.API.Reviews.NewTokenBurst = floodNewTokenRate, floodNewTokenBurst
+	})
 	c, ctx := cl.Client, context.Background()
 	for _, n := range []string{floodAttackerNS, floodTenantNS} {
 		testenv.Must(t, c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: n}}))

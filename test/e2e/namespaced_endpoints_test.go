@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	configv1alpha1 "github.com/harness9/compaction-operator/api/config/v1alpha1"
 	compactionv1alpha1 "github.com/harness9/compaction-operator/api/v1alpha1"
 	"github.com/harness9/compaction-operator/internal/dev/builder"
 	"github.com/harness9/compaction-operator/internal/dev/testenv"
@@ -34,7 +35,9 @@ func TestNamespacedPolicyEndpoints(t *testing.T) {
 	trap := testenv.StartCredentialTrap(t)
 	c, ctx := cl.Client, context.Background()
 
-	mgr := cl.StartManager(bin, operator.NamespacedEndpointsUnset, "--storage-retry-interval", "2s")
+	mgr := cl.StartManager(bin, operator.NamespacedEndpointsUnset, func(c *configv1alpha1.Configuration) {
+		c.Controllers.StorageRetryInterval = operator.Duration(2 * time.Second)
+	})
 	testenv.Must(t, c.Create(ctx, builder.MinIOSecret(ns, "tenant-minio", m.AccessKey, m.SecretKey)))
 	storage := builder.MinIOStorage(trap.Endpoint(), bucket, "tenant", "tenant-minio")
 	storage.S3.CreateBucket = compactionv1alpha1.BucketCreationNever
@@ -48,7 +51,7 @@ func TestNamespacedPolicyEndpoints(t *testing.T) {
 	testenv.Must(t, c.Create(ctx, onMinIO))
 	for _, p := range []*compactionv1alpha1.CompactionPolicy{own, onMinIO} {
 		got := waitCondition(t, c, p, compactionv1alpha1.ConditionStorageReady, metav1.ConditionFalse)
-		if got.Reason != compactionv1alpha1.ReasonEndpointNotAllowed || !strings.Contains(got.Message, "--namespaced-policy-endpoints") {
+		if got.Reason != compactionv1alpha1.ReasonEndpointNotAllowed || !strings.Contains(got.Message, "egress.namespacedPolicyEndpoints") {
 			t.Errorf("policy %s: StorageReady = %s: %q; want %s naming --namespaced-policy-endpoints", p.Name, got.Reason, got.Message, compactionv1alpha1.ReasonEndpointNotAllowed)
 		}
 	}
@@ -81,7 +84,10 @@ func TestNamespacedPolicyEndpoints(t *testing.T) {
 	// A platform admin lists MinIO's address: that policy becomes Ready, the other is still
 	// refused (the trap listens on 127.0.0.1 too, on another port).
 	_, minioPort, _ := strings.Cut(m.Endpoint, ":")
-	cl.StartManager(bin, "--namespaced-policy-endpoints=127.0.0.1:"+minioPort, "--storage-retry-interval", "2s")
+	cl.StartManager(bin, func(c *configv1alpha1.Configuration) {
+		c.Egress.NamespacedPolicyEndpoints = []string{"127.0.0.1:" + minioPort}
+		c.Controllers.StorageRetryInterval = operator.Duration(2 * time.Second)
+	})
 	waitCondition(t, c, onMinIO, compactionv1alpha1.ConditionReady, metav1.ConditionTrue)
 	if got := waitCondition(t, c, own, compactionv1alpha1.ConditionStorageReady, metav1.ConditionFalse); got.Reason != compactionv1alpha1.ReasonEndpointNotAllowed {
 		t.Errorf("policy on the tenant's endpoint, MinIO allowed: StorageReady = %s: %q", got.Reason, got.Message)

@@ -16,7 +16,9 @@ import (
 	"time"
 
 	"github.com/minio/minio-go/v7"
+	"k8s.io/utils/ptr"
 
+	configv1alpha1 "github.com/harness9/compaction-operator/api/config/v1alpha1"
 	compactionv1alpha1 "github.com/harness9/compaction-operator/api/v1alpha1"
 	"github.com/harness9/compaction-operator/compaction"
 	"github.com/harness9/compaction-operator/compaction/compactclient"
@@ -71,7 +73,7 @@ func (s *suite) testTwoReplicas(t *testing.T) {
 	sid := sess.Status.SessionID
 
 	// A second replica serves the API too; it is not the controllers' leader.
-	second := s.cl.StartManager(s.bin, "--api-summaries-off-turn=false")
+	second := s.cl.StartManager(s.bin, func(c *configv1alpha1.Configuration) { c.API.SummariesOffTurn = ptr.To(false) })
 	t.Cleanup(func() { _ = second.Stop(20 * time.Second) })
 	// Both replicas serve the certificate of one CA: the bundle the first published verifies
 	// the second.

@@ -11,8 +11,10 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/retry"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	configv1alpha1 "github.com/harness9/compaction-operator/api/config/v1alpha1"
 	compactionv1alpha1 "github.com/harness9/compaction-operator/api/v1alpha1"
 	"github.com/harness9/compaction-operator/compaction"
 	"github.com/harness9/compaction-operator/compaction/compactclient"
@@ -37,8 +39,11 @@ func TestPolicySecretOptIn(t *testing.T) {
 	m := testenv.StartMinIO(t)
 	bin := testenv.BuildManager(t)
 	trap := testenv.StartCredentialTrap(t)
-	mgr := cl.StartManager(bin, "--secret-recheck-interval", "1s", "--secret-cache-ttl", "1s", "--storage-retry-interval", "2s",
-		"--api-summaries-off-turn=false") // the summarizer request is checked right after the turn
+	mgr := cl.StartManager(bin, func(c *configv1alpha1.Configuration) {
+		c.Secrets.RecheckInterval, c.Secrets.CacheTTL = operator.Duration(time.Second), operator.Duration(time.Second)
+		c.Controllers.StorageRetryInterval = operator.Duration(2 * time.Second)
+		c.API.SummariesOffTurn = ptr.To(false) // the summarizer request is checked right after the turn
+	})
 	c, ctx := cl.Client, context.Background()
 	agent := mgr.APIClient(t, cl.BindAgent(ns, "agent"))
 

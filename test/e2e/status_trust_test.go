@@ -19,6 +19,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	configv1alpha1 "github.com/harness9/compaction-operator/api/config/v1alpha1"
 	compactionv1alpha1 "github.com/harness9/compaction-operator/api/v1alpha1"
 	"github.com/harness9/compaction-operator/compaction"
 	"github.com/harness9/compaction-operator/compaction/compactclient"
@@ -57,7 +58,9 @@ func TestStatusIsNotTrusted(t *testing.T) {
 	m := testenv.StartMinIO(t)
 	bin := testenv.BuildManager(t)
 	trap := testenv.StartCredentialTrap(t)
-	mgr := cl.StartManager(bin, "--api-usage-interval", "100ms", "--gc-retry-max-delay", "2s")
+	mgr := cl.StartManager(bin, func(c *configv1alpha1.Configuration) {
+		c.API.UsageInterval, c.Controllers.GCRetryMaxDelay = operator.Duration(100*time.Millisecond), operator.Duration(2*time.Second)
+	})
 	c, ctx := cl.Client, context.Background()
 	history := testenv.MustLoad(t, filepath.Join(testenv.RepoRoot(t), "testdata", "long-session.jsonl"))
 	turns := compaction.AssistantTurns(history)
@@ -329,5 +332,7 @@ func pauseControllers(t *testing.T, cl *operator.Cluster, mgr *operator.Manager,
 		lease.Spec = spec
 		testenv.Must(t, cl.Client.Update(ctx, &lease))
 	}
-	return cl.StartManager(bin, "--api-usage-interval", "100ms", "--gc-retry-max-delay", "2s")
+	return cl.StartManager(bin, func(c *configv1alpha1.Configuration) {
+		c.API.UsageInterval, c.Controllers.GCRetryMaxDelay = operator.Duration(100*time.Millisecond), operator.Duration(2*time.Second)
+	})
 }

@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
+	configv1alpha1 "github.com/harness9/compaction-operator/api/config/v1alpha1"
 	"github.com/harness9/compaction-operator/compaction/compactclient"
 	"github.com/harness9/compaction-operator/internal/dev/testenv"
 	"github.com/harness9/compaction-operator/internal/dev/testenv/operator"
@@ -39,7 +40,7 @@ func TestAPITLS(t *testing.T) {
 	cl := operator.Install(t)
 	bin := testenv.BuildManager(t)
 	// A short certificate lifetime so the test sees a renewal (at 2/3 of it).
-	const validity = "--api-cert-validity=9s"
+	validity := func(c *configv1alpha1.Configuration) { c.API.TLS.CertValidity = operator.Duration(9 * time.Second) }
 	mgr := cl.StartManager(bin, validity)
 	ctx := context.Background()
 	agentToken := cl.BindAgent(ns, "agent")
@@ -139,7 +140,7 @@ func TestAPITLS(t *testing.T) {
 	}
 
 	// Plain HTTP only when asked for, with a warning in the log.
-	plain := cl.StartManager(bin, "--api-insecure-serve-http")
+	plain := cl.StartManager(bin, func(c *configv1alpha1.Configuration) { c.API.TLS.InsecureServeHTTP = true })
 	t.Cleanup(func() { _ = plain.Stop(20 * time.Second) })
 	if !strings.HasPrefix(plain.URL, "http://") {
 		t.Fatalf("URL %s", plain.URL)
@@ -161,9 +162,9 @@ func testNotReadyWithoutCertificate(t *testing.T, cl *operator.Cluster, bin stri
 	p := testenv.StartProcess(t, bin, []string{
 		"--kubeconfig", cl.TokenKubeconfig(cl.Token(operator.SystemNamespace, operator.ManagerSA)),
 		"--metrics-bind-address", ports[0], "--health-probe-bind-address", ports[1], "--api-bind-address", ports[2],
-		"--leader-elect", "--leader-election-namespace", operator.SystemNamespace,
 		// Its Role lets it write the certificate's Secret only in its own namespace.
-		"--api-cert-namespace", "kube-public",
+		"--config", operator.WriteFile(t, "config.yaml", []byte("apiVersion: config.compaction.harness9.io/v1alpha1\nkind: Configuration\n"+
+			"leaderElection: {leaderElect: true, resourceNamespace: "+operator.SystemNamespace+"}\napi: {tls: {namespace: kube-public}}\n")),
 	}, "POD_NAMESPACE="+operator.SystemNamespace)
 	t.Cleanup(func() { _ = p.Stop(20 * time.Second) })
 	testenv.Eventually(t, waitFor, "the certificate check to fail", func() (bool, string) {
@@ -205,7 +206,9 @@ func leaf(addr, serverName string, pool *x509.CertPool) (*x509.Certificate, erro
 // before that certificate was served (the next CA is published before it signs).
 func TestAPICARotation(t *testing.T) {
 	cl := operator.Install(t)
-	mgr := cl.StartManager(testenv.BuildManager(t), "--api-ca-validity=30s", "--api-cert-validity=9s")
+	mgr := cl.StartManager(testenv.BuildManager(t), func(c *configv1alpha1.Configuration) {
+		c.API.TLS.CAValidity, c.API.TLS.CertValidity = operator.Duration(30*time.Second), operator.Duration(9*time.Second)
+	})
 	ctx := context.Background()
 	bundle := func() (*x509.CertPool, error) {
 		cm, err := cl.Clientset.CoreV1().ConfigMaps(operator.SystemNamespace).Get(ctx, operator.CAConfigMap, metav1.GetOptions{})

@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	configv1alpha1 "github.com/harness9/compaction-operator/api/config/v1alpha1"
 	compactionv1alpha1 "github.com/harness9/compaction-operator/api/v1alpha1"
 	"github.com/harness9/compaction-operator/internal/dev/builder"
 	"github.com/harness9/compaction-operator/internal/dev/testenv"
@@ -40,7 +41,9 @@ func TestConditionalWritesProbe(t *testing.T) {
 	m := testenv.StartMinIO(t)
 	bin := testenv.BuildManager(t)
 	ignoring := testenv.StartIgnoringS3(t, m)
-	cl.StartManager(bin, "--storage-probe-interval", "1s", "--storage-retry-interval", "1s")
+	cl.StartManager(bin, func(c *configv1alpha1.Configuration) {
+		c.Controllers.StorageProbeInterval, c.Controllers.StorageRetryInterval = operator.Duration(time.Second), operator.Duration(time.Second)
+	})
 	c, ctx := cl.Client, context.Background()
 
 	cl.CreateMinIOPolicy(ns, "cw-honours", "cw-honours", m, window, nil)

@@ -26,6 +26,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	configv1alpha1 "github.com/harness9/compaction-operator/api/config/v1alpha1"
 	compactionv1alpha1 "github.com/harness9/compaction-operator/api/v1alpha1"
 	"github.com/harness9/compaction-operator/compaction"
 	"github.com/harness9/compaction-operator/compaction/compactclient"
@@ -45,8 +46,7 @@ func TestFaults(t *testing.T) {
 	bin := testenv.BuildManager(t)
 	// The control plane restart below takes longer than the default 10 s renew deadline on
 	// this machine; a leader that cannot renew exits (the kubelet would restart it).
-	mgr := cl.StartManager(bin, "--api-request-timeout", "20s",
-		"--leader-election-lease-duration", "90s", "--leader-election-renew-deadline", "75s")
+	mgr := cl.StartManager(bin, slowFailover)
 	token := cl.BindAgent(ns, "agent")
 	api := mgr.APIClient(t, token)
 
@@ -69,8 +69,7 @@ func TestFaults(t *testing.T) {
 // request, on the surviving replica, continues from the persisted anchors.
 func testKilledMidCompaction(t *testing.T, cl *operator.Cluster, m *testenv.MinIO, survivor *operator.Manager, bin, token string, history []compaction.Message) {
 	const window = 8000
-	mgr := cl.StartManager(bin, "--api-summaries-off-turn=false", "--api-request-timeout", "20s",
-		"--leader-election-lease-duration", "90s", "--leader-election-renew-deadline", "75s")
+	mgr := cl.StartManager(bin, slowFailover, summariesOnTurn)
 	// Never left running to take the lease from the replicas of the later subtests.
 	t.Cleanup(func() { _ = mgr.Stop(5 * time.Second) })
 	var hang atomic.Bool
@@ -331,8 +330,7 @@ func testKilledMidSummary(t *testing.T, cl *operator.Cluster, m *testenv.MinIO, 
 		}
 	}
 
-	next := cl.StartManager(bin, "--api-request-timeout", "20s",
-		"--leader-election-lease-duration", "90s", "--leader-election-renew-deadline", "75s")
+	next := cl.StartManager(bin, slowFailover)
 	agent.Client = next.APIClient(t, token)
 	first := true
 	for reached := false; !reached; turn++ {
@@ -564,7 +562,9 @@ func testKilledMidGC(t *testing.T, cl *operator.Cluster, m *testenv.MinIO, mgr *
 	if left == 0 {
 		t.Fatal("the deletion was complete before the kill: nothing was left for the next manager")
 	}
-	cl.StartManager(bin, "--gc-retry-max-delay", "2s")
+	cl.StartManager(bin, func(c *configv1alpha1.Configuration) {
+		c.Controllers.GCRetryMaxDelay = operator.Duration(2 * time.Second)
+	})
 	deadline := time.Now().Add(2 * time.Minute)
 	for {
 		err := cl.Client.Get(ctx, client.ObjectKeyFromObject(sess), sess)
@@ -798,8 +798,7 @@ func testSummarizerFaults(t *testing.T, cl *operator.Cluster, m *testenv.MinIO, 
 	// On the turn: a replica with --api-summaries-off-turn=false waits for the summarizer,
 	// falls back when it is slower than its timeout, and names that in the turn's record.
 	t.Run("OnTurn", func(t *testing.T) {
-		onTurn := cl.StartManager(bin, "--api-summaries-off-turn=false", "--api-request-timeout", "20s",
-			"--leader-election-lease-duration", "90s", "--leader-election-renew-deadline", "75s")
+		onTurn := cl.StartManager(bin, slowFailover, summariesOnTurn)
 		defer func() { _ = onTurn.Stop(20 * time.Second) }()
 		mode.Store("slow")
 		const name = "llm-on-turn"
@@ -867,3 +866,13 @@ type tierCounts struct{ Warn, Soft, Full, Emergency int64 }
 func countsOf(c compactionv1alpha1.TierCounts) tierCounts {
 	return tierCounts{ptr.Deref(c.Warn, 0), ptr.Deref(c.Soft, 0), ptr.Deref(c.Full, 0), ptr.Deref(c.Emergency, 0)}
 }
+
+// slowFailover gives requests 20 s and keeps the lease for 90 s, so an API server outage
+// shorter than the renew deadline (75 s) does not restart the leader.
+func slowFailover(c *configv1alpha1.Configuration) {
+	c.API.RequestTimeout = operator.Duration(20 * time.Second)
+	c.LeaderElection.LeaseDuration, c.LeaderElection.RenewDeadline = operator.Duration(90*time.Second), operator.Duration(75*time.Second)
+}
+
+// summariesOnTurn calls the LLM summarizer on the turn that crosses Soft or Full.
+func summariesOnTurn(c *configv1alpha1.Configuration) { c.API.SummariesOffTurn = ptr.To(false) }

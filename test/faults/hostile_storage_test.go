@@ -22,6 +22,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	configv1alpha1 "github.com/harness9/compaction-operator/api/config/v1alpha1"
 	compactionv1alpha1 "github.com/harness9/compaction-operator/api/v1alpha1"
 	"github.com/harness9/compaction-operator/compaction"
 	"github.com/harness9/compaction-operator/compaction/compactclient"
@@ -72,8 +73,9 @@ func TestHostileStorage(t *testing.T) {
 		huge: testenv.HostileHugeState, unsized: testenv.HostileHugeStateUnsized,
 		endless: testenv.HostileEndlessList, trickle: testenv.HostileTrickle,
 	})
-	mgr := cl.StartManagerEnv(bin, []string{"GOMEMLIMIT=" + strconv.Itoa(chartGOMEMLIMIT)},
-		"--api-request-timeout", requestTimeout.String(), "--gc-retry-max-delay", "5s")
+	mgr := cl.StartManagerEnv(bin, []string{"GOMEMLIMIT=" + strconv.Itoa(chartGOMEMLIMIT)}, func(c *configv1alpha1.Configuration) {
+		c.API.RequestTimeout, c.Controllers.GCRetryMaxDelay = operator.Duration(requestTimeout), operator.Duration(5*time.Second)
+	})
 	ctx, c := context.Background(), cl.Client
 	for _, ns := range []string{hostileNS, goodNS} {
 		testenv.Must(t, c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}))

@@ -42,6 +42,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
+	configv1alpha1 "github.com/harness9/compaction-operator/api/config/v1alpha1"
 	v1alpha1 "github.com/harness9/compaction-operator/api/v1alpha1"
 	"github.com/harness9/compaction-operator/internal/dev/builder"
 	"github.com/harness9/compaction-operator/internal/dev/testenv"
@@ -368,6 +369,25 @@ func TestDeploymentMatchesConfig(t *testing.T) {
 	if gp.ServiceAccountName != prefix+"controller-manager" {
 		t.Errorf("serviceAccountName %q", gp.ServiceAccountName)
 	}
+	if !equality.Semantic.DeepEqual(gc.VolumeMounts, wc.VolumeMounts) {
+		t.Errorf("volumeMounts: chart %+v, config/manager/manager.yaml %+v", gc.VolumeMounts, wc.VolumeMounts)
+	}
+
+	// The configuration files are the same, but for the Lease's namespace: the chart names the
+	// release's, config/manager leaves it to the manager (the namespace the pod runs in).
+	_, gotCfg := managerConfig(t, h)
+	data, err := os.ReadFile(filepath.Join(testenv.RepoRoot(t), "config", "manager", "config.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantCfg, err := configv1alpha1.Decode(data)
+	if err != nil {
+		t.Fatalf("config/manager/config.yaml: %v", err)
+	}
+	wantCfg.LeaderElection.ResourceNamespace = namespace
+	if !equality.Semantic.DeepEqual(gotCfg, wantCfg) {
+		t.Errorf("configuration: chart renders %+v, config/manager/config.yaml has %+v", gotCfg, wantCfg)
+	}
 }
 
 func chartAppVersion(t *testing.T) string {
@@ -385,13 +405,41 @@ func chartAppVersion(t *testing.T) string {
 	return c.AppVersion
 }
 
-// managerArgs renders the chart with args and returns the manager container's flags.
-func managerArgs(t *testing.T, h *helmCLI, args ...string) (*appsv1.Deployment, []string) {
+// managerDeployment renders the chart with args and returns the manager's Deployment.
+func managerDeployment(t *testing.T, h *helmCLI, args ...string) *appsv1.Deployment {
 	t.Helper()
 	var d appsv1.Deployment
 	typed(t, find(t, decode(t, h.template(t, args...)), "Deployment", prefix+"controller-manager"), &d)
-	return &d, d.Spec.Template.Spec.Containers[0].Args
+	return &d
 }
+
+// managerConfig renders the chart with args and returns the manager's configuration file
+// as the manager reads it (strictly, defaulted and validated), and the Deployment, which
+// must mount it where its --config points.
+func managerConfig(t *testing.T, h *helmCLI, args ...string) (*appsv1.Deployment, *configv1alpha1.Configuration) {
+	t.Helper()
+	objs := decode(t, h.template(t, args...))
+	var d appsv1.Deployment
+	var cm corev1.ConfigMap
+	typed(t, find(t, objs, "Deployment", prefix+"controller-manager"), &d)
+	typed(t, find(t, objs, "ConfigMap", prefix+"manager-config"), &cm)
+	c, err := configv1alpha1.Decode([]byte(cm.Data["config.yaml"]))
+	if err != nil {
+		t.Fatalf("the manager rejects the rendered configuration: %v\n%s", err, cm.Data["config.yaml"])
+	}
+	pod := d.Spec.Template.Spec
+	if !slices.Contains(pod.Containers[0].Args, "--config="+configPath) || !slices.ContainsFunc(pod.Volumes, func(v corev1.Volume) bool {
+		return v.Name == "config" && v.ConfigMap != nil && v.ConfigMap.Name == cm.Name
+	}) || !slices.ContainsFunc(pod.Containers[0].VolumeMounts, func(m corev1.VolumeMount) bool {
+		return m.Name == "config" && m.MountPath == filepath.Dir(configPath) && m.ReadOnly
+	}) {
+		t.Errorf("the Deployment does not mount %s at %s: args %q, volumes %+v", cm.Name, configPath, pod.Containers[0].Args, pod.Volumes)
+	}
+	return &d, c
+}
+
+// configPath is where the Deployment mounts the manager's configuration file.
+const configPath = "/etc/compaction-operator/config/config.yaml"
 
 // TestValues checks what the main values change in the rendered manifests.
 func TestValues(t *testing.T) {
@@ -585,9 +633,9 @@ func testLeaderElection(t *testing.T, h *helmCLI) {
 		{2, false, true},
 	} {
 		set := fmt.Sprintf("replicaCount=%d,leaderElection.enabled=%v", c.replicas, c.enabled)
-		d, args := managerArgs(t, h, "--set", set)
-		if got := slices.Contains(args, "--leader-elect"); got != c.want {
-			t.Errorf("%s: --leader-elect %v, want %v (args %q)", set, got, c.want, args)
+		d, cfg := managerConfig(t, h, "--set", set)
+		if got := cfg.LeaderElection.LeaderElect; got != c.want || cfg.LeaderElection.ResourceNamespace != namespace {
+			t.Errorf("%s: leaderElection %+v, want leaderElect %v in %s", set, cfg.LeaderElection, c.want, namespace)
 		}
 		if d.Spec.Replicas == nil || *d.Spec.Replicas != c.replicas {
 			t.Errorf("%s: replicas %v", set, d.Spec.Replicas)
@@ -595,17 +643,17 @@ func testLeaderElection(t *testing.T, h *helmCLI) {
 	}
 }
 
-// certDirArg is the manager flag of the CertManager and Secret modes.
-const certDirArg = "--api-cert-dir=/etc/compaction-operator/api-tls"
+// certDir is api.tls.certDir in the CertManager and Secret modes.
+const certDir = "/etc/compaction-operator/api-tls"
 
 func testAPITLS(t *testing.T, h *helmCLI) {
 	t.Run("SelfSigned", func(t *testing.T) { testTLSSelfSigned(t, h) })
 	t.Run("Secret", func(t *testing.T) { testTLSSecret(t, h) })
 	t.Run("CertManager", func(t *testing.T) { testTLSCertManager(t, h) })
 	t.Run("InsecureServeHTTP", func(t *testing.T) {
-		_, args := managerArgs(t, h, "--set", "api.tls.insecureServeHTTP=true")
-		if !slices.Contains(args, "--api-insecure-serve-http") {
-			t.Errorf("args %q lack --api-insecure-serve-http", args)
+		_, cfg := managerConfig(t, h, "--set", "api.tls.insecureServeHTTP=true")
+		if !cfg.API.TLS.InsecureServeHTTP {
+			t.Errorf("api.tls %+v, want insecureServeHTTP", cfg.API.TLS)
 		}
 	})
 	t.Run("Errors", func(t *testing.T) {
@@ -624,28 +672,25 @@ func testAPITLS(t *testing.T, h *helmCLI) {
 func mountedTLS(t *testing.T, d *appsv1.Deployment, secret string) {
 	t.Helper()
 	pod := d.Spec.Template.Spec
-	if len(pod.Volumes) != 1 || pod.Volumes[0].Secret == nil || pod.Volumes[0].Secret.SecretName != secret {
-		t.Errorf("volumes %+v, want Secret %s", pod.Volumes, secret)
+	if len(pod.Volumes) != 2 || pod.Volumes[1].Secret == nil || pod.Volumes[1].Secret.SecretName != secret {
+		t.Errorf("volumes %+v, want the configuration and Secret %s", pod.Volumes, secret)
 	}
 	m := pod.Containers[0].VolumeMounts
-	if len(m) != 1 || m[0].MountPath != "/etc/compaction-operator/api-tls" || !m[0].ReadOnly {
+	if len(m) != 2 || m[1].MountPath != certDir || !m[1].ReadOnly {
 		t.Errorf("volumeMounts %+v", m)
 	}
 }
 
 func testTLSSelfSigned(t *testing.T, h *helmCLI) {
 	objs := decode(t, h.template(t))
-	var d appsv1.Deployment
-	typed(t, find(t, objs, "Deployment", prefix+"controller-manager"), &d)
-	args := d.Spec.Template.Spec.Containers[0].Args
-	for _, want := range []string{"--api-cert-secret=" + prefix + "api-cert", "--api-ca-configmap=" + prefix + "api-ca",
-		"--api-service-name=" + prefix + "api", "--metrics-service-name=" + prefix + "controller-manager-metrics-service"} {
-		if !slices.Contains(args, want) {
-			t.Errorf("args %q lack %s", args, want)
-		}
+	d, cfg := managerConfig(t, h)
+	tls := cfg.API.TLS
+	if tls.SecretName != prefix+"api-cert" || tls.CAConfigMap != prefix+"api-ca" || tls.ServiceName != prefix+"api" ||
+		cfg.Metrics.ServiceName != prefix+"controller-manager-metrics-service" || tls.Namespace != namespace {
+		t.Errorf("api.tls %+v, metrics.serviceName %s: want the release's names", tls, cfg.Metrics.ServiceName)
 	}
-	if slices.Contains(args, certDirArg) || slices.Contains(args, "--api-insecure-serve-http") || len(d.Spec.Template.Spec.Volumes) != 0 {
-		t.Errorf("SelfSigned mounts a certificate or serves HTTP: args %q", args)
+	if tls.CertDir != "" || tls.InsecureServeHTTP || len(d.Spec.Template.Spec.Volumes) != 1 {
+		t.Errorf("SelfSigned mounts a certificate or serves HTTP: api.tls %+v, volumes %+v", tls, d.Spec.Template.Spec.Volumes)
 	}
 	// The manager may read and write only its Secret and ConfigMap; every ServiceAccount
 	// may read the ConfigMap.
@@ -671,9 +716,9 @@ func testTLSSelfSigned(t *testing.T, h *helmCLI) {
 }
 
 func testTLSSecret(t *testing.T, h *helmCLI) {
-	d, args := managerArgs(t, h, "--set", "api.tls.mode=Secret,api.tls.secretName=api-tls")
-	if !slices.Contains(args, certDirArg) || !slices.Contains(args, "--api-ca-configmap="+prefix+"api-ca") {
-		t.Errorf("args %q lack %s or the CA ConfigMap", args, certDirArg)
+	d, cfg := managerConfig(t, h, "--set", "api.tls.mode=Secret,api.tls.secretName=api-tls")
+	if cfg.API.TLS.CertDir != certDir || cfg.API.TLS.CAConfigMap != prefix+"api-ca" {
+		t.Errorf("api.tls %+v, want certDir %s and the CA ConfigMap", cfg.API.TLS, certDir)
 	}
 	mountedTLS(t, d, "api-tls")
 	if _, err := h.try("template", release, h.chart, "--set", "api.tls.mode=Secret"); err == nil ||
@@ -688,12 +733,11 @@ func testTLSCertManager(t *testing.T, h *helmCLI) {
 		t.Errorf("CertManager mode without cert-manager's API: %v, want a clear failure", err)
 	}
 	objs := decode(t, h.template(t, "--api-versions", "cert-manager.io/v1", "--set", "api.tls.mode=CertManager"))
-	var d appsv1.Deployment
-	typed(t, find(t, objs, "Deployment", prefix+"controller-manager"), &d)
-	if !slices.Contains(d.Spec.Template.Spec.Containers[0].Args, certDirArg) {
-		t.Errorf("args lack %s", certDirArg)
+	d, cfg := managerConfig(t, h, "--api-versions", "cert-manager.io/v1", "--set", "api.tls.mode=CertManager")
+	if cfg.API.TLS.CertDir != certDir {
+		t.Errorf("api.tls.certDir %q, want %s", cfg.API.TLS.CertDir, certDir)
 	}
-	mountedTLS(t, &d, prefix+"api-tls")
+	mountedTLS(t, d, prefix+"api-tls")
 	cert := find(t, objs, "Certificate", prefix+"api")
 	secret, _, _ := unstructured.NestedString(cert.Object, "spec", "secretName")
 	dns, _, _ := unstructured.NestedStringSlice(cert.Object, "spec", "dnsNames")
@@ -762,25 +806,50 @@ func TestNotes(t *testing.T) {
 }
 
 func testManagerFlags(t *testing.T, h *helmCLI) {
-	_, args := managerArgs(t, h, "--set", "metrics.secure=false,manager.logLevel=debug,manager.clusterResourceNamespace=secrets,api.tokenAudience=agents.example.com",
-		"--set-json", `manager.extraArgs=["--api-request-timeout=90s"]`,
+	set := []string{"--set", "metrics.secure=false,manager.logLevel=debug,manager.clusterResourceNamespace=secrets,api.tokenAudience=agents.example.com",
+		"--set-json", `manager.extraArgs=["--zap-encoder=console"]`,
+		"--set-json", `manager.config={"api":{"requestTimeout":"90s","summariesOffTurn":false},"controllers":{"sessionWorkers":8}}`,
 		"--set-json", `manager.clusterPolicySecretNamespaces=["shared","vault"]`,
 		"--set-json", `manager.allowedEndpoints=["minio.minio.svc:9000","*.amazonaws.com","10.0.0.0/8"]`,
-		"--set-json", `manager.namespacedPolicyEndpoints=["minio.minio.svc:9000","10.1.0.0/16"]`)
-	for _, want := range []string{"--namespaced-policy-endpoints=minio.minio.svc:9000,10.1.0.0/16", "--metrics-secure=false", "--zap-log-level=debug", "--cluster-resource-namespace=secrets", "--api-request-timeout=90s",
-		"--api-token-audience=agents.example.com",
-		"--cluster-policy-secret-namespaces=shared,vault", "--allowed-endpoints=minio.minio.svc:9000,*.amazonaws.com,10.0.0.0/8"} {
+		"--set-json", `manager.namespacedPolicyEndpoints=["minio.minio.svc:9000","10.1.0.0/16"]`}
+	d, cfg := managerConfig(t, h, set...)
+	args := d.Spec.Template.Spec.Containers[0].Args
+	for _, want := range []string{"--zap-log-level=debug", "--zap-encoder=console"} {
 		if !slices.Contains(args, want) {
 			t.Errorf("args %q lack %s", args, want)
 		}
 	}
+	checks := []struct {
+		what      string
+		got, want any
+	}{
+		{"egress.namespacedPolicyEndpoints", cfg.Egress.NamespacedPolicyEndpoints, []string{"minio.minio.svc:9000", "10.1.0.0/16"}},
+		{"egress.allowedEndpoints", cfg.Egress.AllowedEndpoints, []string{"minio.minio.svc:9000", "*.amazonaws.com", "10.0.0.0/8"}},
+		{"secrets.clusterPolicyNamespaces", cfg.Secrets.ClusterPolicyNamespaces, []string{"shared", "vault"}},
+		{"metrics.secure", *cfg.Metrics.Secure, false},
+		{"clusterResourceNamespace", cfg.ClusterResourceNamespace, "secrets"},
+		{"api.tokenAudience", cfg.API.TokenAudience, "agents.example.com"},
+		{"api.requestTimeout (manager.config)", cfg.API.RequestTimeout.Duration, 90 * time.Second},
+		{"api.summariesOffTurn (manager.config)", *cfg.API.SummariesOffTurn, false},
+		{"controllers.sessionWorkers (manager.config)", cfg.Controllers.SessionWorkers, int32(8)},
+	}
+	for _, c := range checks {
+		if !equality.Semantic.DeepEqual(c.got, c.want) {
+			t.Errorf("%s = %v, want %v", c.what, c.got, c.want)
+		}
+	}
 	// By default none is set: every endpoint for cluster policies, none for namespaced ones
 	// (the manager's default), and only the operator's namespace's Secrets.
-	_, args = managerArgs(t, h)
-	for _, a := range args {
-		if strings.HasPrefix(a, "--allowed-endpoints") || strings.HasPrefix(a, "--cluster-policy-secret-namespaces") || strings.HasPrefix(a, "--namespaced-policy-endpoints") {
-			t.Errorf("default args have %s", a)
-		}
+	_, cfg = managerConfig(t, h)
+	if cfg.Egress.AllowedEndpoints != nil || cfg.Egress.NamespacedPolicyEndpoints != nil || cfg.Secrets.ClusterPolicyNamespaces != nil {
+		t.Errorf("the defaults render egress %+v, secrets %+v", cfg.Egress, cfg.Secrets)
+	}
+	// A field the manager does not know stops the install at start: the test sees what the
+	// manager would say.
+	var cm corev1.ConfigMap
+	typed(t, find(t, decode(t, h.template(t, "--set-json", `manager.config={"api":{"requestTimout":"90s"}}`)), "ConfigMap", prefix+"manager-config"), &cm)
+	if _, err := configv1alpha1.Decode([]byte(cm.Data["config.yaml"])); err == nil || !strings.Contains(err.Error(), `unknown field "api.requestTimout"`) {
+		t.Errorf("a misspelt manager.config field: %v, want the manager to name it", err)
 	}
 }
 
@@ -789,7 +858,7 @@ func testManagerFlags(t *testing.T, h *helmCLI) {
 func testMemoryLimit(t *testing.T, h *helmCLI) {
 	goMemLimit := func(args ...string) (string, bool) {
 		t.Helper()
-		d, _ := managerArgs(t, h, args...)
+		d := managerDeployment(t, h, args...)
 		for _, e := range d.Spec.Template.Spec.Containers[0].Env {
 			if e.Name == "GOMEMLIMIT" {
 				return e.Value, true
@@ -822,7 +891,7 @@ func testMemoryLimit(t *testing.T, h *helmCLI) {
 		}
 	}
 	// A GOMEMLIMIT of the user's wins, and is the only one.
-	d, _ := managerArgs(t, h, "--set-json", `manager.extraEnv=[{"name":"GOMEMLIMIT","value":"300MiB"}]`)
+	d := managerDeployment(t, h, "--set-json", `manager.extraEnv=[{"name":"GOMEMLIMIT","value":"300MiB"}]`)
 	var values []string
 	for _, e := range d.Spec.Template.Spec.Containers[0].Env {
 		if e.Name == "GOMEMLIMIT" {
@@ -833,23 +902,21 @@ func testMemoryLimit(t *testing.T, h *helmCLI) {
 		t.Errorf("GOMEMLIMIT in extraEnv: the container has GOMEMLIMIT %q, want only the user's", values)
 	}
 
-	_, args := managerArgs(t, h, "--set", "api.maxBodyBytes=16777216,api.maxInflightBytes=134217728")
-	for _, want := range []string{"--api-max-body-bytes=16777216", "--api-max-inflight-bytes=134217728"} {
-		if !slices.Contains(args, want) {
-			t.Errorf("args %q lack %s", args, want)
-		}
+	_, cfg := managerConfig(t, h, "--set", "api.maxBodyBytes=16777216,api.maxInflightBytes=134217728")
+	if cfg.API.MaxBodyBytes != 16777216 || cfg.API.MaxInflightBytes != 134217728 {
+		t.Errorf("api.maxBodyBytes %d, api.maxInflightBytes %d", cfg.API.MaxBodyBytes, cfg.API.MaxInflightBytes)
 	}
-	if _, args := managerArgs(t, h); slices.ContainsFunc(args, func(a string) bool { return strings.HasPrefix(a, "--api-max-") }) {
-		t.Errorf("the defaults render API limit flags: %q", args)
+	if _, cfg := managerConfig(t, h); cfg.API.MaxBodyBytes != configv1alpha1.DefaultMaxBodyBytes || cfg.API.MaxInflightBytes != configv1alpha1.DefaultMaxInflightBytes {
+		t.Errorf("the defaults render API limits: %d, %d", cfg.API.MaxBodyBytes, cfg.API.MaxInflightBytes)
 	}
 }
 
 func testImage(t *testing.T, h *helmCLI) {
-	d, _ := managerArgs(t, h, "--set", "image.tag=v9.9.9")
+	d := managerDeployment(t, h, "--set", "image.tag=v9.9.9")
 	if got := d.Spec.Template.Spec.Containers[0].Image; got != "ghcr.io/harness9/compaction-operator:v9.9.9" {
 		t.Errorf("image %q", got)
 	}
-	d, _ = managerArgs(t, h, "--set", "image.digest=sha256:0123")
+	d = managerDeployment(t, h, "--set", "image.digest=sha256:0123")
 	if got := d.Spec.Template.Spec.Containers[0].Image; got != "ghcr.io/harness9/compaction-operator@sha256:0123" {
 		t.Errorf("image %q", got)
 	}

@@ -39,6 +39,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
+	configv1alpha1 "github.com/harness9/compaction-operator/api/config/v1alpha1"
 	compactionv1alpha1 "github.com/harness9/compaction-operator/api/v1alpha1"
 	"github.com/harness9/compaction-operator/compaction"
 	"github.com/harness9/compaction-operator/compaction/compactclient"
@@ -86,14 +87,22 @@ func TestLoad(t *testing.T) {
 
 func setUp(t *testing.T) *env {
 	e := &env{chart: renderChart(t)}
-	t.Logf("the chart runs the manager with args %q, env %q and a memory limit of %d MiB", e.chart.args, e.chart.env, e.chart.memoryLimit>>20)
+	t.Logf("the chart runs the manager with args %q, env %q, a memory limit of %d MiB and the configuration\n%s", e.chart.args, e.chart.env, e.chart.memoryLimit>>20, e.chart.config)
 	e.cl = operator.Install(t)
 	e.m = testenv.StartMinIO(t)
 	for _, kv := range e.chart.env {
 		k, v, _ := strings.Cut(kv, "=")
 		t.Setenv(k, v) // the manager inherits the test's environment
 	}
-	e.mgr = e.cl.StartManager(testenv.BuildManager(t), e.chart.args...)
+	cfg, err := configv1alpha1.Decode(e.chart.config)
+	if err != nil {
+		t.Fatalf("the chart's configuration: %v", err)
+	}
+	e.mgr = e.cl.StartManager(testenv.BuildManager(t), func(c *configv1alpha1.Configuration) {
+		loopback := c.Egress.NamespacedPolicyEndpoints // MinIO's, which StartManager allows
+		*c = *cfg
+		c.Egress.NamespacedPolicyEndpoints = loopback
+	})
 	e.cl.CreateMinIOPolicy(ns, policy, prefix, e.m, window, nil)
 	e.token = e.cl.BindAgent(ns, "agent")
 	e.bystander = e.cl.CreateReadySession(ns, "bystander", policy).Name
@@ -102,7 +111,8 @@ func setUp(t *testing.T) *env {
 
 // chartManager is how the chart's Deployment runs the manager.
 type chartManager struct {
-	args        []string // flags, without the addresses and leader election the test sets
+	args        []string // flags, without --config and the addresses the test sets
+	config      []byte   // the configuration file
 	env         []string // NAME=value for the variables with a literal value
 	memoryLimit int64
 }
@@ -117,7 +127,7 @@ func renderChart(t *testing.T) chartManager {
 	}
 	home := t.TempDir()
 	cmd := exec.Command(helm, "template", "compaction-operator", filepath.Join(root, "charts", "compaction-operator"),
-		"-n", "compaction-system", "--show-only", "templates/deployment.yaml")
+		"-n", "compaction-system", "--show-only", "templates/deployment.yaml", "--show-only", "templates/manager-config.yaml")
 	cmd.Env = append(os.Environ(), "HELM_CACHE_HOME="+filepath.Join(home, "cache"), "HELM_CONFIG_HOME="+filepath.Join(home, "config"),
 		"HELM_DATA_HOME="+filepath.Join(home, "data"), "KUBECONFIG="+filepath.Join(home, "none"))
 	out, err := cmd.Output()
@@ -125,14 +135,21 @@ func renderChart(t *testing.T) chartManager {
 		t.Fatalf("helm template: %v", err)
 	}
 	var d appsv1.Deployment
-	if err := yaml.Unmarshal(out, &d); err != nil {
-		t.Fatalf("the chart's Deployment: %v", err)
+	var config corev1.ConfigMap
+	for doc := range strings.SplitSeq(string(out), "\n---\n") {
+		if strings.Contains(doc, "kind: ConfigMap") {
+			if err := yaml.Unmarshal([]byte(doc), &config); err != nil {
+				t.Fatalf("the chart's configuration: %v", err)
+			}
+		} else if err := yaml.Unmarshal([]byte(doc), &d); err != nil {
+			t.Fatalf("the chart's Deployment: %v", err)
+		}
 	}
 	c := d.Spec.Template.Spec.Containers[0]
-	var cm chartManager
+	cm := chartManager{config: []byte(config.Data["config.yaml"])}
 	for _, a := range c.Args {
 		name, _, _ := strings.Cut(strings.TrimLeft(a, "-"), "=")
-		if strings.HasSuffix(name, "bind-address") || name == "leader-elect" {
+		if strings.HasSuffix(name, "bind-address") || name == "config" {
 			continue
 		}
 		cm.args = append(cm.args, a)

@@ -30,6 +30,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	configv1alpha1 "github.com/harness9/compaction-operator/api/config/v1alpha1"
 	compactionv1alpha1 "github.com/harness9/compaction-operator/api/v1alpha1"
 	"github.com/harness9/compaction-operator/compaction"
 	"github.com/harness9/compaction-operator/compaction/storage/s3"
@@ -49,8 +50,10 @@ func TestManagerWithGeneratedRBAC(t *testing.T) {
 	cl := operator.Install(t)
 	m := testenv.StartMinIO(t)
 	certDir := selfSignedCert(t)
-	mgr := cl.StartManager(testenv.BuildManager(t), "--storage-retry-interval", "1s", "--gc-retry-max-delay", "2s",
-		"--api-cert-dir", certDir)
+	mgr := cl.StartManager(testenv.BuildManager(t), func(c *configv1alpha1.Configuration) {
+		c.Controllers.StorageRetryInterval, c.Controllers.GCRetryMaxDelay = operator.Duration(time.Second), operator.Duration(2*time.Second)
+		c.API.TLS.CertDir = certDir
+	})
 	metricsAddr := mgr.MetricsAddr
 	c, ctx := cl.Client, context.Background()
 

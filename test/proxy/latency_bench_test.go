@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -22,6 +23,7 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	configv1alpha1 "github.com/harness9/compaction-operator/api/config/v1alpha1"
 	compactionv1alpha1 "github.com/harness9/compaction-operator/api/v1alpha1"
 	"github.com/harness9/compaction-operator/compaction"
 	"github.com/harness9/compaction-operator/compaction/compactclient"
@@ -59,7 +61,7 @@ func BenchmarkSummarizerLatency(b *testing.B) {
 		}
 		b.Run(mode, func(b *testing.B) {
 			lb := startLatencyEnv(b, offTurn)
-			for _, delay := range []time.Duration{2 * time.Second, 15 * time.Second} {
+			for _, delay := range latencyDelays(b) {
 				b.Run(fmt.Sprintf("Summarizer%s", delay), func(b *testing.B) {
 					var last latencyRun
 					for i := range b.N {
@@ -73,6 +75,24 @@ func BenchmarkSummarizerLatency(b *testing.B) {
 	}
 }
 
+// latencyDelays are the summarizer's delays to measure: 2 s and 15 s, or the comma-separated
+// durations of BENCH_LATENCY_DELAYS (CI runs one short delay, to keep the benchmark working).
+func latencyDelays(b *testing.B) []time.Duration {
+	v := os.Getenv("BENCH_LATENCY_DELAYS")
+	if v == "" {
+		return []time.Duration{2 * time.Second, 15 * time.Second}
+	}
+	var out []time.Duration
+	for _, f := range strings.Split(v, ",") {
+		d, err := time.ParseDuration(strings.TrimSpace(f))
+		if err != nil || d <= 0 {
+			b.Fatalf("BENCH_LATENCY_DELAYS=%q: %q is not a positive duration", v, f)
+		}
+		out = append(out, d)
+	}
+	return out
+}
+
 // latencyEnv is the manager, its MinIO and a client of its API.
 type latencyEnv struct {
 	env *devenv.Env
@@ -84,7 +104,7 @@ func startLatencyEnv(b *testing.B, offTurn bool) *latencyEnv {
 	b.Helper()
 	ctx := context.Background()
 	env, err := devenv.Start(ctx, devenv.Options{Root: testenv.RepoRoot(b), Dir: b.TempDir(), ManagerBin: testenv.BuildManager(b),
-		ManagerArgs: []string{fmt.Sprintf("--api-summaries-off-turn=%t", offTurn)}})
+		Config: &configv1alpha1.Configuration{API: configv1alpha1.API{SummariesOffTurn: &offTurn}}})
 	testenv.Must(b, err)
 	b.Cleanup(env.Stop)
 	scheme := runtime.NewScheme()

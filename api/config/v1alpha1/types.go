@@ -146,8 +146,8 @@ type Egress struct {
 	// all that allowedEndpoints allows. A namespace admin writes those policies, and the
 	// manager connects to and reads from what they name: absent (the default), they may name
 	// only what allowedEndpoints lists, and nothing when that is empty; [] allows none.
-	// ClusterCompactionPolicies are not affected.
-	NamespacedPolicyEndpoints []string `json:"namespacedPolicyEndpoints,omitempty"`
+	// ClusterCompactionPolicies are not affected. (No omitempty: a written [] stays [].)
+	NamespacedPolicyEndpoints []string `json:"namespacedPolicyEndpoints"`
 }
 
 // API configures the compaction API.

@@ -162,8 +162,9 @@ func nonNegativeDuration(p *field.Path, d time.Duration) field.ErrorList {
 }
 
 func namespace(p *field.Path, ns string) field.ErrorList {
-	var errs field.ErrorList
-	for _, msg := range validation.IsDNS1123Label(ns) {
+	msgs := validation.IsDNS1123Label(ns)
+	errs := make(field.ErrorList, 0, len(msgs))
+	for _, msg := range msgs {
 		errs = append(errs, field.Invalid(p, ns, msg))
 	}
 	return errs

@@ -172,3 +172,42 @@ A map of strings as a CEL map literal, keys sorted: {'cpu': '10m', 'memory': '32
 {{- end }}
 {{- printf "{%s}" (join ", " $parts) }}
 {{- end }}
+
+{{/*
+The manager's configuration file (--config; docs/operations.md lists every field), from the
+values, with manager.config merged over it.
+*/}}
+{{- define "compaction-operator.managerConfig" -}}
+{{- $tlsMode := include "compaction-operator.tlsMode" . }}
+{{- $fullname := include "compaction-operator.fullname" . }}
+{{- $tls := dict }}
+{{- $metrics := dict "secure" (ne .Values.metrics.secure false) }}
+{{- if eq $tlsMode "Insecure" }}
+{{- $_ := set $tls "insecureServeHTTP" true }}
+{{- else }}
+{{- if has $tlsMode (list "CertManager" "Secret") }}
+{{- $_ := set $tls "certDir" .Values.api.tls.mountPath }}
+{{- else }}
+{{- $_ := set $tls "secretName" (printf "%s-api-cert" $fullname) }}
+{{- with .Values.api.tls.selfSigned.caValidity }}{{ $_ := set $tls "caValidity" . }}{{ end }}
+{{- with .Values.api.tls.selfSigned.certValidity }}{{ $_ := set $tls "certValidity" . }}{{ end }}
+{{- end }}
+{{- $_ := set $tls "caConfigMap" (include "compaction-operator.apiCAConfigMap" .) }}
+{{- $_ := set $tls "serviceName" (printf "%s-api" $fullname) }}
+{{- $_ := set $metrics "serviceName" (printf "%s-controller-manager-metrics-service" $fullname) }}
+{{- end }}
+{{- $api := dict "tokenAudience" (required "api.tokenAudience must be set" .Values.api.tokenAudience) "tls" $tls }}
+{{- with .Values.api.maxBodyBytes }}{{ $_ := set $api "maxBodyBytes" (int64 .) }}{{ end }}
+{{- with .Values.api.maxInflightBytes }}{{ $_ := set $api "maxInflightBytes" (int64 .) }}{{ end }}
+{{- $leaderElection := dict "leaderElect" (eq (include "compaction-operator.leaderElect" .) "true") "resourceNamespace" .Release.Namespace }}
+{{- $cfg := dict "leaderElection" $leaderElection "metrics" $metrics "api" $api }}
+{{- with .Values.manager.clusterResourceNamespace }}{{ $_ := set $cfg "clusterResourceNamespace" . }}{{ end }}
+{{- with .Values.manager.clusterPolicySecretNamespaces }}{{ $_ := set $cfg "secrets" (dict "clusterPolicyNamespaces" .) }}{{ end }}
+{{- $egress := dict }}
+{{- with .Values.manager.allowedEndpoints }}{{ $_ := set $egress "allowedEndpoints" . }}{{ end }}
+{{- with .Values.manager.namespacedPolicyEndpoints }}{{ $_ := set $egress "namespacedPolicyEndpoints" . }}{{ end }}
+{{- if $egress }}{{ $_ := set $cfg "egress" $egress }}{{ end -}}
+apiVersion: config.compaction.harness9.io/v1alpha1
+kind: Configuration
+{{ toYaml (mustMergeOverwrite $cfg (deepCopy (.Values.manager.config | default dict))) }}
+{{- end }}

@@ -11,7 +11,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strings"
 	"time"
 
@@ -25,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/yaml"
 
+	configv1alpha1 "github.com/harness9/compaction-operator/api/config/v1alpha1"
 	"github.com/harness9/compaction-operator/compaction/compactclient"
 	"github.com/harness9/compaction-operator/internal/dev/localminio"
 	"github.com/harness9/compaction-operator/internal/dev/proc"
@@ -44,8 +44,12 @@ type Options struct {
 	Dir string
 	// ManagerBin is the manager binary; default bin/manager.
 	ManagerBin string
-	// ManagerArgs are added to the manager's command line.
+	// ManagerArgs are added to the manager's command line (its flags: addresses and logging).
 	ManagerArgs []string
+	// Config, when set, is the base of the manager's configuration file; Start sets the
+	// namespaces to its own and, unless Config sets them, lets namespaced policies name
+	// loopback endpoints.
+	Config *configv1alpha1.Configuration
 }
 
 // Env is a running local environment.
@@ -153,20 +157,34 @@ func Start(ctx context.Context, opts Options) (_ *Env, err error) {
 	if e.logFile, err = os.Create(e.ManagerLog); err != nil {
 		return nil, fmt.Errorf("create manager log: %w", err)
 	}
+	cfg := &configv1alpha1.Configuration{}
+	if opts.Config != nil {
+		cfg = opts.Config.DeepCopy()
+	}
+	cfg.APIVersion, cfg.Kind = configv1alpha1.GroupVersion.String(), configv1alpha1.Kind
+	// The cluster policies' Secrets and pinned locations, the self-signed certificate's
+	// Secret and the CA bundle's ConfigMap.
+	cfg.ClusterResourceNamespace, cfg.API.TLS.Namespace = operatorNamespace, operatorNamespace
+	// MinIO and the scripted summarizers listen on loopback: namespaced policies may name it
+	// (the manager's default is no endpoint at all), unless the caller says otherwise.
+	if cfg.Egress.NamespacedPolicyEndpoints == nil {
+		cfg.Egress.NamespacedPolicyEndpoints = []string{"127.0.0.1", "::1", "localhost"}
+	}
+	data, err := yaml.Marshal(cfg)
+	if err != nil {
+		return nil, err
+	}
+	configFile := filepath.Join(opts.Dir, "manager-config.yaml")
+	if err := os.WriteFile(configFile, data, 0o600); err != nil {
+		return nil, err
+	}
 	args := append([]string{
+		"--config", configFile,
 		"--kubeconfig", e.Kubeconfig,
 		"--metrics-bind-address", "0",
 		"--health-probe-bind-address", e.ProbeAddr,
 		"--api-bind-address", e.APIAddr,
-		"--cluster-resource-namespace", operatorNamespace,
-		// The self-signed certificate's Secret and the CA bundle's ConfigMap.
-		"--api-cert-namespace", operatorNamespace,
 	}, opts.ManagerArgs...)
-	// MinIO and the scripted summarizers listen on loopback: namespaced policies may name it
-	// (the manager's default is no endpoint at all), unless the caller says otherwise.
-	if !slices.ContainsFunc(opts.ManagerArgs, func(a string) bool { return strings.HasPrefix(a, "--namespaced-policy-endpoints") }) {
-		args = append(args, "--namespaced-policy-endpoints=127.0.0.1,::1,localhost")
-	}
 	cmd := exec.Command(opts.ManagerBin, args...)
 	if e.manager, err = proc.Start(cmd, 64<<10, e.logFile); err != nil {
 		return nil, err
@@ -175,7 +193,7 @@ func Start(ctx context.Context, opts Options) (_ *Env, err error) {
 		return nil, fmt.Errorf("manager: %w (log: %s)", err, e.ManagerLog)
 	}
 	e.APIURL = "https://" + e.APIAddr
-	if slices.Contains(opts.ManagerArgs, "--api-insecure-serve-http") {
+	if cfg.API.TLS.InsecureServeHTTP {
 		e.APIURL = "http://" + e.APIAddr
 		return e, nil
 	}

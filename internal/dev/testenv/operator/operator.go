@@ -10,7 +10,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -30,7 +29,9 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	"sigs.k8s.io/yaml"
 
+	configv1alpha1 "github.com/harness9/compaction-operator/api/config/v1alpha1"
 	compactionv1alpha1 "github.com/harness9/compaction-operator/api/v1alpha1"
 	"github.com/harness9/compaction-operator/compaction/compactclient"
 	"github.com/harness9/compaction-operator/internal/dev/builder"
@@ -186,10 +187,10 @@ func (c *Cluster) TokenKubeconfig(token string) string {
 type Manager struct {
 	*proc.Process
 	MetricsAddr, ProbeAddr, APIAddr string
-	// URL is the compaction API's base URL: https unless --api-insecure-serve-http.
+	// URL is the compaction API's base URL: https unless api.tls.insecureServeHTTP.
 	URL string
 	// CAFile and CAPool hold the CA bundle the manager published (ConfigMap CAConfigMap),
-	// when it issued its own certificate (no --api-cert-dir, no plain HTTP).
+	// when it issued its own certificate (no api.tls.certDir, no plain HTTP).
 	CAFile string
 	CAPool *x509.CertPool
 }
@@ -218,32 +219,52 @@ func (m *Manager) APIClient(t testing.TB, token string, opts ...compactclient.Op
 	return c
 }
 
-// NamespacedEndpointsUnset, among StartManager's flags, starts the manager without
-// --namespaced-policy-endpoints (which StartManager otherwise sets to loopback).
-const NamespacedEndpointsUnset = "(--namespaced-policy-endpoints unset)"
+// NamespacedEndpointsUnset, among StartManager's configure functions, starts the manager
+// without egress.namespacedPolicyEndpoints (which StartManager otherwise sets to loopback).
+func NamespacedEndpointsUnset(c *configv1alpha1.Configuration) {
+	c.Egress.NamespacedPolicyEndpoints = nil
+}
 
-// StartManager builds (once per call; the build cache makes it quick) and starts the
-// manager with the given extra flags, and waits until it is ready.
-func (c *Cluster) StartManager(bin string, extra ...string) *Manager {
+// Duration is d for a configuration field.
+func Duration(d time.Duration) metav1.Duration { return metav1.Duration{Duration: d} }
+
+// StartManager starts the manager binary bin with a configuration file written from a
+// Configuration with leader election on (its Lease in SystemNamespace) and namespaced
+// policies allowed the loopback endpoints of the tests' MinIO and traps (the manager's
+// default is no endpoint at all), changed by configure; it waits until the manager is ready.
+func (c *Cluster) StartManager(bin string, configure ...func(*configv1alpha1.Configuration)) *Manager {
 	c.t.Helper()
+	cfg := &configv1alpha1.Configuration{TypeMeta: metav1.TypeMeta{APIVersion: configv1alpha1.GroupVersion.String(), Kind: configv1alpha1.Kind}}
+	cfg.LeaderElection.LeaderElect = true
+	cfg.LeaderElection.ResourceNamespace = SystemNamespace
+	cfg.Egress.NamespacedPolicyEndpoints = []string{"127.0.0.1", "::1", "localhost"}
+	for _, f := range configure {
+		f(cfg)
+	}
+	data, err := yaml.Marshal(cfg)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return c.StartManagerFile(bin, WriteFile(c.t, "config.yaml", data))
+}
+
+// StartManagerFile starts the manager binary bin with the configuration file config, as
+// the ServiceAccount config/default creates, and waits until it is ready.
+func (c *Cluster) StartManagerFile(bin, config string) *Manager {
+	c.t.Helper()
+	cfg, err := configv1alpha1.Load(config)
+	if err != nil {
+		c.t.Fatalf("the manager's configuration: %v", err)
+	}
 	kubeconfig := c.TokenKubeconfig(c.Token(SystemNamespace, ManagerSA))
 	ports := testenv.FreePorts(c.t, 3)
 	m := &Manager{MetricsAddr: ports[0], ProbeAddr: ports[1], APIAddr: ports[2]}
-	args := append([]string{
+	args := []string{
+		"--config", config,
 		"--kubeconfig", kubeconfig,
 		"--metrics-bind-address", m.MetricsAddr,
 		"--health-probe-bind-address", m.ProbeAddr,
 		"--api-bind-address", m.APIAddr,
-		"--leader-elect", "--leader-election-namespace", SystemNamespace,
-	}, extra...)
-	// The tests' MinIO and traps listen on loopback: namespaced policies may name it unless
-	// a test says otherwise (the manager's default is no endpoint at all), or asks for that
-	// default with NamespacedEndpointsUnset.
-	switch {
-	case slices.Contains(args, NamespacedEndpointsUnset):
-		args = slices.DeleteFunc(args, func(a string) bool { return a == NamespacedEndpointsUnset })
-	case !slices.ContainsFunc(extra, func(a string) bool { return strings.HasPrefix(a, "--namespaced-policy-endpoints") }):
-		args = append(args, "--namespaced-policy-endpoints=127.0.0.1,::1,localhost")
 	}
 	m.Process = testenv.StartProcess(c.t, bin, args, "POD_NAMESPACE="+SystemNamespace)
 	c.t.Cleanup(func() {
@@ -260,7 +281,7 @@ func (c *Cluster) StartManager(bin string, extra ...string) *Manager {
 		if err == nil {
 			_ = resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
-				c.apiTrust(m, extra)
+				c.apiTrust(m, &cfg.API.TLS)
 				return m
 			}
 		}
@@ -273,14 +294,14 @@ func (c *Cluster) StartManager(bin string, extra ...string) *Manager {
 
 // apiTrust sets the manager's URL and, when it issued its own certificate, reads the CA
 // bundle it published (a Ready manager has published it).
-func (c *Cluster) apiTrust(m *Manager, args []string) {
+func (c *Cluster) apiTrust(m *Manager, tls *configv1alpha1.TLS) {
 	c.t.Helper()
 	m.URL = "https://" + m.APIAddr
-	if slices.Contains(args, "--api-insecure-serve-http") {
+	if tls.InsecureServeHTTP {
 		m.URL = "http://" + m.APIAddr
 		return
 	}
-	if slices.Contains(args, "--api-cert-dir") {
+	if tls.CertDir != "" {
 		return
 	}
 	cm, err := c.Clientset.CoreV1().ConfigMaps(SystemNamespace).Get(context.Background(), CAConfigMap, metav1.GetOptions{})
