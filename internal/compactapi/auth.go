@@ -271,23 +271,6 @@ func bearerToken(r *http.Request) (string, error) {
 	return token, nil
 }
 
-// check authenticates the request's bearer token and authorizes verb on the session's
-// subresource. It returns the caller.
-func (a *authorizer) check(ctx context.Context, r *http.Request, verb, subresource, namespace, name string) (authenticationv1.UserInfo, error) {
-	token, err := bearerToken(r)
-	if err != nil {
-		return authenticationv1.UserInfo{}, err
-	}
-	user, err := a.authenticate(ctx, token)
-	if err != nil {
-		return authenticationv1.UserInfo{}, err
-	}
-	if err := a.authorize(ctx, user, verb, "agentsessions/"+subresource, namespace, name); err != nil {
-		return user, err
-	}
-	return user, nil
-}
-
 // jwtShaped reports whether token can be a ServiceAccount token: a JWT in compact form,
 // three non-empty base64url segments without padding, at most maxTokenBytes. Anything else
 // is refused without a TokenReview.

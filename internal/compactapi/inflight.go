@@ -98,13 +98,10 @@ type inflight struct {
 	held   int64
 }
 
-// admit takes weight of the budget for a request, or answers why not.
-func (s *Server) admit(weight int64) (*inflight, error) { return s.admitFor("", weight) }
-
-// admitFor takes weight of the budget for a request of caller (callerOf), within the
-// caller's share, or answers why not.
-func (s *Server) admitFor(caller string, weight int64) (*inflight, error) {
-	f := &inflight{b: s.inflight, caller: caller}
+// admit takes weight of the budget for a request of caller (callerOf; "" for none), within
+// the caller's share, or answers why not.
+func (b *budget) admit(caller string, weight int64) (*inflight, error) {
+	f := &inflight{b: b, caller: caller}
 	if err := f.grow(weight); err != nil {
 		return nil, err
 	}

@@ -26,7 +26,7 @@ func TestBudget(t *testing.T) {
 	}
 	admit := func(w int64) *inflight {
 		t.Helper()
-		f, err := s.admit(w)
+		f, err := s.inflight.admit("", w)
 		if err != nil {
 			t.Fatalf("admit %d KiB with %d KiB held: %v", w>>10, held()>>10, err)
 		}
@@ -35,7 +35,7 @@ func TestBudget(t *testing.T) {
 	refused := func(w int64) {
 		t.Helper()
 		before := held()
-		_, err := s.admit(w)
+		_, err := s.inflight.admit("", w)
 		var ae *apiError
 		if !errors.As(err, &ae) || ae.code != http.StatusTooManyRequests || ae.reason != ReasonTooManyRequests {
 			t.Fatalf("admit %d KiB with %d KiB held: %v, want a 429", w>>10, before>>10, err)

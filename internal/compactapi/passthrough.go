@@ -1,7 +1,6 @@
 package compactapi
 
 import (
-	"context"
 	"fmt"
 	"net/http"
 	"regexp"
@@ -12,9 +11,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	compactionv1alpha1 "github.com/harness9/compaction-operator/api/v1alpha1"
 	"github.com/harness9/compaction-operator/compaction"
@@ -256,21 +253,4 @@ func resumeCompacting(obj *compactionv1alpha1.AgentSession, compacted time.Time,
 		Type: compactionv1alpha1.ConditionPassThrough, Status: metav1.ConditionFalse, Reason: compactionv1alpha1.ReasonCompacting,
 		Message: msg, ObservedGeneration: obj.Generation,
 	})
-}
-
-// lookupObject is the session of a route that only writes its status (pass-through reports):
-// it needs neither its policy nor its storage, so a report is taken also while the session
-// is not Ready (a proxy whose compactions fail says so).
-func (s *Server) lookupObject(ctx context.Context, namespace, name string) (*session, error) {
-	var obj compactionv1alpha1.AgentSession
-	if err := (sharedReader{s.cache}).Get(ctx, types.NamespacedName{Namespace: namespace, Name: name}, &obj); err != nil {
-		if client.IgnoreNotFound(err) == nil {
-			return nil, &apiError{http.StatusNotFound, ReasonNotFound, fmt.Sprintf("AgentSession %s/%s not found", namespace, name)}
-		}
-		return nil, fmt.Errorf("get AgentSession: %w", err)
-	}
-	if !obj.DeletionTimestamp.IsZero() {
-		return nil, &apiError{http.StatusConflict, ReasonSessionNotReady, fmt.Sprintf("AgentSession %s/%s is being deleted", namespace, name)}
-	}
-	return &session{obj: &obj, id: string(obj.UID)}, nil
 }

@@ -13,7 +13,6 @@ import (
 	stdlog "log"
 	"net"
 	"net/http"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -348,7 +347,6 @@ func (s *Server) ReadyCheck(_ *http.Request) error {
 	return nil
 }
 
-// Handler routes the API.
 // The verbs and subresources the routes are authorized by (a SubjectAccessReview each).
 const (
 	verbGet                = "get"
@@ -357,6 +355,7 @@ const (
 	subresourceToolResults = "toolresults"
 )
 
+// Handler routes the API.
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	const base = "/v1/namespaces/{namespace}/sessions/{name}"
@@ -467,146 +466,6 @@ func (w logWriter) Write(p []byte) (int, error) {
 
 // writeGrace is how long after a request's deadline its answer may take to write.
 const writeGrace = 30 * time.Second
-
-// needs is what a route needs of its session.
-type needs int
-
-const (
-	// needsStore: the session and the store at its pinned location (reads).
-	needsStore needs = iota
-	// needsEngine: also the policy's engine configuration and summarizer (the routes that
-	// change the session's objects).
-	needsEngine
-	// needsSession: the AgentSession object only (routes that only write its status).
-	needsSession
-)
-
-// routeSpec describes a route for route.
-type routeSpec struct {
-	// name is the route's label in metrics and logs.
-	name string
-	// verb and subresource are what the caller must be allowed on the agentsessions
-	// subresource (SubjectAccessReview).
-	verb, subresource string
-	needs             needs
-	// maxBody bounds the body below Config.MaxBodyBytes (0: that bound).
-	maxBody int64
-}
-
-// route wraps a handler with the request deadline, authentication and authorization, the
-// media type of a POST body, the session lookup, reading and parsing the body, the policy's
-// engine configuration and summarizer (for the routes that change the session: needsEngine)
-// and metrics. The body is read and parsed before the session's engine is waited for: a slow
-// or stalled upload, or a malformed body, never holds up the session's other requests. The
-// compactions of a session are serialized by its engine (compaction.ProgressiveCompactor),
-// offloads need no order (the store keeps the first result of a tool call ID). parse is nil
-// for routes without a body.
-func route[Req any](s *Server, spec routeSpec,
-	parse func(body []byte) (Req, error), h func(w http.ResponseWriter, r *http.Request, sess *session, req Req) error) http.Handler {
-	name, verb, subresource := spec.name, spec.verb, spec.subresource
-	maxBody := s.cfg.MaxBodyBytes
-	if spec.maxBody > 0 && (maxBody <= 0 || spec.maxBody < maxBody) {
-		maxBody = spec.maxBody
-	}
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		start := time.Now()
-		rw := &statusWriter{ResponseWriter: w}
-		defer func() {
-			s.metrics.Requests.WithLabelValues(name, strconv.Itoa(rw.statusCode())).Inc()
-			s.metrics.RequestDuration.WithLabelValues(name).Observe(time.Since(start).Seconds())
-		}()
-		ctx, cancel := context.WithTimeout(r.Context(), s.cfg.RequestTimeout)
-		defer cancel()
-		r = r.WithContext(ctx)
-		ns, sessionName := r.PathValue("namespace"), r.PathValue("name")
-		log := &requestLog{kv: []any{routeLabel, name, "session", ns + "/" + sessionName}}
-
-		user, err := s.auth.check(ctx, r, verb, subresource, ns, sessionName)
-		if err != nil {
-			s.fail(rw, log, err)
-			return
-		}
-		log.with("user", user.Username)
-		if err := s.checkOwner(ctx, user, ns, sessionName); err != nil {
-			s.fail(rw, log, err)
-			return
-		}
-		// Authorization is per session: any caller of the session may use any of its
-		// conversations (they separate an agent's conversations, not tenants).
-		conversation, err := conversationOf(r)
-		if err != nil {
-			s.fail(rw, log, err)
-			return
-		}
-		if conversation != "" {
-			log.with("conversation", conversation)
-		}
-		// Checked after authorization (a caller without access learns nothing) and before
-		// the session is looked up or the body read.
-		declared := int64(0)
-		if parse != nil {
-			if err := requireJSON(r.Header); err != nil {
-				rw.Header().Set("Accept", jsonMediaType)
-				s.fail(rw, log, err)
-				return
-			}
-			if r.ContentLength > maxBody {
-				s.fail(rw, log, &http.MaxBytesError{Limit: maxBody})
-				return
-			}
-			// The body will be read into memory: it counts from the start, at its declared
-			// size or, sent without one, the most it may be.
-			declared = r.ContentLength
-			if declared < 0 {
-				declared = maxBody
-			}
-		}
-		share, err := s.admitFor(callerOf(user), s.inflight.weight(declared, 0))
-		if err != nil {
-			s.metrics.Throttled.WithLabelValues(name).Inc()
-			s.fail(rw, log, err)
-			return
-		}
-		defer share.release()
-		var sess *session
-		if spec.needs == needsSession {
-			sess, err = s.lookupObject(ctx, ns, sessionName)
-		} else {
-			sess, err = s.lookup(ctx, ns, sessionName, spec.needs == needsEngine)
-		}
-		if err != nil {
-			s.fail(rw, log, err)
-			return
-		}
-		sess.conversation = conversation
-		var req Req
-		if parse != nil {
-			body, err := s.readBody(rw, r, maxBody)
-			if err != nil {
-				s.fail(rw, log, err)
-				return
-			}
-			values, err := s.checkValues(body)
-			if err != nil {
-				s.fail(rw, log, err)
-				return
-			}
-			// What decoding it will hold: more than the body for small JSON values.
-			if err := share.grow(s.inflight.weight(int64(len(body)), values)); err != nil {
-				s.metrics.Throttled.WithLabelValues(name).Inc()
-				s.fail(rw, log, err)
-				return
-			}
-			if req, err = parse(body); err != nil {
-				s.fail(rw, log, err)
-				return
-			}
-		}
-		if err := h(rw, r, sess, req); err != nil {
-			s.fail(rw, log, err)
-		}
-	})
-}
 
 // fail answers with err's status; unexpected errors are logged and answered 500.
 func (s *Server) fail(w *statusWriter, log *requestLog, err error) {

@@ -61,44 +61,22 @@ func (sess *session) storeID() string {
 // read, overwrite and offload into another session's objects, or send a Secret of any
 // namespace to an endpoint of their choosing.
 func (s *Server) lookup(ctx context.Context, namespace, name string, withEngine bool) (*session, error) {
-	var obj compactionv1alpha1.AgentSession
-	reader := sharedReader{s.cache}
-	if err := reader.Get(ctx, types.NamespacedName{Namespace: namespace, Name: name}, &obj); err != nil {
-		if client.IgnoreNotFound(err) == nil {
-			return nil, &apiError{http.StatusNotFound, ReasonNotFound, fmt.Sprintf("AgentSession %s/%s not found", namespace, name)}
-		}
-		return nil, fmt.Errorf("get AgentSession: %w", err)
-	}
-	if !obj.DeletionTimestamp.IsZero() {
-		return nil, &apiError{http.StatusConflict, ReasonSessionNotReady, fmt.Sprintf("AgentSession %s/%s is being deleted", namespace, name)}
-	}
-	pin, err := s.pinned(ctx, &obj)
+	sess, err := s.lookupObject(ctx, namespace, name)
 	if err != nil {
 		return nil, err
 	}
-	sess := &session{obj: &obj, id: string(obj.UID)}
-	p, err := policy.Get(ctx, reader, namespace, obj.Spec.PolicyRef)
-	switch {
-	case errors.Is(err, policy.ErrNotFound) && !withEngine:
-		// The pinned location is kept so the session's objects outlive its policy.
-	case errors.Is(err, policy.ErrNotFound):
-		return nil, &apiError{http.StatusConflict, ReasonSessionNotReady, err.Error()}
-	case err != nil:
+	pin, err := s.pinned(ctx, sess.obj)
+	if err != nil {
 		return nil, err
-	default:
-		// A cluster policy is only for the namespaces its namespaceSelector selects: checked
-		// on every request, as a namespace can be relabelled after its sessions became Ready.
-		if err := p.CheckNamespace(ctx, reader, namespace); err != nil {
-			if errors.Is(err, policy.ErrNamespaceNotAllowed) || errors.Is(err, policy.ErrInvalidNamespaceSelector) {
-				return nil, &apiError{http.StatusForbidden, ReasonNamespaceNotAllowed, err.Error()}
-			}
-			return nil, err
-		}
+	}
+	p, err := s.policyOf(ctx, sess.obj, withEngine)
+	if err != nil {
+		return nil, err
 	}
 	// What the operator's flags forbid is refused before any Secret is read.
 	access := s.access()
 	if err := access.CheckLocation(pin); err != nil {
-		return nil, &apiError{http.StatusConflict, ReasonSessionNotReady, fmt.Sprintf("AgentSession %s/%s is not Ready: %v", namespace, name, err)}
+		return nil, notReady(sess.obj, err)
 	}
 	if withEngine {
 		if err := s.resolveEngine(ctx, sess, p); err != nil {
@@ -109,6 +87,52 @@ func (s *Server) lookup(ctx context.Context, namespace, name string, withEngine 
 		return nil, &apiError{http.StatusServiceUnavailable, ReasonStorage, err.Error()}
 	}
 	return sess, nil
+}
+
+// lookupObject is the AgentSession, not being deleted: all a route that only writes its
+// status (pass-through reports) needs, so a report is taken also while the session is not
+// Ready (a proxy whose compactions fail says so).
+func (s *Server) lookupObject(ctx context.Context, namespace, name string) (*session, error) {
+	var obj compactionv1alpha1.AgentSession
+	if err := (sharedReader{s.cache}).Get(ctx, types.NamespacedName{Namespace: namespace, Name: name}, &obj); err != nil {
+		if client.IgnoreNotFound(err) == nil {
+			return nil, &apiError{http.StatusNotFound, ReasonNotFound, fmt.Sprintf("AgentSession %s/%s not found", namespace, name)}
+		}
+		return nil, fmt.Errorf("get AgentSession: %w", err)
+	}
+	if !obj.DeletionTimestamp.IsZero() {
+		return nil, &apiError{http.StatusConflict, ReasonSessionNotReady, fmt.Sprintf("AgentSession %s/%s is being deleted", namespace, name)}
+	}
+	return &session{obj: &obj, id: string(obj.UID)}, nil
+}
+
+// policyOf is the session's policy, or nil when it is gone and required is false: the
+// pinned location is kept so the session's objects outlive their policy. A cluster policy is
+// only for the namespaces its namespaceSelector selects: checked on every request, as a
+// namespace can be relabelled after its sessions became Ready.
+func (s *Server) policyOf(ctx context.Context, obj *compactionv1alpha1.AgentSession, required bool) (*policy.Policy, error) {
+	reader := sharedReader{s.cache}
+	p, err := policy.Get(ctx, reader, obj.Namespace, obj.Spec.PolicyRef)
+	switch {
+	case errors.Is(err, policy.ErrNotFound) && !required:
+		return nil, nil
+	case errors.Is(err, policy.ErrNotFound):
+		return nil, &apiError{http.StatusConflict, ReasonSessionNotReady, err.Error()}
+	case err != nil:
+		return nil, err
+	}
+	if err := p.CheckNamespace(ctx, reader, obj.Namespace); err != nil {
+		if errors.Is(err, policy.ErrNamespaceNotAllowed) || errors.Is(err, policy.ErrInvalidNamespaceSelector) {
+			return nil, &apiError{http.StatusForbidden, ReasonNamespaceNotAllowed, err.Error()}
+		}
+		return nil, err
+	}
+	return p, nil
+}
+
+// notReady is the 409 for a session its policy or the operator's flags do not let be served.
+func notReady(obj *compactionv1alpha1.AgentSession, err error) error {
+	return &apiError{http.StatusConflict, ReasonSessionNotReady, fmt.Sprintf("AgentSession %s/%s is not Ready: %v", obj.Namespace, obj.Name, err)}
 }
 
 // sessionGone forgets a deleted session (its UID) on this replica: its summarizations off
@@ -150,7 +174,7 @@ func (s *Server) pinned(ctx context.Context, obj *compactionv1alpha1.AgentSessio
 	pin, err := locations.Get(ctx, obj)
 	switch {
 	case errors.Is(err, policy.ErrInvalidLocation):
-		return nil, &apiError{http.StatusConflict, ReasonSessionNotReady, fmt.Sprintf("AgentSession %s/%s is not Ready: %v", obj.Namespace, obj.Name, err)}
+		return nil, notReady(obj, err)
 	case err != nil:
 		return nil, err
 	case pin == nil:
@@ -168,11 +192,11 @@ func (s *Server) pinned(ctx context.Context, obj *compactionv1alpha1.AgentSessio
 func (s *Server) resolveEngine(ctx context.Context, sess *session, p *policy.Policy) error {
 	obj := sess.obj
 	if err := s.access().Check(p); err != nil {
-		return &apiError{http.StatusConflict, ReasonSessionNotReady, fmt.Sprintf("AgentSession %s/%s is not Ready: %v", obj.Namespace, obj.Name, err)}
+		return notReady(obj, err)
 	}
 	cfg, err := policy.EngineConfig(p.Spec, obj.Spec.ContextWindow)
 	if err != nil {
-		return &apiError{http.StatusConflict, ReasonSessionNotReady, fmt.Sprintf("AgentSession %s/%s is not Ready: %v", obj.Namespace, obj.Name, err)}
+		return notReady(obj, err)
 	}
 	// The summarizer itself is built with the session's engine (engineFor), once per engine.
 	spec, err := p.SummarizerSpec(ctx, s.secrets, s.cfg.ClusterResourceNamespace, s.llmFor(p.Kind))
