@@ -59,7 +59,12 @@ dev-cluster: tools build ## Run kube-apiserver, etcd, MinIO and the manager loca
 .PHONY: bench
 bench: ## Engine, request-decoding and compaction-proxy benchmarks (set TRANSCRIPTS=dir to add the real transcripts, BENCH_SCALE=1 to add 1,000 to 100,000 messages).
 	@mkdir -p $(BENCH_STORE_DIR)
-	TRANSCRIPTS=$(TRANSCRIPTS) BENCH_SCALE=$(BENCH_SCALE) BENCH_STORE_DIR=$(BENCH_STORE_DIR) $(GO) test -run '^$$' -bench . -benchmem -benchtime=$(BENCHTIME) -timeout=30m ./compaction/... ./internal/compactrequest/ ./internal/proxy/
+	TRANSCRIPTS=$(TRANSCRIPTS) BENCH_SCALE=$(BENCH_SCALE) BENCH_STORE_DIR=$(BENCH_STORE_DIR) $(GO) test -run '^$$' -bench . -benchmem -benchtime=$(BENCHTIME) -timeout=30m ./compaction/... ./internal/compactrequest/ ./internal/compactapi/ ./internal/proxy/
+
+.PHONY: bench-smoke
+bench-smoke: tools ## Every benchmark of the repository once (-benchtime 1x, the latency benchmark with a 300 ms summarizer), as CI runs them: a benchmark that breaks fails CI. The figures mean nothing.
+	@mkdir -p $(BENCH_STORE_DIR)
+	BENCH_STORE_DIR=$(BENCH_STORE_DIR) BENCH_LATENCY_DELAYS=300ms $(GO) test -run '^$$' -bench . -benchtime=1x -timeout=30m ./...
 
 .PHONY: bench-latency
 bench-latency: tools ## What an agent waits for with a slow summarizer: an OpenAI SDK loop through compaction-proxy and the manager, summaries on and off the turn (issue 29; about 10 minutes).

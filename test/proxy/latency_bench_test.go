@@ -22,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	configv1alpha1 "github.com/harness9/compaction-operator/api/config/v1alpha1"
 	compactionv1alpha1 "github.com/harness9/compaction-operator/api/v1alpha1"
@@ -110,6 +111,9 @@ func startLatencyEnv(b *testing.B, offTurn bool) *latencyEnv {
 	scheme := runtime.NewScheme()
 	testenv.Must(b, clientgoscheme.AddToScheme(scheme))
 	testenv.Must(b, compactionv1alpha1.AddToScheme(scheme))
+	// The client logs through controller-runtime's logger, which warns with a stack trace
+	// when it was never set.
+	ctrllog.SetLogger(logr.Discard())
 	c, err := client.New(env.Config, client.Options{Scheme: scheme})
 	testenv.Must(b, err)
 	testenv.Must(b, c.Create(ctx, builder.MinIOSecret(ns, "minio", devenv.MinIOAccessKey, devenv.MinIOSecretKey)))
