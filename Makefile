@@ -61,6 +61,11 @@ bench: ## Engine, request-decoding and compaction-proxy benchmarks (set TRANSCRI
 	@mkdir -p $(BENCH_STORE_DIR)
 	TRANSCRIPTS=$(TRANSCRIPTS) BENCH_SCALE=$(BENCH_SCALE) BENCH_STORE_DIR=$(BENCH_STORE_DIR) $(GO) test -run '^$$' -bench . -benchmem -benchtime=$(BENCHTIME) -timeout=30m ./compaction/... ./internal/compactrequest/ ./internal/compactapi/ ./internal/proxy/
 
+.PHONY: bench-table
+bench-table: ## The engine table of docs/benchmarks.md (BenchmarkCompactWithRecord, 20 iterations per mode, store on tmpfs), printed as Markdown.
+	@mkdir -p $(BENCH_STORE_DIR)
+	@BENCH_STORE_DIR=$(BENCH_STORE_DIR) $(GO) test -run '^$$' -bench 'CompactWithRecord' -benchmem -benchtime=20x -timeout=30m ./compaction/ | tee /dev/stderr | $(GORUN) ./hack/benchtable
+
 .PHONY: bench-smoke
 bench-smoke: tools ## Every benchmark of the repository once (-benchtime 1x, the latency benchmark with a 300 ms summarizer), as CI runs them: a benchmark that breaks fails CI. The figures mean nothing.
 	@mkdir -p $(BENCH_STORE_DIR)
