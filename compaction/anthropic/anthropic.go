@@ -20,7 +20,6 @@ package anthropic
 
 import (
 	"bytes"
-	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -29,6 +28,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/harness9/compaction-operator/compaction"
+	"github.com/harness9/compaction-operator/compaction/internal/sources"
 )
 
 // ErrInvalidRequest is wrapped by every error DecodeRequest and Encode return for a request
@@ -46,7 +46,7 @@ type Request struct {
 	fields map[string]json.RawMessage
 	// sources maps an engine message's fingerprint to what it was decoded from, the latest
 	// last (see Encode).
-	sources map[[sha256.Size]byte][]source
+	sources sources.Index[source]
 	// toolResults maps a tool_use_id to its tool_result block, for the fields (is_error,
 	// cache_control) a rebuilt result keeps.
 	toolResults map[string]map[string]json.RawMessage
@@ -87,7 +87,7 @@ func DecodeRequest(body []byte) (*Request, error) {
 	if err := json.Unmarshal(rawMessages, &messages); err != nil {
 		return nil, invalid(`"messages" is not an array of message objects: %v`, err)
 	}
-	r := &Request{fields: fields, sources: map[[sha256.Size]byte][]source{}, toolResults: map[string]map[string]json.RawMessage{}}
+	r := &Request{fields: fields, sources: sources.New[source](), toolResults: map[string]map[string]json.RawMessage{}}
 	if sys, ok := fields["system"]; ok && !isNull(sys) {
 		m, src, err := decodeSystem(sys)
 		if err != nil {
@@ -137,16 +137,13 @@ func (r *Request) decodeMessage(msg map[string]json.RawMessage) error {
 			extra[k] = v
 		}
 	}
-	k := fingerprint(&r.Messages[first])
-	list := r.sources[k]
-	list[len(list)-1].extra = extra
+	r.sources.Latest(&r.Messages[first]).extra = extra
 	return nil
 }
 
 func (r *Request) add(m compaction.Message, src source) {
 	r.Messages = append(r.Messages, m)
-	k := fingerprint(&m)
-	r.sources[k] = append(r.sources[k], src)
+	r.sources.Add(&m, src)
 }
 
 // decodeSystemMessage decodes a system message inside "messages" (Claude Code sends its
@@ -332,7 +329,7 @@ func (r *Request) decodeAssistant(raw json.RawMessage) error {
 // Encode writes the request with view (a compacted view of Messages) as its system prompt
 // and messages; every other field is the request's, verbatim.
 func (r *Request) Encode(view []compaction.Message) ([]byte, error) {
-	srcs := r.match(view)
+	srcs := r.sources.Match(view)
 	out := make(map[string]json.RawMessage, len(r.fields)+2)
 	for k, v := range r.fields {
 		out[k] = v
@@ -440,23 +437,6 @@ func plainText(view []compaction.Message, srcs []source, members []int) (string,
 	return "", false
 }
 
-// match finds, for every view message, the source it was decoded from, or nothing for a
-// message the compaction wrote. It matches from the end: the messages a compaction keeps are
-// the latest, so of two messages that read the same the later one's source is used.
-func (r *Request) match(view []compaction.Message) []source {
-	taken := make(map[[sha256.Size]byte]int, len(r.sources))
-	out := make([]source, len(view))
-	for i := len(view) - 1; i >= 0; i-- {
-		k := fingerprint(&view[i])
-		list := r.sources[k]
-		if n := len(list) - taken[k]; n > 0 {
-			out[i] = list[n-1]
-			taken[k]++
-		}
-	}
-	return out
-}
-
 func (r *Request) encodeSystem(view []compaction.Message, srcs []source, idx []int) (json.RawMessage, error) {
 	if len(idx) == 1 && srcs[idx[0]].text != nil {
 		return mustMarshal(*srcs[idx[0]].text), nil
@@ -531,42 +511,6 @@ func textBlock(text string) json.RawMessage {
 		Text string `json:"text"`
 	}{"text", text})
 }
-
-// fingerprint identifies a message by what the engine reads of it.
-func fingerprint(m *compaction.Message) [sha256.Size]byte {
-	h := sha256.New()
-	field := func(s string) {
-		_, _ = fmt.Fprintf(h, "%d:%s", len(s), s) // a hash.Hash never fails to write
-	}
-	field(string(m.Role))
-	field(m.Content)
-	field(canonical(m.ContentParts))
-	field(m.ToolCallID)
-	for _, tc := range m.ToolCalls {
-		field(tc.ID)
-		field(tc.Function.Name)
-		field(tc.Function.Arguments)
-	}
-	var k [sha256.Size]byte
-	h.Sum(k[:0])
-	return k
-}
-
-// canonical is raw without insignificant whitespace and with <, > and & unescaped: the form
-// the parts have after a trip through a JSON encoder (the compaction API's answer), so a kept
-// message still matches its source.
-func canonical(raw json.RawMessage) string {
-	if len(raw) == 0 {
-		return ""
-	}
-	var buf bytes.Buffer
-	if json.Compact(&buf, raw) != nil {
-		return string(raw)
-	}
-	return htmlUnescaper.Replace(buf.String())
-}
-
-var htmlUnescaper = strings.NewReplacer(`\u003c`, "<", `\u003e`, ">", `\u0026`, "&")
 
 func isNull(raw json.RawMessage) bool {
 	return string(bytes.TrimSpace(raw)) == "null"

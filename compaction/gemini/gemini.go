@@ -25,7 +25,6 @@ package gemini
 
 import (
 	"bytes"
-	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -36,6 +35,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/harness9/compaction-operator/compaction"
+	"github.com/harness9/compaction-operator/compaction/internal/sources"
 )
 
 // ErrInvalidRequest is wrapped by every error DecodeRequest and Encode return for a request
@@ -67,7 +67,7 @@ type Request struct {
 	contents []content // the request's contents
 	// sources maps an engine message's fingerprint to what it was decoded from, the latest
 	// last (see Encode).
-	sources map[[sha256.Size]byte][]*source
+	sources sources.Index[*source]
 	// calls maps a tool call's engine id to what the request says of it.
 	calls map[string]*call
 	// signatures is whether any part of the request has a thoughtSignature.
@@ -169,7 +169,7 @@ func DecodeRequest(body []byte) (*Request, error) {
 	if err != nil {
 		return nil, invalid("the body is not a JSON object: %v", err)
 	}
-	r := &Request{sources: map[[sha256.Size]byte][]*source{}, calls: map[string]*call{}}
+	r := &Request{sources: sources.New[*source](), calls: map[string]*call{}}
 	if _, ok := find(fields, "contents"); !ok {
 		if k, inner, ok := findKey(fields, "generateContentRequest"); ok {
 			r.outer, r.outerKey = fields, k
@@ -658,8 +658,7 @@ func raws(ps []part) []json.RawMessage {
 
 func (r *Request) add(m compaction.Message, src *source) {
 	r.Messages = append(r.Messages, m)
-	k := fingerprint(&m)
-	r.sources[k] = append(r.sources[k], src)
+	r.sources.Add(&m, src)
 }
 
 // entry is a non-system view message on its way to a content.
@@ -673,7 +672,7 @@ type entry struct {
 // Encode writes the request with view (a compacted view of Messages) as its system
 // instruction and contents; every other field is the request's, verbatim and in its place.
 func (r *Request) Encode(view []compaction.Message) ([]byte, error) {
-	srcs := r.match(view)
+	srcs := r.sources.Match(view)
 	var system []int
 	var entries []entry
 	for i := range view {
@@ -1038,59 +1037,6 @@ func partsText(raw json.RawMessage) string {
 func textPart(text string) json.RawMessage {
 	return object([]member{{keyText, mustMarshal(text)}})
 }
-
-// match finds, for every view message, the source it was decoded from, or nil for a message
-// the compaction wrote. It matches from the end: the messages a compaction keeps are the
-// latest, so of two messages that read the same the later one's source is used.
-func (r *Request) match(view []compaction.Message) []*source {
-	taken := make(map[[sha256.Size]byte]int, len(r.sources))
-	out := make([]*source, len(view))
-	for i := len(view) - 1; i >= 0; i-- {
-		k := fingerprint(&view[i])
-		list := r.sources[k]
-		if n := len(list) - taken[k]; n > 0 {
-			out[i] = list[n-1]
-			taken[k]++
-		}
-	}
-	return out
-}
-
-// fingerprint identifies a message by what the engine reads of it.
-func fingerprint(m *compaction.Message) [sha256.Size]byte {
-	h := sha256.New()
-	field := func(s string) {
-		_, _ = fmt.Fprintf(h, "%d:%s", len(s), s) // a hash.Hash never fails to write
-	}
-	field(string(m.Role))
-	field(m.Content)
-	field(canonical(m.ContentParts))
-	field(m.ToolCallID)
-	for _, tc := range m.ToolCalls {
-		field(tc.ID)
-		field(tc.Function.Name)
-		field(tc.Function.Arguments)
-	}
-	var k [sha256.Size]byte
-	h.Sum(k[:0])
-	return k
-}
-
-// canonical is raw without insignificant whitespace and with <, > and & unescaped: the form
-// the parts have after a trip through a JSON encoder (the compaction API's answer), so a kept
-// message still matches its source.
-func canonical(raw json.RawMessage) string {
-	if len(raw) == 0 {
-		return ""
-	}
-	var buf bytes.Buffer
-	if json.Compact(&buf, raw) != nil {
-		return string(raw)
-	}
-	return htmlUnescaper.Replace(buf.String())
-}
-
-var htmlUnescaper = strings.NewReplacer(`\u003c`, "<", `\u003e`, ">", `\u0026`, "&")
 
 // decodeObject reads a JSON object's members in their order, values verbatim. Of a key
 // given twice the last value is kept, in the first one's place, as encoding/json would

@@ -41,7 +41,6 @@ package responses
 
 import (
 	"bytes"
-	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -50,6 +49,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/harness9/compaction-operator/compaction"
+	"github.com/harness9/compaction-operator/compaction/internal/sources"
 )
 
 // ErrInvalidRequest is wrapped by every error DecodeRequest and Encode return for a request
@@ -73,7 +73,7 @@ type Request struct {
 	fields map[string]json.RawMessage
 	// sources maps an engine message's fingerprint to what it was decoded from, the latest
 	// last (see match).
-	sources map[[sha256.Size]byte][]*source
+	sources sources.Index[*source]
 	// calls are the request's tool calls by call id.
 	calls map[string]*call
 	// outputs are the request's output items by the call id they answer.
@@ -215,7 +215,7 @@ func DecodeRequest(body []byte) (*Request, error) {
 	}
 	r := &Request{
 		fields:      fields,
-		sources:     map[[sha256.Size]byte][]*source{},
+		sources:     sources.New[*source](),
 		calls:       map[string]*call{},
 		outputs:     map[string]*output{},
 		outputTypes: map[string]string{},
@@ -713,8 +713,7 @@ func screenshot(raw json.RawMessage) json.RawMessage {
 
 func (r *Request) add(m compaction.Message, src *source) {
 	r.Messages = append(r.Messages, m)
-	k := fingerprint(&m)
-	r.sources[k] = append(r.sources[k], src)
+	r.sources.Add(&m, src)
 }
 
 // Stream reports whether the request asks for a streamed answer ("stream": true).
@@ -725,7 +724,7 @@ func (r *Request) Stream() bool {
 // Encode writes the request with view (a compacted view of Messages) as its instructions and
 // input; every other field is the request's, verbatim.
 func (r *Request) Encode(view []compaction.Message) ([]byte, error) {
-	srcs := r.match(view)
+	srcs := r.sources.Match(view)
 	out := make(map[string]json.RawMessage, len(r.fields)+2)
 	for k, v := range r.fields {
 		out[k] = v
@@ -962,60 +961,6 @@ func (r *Request) buildOutput(m *compaction.Message) ([]json.RawMessage, error) 
 	}
 	return []json.RawMessage{object(fields)}, nil
 }
-
-// match finds, for every view message, the source it was decoded from, or nil for a message
-// the compaction wrote. It matches from the end: the messages a compaction keeps are the
-// latest, so of two messages that read the same the later one's source is used.
-func (r *Request) match(view []compaction.Message) []*source {
-	taken := make(map[[sha256.Size]byte]int, len(r.sources))
-	out := make([]*source, len(view))
-	for i := len(view) - 1; i >= 0; i-- {
-		k := fingerprint(&view[i])
-		list := r.sources[k]
-		if n := len(list) - taken[k]; n > 0 {
-			out[i] = list[n-1]
-			taken[k]++
-		}
-	}
-	return out
-}
-
-// fingerprint identifies a message by what the engine reads of it. The pin mark is left
-// out: views never carry it.
-func fingerprint(m *compaction.Message) [sha256.Size]byte {
-	h := sha256.New()
-	field := func(s string) {
-		_, _ = fmt.Fprintf(h, "%d:%s", len(s), s) // a hash.Hash never fails to write
-	}
-	field(string(m.Role))
-	field(m.Content)
-	field(canonical(m.ContentParts))
-	field(m.ToolCallID)
-	for _, tc := range m.ToolCalls {
-		field(tc.ID)
-		field(tc.Function.Name)
-		field(tc.Function.Arguments)
-	}
-	var k [sha256.Size]byte
-	h.Sum(k[:0])
-	return k
-}
-
-// canonical is raw without insignificant whitespace and with <, > and & unescaped: the form
-// the parts have after a trip through a JSON encoder (the compaction API's answer), so a kept
-// message still matches its source.
-func canonical(raw json.RawMessage) string {
-	if len(raw) == 0 {
-		return ""
-	}
-	var buf bytes.Buffer
-	if json.Compact(&buf, raw) != nil {
-		return string(raw)
-	}
-	return htmlUnescaper.Replace(buf.String())
-}
-
-var htmlUnescaper = strings.NewReplacer(`\u003c`, "<", `\u003e`, ">", `\u0026`, "&")
 
 func isNull(raw json.RawMessage) bool {
 	return string(bytes.TrimSpace(raw)) == "null"
