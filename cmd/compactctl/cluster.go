@@ -111,6 +111,18 @@ func kubeconfigToken(path string) (string, error) {
 	return "", fmt.Errorf("the kubeconfig's current context has no bearer token (client certificates cannot call the compaction API): pass --token or --token-file")
 }
 
+// sessionArgs checks that args are NAMESPACE/NAME followed by the arguments named in more,
+// and splits the session.
+func sessionArgs(args []string, more ...string) (ns, name string, err error) {
+	if len(args) != 1+len(more) {
+		if len(more) == 0 {
+			return "", "", usageErrorf("want one NAMESPACE/NAME argument, got %d", len(args))
+		}
+		return "", "", usageErrorf("want NAMESPACE/NAME and %s, got %d arguments", strings.Join(more, " and "), len(args))
+	}
+	return sessionArg(args[0])
+}
+
 // sessionArg splits NAMESPACE/NAME.
 func sessionArg(arg string) (string, string, error) {
 	ns, name, ok := strings.Cut(arg, "/")
@@ -133,10 +145,7 @@ needs "get" on agentsessions/records in the namespace (the compaction-agent Clus
 		flags: func(fs *flag.FlagSet) func(context.Context, *stdio, []string) error {
 			cf := addClusterFlags(fs)
 			return func(ctx context.Context, std *stdio, args []string) error {
-				if len(args) != 1 {
-					return usageErrorf("want one NAMESPACE/NAME argument, got %d", len(args))
-				}
-				ns, name, err := sessionArg(args[0])
+				ns, name, err := sessionArgs(args)
 				if err != nil {
 					return err
 				}
@@ -162,10 +171,7 @@ on agentsessions/toolresults in the namespace.`,
 		flags: func(fs *flag.FlagSet) func(context.Context, *stdio, []string) error {
 			cf := addClusterFlags(fs)
 			return func(ctx context.Context, std *stdio, args []string) error {
-				if len(args) != 2 {
-					return usageErrorf("want NAMESPACE/NAME and TOOL_CALL_ID, got %d arguments", len(args))
-				}
-				ns, name, err := sessionArg(args[0])
+				ns, name, err := sessionArgs(args, "TOOL_CALL_ID")
 				if err != nil {
 					return err
 				}

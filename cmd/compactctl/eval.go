@@ -229,16 +229,10 @@ func runEval(ctx context.Context, std *stdio, ef *engineFlags, vf *evalFlags, ar
 	if len(errs) > 0 {
 		return &usageError{err: errors.Join(errs...)}
 	}
-	base, err := ef.config()
+	base, summarizer, err := vf.offTurn.engine(ef)
 	if err != nil {
 		return err
 	}
-	vf.offTurn.apply(&base)
-	summarizer, err := ef.newSummarizer()
-	if err != nil {
-		return err
-	}
-	summarizer = vf.offTurn.summarizer(summarizer)
 	sets, err := loadProbeSets(vf.probes)
 	if err != nil {
 		return err

@@ -42,10 +42,7 @@ where to go on. The caller needs "get" on agentsessions/toolresults in the names
 			all := fs.Bool("all", false, "follow the pages to the end of the range")
 			format := fs.String("format", "jsonl", "jsonl (one JSON object a line) or text (index, role and content, for people)")
 			return func(ctx context.Context, std *stdio, args []string) error {
-				if len(args) != 1 {
-					return usageErrorf("want one NAMESPACE/NAME argument, got %d", len(args))
-				}
-				ns, name, err := sessionArg(args[0])
+				ns, name, err := sessionArgs(args)
 				if err != nil {
 					return err
 				}

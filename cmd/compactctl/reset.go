@@ -25,10 +25,7 @@ the archive (compactctl history) and offloaded tool results are kept. The caller
 		flags: func(fs *flag.FlagSet) func(context.Context, *stdio, []string) error {
 			cf := addClusterFlags(fs)
 			return func(ctx context.Context, std *stdio, args []string) error {
-				if len(args) != 1 {
-					return usageErrorf("want one NAMESPACE/NAME argument, got %d", len(args))
-				}
-				ns, name, err := sessionArg(args[0])
+				ns, name, err := sessionArgs(args)
 				if err != nil {
 					return err
 				}

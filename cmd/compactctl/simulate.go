@@ -186,16 +186,10 @@ func runSimulate(ctx context.Context, std *stdio, ef *engineFlags, sf *simulateF
 	if errs := append(sf.prices.check(), sf.offTurn.check(ef)...); len(errs) > 0 {
 		return &usageError{err: errors.Join(errs...)}
 	}
-	cfg, err := ef.config()
+	cfg, base, err := sf.offTurn.engine(ef)
 	if err != nil {
 		return err
 	}
-	sf.offTurn.apply(&cfg)
-	base, err := ef.newSummarizer()
-	if err != nil {
-		return err
-	}
-	base = sf.offTurn.summarizer(base)
 	if sf.plot != "" {
 		if err := checkOutputDir(sf.plot); err != nil {
 			return err
@@ -555,11 +549,21 @@ func (f *offTurnFlags) check(ef *engineFlags) []error {
 	return errs
 }
 
-// apply sets the prepare threshold of cfg.
-func (f *offTurnFlags) apply(cfg *compaction.Config) {
+// engine is the configuration and summarizer of a replay: those of ef, with a latency the
+// prepare threshold of the flags and the extractive summarizer standing in for an LLM.
+func (f *offTurnFlags) engine(ef *engineFlags) (compaction.Config, compaction.Summarizer, error) {
+	cfg, err := ef.config()
+	if err != nil {
+		return compaction.Config{}, nil, err
+	}
 	if f.enabled() {
 		cfg.PrepareThreshold = float64(f.prepare) / 100
 	}
+	s, err := ef.newSummarizer()
+	if err != nil {
+		return compaction.Config{}, nil, err
+	}
+	return cfg, f.summarizer(s), nil
 }
 
 // summarizer is the summarizer a replay uses: base, or with a latency the extractive one
