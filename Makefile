@@ -93,7 +93,8 @@ FUZZ_TARGETS := \
 	./compaction/anthropic/:FuzzAnthropicRoundTrip:100000x \
 	./compaction/responses/:FuzzResponsesRoundTrip:100000x \
 	./compaction/gemini/:FuzzGeminiRoundTrip:100000x \
-	./internal/compactrequest/:FuzzDecodeCompactRequest:30000x
+	./internal/compactrequest/:FuzzDecodeCompactRequest:30000x \
+	./internal/jsonscan/:FuzzScan:100000x
 
 .PHONY: fuzz
 fuzz: ## Fuzz every target for its execution count (or FUZZTIME); fails if any target fails or is not listed.

@@ -2,10 +2,10 @@ package compactrequest
 
 import (
 	"strconv"
-	"unicode/utf8"
 
 	"github.com/harness9/compaction-operator/compaction"
 	"github.com/harness9/compaction-operator/compaction/compactclient"
+	"github.com/harness9/compaction-operator/internal/jsonscan"
 )
 
 // decodeCompactFast decodes the body of a compaction in one pass over its top level, each
@@ -19,24 +19,24 @@ import (
 func decodeCompactFast(body []byte, req *compactclient.CompactRequest) bool {
 	var out compactclient.CompactRequest
 	var seen [7]bool
-	i := skipSpace(body, 0)
+	i := jsonscan.SkipSpace(body, 0)
 	if i >= len(body) || body[i] != '{' {
 		return false
 	}
-	i = skipSpace(body, i+1)
+	i = jsonscan.SkipSpace(body, i+1)
 	if i < len(body) && body[i] == '}' {
 		i++
 	} else {
 		for {
-			key, end, ok := plainString(body, i)
+			key, end, ok := jsonscan.PlainString(body, i)
 			if !ok {
 				return false
 			}
-			i = skipSpace(body, end)
+			i = jsonscan.SkipSpace(body, end)
 			if i >= len(body) || body[i] != ':' {
 				return false
 			}
-			i = skipSpace(body, i+1)
+			i = jsonscan.SkipSpace(body, i+1)
 			field := -1
 			switch key {
 			case "messages":
@@ -55,8 +55,8 @@ func decodeCompactFast(body []byte, req *compactclient.CompactRequest) bool {
 				field = 4
 				var s string
 				if i < len(body) && body[i] == 'n' {
-					i, ok = literal(body, i, "null")
-				} else if s, i, ok = plainString(body, i); ok {
+					i, ok = jsonscan.Literal(body, i, "null")
+				} else if s, i, ok = jsonscan.PlainString(body, i); ok {
 					out.PrefixHash = s
 				}
 			case "omitEcho":
@@ -70,9 +70,9 @@ func decodeCompactFast(body []byte, req *compactclient.CompactRequest) bool {
 				return false
 			}
 			seen[field] = true
-			i = skipSpace(body, i)
+			i = jsonscan.SkipSpace(body, i)
 			if i < len(body) && body[i] == ',' {
-				i = skipSpace(body, i+1)
+				i = jsonscan.SkipSpace(body, i+1)
 				continue
 			}
 			if i < len(body) && body[i] == '}' {
@@ -82,7 +82,7 @@ func decodeCompactFast(body []byte, req *compactclient.CompactRequest) bool {
 			return false
 		}
 	}
-	if skipSpace(body, i) != len(body) {
+	if jsonscan.SkipSpace(body, i) != len(body) {
 		return false
 	}
 	*req = out
@@ -96,31 +96,31 @@ func decodeCompactFast(body []byte, req *compactclient.CompactRequest) bool {
 // anything else (null, an element that is not an object, a message that does not decode),
 // for encoding/json to decode or refuse.
 func DecodeMessages(raw []byte) ([]compaction.Message, bool) {
-	i := skipSpace(raw, 0)
+	i := jsonscan.SkipSpace(raw, 0)
 	if i >= len(raw) || raw[i] != '[' {
 		return nil, false
 	}
 	var msgs []compaction.Message
 	end, ok := decodeMessages(raw, i, &msgs)
-	return msgs, ok && skipSpace(raw, end) == len(raw)
+	return msgs, ok && jsonscan.SkipSpace(raw, end) == len(raw)
 }
 
 // decodeMessages decodes the messages array (or null) at body[i].
 func decodeMessages(body []byte, i int, dst *[]compaction.Message) (int, bool) {
 	if i < len(body) && body[i] == 'n' {
-		return literal(body, i, "null")
+		return jsonscan.Literal(body, i, "null")
 	}
 	if i >= len(body) || body[i] != '[' {
 		return i, false
 	}
 	msgs := []compaction.Message{}
-	i = skipSpace(body, i+1)
+	i = jsonscan.SkipSpace(body, i+1)
 	if i < len(body) && body[i] == ']' {
 		*dst = msgs
 		return i + 1, true
 	}
 	for {
-		end, ok := objectEnd(body, i)
+		end, ok := jsonscan.ObjectEnd(body, i, maxFastDepth)
 		if !ok {
 			return i, false
 		}
@@ -129,7 +129,7 @@ func decodeMessages(body []byte, i int, dst *[]compaction.Message) (int, bool) {
 			return i, false
 		}
 		msgs = append(msgs, m)
-		i = skipSpace(body, end)
+		i = jsonscan.SkipSpace(body, end)
 		if i < len(body) && body[i] == ']' {
 			*dst = msgs
 			return i + 1, true
@@ -137,37 +137,8 @@ func decodeMessages(body []byte, i int, dst *[]compaction.Message) (int, bool) {
 		if i >= len(body) || body[i] != ',' {
 			return i, false
 		}
-		i = skipSpace(body, i+1)
+		i = jsonscan.SkipSpace(body, i+1)
 	}
-}
-
-// objectEnd is the index after the object that starts at body[i], found by counting
-// brackets outside strings; the object itself is checked by whoever decodes it.
-func objectEnd(body []byte, i int) (int, bool) {
-	if i >= len(body) || body[i] != '{' {
-		return i, false
-	}
-	depth := 0
-	for ; i < len(body); i++ {
-		switch body[i] {
-		case '"':
-			for i++; i < len(body) && body[i] != '"'; i++ {
-				if body[i] == '\\' {
-					i++
-				}
-			}
-		case '{', '[':
-			if depth++; depth > maxFastDepth {
-				return i, false // encoding/json's depth limit is left to Decode
-			}
-		case '}', ']':
-			depth--
-			if depth == 0 {
-				return i + 1, true
-			}
-		}
-	}
-	return i, false
 }
 
 // maxFastDepth is the deepest nesting of a message the fast path takes.
@@ -177,29 +148,29 @@ const maxFastDepth = 1000
 func decodeUsage(body []byte, i int, dst **compactclient.Usage) (int, bool) {
 	if i < len(body) && body[i] == 'n' {
 		*dst = nil
-		return literal(body, i, "null")
+		return jsonscan.Literal(body, i, "null")
 	}
 	if i >= len(body) || body[i] != '{' {
 		return i, false
 	}
 	u := &compactclient.Usage{}
-	i = skipSpace(body, i+1)
+	i = jsonscan.SkipSpace(body, i+1)
 	if i < len(body) && body[i] == '}' {
 		*dst = u
 		return i + 1, true
 	}
-	key, end, ok := plainString(body, i)
+	key, end, ok := jsonscan.PlainString(body, i)
 	if !ok || key != "promptTokens" {
 		return i, false
 	}
-	i = skipSpace(body, end)
+	i = jsonscan.SkipSpace(body, end)
 	if i >= len(body) || body[i] != ':' {
 		return i, false
 	}
-	if i, ok = decodeInt(body, skipSpace(body, i+1), &u.PromptTokens); !ok {
+	if i, ok = decodeInt(body, jsonscan.SkipSpace(body, i+1), &u.PromptTokens); !ok {
 		return i, false
 	}
-	i = skipSpace(body, i)
+	i = jsonscan.SkipSpace(body, i)
 	if i >= len(body) || body[i] != '}' {
 		return i, false
 	}
@@ -210,7 +181,7 @@ func decodeUsage(body []byte, i int, dst **compactclient.Usage) (int, bool) {
 // decodeInt decodes an integer without fraction or exponent (or null: no change) at body[i].
 func decodeInt(body []byte, i int, dst *int) (int, bool) {
 	if i < len(body) && body[i] == 'n' {
-		return literal(body, i, "null")
+		return jsonscan.Literal(body, i, "null")
 	}
 	start := i
 	if i < len(body) && body[i] == '-' {
@@ -242,54 +213,14 @@ func decodeBool(body []byte, i int, dst *bool) (int, bool) {
 	switch body[i] {
 	case 't':
 		*dst = true
-		return literal(body, i, "true")
+		return jsonscan.Literal(body, i, "true")
 	case 'f':
 		*dst = false
-		return literal(body, i, "false")
+		return jsonscan.Literal(body, i, "false")
 	case 'n':
-		return literal(body, i, "null")
+		return jsonscan.Literal(body, i, "null")
 	}
 	return i, false
-}
-
-// plainString is the JSON string at body[i] when it has no escapes, no control characters
-// and is valid UTF-8 (what the fast path takes), and the index after it.
-func plainString(body []byte, i int) (string, int, bool) {
-	if i >= len(body) || body[i] != '"' {
-		return "", i, false
-	}
-	for j := i + 1; j < len(body); j++ {
-		switch c := body[j]; {
-		case c == '"':
-			s := body[i+1 : j]
-			if !utf8.Valid(s) {
-				return "", j, false
-			}
-			return string(s), j + 1, true
-		case c == '\\' || c < 0x20:
-			return "", j, false
-		}
-	}
-	return "", len(body), false
-}
-
-func literal(body []byte, i int, lit string) (int, bool) {
-	if len(body)-i < len(lit) || string(body[i:i+len(lit)]) != lit {
-		return i, false
-	}
-	return i + len(lit), true
-}
-
-func skipSpace(body []byte, i int) int {
-	for i < len(body) {
-		switch body[i] {
-		case ' ', '\t', '\n', '\r':
-			i++
-		default:
-			return i
-		}
-	}
-	return i
 }
 
 // DecodeOffload decodes the body of an offload ({"message": {...}}) as Decode does: in one
@@ -304,28 +235,28 @@ func DecodeOffload(body []byte, req *compactclient.OffloadRequest) error {
 }
 
 func decodeOffloadFast(body []byte, req *compactclient.OffloadRequest) bool {
-	i := skipSpace(body, 0)
+	i := jsonscan.SkipSpace(body, 0)
 	if i >= len(body) || body[i] != '{' {
 		return false
 	}
-	key, end, ok := plainString(body, skipSpace(body, i+1))
+	key, end, ok := jsonscan.PlainString(body, jsonscan.SkipSpace(body, i+1))
 	if !ok || key != "message" {
 		return false
 	}
-	i = skipSpace(body, end)
+	i = jsonscan.SkipSpace(body, end)
 	if i >= len(body) || body[i] != ':' {
 		return false
 	}
-	i = skipSpace(body, i+1)
-	if end, ok = objectEnd(body, i); !ok {
+	i = jsonscan.SkipSpace(body, i+1)
+	if end, ok = jsonscan.ObjectEnd(body, i, maxFastDepth); !ok {
 		return false
 	}
 	var m compaction.Message
 	if m.UnmarshalJSON(body[i:end]) != nil {
 		return false
 	}
-	i = skipSpace(body, end)
-	if i >= len(body) || body[i] != '}' || skipSpace(body, i+1) != len(body) {
+	i = jsonscan.SkipSpace(body, end)
+	if i >= len(body) || body[i] != '}' || jsonscan.SkipSpace(body, i+1) != len(body) {
 		return false
 	}
 	*req = compactclient.OffloadRequest{Message: m}
