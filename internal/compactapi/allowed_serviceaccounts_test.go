@@ -19,6 +19,7 @@ import (
 
 	compactionv1alpha1 "github.com/harness9/compaction-operator/api/v1alpha1"
 	"github.com/harness9/compaction-operator/compaction/compactclient"
+	"github.com/harness9/compaction-operator/internal/compactapi/authz"
 	"github.com/harness9/compaction-operator/internal/dev/builder"
 )
 
@@ -35,7 +36,7 @@ func TestCheckOwnerAllowedServiceAccounts(t *testing.T) {
 			Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + ns, "system:authenticated"}}
 	}
 	bound := func(u authenticationv1.UserInfo, pod, uid string) authenticationv1.UserInfo {
-		u.Extra = map[string]authenticationv1.ExtraValue{podNameExtra: {pod}, podUIDExtra: {uid}}
+		u.Extra = map[string]authenticationv1.ExtraValue{authz.PodNameExtra: {pod}, authz.PodUIDExtra: {uid}}
 		return u
 	}
 	session := func(name string, listed []string, podOwned bool) *compactionv1alpha1.AgentSession {
@@ -69,7 +70,7 @@ func TestCheckOwnerAllowedServiceAccounts(t *testing.T) {
 			return nil
 		},
 	}).Build()
-	s := &Server{cache: c, auth: newAuthorizer(c, compactclient.DefaultTokenAudience, 0, 0)}
+	s := &Server{cache: c, auth: authz.New(c, compactclient.DefaultTokenAudience, 0, 0)}
 
 	for _, tc := range []struct {
 		name, session string

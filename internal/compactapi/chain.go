@@ -7,6 +7,8 @@ import (
 	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
+
+	"github.com/harness9/compaction-operator/internal/compactapi/authz"
 )
 
 // A route is an ordered chain of steps, each doing one thing to the request before its
@@ -129,11 +131,11 @@ func (s *Server) begin(w http.ResponseWriter, r *http.Request, name string) (c *
 // authenticate reviews the bearer token (TokenReview): the caller.
 func authenticate(s *Server) step {
 	return func(c *call) error {
-		token, err := bearerToken(c.r)
+		token, err := authz.BearerToken(c.r)
 		if err != nil {
 			return err
 		}
-		if c.user, err = s.auth.authenticate(c.r.Context(), token); err != nil {
+		if c.user, err = s.auth.Authenticate(c.r.Context(), token); err != nil {
 			return err
 		}
 		return nil
@@ -143,7 +145,7 @@ func authenticate(s *Server) step {
 // authorize checks that the caller may verb the session's subresource (SubjectAccessReview).
 func authorize(s *Server, verb, subresource string) step {
 	return func(c *call) error {
-		if err := s.auth.authorize(c.r.Context(), c.user, verb, "agentsessions/"+subresource, c.namespace, c.name); err != nil {
+		if err := s.auth.Authorize(c.r.Context(), c.user, verb, "agentsessions/"+subresource, c.namespace, c.name); err != nil {
 			return err
 		}
 		c.log.with("user", c.user.Username)
@@ -191,7 +193,7 @@ func limit(s *Server, route string, maxBody int64, hasBody bool) step {
 				declared = maxBody
 			}
 		}
-		share, err := s.inflight.admit(callerOf(c.user), s.inflight.weight(declared, 0))
+		share, err := s.inflight.admit(authz.CallerOf(c.user), s.inflight.weight(declared, 0))
 		if err != nil {
 			s.metrics.Throttled.WithLabelValues(route).Inc()
 			return err

@@ -9,6 +9,7 @@ import (
 
 	"github.com/harness9/compaction-operator/compaction"
 	"github.com/harness9/compaction-operator/internal/policy"
+	"github.com/harness9/compaction-operator/internal/sharelru"
 )
 
 // Bounds of the engines a replica keeps.
@@ -57,8 +58,8 @@ type engineKey struct {
 
 // newEngines is the replica's engines by conversation (storeID), each in its session's and
 // its namespace's share (engineFor).
-func newEngines() *shareLRU[string, *engine] {
-	return newShareLRU[string, *engine](engineSessions, engineIdle, sessionEngines, namespaceEngines)
+func newEngines() *sharelru.Cache[string, *engine] {
+	return sharelru.New[string, *engine](engineSessions, engineIdle, sessionEngines, namespaceEngines)
 }
 
 // keyOf is what sess's engine is built from.

@@ -2,6 +2,7 @@ package compactapi
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"net"
@@ -25,6 +26,7 @@ import (
 	compactionv1alpha1 "github.com/harness9/compaction-operator/api/v1alpha1"
 	"github.com/harness9/compaction-operator/compaction"
 	"github.com/harness9/compaction-operator/compaction/compactclient"
+	"github.com/harness9/compaction-operator/internal/compactapi/authz"
 	"github.com/harness9/compaction-operator/internal/dev/builder"
 	"github.com/harness9/compaction-operator/internal/policy"
 )
@@ -60,7 +62,7 @@ func (c *countingReviews) reviewsOf(user string) int {
 // limiter of rate and burst (rate 0: none).
 func (e *conversationEnv) countReviews(newTokenRate float64, newTokenBurst int) *countingReviews {
 	c := &countingReviews{Client: e.c, access: map[string]int{}}
-	e.server.auth = newAuthorizer(c, compactclient.DefaultTokenAudience, newTokenRate, newTokenBurst)
+	e.server.auth = authz.New(c, compactclient.DefaultTokenAudience, newTokenRate, newTokenBurst)
 	return c
 }
 
@@ -211,11 +213,11 @@ func TestAuthenticatedFloods(t *testing.T) {
 		if codes[http.StatusTooManyRequests] < 10000-sent-2 || codes[http.StatusNotFound] > sent {
 			t.Errorf("flood answered %v, want 429 beyond the caller's %d reviews", codes, sent)
 		}
-		if held := countKeys(e.server.auth.allowed.Keys(), attackerUser+"\x00"); held > callerAllowed {
-			t.Errorf("the attacker holds %d entries of the authorization cache, want at most %d", held, callerAllowed)
+		if held := countKeys(e.server.auth.AllowedKeys(), attackerUser+"\x00"); held > authz.CallerAllowed {
+			t.Errorf("the attacker holds %d entries of the authorization cache, want at most %d", held, authz.CallerAllowed)
 		}
 		// Kept past its expiry, until evicted: still there.
-		if countKeys(e.server.auth.allowed.Keys(), idleUser+"\x00") == 0 {
+		if countKeys(e.server.auth.AllowedKeys(), idleUser+"\x00") == 0 {
 			t.Error("the idle tenant's cached answer was evicted by the flood")
 		}
 		before := reviews.reviewsOf(idleUser)
@@ -224,7 +226,7 @@ func TestAuthenticatedFloods(t *testing.T) {
 		}
 		// Its answer may have expired (30 s) on a slow machine: then it is re-asked once,
 		// as a known answer, whatever the attacker did.
-		if got := reviews.reviewsOf(idleUser) - before; got != 0 && elapsed < allowedTTL {
+		if got := reviews.reviewsOf(idleUser) - before; got != 0 && elapsed < authz.AllowedTTL {
 			t.Errorf("idle tenant's turn after the flood cost %d SubjectAccessReviews: its cached answer was evicted", got)
 		}
 	})
@@ -478,42 +480,8 @@ func TestSummarizerBudgetSharedByNamespaceAndPolicy(t *testing.T) {
 	run(names, 1, "the sessions of policy CompactionPolicy/"+conversationNS+"/p share")
 }
 
-// TestShareLRU: a group at its cap evicts its own least recently used entry, never
-// another group's; past the size the least recently used of all goes; idle entries expire.
-func TestShareLRU(t *testing.T) {
-	c := newShareLRU[string, int](10, 0, 3, 5)
-	c.Add("other", 0, "s2", "ns")
-	for i := range 20 {
-		c.Add(fmt.Sprintf("a%d", i), i, "s1", "ns")
-	}
-	if c.GroupLen(0, "s1") != 3 || !c.Contains("other") || !c.Contains("a19") || c.Contains("a16") {
-		t.Errorf("session cap: keys %v", c.Keys())
-	}
-	// The namespace's cap (5) across its sessions.
-	for i := range 4 {
-		c.Add(fmt.Sprintf("b%d", i), i, fmt.Sprintf("s%d", 10+i), "ns")
-	}
-	if c.GroupLen(1, "ns") != 5 {
-		t.Errorf("namespace cap: %d entries, keys %v", c.GroupLen(1, "ns"), c.Keys())
-	}
-	// Past the size: the least recently used of all.
-	for i := range 12 {
-		c.Add(fmt.Sprintf("x%d", i), i, fmt.Sprintf("g%d", i), fmt.Sprintf("n%d", i))
-	}
-	if c.Len() != 10 {
-		t.Errorf("%d entries, want 10", c.Len())
-	}
-	now := time.Now()
-	e := newShareLRU[string, int](10, time.Minute, 5)
-	e.now = func() time.Time { return now }
-	e.Add("a", 1, "g")
-	now = now.Add(30 * time.Second)
-	e.Add("b", 2, "g")
-	if _, ok := e.Get("a"); !ok {
-		t.Error("a used 30 s ago expired")
-	}
-	now = now.Add(61 * time.Second)
-	if _, ok := e.Get("b"); ok || e.Len() != 0 {
-		t.Errorf("entries idle for over a minute kept: %v", e.Keys())
-	}
+// jwtLike is a JWT-shaped token with claims.
+func jwtLike(claims string) string {
+	enc := base64.RawURLEncoding.EncodeToString
+	return enc([]byte(`{"alg":"RS256"}`)) + "." + enc([]byte(claims)) + "." + enc([]byte("signature"))
 }

@@ -32,6 +32,7 @@ import (
 	"github.com/harness9/compaction-operator/compaction"
 	"github.com/harness9/compaction-operator/compaction/compactclient"
 	"github.com/harness9/compaction-operator/compaction/storage/s3"
+	"github.com/harness9/compaction-operator/internal/compactapi/authz"
 	"github.com/harness9/compaction-operator/internal/dev/builder"
 	"github.com/harness9/compaction-operator/internal/dev/testenv"
 	"github.com/harness9/compaction-operator/internal/dev/testenv/kubeenv"
@@ -318,7 +319,7 @@ func startWatchedEnv(t *testing.T, specs ...func(*compactionv1alpha1.CompactionP
 		SummariesOffTurn: true}
 	s.cache, s.apiReader, s.writer = ca, c, c
 	s.secrets, s.stores = policy.DirectSecrets{Reader: c}, &policy.Stores{}
-	s.auth = newAuthorizer(c, compactclient.DefaultTokenAudience, 0, 0)
+	s.auth = authz.New(c, compactclient.DefaultTokenAudience, 0, 0)
 	s.recorder, s.log, s.status = events.NewFakeRecorder(1000), logr.Discard(), newStatusBatcher()
 	s.inflight = newBudget(DefaultMaxInflightBytes, s.metrics.Inflight)
 	s.engines = newEngines()

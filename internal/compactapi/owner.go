@@ -12,13 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	compactionv1alpha1 "github.com/harness9/compaction-operator/api/v1alpha1"
-)
-
-// Extra keys of a pod-bound ServiceAccount token's user info (the kubelet's projected
-// tokens are bound to their pod).
-const (
-	podUIDExtra  = "authentication.kubernetes.io/pod-uid"
-	podNameExtra = "authentication.kubernetes.io/pod-name"
+	"github.com/harness9/compaction-operator/internal/compactapi/authz"
 )
 
 // checkOwner isolates the agents of one namespace from each other: the compaction-agent
@@ -41,7 +35,7 @@ func (s *Server) checkOwner(ctx context.Context, user authenticationv1.UserInfo,
 	var pods []string
 	for _, ref := range obj.OwnerReferences {
 		if ref.APIVersion == "v1" && ref.Kind == "Pod" {
-			if slices.Contains(user.Extra[podUIDExtra], string(ref.UID)) {
+			if slices.Contains(user.Extra[authz.PodUIDExtra], string(ref.UID)) {
 				return nil
 			}
 			pods = append(pods, ref.Name)
@@ -56,12 +50,12 @@ func (s *Server) checkOwner(ctx context.Context, user authenticationv1.UserInfo,
 			return nil
 		}
 	}
-	ok, err := s.auth.allowedTo(ctx, user, "update", "agentsessions", namespace, name)
+	ok, err := s.auth.AllowedTo(ctx, user, "update", "agentsessions", namespace, name)
 	if err != nil || ok {
 		return err
 	}
 	caller := "a token not bound to a pod"
-	if p := user.Extra[podNameExtra]; len(p) > 0 {
+	if p := user.Extra[authz.PodNameExtra]; len(p) > 0 {
 		caller = fmt.Sprintf("a token bound to pod %q", p[0])
 	}
 	if len(listed) == 0 {

@@ -27,6 +27,7 @@ import (
 	compactionv1alpha1 "github.com/harness9/compaction-operator/api/v1alpha1"
 	"github.com/harness9/compaction-operator/compaction"
 	"github.com/harness9/compaction-operator/compaction/compactclient"
+	"github.com/harness9/compaction-operator/internal/compactapi/authz"
 	"github.com/harness9/compaction-operator/internal/dev/builder"
 	"github.com/harness9/compaction-operator/internal/dev/testenv"
 	"github.com/harness9/compaction-operator/internal/dev/testenv/kubeenv"
@@ -87,7 +88,7 @@ func TestPassThroughReports(t *testing.T) { //nolint:gocyclo // one story: repor
 	s.cfg = Config{MaxBodyBytes: DefaultMaxBodyBytes, MaxMessages: DefaultMaxMessages, RequestTimeout: DefaultRequestTimeout,
 		UsageInterval: DefaultUsageInterval, TokenAudience: compactclient.DefaultTokenAudience, PassThroughQuiet: time.Hour}
 	s.cache, s.apiReader, s.writer = c, c, c
-	s.auth = newAuthorizer(c, compactclient.DefaultTokenAudience, 0, 0)
+	s.auth = authz.New(c, compactclient.DefaultTokenAudience, 0, 0)
 	s.recorder, s.log, s.status = events.NewFakeRecorder(100), logr.Discard(), newStatusBatcher()
 	s.inflight = newBudget(DefaultMaxInflightBytes, s.metrics.Inflight)
 	s.engines = newEngines()

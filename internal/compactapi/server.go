@@ -21,15 +21,16 @@ import (
 	"github.com/go-logr/logr"
 	lru "github.com/hashicorp/golang-lru/v2"
 	"github.com/prometheus/client_golang/prometheus"
-	"golang.org/x/time/rate"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
 	"github.com/harness9/compaction-operator/compaction/compactclient"
+	"github.com/harness9/compaction-operator/internal/compactapi/authz"
 	"github.com/harness9/compaction-operator/internal/egress"
 	"github.com/harness9/compaction-operator/internal/policy"
+	"github.com/harness9/compaction-operator/internal/sharelru"
 )
 
 // Defaults of Config.
@@ -47,6 +48,16 @@ const (
 	DefaultStatusInterval = 5 * time.Second
 	// DefaultStateTrust is the manager's --api-state-trust (see Config.StateTrust).
 	DefaultStateTrust = time.Minute
+	// DefaultReviewQPS and DefaultReviewBurst limit the TokenReviews and
+	// SubjectAccessReviews the API sends, on a client of their own: reviews never wait
+	// behind, nor hold up, the controllers' and status writes' requests.
+	DefaultReviewQPS   = 50
+	DefaultReviewBurst = 100
+	// The limits of reviews the authorizer sends (see authz).
+	DefaultNewTokenRate      = authz.DefaultNewTokenRate
+	DefaultNewTokenBurst     = authz.DefaultNewTokenBurst
+	DefaultCallerReviewRate  = authz.DefaultCallerReviewRate
+	DefaultCallerReviewBurst = authz.DefaultCallerReviewBurst
 )
 
 // Config configures the server.
@@ -165,7 +176,7 @@ type Server struct {
 	// policies; nil is the default client.
 	llm, llmNamespaced *http.Client
 	stores             *policy.Stores
-	auth               *authorizer
+	auth               *authz.Authorizer
 	recorder           recorder.EventRecorder
 	metrics            *Metrics
 	log                logr.Logger
@@ -189,7 +200,7 @@ type Server struct {
 	// enginesMu makes finding or building a session's engine one step, so a session has one
 	// engine, which serializes its compactions.
 	enginesMu sync.Mutex
-	engines   *shareLRU[string, *engine]
+	engines   *sharelru.Cache[string, *engine]
 	// serving is set once the listener is bound, for the readiness probe.
 	serving atomic.Bool
 
@@ -277,9 +288,8 @@ func New(mgr ctrl.Manager, cfg Config, stores *policy.Stores, reg prometheus.Reg
 	if err != nil {
 		return nil, err
 	}
-	auth := newAuthorizer(reviewer, cfg.TokenAudience, cfg.NewTokenRate, cfg.NewTokenBurst)
-	auth.reviews, auth.refused = m.TokenReviews, m.TokensRefused
-	auth.callerRate, auth.callerBurst = rate.Limit(cfg.CallerReviewRate), cfg.CallerReviewBurst
+	auth := authz.New(reviewer, cfg.TokenAudience, cfg.NewTokenRate, cfg.NewTokenBurst,
+		authz.WithMetrics(m.TokenReviews, m.TokensRefused), authz.WithCallerLimit(cfg.CallerReviewRate, cfg.CallerReviewBurst))
 	inflight := newBudget(cfg.MaxInflightBytes, m.Inflight)
 	inflight.callerLimit = max(cfg.MaxInflightBytesPerCaller, 0)
 	return &Server{
@@ -470,10 +480,13 @@ const writeGrace = 30 * time.Second
 // fail answers with err's status; unexpected errors are logged and answered 500.
 func (s *Server) fail(w *statusWriter, log *requestLog, err error) {
 	var ae *apiError
+	var refused *authz.Error
 	var mbe *http.MaxBytesError
 	switch {
 	case errors.As(err, &ae):
 		writeError(w, ae.code, ae.reason, ae.msg)
+	case errors.As(err, &refused):
+		writeError(w, refused.Code, refused.Reason, refused.Msg)
 	case errors.As(err, &mbe):
 		writeError(w, http.StatusRequestEntityTooLarge, ReasonTooLarge,
 			fmt.Sprintf("request body is larger than %d bytes", mbe.Limit))

@@ -1,4 +1,7 @@
-package compactapi
+// Package sharelru is an LRU cache shared by groups, each capped: one tenant adding entry after
+// entry evicts only its own. The compaction API keeps its authorization answers and its
+// sessions' engines in it.
+package sharelru
 
 import (
 	"container/list"
@@ -6,7 +9,7 @@ import (
 	"time"
 )
 
-// shareLRU is an LRU cache whose entries each belong to one group per level (a caller; a
+// Cache is an LRU cache whose entries each belong to one group per level (a caller; a
 // session and its namespace), where each level caps what one group may hold: an entry added
 // to a group at its cap evicts that group's least recently used entry, never another
 // group's. Past size entries in all, the least recently used entry of all goes. So one
@@ -15,20 +18,20 @@ import (
 //
 // With idle > 0 an entry not used (Get or Add) for idle is gone: it is dropped when found,
 // and expired entries at the cold end are dropped on every Get and Add.
-type shareLRU[K comparable, V any] struct {
+type Cache[K comparable, V any] struct {
 	mu    sync.Mutex
 	size  int
 	caps  []int
 	idle  time.Duration
 	now   func() time.Time
-	order *list.List // of *shareEntry[K, V], most recently used first
+	order *list.List // of *entry[K, V], most recently used first
 	items map[K]*list.Element
 	// groups are, per level, each group's entries (*list.Element of order), most recently
 	// used first.
 	groups []map[string]*list.List
 }
 
-type shareEntry[K comparable, V any] struct {
+type entry[K comparable, V any] struct {
 	key    K
 	val    V
 	groups []string
@@ -37,10 +40,10 @@ type shareEntry[K comparable, V any] struct {
 	used    time.Time
 }
 
-// newShareLRU is a cache of at most size entries with a cap per group of each level
+// New is a cache of at most size entries with a cap per group of each level
 // (len(caps) levels); idle 0 keeps entries until they are evicted.
-func newShareLRU[K comparable, V any](size int, idle time.Duration, caps ...int) *shareLRU[K, V] {
-	c := &shareLRU[K, V]{size: max(size, 1), caps: caps, idle: idle, now: time.Now, order: list.New(), items: map[K]*list.Element{}}
+func New[K comparable, V any](size int, idle time.Duration, caps ...int) *Cache[K, V] {
+	c := &Cache[K, V]{size: max(size, 1), caps: caps, idle: idle, now: time.Now, order: list.New(), items: map[K]*list.Element{}}
 	for range caps {
 		c.groups = append(c.groups, map[string]*list.List{})
 	}
@@ -48,7 +51,7 @@ func newShareLRU[K comparable, V any](size int, idle time.Duration, caps ...int)
 }
 
 // Get returns the entry of k and makes it the most recently used.
-func (c *shareLRU[K, V]) Get(k K) (V, bool) {
+func (c *Cache[K, V]) Get(k K) (V, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	now := c.now()
@@ -58,13 +61,13 @@ func (c *shareLRU[K, V]) Get(k K) (V, bool) {
 		var zero V
 		return zero, false
 	}
-	e := el.Value.(*shareEntry[K, V])
+	e := el.Value.(*entry[K, V])
 	c.touch(el, now)
 	return e.val, true
 }
 
 // Contains reports whether k has an entry, without using it.
-func (c *shareLRU[K, V]) Contains(k K) bool {
+func (c *Cache[K, V]) Contains(k K) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	_, ok := c.items[k]
@@ -73,13 +76,13 @@ func (c *shareLRU[K, V]) Contains(k K) bool {
 
 // Add sets k's entry, in groups (one per level; missing ones are ""). A key that has an
 // entry keeps its groups when none are given.
-func (c *shareLRU[K, V]) Add(k K, v V, groups ...string) {
+func (c *Cache[K, V]) Add(k K, v V, groups ...string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	now := c.now()
 	c.expire(now)
 	if el, ok := c.items[k]; ok {
-		e := el.Value.(*shareEntry[K, V])
+		e := el.Value.(*entry[K, V])
 		if len(groups) == 0 || equalGroups(e.groups, c.levels(groups)) {
 			e.val = v
 			c.touch(el, now)
@@ -97,7 +100,7 @@ func (c *shareLRU[K, V]) Add(k K, v V, groups ...string) {
 	for c.order.Len() >= c.size {
 		c.remove(c.order.Back())
 	}
-	e := &shareEntry[K, V]{key: k, val: v, groups: groups, inGroup: make([]*list.Element, len(groups)), used: now}
+	e := &entry[K, V]{key: k, val: v, groups: groups, inGroup: make([]*list.Element, len(groups)), used: now}
 	el := c.order.PushFront(e)
 	c.items[k] = el
 	for level, g := range groups {
@@ -111,7 +114,7 @@ func (c *shareLRU[K, V]) Add(k K, v V, groups ...string) {
 }
 
 // Remove drops k's entry.
-func (c *shareLRU[K, V]) Remove(k K) {
+func (c *Cache[K, V]) Remove(k K) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if el, ok := c.items[k]; ok {
@@ -120,7 +123,7 @@ func (c *shareLRU[K, V]) Remove(k K) {
 }
 
 // RemoveGroup drops every entry of group g of level (a deleted session's engines).
-func (c *shareLRU[K, V]) RemoveGroup(level int, g string) {
+func (c *Cache[K, V]) RemoveGroup(level int, g string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if level >= len(c.groups) {
@@ -134,14 +137,14 @@ func (c *shareLRU[K, V]) RemoveGroup(level int, g string) {
 }
 
 // Len is the number of entries.
-func (c *shareLRU[K, V]) Len() int {
+func (c *Cache[K, V]) Len() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.order.Len()
 }
 
 // GroupLen is the number of entries of group g of level.
-func (c *shareLRU[K, V]) GroupLen(level int, g string) int {
+func (c *Cache[K, V]) GroupLen(level int, g string) int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if l := c.groups[level][g]; l != nil {
@@ -151,17 +154,17 @@ func (c *shareLRU[K, V]) GroupLen(level int, g string) int {
 }
 
 // Keys are the keys, least recently used first.
-func (c *shareLRU[K, V]) Keys() []K {
+func (c *Cache[K, V]) Keys() []K {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	keys := make([]K, 0, c.order.Len())
 	for el := c.order.Back(); el != nil; el = el.Prev() {
-		keys = append(keys, el.Value.(*shareEntry[K, V]).key)
+		keys = append(keys, el.Value.(*entry[K, V]).key)
 	}
 	return keys
 }
 
-func (c *shareLRU[K, V]) levels(groups []string) []string {
+func (c *Cache[K, V]) levels(groups []string) []string {
 	out := make([]string, len(c.caps))
 	copy(out, groups)
 	return out
@@ -179,8 +182,8 @@ func equalGroups(a, b []string) bool {
 	return true
 }
 
-func (c *shareLRU[K, V]) touch(el *list.Element, now time.Time) {
-	e := el.Value.(*shareEntry[K, V])
+func (c *Cache[K, V]) touch(el *list.Element, now time.Time) {
+	e := el.Value.(*entry[K, V])
 	e.used = now
 	c.order.MoveToFront(el)
 	for level, g := range e.groups {
@@ -188,8 +191,8 @@ func (c *shareLRU[K, V]) touch(el *list.Element, now time.Time) {
 	}
 }
 
-func (c *shareLRU[K, V]) remove(el *list.Element) {
-	e := el.Value.(*shareEntry[K, V])
+func (c *Cache[K, V]) remove(el *list.Element) {
+	e := el.Value.(*entry[K, V])
 	c.order.Remove(el)
 	delete(c.items, e.key)
 	for level, g := range e.groups {
@@ -202,11 +205,11 @@ func (c *shareLRU[K, V]) remove(el *list.Element) {
 }
 
 // expire drops the entries not used for idle: they are the least recently used ones.
-func (c *shareLRU[K, V]) expire(now time.Time) {
+func (c *Cache[K, V]) expire(now time.Time) {
 	if c.idle <= 0 {
 		return
 	}
-	for el := c.order.Back(); el != nil && now.Sub(el.Value.(*shareEntry[K, V]).used) >= c.idle; el = c.order.Back() {
+	for el := c.order.Back(); el != nil && now.Sub(el.Value.(*entry[K, V]).used) >= c.idle; el = c.order.Back() {
 		c.remove(el)
 	}
 }

@@ -1,4 +1,8 @@
-package compactapi
+// Package authz authenticates the compaction API's callers (TokenReview of their bearer
+// token, for the API's own audience) and authorizes them (SubjectAccessReview on an
+// agentsessions subresource), with caches that keep the review load and a flood's reach
+// bounded. Refusals are *Error, with the HTTP status and reason to answer.
+package authz
 
 import (
 	"context"
@@ -19,14 +23,16 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	compactionv1alpha1 "github.com/harness9/compaction-operator/api/v1alpha1"
+	"github.com/harness9/compaction-operator/compaction/compactclient"
+	"github.com/harness9/compaction-operator/internal/sharelru"
 )
 
 // Cache lifetimes of authentication and authorization answers: short, so a revoked token
-// or binding stops working within 40 s (allowedTTL + confirmDenial), long enough that an
+// or binding stops working within 40 s (AllowedTTL + confirmDenial), long enough that an
 // agent's turn costs no TokenReview or SubjectAccessReview round trip.
 const (
 	tokenTTL   = 30 * time.Second
-	allowedTTL = 30 * time.Second
+	AllowedTTL = 30 * time.Second
 	deniedTTL  = 5 * time.Second
 	// staleGrace is how long past its expiry a positive answer is still used while the API
 	// server cannot be asked (a restart or an upgrade): agents keep compacting through it.
@@ -42,16 +48,16 @@ const (
 
 // Cache sizes. Positive and negative answers are kept apart: a flood of junk tokens (or of
 // denied requests) only ever evicts other junk, never the answers that let agents work. The
-// answers about a caller are that caller's share of the caches (see callerOf), capped: one
+// answers about a caller are that caller's share of the caches (see CallerOf), capped: one
 // caller asking about session after invented session only evicts its own answers.
 const (
 	goodCacheSize = 10000
 	badCacheSize  = 2000
-	// callerAllowed and callerDenied cap one caller's entries in the positive and negative
+	// CallerAllowed and callerDenied cap one caller's entries in the positive and negative
 	// authorization caches (an agent needs a handful: compact, toolresults, records of its
 	// session); callerTokens its tokens in the positive token cache (a pod has one or two at
 	// a time, around a rotation).
-	callerAllowed = 256
+	CallerAllowed = 256
 	callerDenied  = 64
 	callerTokens  = 16
 	// knownIdentities bounds the identities (ServiceAccount UID and pod UID) remembered as
@@ -67,11 +73,6 @@ const maxTokenBytes = 16 << 10
 
 // Defaults of the review limits.
 const (
-	// DefaultReviewQPS and DefaultReviewBurst limit the TokenReviews and
-	// SubjectAccessReviews the API sends, on a client of their own: reviews never wait
-	// behind, nor hold up, the controllers' and status writes' requests.
-	DefaultReviewQPS   = 50
-	DefaultReviewBurst = 100
 	// DefaultNewTokenRate and DefaultNewTokenBurst limit the reviews of tokens the server
 	// has no answer for (a token it knows is good is re-reviewed without limit). Over it the
 	// request is answered 429 with Retry-After.
@@ -93,10 +94,10 @@ const (
 	DefaultRotatedTokenBurst = 4
 )
 
-// authorizer checks bearer tokens with TokenReview and permissions with SubjectAccessReview.
+// Authorizer checks bearer tokens with TokenReview and permissions with SubjectAccessReview.
 // The caches are LRUs keyed by the token's hash (and the caller and attributes for access);
 // an expired entry stays until evicted, for staleGrace and confirmDenial.
-type authorizer struct {
+type Authorizer struct {
 	// c sends the reviews; in the manager a client with its own rate limiter.
 	c client.Client
 	// audience is the one audience a token must be for (TokenReviewSpec.Audiences): never
@@ -116,17 +117,33 @@ type authorizer struct {
 	// reason; nil counts nothing.
 	reviews, refused *prometheus.CounterVec
 
-	// goodTokens, allowed and denied are shared by callers (callerOf), each capped.
-	goodTokens *shareLRU[[32]byte, tokenEntry]
+	// goodTokens, allowed and denied are shared by callers (CallerOf), each capped.
+	goodTokens *sharelru.Cache[[32]byte, tokenEntry]
 	badTokens  *lru.Cache[[32]byte, time.Time] // when the "no" expires
-	allowed    *shareLRU[string, accessEntry]
-	denied     *shareLRU[string, accessEntry]
+	allowed    *sharelru.Cache[string, accessEntry]
+	denied     *sharelru.Cache[string, accessEntry]
 }
 
-// newAuthorizer builds an authorizer that reviews with c; newTokenRate <= 0 does not limit
-// the reviews of new tokens.
-func newAuthorizer(c client.Client, audience string, newTokenRate float64, newTokenBurst int) *authorizer {
-	a := &authorizer{c: c, audience: audience, newTokens: rate.NewLimiter(rate.Inf, 0)}
+// Option changes what New builds.
+type Option func(*Authorizer)
+
+// WithCallerLimit sets the rate (per second) and burst of one caller's SubjectAccessReviews
+// that no cached answer spares (default DefaultCallerReviewRate and -Burst); rate <= 0 does
+// not limit them.
+func WithCallerLimit(perSecond float64, burst int) Option {
+	return func(a *Authorizer) { a.callerRate, a.callerBurst = rate.Limit(perSecond), burst }
+}
+
+// WithMetrics counts the TokenReviews by result (reviews) and the tokens and questions
+// refused unreviewed by reason (refused).
+func WithMetrics(reviews, refused *prometheus.CounterVec) Option {
+	return func(a *Authorizer) { a.reviews, a.refused = reviews, refused }
+}
+
+// New builds an authorizer that reviews with c, for tokens of audience; newTokenRate <= 0
+// does not limit the reviews of new tokens.
+func New(c client.Client, audience string, newTokenRate float64, newTokenBurst int, opts ...Option) *Authorizer {
+	a := &Authorizer{c: c, audience: audience, newTokens: rate.NewLimiter(rate.Inf, 0)}
 	if newTokenRate > 0 {
 		a.newTokens = rate.NewLimiter(rate.Limit(newTokenRate), max(newTokenBurst, 1))
 	}
@@ -135,18 +152,41 @@ func newAuthorizer(c client.Client, audience string, newTokenRate float64, newTo
 	// lru.New fails only for a size <= 0.
 	a.identities, _ = lru.New[string, *rate.Limiter](knownIdentities)
 	a.callers, _ = lru.New[string, *rate.Limiter](callerLimiters)
-	a.goodTokens = newShareLRU[[32]byte, tokenEntry](goodCacheSize, 0, callerTokens)
+	a.goodTokens = sharelru.New[[32]byte, tokenEntry](goodCacheSize, 0, callerTokens)
 	a.badTokens, _ = lru.New[[32]byte, time.Time](badCacheSize)
-	a.allowed = newShareLRU[string, accessEntry](goodCacheSize, 0, callerAllowed)
-	a.denied = newShareLRU[string, accessEntry](badCacheSize, 0, callerDenied)
+	a.allowed = sharelru.New[string, accessEntry](goodCacheSize, 0, CallerAllowed)
+	a.denied = sharelru.New[string, accessEntry](badCacheSize, 0, callerDenied)
+	for _, opt := range opts {
+		opt(a)
+	}
 	return a
 }
 
-// callerOf is who a caller is for its share of the caches and its review bucket: the user,
+// AllowedKeys are the keys of the positive authorization answers kept, least recently used
+// first (each starts with the caller's username and a NUL): what a caller holds of the cache.
+func (a *Authorizer) AllowedKeys() []string { return a.allowed.Keys() }
+
+// Extra keys of a pod-bound ServiceAccount token's user info (the kubelet's projected
+// tokens are bound to their pod).
+const (
+	PodUIDExtra  = "authentication.kubernetes.io/pod-uid"
+	PodNameExtra = "authentication.kubernetes.io/pod-name"
+)
+
+// Error is a refusal: the HTTP status and reason (compactclient.Reason*) to answer with.
+type Error struct {
+	Code   int
+	Reason string
+	Msg    string
+}
+
+func (e *Error) Error() string { return e.Msg }
+
+// CallerOf is who a caller is for its share of the caches and its review bucket: the user,
 // and the pod a bound token is for (each pod of a ServiceAccount is a caller of its own, so
 // a hundred pods starting at once do not share one bucket).
-func callerOf(user authenticationv1.UserInfo) string {
-	return user.Username + "\x00" + strings.Join(user.Extra[podUIDExtra], ",")
+func CallerOf(user authenticationv1.UserInfo) string {
+	return user.Username + "\x00" + strings.Join(user.Extra[PodUIDExtra], ",")
 }
 
 // identityKey is the identity a token is for, to pick the bucket its review is charged
@@ -197,7 +237,7 @@ func unverifiedIdentity(token string) string {
 // allowNewToken decides whether a token with no positive answer may be reviewed now: from
 // its identity's own bucket when that identity was authenticated before (a rotated token),
 // else (or when that bucket is empty) from the shared new-token limiter.
-func (a *authorizer) allowNewToken(token string) bool {
+func (a *Authorizer) allowNewToken(token string) bool {
 	if id := unverifiedIdentity(token); id != "" {
 		if lim, ok := a.identities.Get(id); ok && lim.Allow() {
 			return true
@@ -207,8 +247,8 @@ func (a *authorizer) allowNewToken(token string) bool {
 }
 
 // remember marks user's identity as authenticated, with a full bucket for its next tokens.
-func (a *authorizer) remember(user authenticationv1.UserInfo) {
-	id := identityKey(user.UID, strings.Join(user.Extra[podUIDExtra], ","))
+func (a *Authorizer) remember(user authenticationv1.UserInfo) {
+	id := identityKey(user.UID, strings.Join(user.Extra[PodUIDExtra], ","))
 	if id == "" || a.rotatedRate <= 0 {
 		return
 	}
@@ -216,11 +256,11 @@ func (a *authorizer) remember(user authenticationv1.UserInfo) {
 }
 
 // allowReview decides whether user may have a SubjectAccessReview no cached answer spares.
-func (a *authorizer) allowReview(user authenticationv1.UserInfo) bool {
+func (a *Authorizer) allowReview(user authenticationv1.UserInfo) bool {
 	if a.callerRate <= 0 {
 		return true
 	}
-	caller := callerOf(user)
+	caller := CallerOf(user)
 	lim, ok := a.callers.Get(caller)
 	if !ok {
 		lim = rate.NewLimiter(a.callerRate, max(a.callerBurst, 1))
@@ -261,12 +301,12 @@ func holdDenial(prevOK bool, prevExpires, prevDeniedSince, now time.Time) (bool,
 	return now.Sub(since) < confirmDenial, since
 }
 
-// bearerToken is the request's bearer token, or a 401.
-func bearerToken(r *http.Request) (string, error) {
+// BearerToken is the request's bearer token, or a 401.
+func BearerToken(r *http.Request) (string, error) {
 	token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 	token = strings.TrimSpace(token)
 	if !ok || token == "" {
-		return "", &apiError{http.StatusUnauthorized, ReasonUnauthorized, "no bearer token: send the ServiceAccount token in the Authorization header"}
+		return "", &Error{http.StatusUnauthorized, compactclient.ReasonUnauthorized, "no bearer token: send the ServiceAccount token in the Authorization header"}
 	}
 	return token, nil
 }
@@ -302,10 +342,10 @@ func base64URL(c byte) bool {
 	return c == '-' || c == '_'
 }
 
-func (a *authorizer) authenticate(ctx context.Context, token string) (authenticationv1.UserInfo, error) {
+func (a *Authorizer) Authenticate(ctx context.Context, token string) (authenticationv1.UserInfo, error) {
 	if !jwtShaped(token) {
 		a.count(a.refused, "malformed")
-		return authenticationv1.UserInfo{}, &apiError{http.StatusUnauthorized, ReasonUnauthorized, fmt.Sprintf(
+		return authenticationv1.UserInfo{}, &Error{http.StatusUnauthorized, compactclient.ReasonUnauthorized, fmt.Sprintf(
 			"the bearer token is not a ServiceAccount token (a JWT of at most %d bytes): send a ServiceAccount token for audience %q", maxTokenBytes, a.audience)}
 	}
 	key := sha256.Sum256([]byte(token))
@@ -321,7 +361,7 @@ func (a *authorizer) authenticate(ctx context.Context, token string) (authentica
 	// must not lock out the agents already working.
 	if !known && !a.allowNewToken(token) {
 		a.count(a.refused, "rate_limited")
-		return authenticationv1.UserInfo{}, &apiError{http.StatusTooManyRequests, ReasonTooManyRequests,
+		return authenticationv1.UserInfo{}, &Error{http.StatusTooManyRequests, compactclient.ReasonTooManyRequests,
 			"too many new tokens to check at the moment; retry after Retry-After"}
 	}
 	tr := &authenticationv1.TokenReview{Spec: authenticationv1.TokenReviewSpec{Token: token, Audiences: []string{a.audience}}}
@@ -337,7 +377,7 @@ func (a *authorizer) authenticate(ctx context.Context, token string) (authentica
 	if tr.Status.Authenticated && slices.Contains(tr.Status.Audiences, a.audience) {
 		a.count(a.reviews, "authenticated")
 		a.badTokens.Remove(key)
-		a.goodTokens.Add(key, tokenEntry{user: tr.Status.User, expires: now.Add(tokenTTL)}, callerOf(tr.Status.User))
+		a.goodTokens.Add(key, tokenEntry{user: tr.Status.User, expires: now.Add(tokenTTL)}, CallerOf(tr.Status.User))
 		a.remember(tr.Status.User)
 		return tr.Status.User, nil
 	}
@@ -353,7 +393,7 @@ func (a *authorizer) authenticate(ctx context.Context, token string) (authentica
 	return authenticationv1.UserInfo{}, a.invalidToken(token)
 }
 
-func (a *authorizer) count(c *prometheus.CounterVec, label string) {
+func (a *Authorizer) count(c *prometheus.CounterVec, label string) {
 	if c != nil {
 		c.WithLabelValues(label).Inc()
 	}
@@ -362,15 +402,26 @@ func (a *authorizer) count(c *prometheus.CounterVec, label string) {
 // invalidToken is the 401 for a token the review refused. It names the audience to ask for,
 // and says when the token is for another one (read from the token without verifying it,
 // only for the message): a token for the Kubernetes API is the usual mistake.
-func (a *authorizer) invalidToken(token string) error {
+func (a *Authorizer) invalidToken(token string) error {
 	how := fmt.Sprintf("send a ServiceAccount token for audience %q (a projected serviceAccountToken volume with audience: %s, or kubectl create token SERVICE_ACCOUNT --audience %s)",
 		a.audience, a.audience, a.audience)
 	if aud := unverifiedAudiences(token); len(aud) > 0 && !slices.Contains(aud, a.audience) {
-		return &apiError{http.StatusUnauthorized, ReasonUnauthorized,
-			fmt.Sprintf("the bearer token is for audience %s, not the compaction API's: %s", clip(strings.Join(aud, ",")), how)}
+		return &Error{http.StatusUnauthorized, compactclient.ReasonUnauthorized,
+			fmt.Sprintf("the bearer token is for audience %s, not the compaction API's: %s", clipped(strings.Join(aud, ",")), how)}
 	}
-	return &apiError{http.StatusUnauthorized, ReasonUnauthorized, "the bearer token is not valid: " + how}
+	return &Error{http.StatusUnauthorized, compactclient.ReasonUnauthorized, "the bearer token is not valid: " + how}
 }
+
+// clipped shortens what the caller sent for an error message.
+func clipped(s string) string {
+	if len(s) > maxQuoted {
+		return s[:maxQuoted] + "..."
+	}
+	return s
+}
+
+// maxQuoted bounds what of a caller's input an error message quotes.
+const maxQuoted = 64
 
 // unverifiedAudiences reads the aud claim of a JWT without checking its signature; nil when
 // the token is not a JWT with one. Only for error messages.
@@ -400,10 +451,10 @@ func unverifiedAudiences(token string) []string {
 	return nil
 }
 
-// allowedTo asks whether user may verb the resource ("agentsessions" or
+// AllowedTo asks whether user may verb the resource ("agentsessions" or
 // "agentsessions/SUBRESOURCE") named name in namespace, with the caches, stale grace and
 // denial confirmation of authorize. It returns the answer and the authorizer's reason.
-func (a *authorizer) allowedTo(ctx context.Context, user authenticationv1.UserInfo, verb, resource, namespace, name string) (bool, error) {
+func (a *Authorizer) AllowedTo(ctx context.Context, user authenticationv1.UserInfo, verb, resource, namespace, name string) (bool, error) {
 	key := strings.Join([]string{user.Username, user.UID, strings.Join(user.Groups, ","), extraKey(user.Extra), verb, resource, namespace, name}, "\x00")
 	now := time.Now()
 	prev, known := a.allowed.Get(key)
@@ -414,10 +465,10 @@ func (a *authorizer) allowedTo(ctx context.Context, user authenticationv1.UserIn
 		return false, nil
 	}
 	// An answer it knows is re-asked whatever the load; a new question is the caller's.
-	caller := callerOf(user)
+	caller := CallerOf(user)
 	if !known && !a.allowReview(user) {
 		a.count(a.refused, "caller_rate_limited")
-		return false, &apiError{http.StatusTooManyRequests, ReasonTooManyRequests, fmt.Sprintf(
+		return false, &Error{http.StatusTooManyRequests, compactclient.ReasonTooManyRequests, fmt.Sprintf(
 			"%s asked about too many sessions at once (at most %d new authorization checks, then %g per second); retry after Retry-After",
 			user.Username, a.callerBurst, float64(a.callerRate))}
 	}
@@ -441,7 +492,7 @@ func (a *authorizer) allowedTo(ctx context.Context, user authenticationv1.UserIn
 	}
 	if sar.Status.Allowed {
 		a.denied.Remove(key)
-		a.allowed.Add(key, accessEntry{allowed: true, reason: sar.Status.Reason, expires: now.Add(allowedTTL)}, caller)
+		a.allowed.Add(key, accessEntry{allowed: true, reason: sar.Status.Reason, expires: now.Add(AllowedTTL)}, caller)
 		return true, nil
 	}
 	if known {
@@ -473,22 +524,22 @@ func extraKey(extra map[string]authenticationv1.ExtraValue) string {
 	return b.String()
 }
 
-// authorize is allowedTo with a 403 for "no".
-func (a *authorizer) authorize(ctx context.Context, user authenticationv1.UserInfo, verb, resource, namespace, name string) error {
-	ok, err := a.allowedTo(ctx, user, verb, resource, namespace, name)
+// Authorize is AllowedTo with a 403 for "no".
+func (a *Authorizer) Authorize(ctx context.Context, user authenticationv1.UserInfo, verb, resource, namespace, name string) error {
+	ok, err := a.AllowedTo(ctx, user, verb, resource, namespace, name)
 	if err != nil {
 		return err
 	}
 	if !ok {
 		msg := fmt.Sprintf("%s cannot %s %s %q in namespace %q (bind the compaction-agent ClusterRole)",
 			user.Username, verb, resource, name, namespace)
-		return &apiError{http.StatusForbidden, ReasonForbidden, msg}
+		return &Error{http.StatusForbidden, compactclient.ReasonForbidden, msg}
 	}
 	return nil
 }
 
 // unavailable is the answer when the API server cannot check a request: 503, retry.
 func unavailable(review string, err error) error {
-	return &apiError{http.StatusServiceUnavailable, ReasonAuthUnavailable,
+	return &Error{http.StatusServiceUnavailable, compactclient.ReasonAuthUnavailable,
 		fmt.Sprintf("cannot check the request with the Kubernetes API server (%s: %v); retry", review, err)}
 }

@@ -1,4 +1,4 @@
-package compactapi
+package authz
 
 import (
 	"context"
@@ -113,20 +113,20 @@ func TestJWTShaped(t *testing.T) {
 // 401 that names the audience, and says so when the token is for another audience.
 func TestTokenAudience(t *testing.T) {
 	srv := &reviewServer{audience: "compaction.harness9.io", good: jwtLike(`{"aud":["compaction.harness9.io"]}`)}
-	a := newAuthorizer(srv, srv.audience, 0, 0)
+	a := New(srv, srv.audience, 0, 0)
 	ctx := context.Background()
-	if _, err := a.authenticate(ctx, srv.good); err != nil {
+	if _, err := a.Authenticate(ctx, srv.good); err != nil {
 		t.Fatalf("good token: %v", err)
 	}
-	_, err := a.authenticate(ctx, jwtLike(`{"aud":["https://kubernetes.default.svc.cluster.local"]}`))
-	var ae *apiError
-	if !errors.As(err, &ae) || ae.code != http.StatusUnauthorized ||
-		!strings.Contains(ae.msg, "for audience https://kubernetes.default.svc.cluster.local") ||
-		!strings.Contains(ae.msg, "--audience compaction.harness9.io") {
+	_, err := a.Authenticate(ctx, jwtLike(`{"aud":["https://kubernetes.default.svc.cluster.local"]}`))
+	var ae *Error
+	if !errors.As(err, &ae) || ae.Code != http.StatusUnauthorized ||
+		!strings.Contains(ae.Msg, "for audience https://kubernetes.default.svc.cluster.local") ||
+		!strings.Contains(ae.Msg, "--audience compaction.harness9.io") {
 		t.Errorf("token for the Kubernetes API: %v, want a 401 naming both audiences", err)
 	}
-	_, err = a.authenticate(ctx, "not-a-jwt")
-	if !errors.As(err, &ae) || ae.code != http.StatusUnauthorized || !strings.Contains(ae.msg, "not a ServiceAccount token") {
+	_, err = a.Authenticate(ctx, "not-a-jwt")
+	if !errors.As(err, &ae) || ae.Code != http.StatusUnauthorized || !strings.Contains(ae.Msg, "not a ServiceAccount token") {
 		t.Errorf("malformed token: %v, want a 401", err)
 	}
 	if n := srv.tokens.Load(); n != 2 {
@@ -141,13 +141,13 @@ func TestTokenAudience(t *testing.T) {
 func TestTokenFloodKeepsGoodTokens(t *testing.T) {
 	srv := &reviewServer{audience: "aud", good: jwtLike(`{"aud":"aud"}`)}
 	const burst, perSecond = 20, 5
-	a := newAuthorizer(srv, srv.audience, perSecond, burst)
+	a := New(srv, srv.audience, perSecond, burst)
 	ctx := context.Background()
 	user := authenticationv1.UserInfo{Username: "system:serviceaccount:ns:agent"}
-	if _, err := a.authenticate(ctx, srv.good); err != nil {
+	if _, err := a.Authenticate(ctx, srv.good); err != nil {
 		t.Fatal(err)
 	}
-	if err := a.authorize(ctx, user, "create", "agentsessions/compact", "ns", "s"); err != nil {
+	if err := a.Authorize(ctx, user, "create", "agentsessions/compact", "ns", "s"); err != nil {
 		t.Fatal(err)
 	}
 	start := time.Now()
@@ -162,17 +162,17 @@ func TestTokenFloodKeepsGoodTokens(t *testing.T) {
 				if i%2 == 1 {
 					token = jwtLike(fmt.Sprintf(`{"aud":"aud","n":%d}`, i))
 				}
-				_, err := a.authenticate(ctx, token)
-				var ae *apiError
+				_, err := a.Authenticate(ctx, token)
+				var ae *Error
 				if !errors.As(err, &ae) {
 					t.Errorf("junk token %d: %v", i, err)
 					return
 				}
-				n, _ := codes.LoadOrStore(ae.code, new(atomic.Int64))
+				n, _ := codes.LoadOrStore(ae.Code, new(atomic.Int64))
 				n.(*atomic.Int64).Add(1)
 				// A legitimate agent keeps working throughout.
 				if i%100 == 0 {
-					if _, err := a.authenticate(ctx, srv.good); err != nil {
+					if _, err := a.Authenticate(ctx, srv.good); err != nil {
 						t.Errorf("good token during the flood: %v", err)
 					}
 				}
@@ -196,7 +196,7 @@ func TestTokenFloodKeepsGoodTokens(t *testing.T) {
 		t.Errorf("%d entries in the good-token cache, want the one good token", a.goodTokens.Len())
 	}
 	before := srv.tokens.Load()
-	if _, err := a.authenticate(ctx, srv.good); err != nil || srv.tokens.Load() != before {
+	if _, err := a.Authenticate(ctx, srv.good); err != nil || srv.tokens.Load() != before {
 		t.Errorf("good token after the flood: %v, %d reviews (want a cached answer)", err, srv.tokens.Load()-before)
 	}
 	// Expired: reviewed again, limiter or not.
@@ -207,7 +207,7 @@ func TestTokenFloodKeepsGoodTokens(t *testing.T) {
 	if a.newTokens.Tokens() >= 1 {
 		a.newTokens.AllowN(time.Now(), int(a.newTokens.Tokens()))
 	}
-	if _, err := a.authenticate(ctx, srv.good); err != nil || srv.tokens.Load() != before+1 {
+	if _, err := a.Authenticate(ctx, srv.good); err != nil || srv.tokens.Load() != before+1 {
 		t.Errorf("expired good token with the limiter empty: %v, %d reviews (want 1)", err, srv.tokens.Load()-before)
 	}
 }
@@ -216,13 +216,13 @@ func TestTokenFloodKeepsGoodTokens(t *testing.T) {
 // the API server is down, and a "no" after a "yes" is only believed after confirmDenial.
 func TestAuthStaleGraceAndConfirmDenial(t *testing.T) {
 	srv := &reviewServer{audience: "aud", good: jwtLike(`{"aud":"aud"}`)}
-	a := newAuthorizer(srv, srv.audience, 0, 0)
+	a := New(srv, srv.audience, 0, 0)
 	ctx := context.Background()
-	user, err := a.authenticate(ctx, srv.good)
+	user, err := a.Authenticate(ctx, srv.good)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := a.authorize(ctx, user, "create", "agentsessions/compact", "ns", "s"); err != nil {
+	if err := a.Authorize(ctx, user, "create", "agentsessions/compact", "ns", "s"); err != nil {
 		t.Fatal(err)
 	}
 	expire := func() {
@@ -238,22 +238,22 @@ func TestAuthStaleGraceAndConfirmDenial(t *testing.T) {
 	}
 	expire()
 	srv.down.Store(true)
-	if _, err := a.authenticate(ctx, srv.good); err != nil {
+	if _, err := a.Authenticate(ctx, srv.good); err != nil {
 		t.Errorf("known token while the API server is down: %v", err)
 	}
-	if err := a.authorize(ctx, user, "create", "agentsessions/compact", "ns", "s"); err != nil {
+	if err := a.Authorize(ctx, user, "create", "agentsessions/compact", "ns", "s"); err != nil {
 		t.Errorf("known permission while the API server is down: %v", err)
 	}
-	var ae *apiError
-	if _, err := a.authenticate(ctx, jwtLike(`{"n":1}`)); !errors.As(err, &ae) || ae.code != http.StatusServiceUnavailable {
+	var ae *Error
+	if _, err := a.Authenticate(ctx, jwtLike(`{"n":1}`)); !errors.As(err, &ae) || ae.Code != http.StatusServiceUnavailable {
 		t.Errorf("unknown token while the API server is down: %v, want 503", err)
 	}
 	srv.down.Store(false)
 	srv.deny.Store(true)
-	if _, err := a.authenticate(ctx, srv.good); err != nil {
+	if _, err := a.Authenticate(ctx, srv.good); err != nil {
 		t.Errorf("first no after a yes is held back: %v", err)
 	}
-	if err := a.authorize(ctx, user, "create", "agentsessions/compact", "ns", "s"); err != nil {
+	if err := a.Authorize(ctx, user, "create", "agentsessions/compact", "ns", "s"); err != nil {
 		t.Errorf("first denial after an allow is held back: %v", err)
 	}
 	// Denials that lasted confirmDenial are believed.
@@ -261,7 +261,7 @@ func TestAuthStaleGraceAndConfirmDenial(t *testing.T) {
 	e, _ := a.goodTokens.Get(key)
 	e.expires, e.deniedSince = time.Now().Add(-time.Millisecond), time.Now().Add(-confirmDenial)
 	a.goodTokens.Add(key, e)
-	if _, err := a.authenticate(ctx, srv.good); !errors.As(err, &ae) || ae.code != http.StatusUnauthorized {
+	if _, err := a.Authenticate(ctx, srv.good); !errors.As(err, &ae) || ae.Code != http.StatusUnauthorized {
 		t.Errorf("no confirmed for confirmDenial: %v, want 401", err)
 	}
 	if a.goodTokens.Contains(key) || !a.badTokens.Contains(key) {
@@ -273,7 +273,7 @@ func TestAuthStaleGraceAndConfirmDenial(t *testing.T) {
 // empty: malformed ones are refused by their shape, JWT-shaped ones by the bucket.
 func BenchmarkJunkToken(b *testing.B) {
 	srv := &reviewServer{audience: "aud"}
-	a := newAuthorizer(srv, srv.audience, 1e-9, 1)
+	a := New(srv, srv.audience, 1e-9, 1)
 	a.newTokens.Allow()
 	ctx := context.Background()
 	for _, tc := range []struct{ name, token string }{
@@ -282,7 +282,7 @@ func BenchmarkJunkToken(b *testing.B) {
 	} {
 		b.Run(tc.name, func(b *testing.B) {
 			for b.Loop() {
-				if _, err := a.authenticate(ctx, tc.token); err == nil {
+				if _, err := a.Authenticate(ctx, tc.token); err == nil {
 					b.Fatal("junk accepted")
 				}
 			}
