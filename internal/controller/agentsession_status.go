@@ -41,12 +41,22 @@ func (r *AgentSessionReconciler) updateStatus(ctx context.Context, s *compaction
 	}
 	s.Status.SessionID = string(s.UID)
 	s.Status.ObservedGeneration = gen
+	cond := func(t string, st metav1.ConditionStatus, reason, msg string) {
+		meta.SetStatusCondition(&s.Status.Conditions, metav1.Condition{Type: t, Status: st, Reason: reason, Message: msg, ObservedGeneration: gen})
+	}
 	set := func(t string, ok bool, reason, msg string) {
 		st := metav1.ConditionFalse
 		if ok {
 			st = metav1.ConditionTrue
 		}
-		meta.SetStatusCondition(&s.Status.Conditions, metav1.Condition{Type: t, Status: st, Reason: reason, Message: msg, ObservedGeneration: gen})
+		cond(t, st, reason, msg)
+	}
+	// unresolved: the policy cannot be used (not found, or not this namespace's), so there is
+	// no storage to report on: PolicyResolved and Ready False, StorageReady Unknown.
+	unresolved := func(reason, msg, storageMsg string) {
+		set(compactionv1alpha1.ConditionPolicyResolved, false, reason, msg)
+		cond(compactionv1alpha1.ConditionStorageReady, metav1.ConditionUnknown, reason, storageMsg)
+		set(compactionv1alpha1.ConditionReady, false, reason, msg)
 	}
 
 	pin, err := r.locations(false).Get(ctx, s)
@@ -69,12 +79,7 @@ func (r *AgentSessionReconciler) updateStatus(ctx context.Context, s *compaction
 		} else {
 			ctrl.LoggerFrom(ctx).Error(err, "resolve policy")
 		}
-		set(compactionv1alpha1.ConditionPolicyResolved, false, reason, err.Error())
-		meta.SetStatusCondition(&s.Status.Conditions, metav1.Condition{
-			Type: compactionv1alpha1.ConditionStorageReady, Status: metav1.ConditionUnknown,
-			Reason: reason, Message: "no policy to take storage from", ObservedGeneration: gen,
-		})
-		set(compactionv1alpha1.ConditionReady, false, reason, err.Error())
+		unresolved(reason, err.Error(), "no policy to take storage from")
 		return nil
 	}
 	if err := p.CheckNamespace(ctx, r.Client, s.Namespace); err != nil {
@@ -83,12 +88,7 @@ func (r *AgentSessionReconciler) updateStatus(ctx context.Context, s *compaction
 		}
 		// Not this namespace's policy: nothing is pinned, and the compaction API refuses the
 		// session; relabelling the namespace re-evaluates it (namespaceToSessions).
-		set(compactionv1alpha1.ConditionPolicyResolved, false, compactionv1alpha1.ReasonNamespaceNotAllowed, err.Error())
-		meta.SetStatusCondition(&s.Status.Conditions, metav1.Condition{
-			Type: compactionv1alpha1.ConditionStorageReady, Status: metav1.ConditionUnknown,
-			Reason: compactionv1alpha1.ReasonNamespaceNotAllowed, Message: "the policy may not be used in this namespace", ObservedGeneration: gen,
-		})
-		set(compactionv1alpha1.ConditionReady, false, compactionv1alpha1.ReasonNamespaceNotAllowed, err.Error())
+		unresolved(compactionv1alpha1.ReasonNamespaceNotAllowed, err.Error(), "the policy may not be used in this namespace")
 		return nil
 	}
 	set(compactionv1alpha1.ConditionPolicyResolved, true, compactionv1alpha1.ReasonPolicyFound,
@@ -102,10 +102,7 @@ func (r *AgentSessionReconciler) updateStatus(ctx context.Context, s *compaction
 	if c := p.Condition(compactionv1alpha1.ConditionStorageReady); c != nil {
 		set(compactionv1alpha1.ConditionStorageReady, c.Status == metav1.ConditionTrue, c.Reason, c.Message)
 	} else {
-		meta.SetStatusCondition(&s.Status.Conditions, metav1.Condition{
-			Type: compactionv1alpha1.ConditionStorageReady, Status: metav1.ConditionUnknown,
-			Reason: compactionv1alpha1.ReasonPolicyNotReady, Message: "the policy's storage has not been probed yet", ObservedGeneration: gen,
-		})
+		cond(compactionv1alpha1.ConditionStorageReady, metav1.ConditionUnknown, compactionv1alpha1.ReasonPolicyNotReady, "the policy's storage has not been probed yet")
 	}
 
 	if !p.Ready() {

@@ -2,16 +2,16 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
@@ -45,6 +45,9 @@ type PodReconciler struct {
 // +kubebuilder:rbac:groups="",resources=pods/finalizers,verbs=update
 // +kubebuilder:rbac:groups=compaction.harness9.io,resources=agentsessions,verbs=create
 
+// errSessionNameTaken: an AgentSession of the pod's name exists and another object controls it.
+var errSessionNameTaken = errors.New("session name taken")
+
 // Reconcile creates or updates the annotated pod's AgentSession.
 func (r *PodReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	pod := &metav1.PartialObjectMetadata{}
@@ -52,70 +55,65 @@ func (r *PodReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.R
 	if err := r.Get(ctx, req.NamespacedName, pod); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	policyName := pod.Annotations[PolicyAnnotation]
-	if policyName == "" || !pod.DeletionTimestamp.IsZero() {
+	if pod.Annotations[PolicyAnnotation] == "" || !pod.DeletionTimestamp.IsZero() {
 		return ctrl.Result{}, nil
 	}
-
 	spec, err := sessionSpecFor(pod)
 	if err != nil {
 		r.Recorder.Eventf(pod, nil, corev1.EventTypeWarning, compactionv1alpha1.ReasonInvalidAnnotation, "CreateSession", "%v", err)
 		return ctrl.Result{}, nil // fixed by editing the pod, which triggers a new reconcile
 	}
 
-	var s compactionv1alpha1.AgentSession
-	err = r.Get(ctx, req.NamespacedName, &s)
+	s := &compactionv1alpha1.AgentSession{ObjectMeta: metav1.ObjectMeta{Namespace: pod.Namespace, Name: pod.Name}}
+	var refused *compactionv1alpha1.PolicyReference
+	op, err := controllerutil.CreateOrPatch(ctx, r.Client, s, func() error {
+		if s.CreationTimestamp.IsZero() { // not found: created as the pod's
+			s.Labels = map[string]string{"app.kubernetes.io/managed-by": "compaction-operator"}
+			s.OwnerReferences = []metav1.OwnerReference{*metav1.NewControllerRef(pod, corev1.SchemeGroupVersion.WithKind("Pod"))}
+			s.Spec = spec
+			return nil
+		}
+		if !metav1.IsControlledBy(s, pod) {
+			return errSessionNameTaken
+		}
+		if s.DeletionTimestamp.IsZero() {
+			s.Spec, refused = desiredSpec(spec, s.Spec)
+		}
+		return nil
+	})
 	switch {
-	case apierrors.IsNotFound(err):
-		s = compactionv1alpha1.AgentSession{
-			ObjectMeta: metav1.ObjectMeta{
-				Namespace:       pod.Namespace,
-				Name:            pod.Name,
-				Labels:          map[string]string{"app.kubernetes.io/managed-by": "compaction-operator"},
-				OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(pod, corev1.SchemeGroupVersion.WithKind("Pod"))},
-			},
-			Spec: spec,
-		}
-		if err := r.Create(ctx, &s); err != nil {
-			return ctrl.Result{}, fmt.Errorf("create AgentSession: %w", err)
-		}
-		r.Recorder.Eventf(pod, &s, corev1.EventTypeNormal, compactionv1alpha1.ReasonSessionCreated, "CreateSession",
-			"Created AgentSession %s with %s %s", s.Name, spec.PolicyRef.Kind, spec.PolicyRef.Name)
-		r.checkProxyInjected(ctx, pod)
-		return ctrl.Result{}, nil
-	case err != nil:
-		return ctrl.Result{}, fmt.Errorf("get AgentSession: %w", err)
-	}
-
-	// Who may use the session (spec.allowedServiceAccounts) is the session's own setting,
-	// not the pod's annotations: keep it.
-	spec.AllowedServiceAccounts = s.Spec.AllowedServiceAccounts
-	if !metav1.IsControlledBy(&s, pod) {
-		r.Recorder.Eventf(pod, &s, corev1.EventTypeWarning, compactionv1alpha1.ReasonSessionNameTaken, "CreateSession",
+	case errors.Is(err, errSessionNameTaken):
+		r.Recorder.Eventf(pod, s, corev1.EventTypeWarning, compactionv1alpha1.ReasonSessionNameTaken, "CreateSession",
 			"AgentSession %s exists and is not controlled by this pod; leaving it alone", s.Name)
 		return ctrl.Result{}, nil
-	}
-	if equality.Semantic.DeepEqual(s.Spec, spec) || !s.DeletionTimestamp.IsZero() {
-		return ctrl.Result{}, nil
-	}
-	if s.Spec.PolicyRef != spec.PolicyRef {
-		// The session's objects stay where its policy put them: a session never changes
-		// policy (the API server refuses it). The rest of the spec is still brought in line.
-		r.Recorder.Eventf(pod, &s, corev1.EventTypeWarning, compactionv1alpha1.ReasonPolicyChangeRefused, "UpdateSession",
+	case err != nil:
+		return ctrl.Result{}, fmt.Errorf("create or update AgentSession: %w", err)
+	case op == controllerutil.OperationResultCreated:
+		r.Recorder.Eventf(pod, s, corev1.EventTypeNormal, compactionv1alpha1.ReasonSessionCreated, "CreateSession",
+			"Created AgentSession %s with %s %s", s.Name, spec.PolicyRef.Kind, spec.PolicyRef.Name)
+		r.checkProxyInjected(ctx, pod)
+	case refused != nil:
+		r.Recorder.Eventf(pod, s, corev1.EventTypeWarning, compactionv1alpha1.ReasonPolicyChangeRefused, "UpdateSession",
 			"The pod's annotations name %s %s, its AgentSession %s uses %s %s, and a session's policy cannot change: "+
 				"delete the AgentSession to start a new session with the new policy (its stored objects are deleted), or restore the annotation",
-			spec.PolicyRef.Kind, spec.PolicyRef.Name, s.Name, s.Spec.PolicyRef.Kind, s.Spec.PolicyRef.Name)
-		spec.PolicyRef = s.Spec.PolicyRef
-		if equality.Semantic.DeepEqual(s.Spec, spec) {
-			return ctrl.Result{}, nil
-		}
-	}
-	base := s.DeepCopy()
-	s.Spec = spec
-	if err := r.Patch(ctx, &s, client.MergeFrom(base)); err != nil {
-		return ctrl.Result{}, fmt.Errorf("update AgentSession spec: %w", err)
+			refused.Kind, refused.Name, s.Name, s.Spec.PolicyRef.Kind, s.Spec.PolicyRef.Name)
 	}
 	return ctrl.Result{}, nil
+}
+
+// desiredSpec is the spec an existing session of the pod should have: want, from the pod's
+// annotations, with what belongs to the session kept. Who may use it
+// (spec.allowedServiceAccounts) is the session's own setting; and a session never changes
+// policy (its objects stay where its policy put them; the API server refuses it): when want
+// names another, the session's is kept and refused is the one the annotations name. The
+// rest of the spec is still brought in line.
+func desiredSpec(want, have compactionv1alpha1.AgentSessionSpec) (spec compactionv1alpha1.AgentSessionSpec, refused *compactionv1alpha1.PolicyReference) {
+	want.AllowedServiceAccounts = have.AllowedServiceAccounts
+	if want.PolicyRef != have.PolicyRef {
+		named := want.PolicyRef
+		refused, want.PolicyRef = &named, have.PolicyRef
+	}
+	return want, refused
 }
 
 // checkProxyInjected records a Warning event ProxyNotInjected, with the cause, on a pod
