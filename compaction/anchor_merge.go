@@ -7,6 +7,8 @@ import (
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/harness9/compaction-operator/compaction/internal/textcut"
 )
 
 // MergeAnchors merges new anchors into old ones. Each anchor's content is a list of items
@@ -440,7 +442,7 @@ func boundItems(fixed, items []string, elided, head, tail, max int) string {
 		if clipTo > 0 {
 			for i := range list {
 				if !elisionItem.MatchString(list[i]) { // a clipped marker would read as an item
-					list[i] = clip(list[i], clipTo)
+					list[i] = textcut.Clip(list[i], clipTo)
 				}
 			}
 		}
@@ -459,7 +461,7 @@ func boundItems(fixed, items []string, elided, head, tail, max int) string {
 			n := len(fixed) + h + t + 1
 			out = build(max/n - 16)
 			if len(out) > max {
-				out = strings.TrimSpace(truncateUTF8(out, max))
+				out = strings.TrimSpace(textcut.Head(out, max))
 			}
 			return out
 		}

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 	"unicode"
+
+	"github.com/harness9/compaction-operator/compaction/internal/textcut"
 )
 
 // anchorType returns the anchor type a canonical name (any case) stands for.
@@ -168,7 +170,7 @@ func jsonText(v json.RawMessage) (string, bool) {
 	}
 	var b strings.Builder
 	for _, it := range list {
-		if it = oneLine(it); it != "" {
+		if it = textcut.OneLine(it); it != "" {
 			b.WriteString("- " + it + "\n")
 		}
 	}
@@ -374,7 +376,7 @@ func setAnchor(found map[AnchorType]string, t AnchorType, content string) {
 	} else if ok && content == NotAvailable {
 		return
 	}
-	found[t] = strings.TrimSpace(truncateUTF8(content, AnchorMaxChars(t)))
+	found[t] = strings.TrimSpace(textcut.Head(content, AnchorMaxChars(t)))
 }
 
 // fillAnchors returns the five anchors in canonical order, N/A where found has none.

@@ -6,6 +6,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/harness9/compaction-operator/compaction/internal/textcut"
 )
 
 // fileTrail is execution_progress's list of the files an agent touched, by kind:
@@ -174,7 +176,7 @@ func (ft *fileTrail) String() string {
 			}
 		}
 		if !shrunk {
-			return clip(s, maxTrailChars-3)
+			return textcut.Clip(s, maxTrailChars-3)
 		}
 	}
 }

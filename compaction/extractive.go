@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/harness9/compaction-operator/compaction/internal/textcut"
 )
 
 // ExtractiveSummarizer is the default summarizer: deterministic, no network, no model. It
@@ -143,7 +145,7 @@ func (x *extraction) forward() {
 				// The last one before the first answer: a demonstration comes first. A short
 				// message before the task is kept too.
 				if x.task != "" && len(x.task) <= extractShortTask {
-					x.preamble = append(x.preamble, oneLine(x.task))
+					x.preamble = append(x.preamble, textcut.OneLine(x.task))
 				}
 				x.task = text
 				continue
@@ -198,11 +200,11 @@ func messageText(m *Message) string {
 // followUpItem is a later user message as a user_intent item. A short question ("Any
 // progress?") states no instruction and is skipped.
 func followUpItem(text string) (string, bool) {
-	t := oneLine(truncateUTF8(text, 4*extractFollowChars))
+	t := textcut.OneLine(textcut.Head(text, 4*extractFollowChars))
 	if len(t) < 40 && strings.HasSuffix(t, "?") {
 		return "", false
 	}
-	return "later: " + clip(t, extractFollowChars), t != ""
+	return "later: " + textcut.Clip(t, extractFollowChars), t != ""
 }
 
 func countName(name string) string {
@@ -240,7 +242,7 @@ func (x *extraction) addTrail(e trailEntry) {
 // noteCall records the files a tool call reads or writes, applied when its result shows
 // that it did not fail.
 func (x *extraction) noteCall(tc *ToolCall) {
-	args := truncateUTF8(tc.Function.Arguments, extractArgBytes)
+	args := textcut.Head(tc.Function.Arguments, extractArgBytes)
 	name := strings.ToLower(tc.Function.Name)
 	cmd, _ := jsonStringField(args, "command", "cmd")
 	if path, ok := jsonStringField(args, "path", "file_path", "filename", "file"); ok && path != "" {
@@ -320,7 +322,7 @@ type shellLine struct{ text, body string }
 // skipped, lines continued by a backslash or an open quote joined, heredoc bodies (data,
 // not commands) attached to the line that reads them.
 func shellLines(cmd string, max int) []shellLine {
-	lines := strings.Split(truncateUTF8(cmd, extractArgBytes), "\n")
+	lines := strings.Split(textcut.Head(cmd, extractArgBytes), "\n")
 	var out []shellLine
 	for i := 0; i < len(lines) && len(out) < max; i++ {
 		text := strings.TrimSpace(lines[i])
@@ -466,7 +468,7 @@ func (x *extraction) addFiles(id string, kind int, files []string) {
 
 // notePyWrites notes the files Python code opens for writing as edited.
 func (x *extraction) notePyWrites(id, code string) {
-	for _, m := range pyWrites.FindAllStringSubmatch(truncateUTF8(code, extractArgBytes), 20) {
+	for _, m := range pyWrites.FindAllStringSubmatch(textcut.Head(code, extractArgBytes), 20) {
 		x.addFiles(id, trailEdited, []string{m[1] + m[2]})
 	}
 }
@@ -588,7 +590,7 @@ func (x *extraction) noteResult(m *Message) {
 	status := statusFailed(content)
 	failed := status || exitFailed(content) && !x.scripts[m.ToolCallID]
 	footer := ""
-	if tail := tailUTF8(content, 512); strings.Contains(tail, "(Open file: ") {
+	if tail := textcut.Tail(content, 512); strings.Contains(tail, "(Open file: ") {
 		if o := sweOpenFile.FindStringSubmatch(tail); o != nil && o[1] != "n/a" {
 			footer = o[1]
 		}
@@ -596,7 +598,7 @@ func (x *extraction) noteResult(m *Message) {
 	if file, ok := x.editFile[m.ToolCallID]; ok {
 		// The file an edit changed: the result's header names it, else its footer (the
 		// file open when it ran), else the file opened last in this span.
-		if h := sweFileHeader.FindStringSubmatch(truncateUTF8(content, 1024)); h != nil {
+		if h := sweFileHeader.FindStringSubmatch(textcut.Head(content, 1024)); h != nil {
 			file = h[1]
 		} else if footer != "" {
 			file = footer
@@ -616,15 +618,15 @@ func (x *extraction) noteResult(m *Message) {
 	if footer != "" {
 		x.openFile = footer
 	}
-	head := truncateUTF8(content, 1024)
+	head := textcut.Head(content, 1024)
 	if !failed && strings.Contains(head, "patching file ") {
-		head = truncateUTF8(content, 4096)
+		head = textcut.Head(content, 4096)
 		for _, p := range patchedFile.FindAllStringSubmatch(head, 20) {
 			x.addTrail(trailEntry{trailEdited, p[1]})
 		}
 	}
 	if strings.Contains(head, "diff --git a/") {
-		for _, f := range diffFiles(truncateUTF8(content, extractDiffBytes), 200) {
+		for _, f := range diffFiles(textcut.Head(content, extractDiffBytes), 200) {
 			x.addTrail(trailEntry{trailEdited, f})
 		}
 	}
@@ -656,17 +658,17 @@ func diffFiles(diff string, max int) []string {
 
 // statusLine is a result's first line, where file tools write their status.
 func statusLine(content string) string {
-	return firstLine(strings.TrimPrefix(strings.TrimSpace(truncateUTF8(content, 400)), "OBSERVATION:"))
+	return textcut.FirstLine(strings.TrimPrefix(strings.TrimSpace(textcut.Head(content, 400)), "OBSERVATION:"))
 }
 
 // exitFailed reports whether a result shows a non-zero exit code.
 func exitFailed(content string) bool {
-	if head := truncateUTF8(content, 1024); strings.Contains(head, "<returncode>") {
+	if head := textcut.Head(content, 1024); strings.Contains(head, "<returncode>") {
 		if m := findReturnCode(head); m != nil {
 			return m[1] != "0"
 		}
 	}
-	if code, ok := exitCode(tailUTF8(content, 256)); ok {
+	if code, ok := exitCode(textcut.Tail(content, 256)); ok {
 		return code != 0
 	}
 	return false
@@ -785,13 +787,13 @@ func (x *extraction) backward() {
 			what := x.shortCall(tc)
 			if len(x.outcomes) < x.maxItems && runs {
 				if o := r.outcome(); o != "" {
-					x.outcomes = append(x.outcomes, clip(what, 120)+" -> "+o+offloaded)
+					x.outcomes = append(x.outcomes, textcut.Clip(what, 120)+" -> "+o+offloaded)
 				}
 			}
 			if len(x.failures) < x.maxItems {
 				if f := r.failure(runs); f != "" && !seenFail[strings.ToLower(f)] {
 					seenFail[strings.ToLower(f)] = true
-					x.failures = append(x.failures, clip(what, 120)+" -> "+f+offloaded)
+					x.failures = append(x.failures, textcut.Clip(what, 120)+" -> "+f+offloaded)
 				}
 			}
 		}
@@ -801,13 +803,13 @@ func (x *extraction) backward() {
 	x.decisions = pickDecisions(x.decisions, x.maxItems)
 	slices.Reverse(x.decisions)
 	if ss := splitSentences(latest); x.nextStep == "" && len(ss) > 0 {
-		x.nextStep = clip(oneLine(ss[len(ss)-1]), 320) // no plan stated: what was said last
+		x.nextStep = textcut.Clip(textcut.OneLine(ss[len(ss)-1]), 320) // no plan stated: what was said last
 	}
 	switch {
 	case x.nextStep != "" && lastAction != "":
-		x.nextStep = clip(x.nextStep, 320) + " (last action: " + clip(lastAction, 100) + ")"
+		x.nextStep = textcut.Clip(x.nextStep, 320) + " (last action: " + textcut.Clip(lastAction, 100) + ")"
 	case lastAction != "":
-		x.nextStep = "last action: " + clip(lastAction, 120)
+		x.nextStep = "last action: " + textcut.Clip(lastAction, 120)
 	}
 }
 
@@ -861,18 +863,18 @@ func itemsContent(items []string) string {
 // "cd DIR &&" and heredoc bodies, an editor's sub-command and path, otherwise
 // name(arguments).
 func (x *extraction) shortCall(tc *ToolCall) string {
-	args := truncateUTF8(tc.Function.Arguments, extractArgBytes)
+	args := textcut.Head(tc.Function.Arguments, extractArgBytes)
 	cmd, _ := jsonStringField(args, "command", "cmd")
 	if path, ok := jsonStringField(args, "path", "file_path", "filename", "file"); ok {
-		return clip(strings.TrimSpace(tc.Function.Name+" "+firstWord(cmd)+" "+path), 140)
+		return textcut.Clip(strings.TrimSpace(tc.Function.Name+" "+firstWord(cmd)+" "+path), 140)
 	}
 	if cmd == "" {
 		return describeCall(*tc)
 	}
 	if f := x.editFile[tc.ID]; f != "" || firstWord(cmd) == sweEdit {
-		return clip(firstLine(cmd)+" ("+f+")", 120) // SWE-agent's edit: the rest is the new text
+		return textcut.Clip(textcut.FirstLine(cmd)+" ("+f+")", 120) // SWE-agent's edit: the rest is the new text
 	}
-	return clip(strings.Join(commandLines(cmd, 3), "; "), 120)
+	return textcut.Clip(strings.Join(commandLines(cmd, 3), "; "), 120)
 }
 
 // commandLines are the first max command lines of a shell script, each on one line and
@@ -881,7 +883,7 @@ func commandLines(cmd string, max int) []string {
 	lines := shellLines(cmd, max)
 	out := make([]string, 0, len(lines))
 	for _, l := range lines {
-		text := oneLine(l.text)
+		text := textcut.OneLine(l.text)
 		for {
 			rest, ok := strings.CutPrefix(text, "cd ")
 			if !ok {
@@ -920,7 +922,7 @@ func openQuote(line string) bool {
 }
 
 func firstWord(s string) string {
-	if w := strings.Fields(truncateUTF8(s, 64)); len(w) > 0 && len(w[0]) <= 20 {
+	if w := strings.Fields(textcut.Head(s, 64)); len(w) > 0 && len(w[0]) <= 20 {
 		return w[0]
 	}
 	return ""
@@ -943,7 +945,7 @@ var sweCommands = map[string]bool{"open": true, "create": true, sweEdit: true, "
 // runs reports whether a call ran something (a script, tests, a build), not only looked at
 // or wrote files.
 func (x *extraction) runs(tc *ToolCall) bool {
-	args := truncateUTF8(tc.Function.Arguments, extractArgBytes)
+	args := textcut.Head(tc.Function.Arguments, extractArgBytes)
 	if _, ok := jsonStringField(args, "path", "file_path", "filename", "file"); ok {
 		return false
 	}
@@ -996,19 +998,19 @@ func readResult(content string, runs bool) resultInfo {
 	if !runs {
 		window = 512
 	}
-	head := strings.ReplaceAll(truncateUTF8(content, window), "\r", "")
+	head := strings.ReplaceAll(textcut.Head(content, window), "\r", "")
 	tail := head
 	if len(content) > window {
-		tail = strings.ReplaceAll(tailUTF8(content, window), "\r", "")
+		tail = strings.ReplaceAll(textcut.Tail(content, window), "\r", "")
 	}
 	if m := findReturnCode(head); m != nil {
 		r.exit, _ = strconv.Atoi(m[1])
-	} else if code, ok := exitCode(tailUTF8(tail, 256)); ok {
+	} else if code, ok := exitCode(textcut.Tail(tail, 256)); ok {
 		r.exit = code
 	}
 	if runs {
 		// Test summaries are at the end: cheap checks before the regular expressions.
-		end := tailUTF8(tail, 2048)
+		end := textcut.Tail(tail, 2048)
 		lines := strings.Split(end, "\n")
 		for i := len(lines) - 1; i >= 0 && r.tests == ""; i-- {
 			l := lines[i]
@@ -1116,7 +1118,7 @@ func pytestFailedLine(text string) string {
 	if best < 0 {
 		return ""
 	}
-	return firstLine(text[best:])
+	return textcut.FirstLine(text[best:])
 }
 
 // isErrorHeading is a line that announces errors without saying what they are.
@@ -1133,7 +1135,7 @@ func cleanLine(l string) string {
 		l = l[:i]
 	}
 	l = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(l), "OBSERVATION:"))
-	return clip(l, extractItemChars-60)
+	return textcut.Clip(l, extractItemChars-60)
 }
 
 // lastOutputLine is the last line of a result that is output, not harness markup.
@@ -1147,7 +1149,7 @@ func lastOutputLine(tail string) string {
 			strings.HasPrefix(l, "root@"), strings.HasSuffix(l, "$"), strings.HasSuffix(l, "#"):
 			continue
 		}
-		return clip(l, 100)
+		return textcut.Clip(l, 100)
 	}
 	return ""
 }
@@ -1234,7 +1236,7 @@ func (r resultInfo) failure(runs bool) string {
 // cleanAssistant is an assistant message's prose: no code blocks, no tool-call markup, no
 // "THOUGHT:" label.
 func cleanAssistant(content string) string {
-	s := truncateUTF8(content, extractTextBytes)
+	s := textcut.Head(content, extractTextBytes)
 	if i := strings.Index(s, "<function="); i >= 0 {
 		s = s[:i]
 	}
@@ -1316,13 +1318,13 @@ func decisionSentences(text string) []string {
 		}
 		if choiceSet.in(ls) || reasonSet.in(ls) && actionSet.in(ls) ||
 			commitSet.in(ls) && strings.Count(s, "`") >= 2 {
-			it := oneLine(trimListMarker(s))
+			it := textcut.OneLine(trimListMarker(s))
 			// Two decision sentences in a row state one finding ("So it's not specific to
 			// X. It happens with any Y."): one item, when it stays short.
 			if last == i-1 && len(out) > 0 && len(out[len(out)-1])+1+len(it) <= extractDecisionChars {
 				out[len(out)-1] += " " + it
 			} else {
-				out = append(out, clip(it, extractDecisionChars))
+				out = append(out, textcut.Clip(it, extractDecisionChars))
 			}
 			last = i
 		}
@@ -1341,7 +1343,7 @@ func statedPlan(text string) string {
 	var plan []string
 	for i := len(ss) - 1; i >= 0 && len(plan) < 2; i-- {
 		if l := strings.ToLower(ss[i]); planSet.in(l) && !strings.Contains(l, "let me know") {
-			plan = append(plan, strings.TrimSuffix(oneLine(trimListMarker(ss[i])), ":"))
+			plan = append(plan, strings.TrimSuffix(textcut.OneLine(trimListMarker(ss[i])), ":"))
 		}
 	}
 	if len(plan) == 0 {
@@ -1353,7 +1355,7 @@ func statedPlan(text string) string {
 			plan[i] = p + "."
 		}
 	}
-	return clip(strings.Join(plan, " "), 320)
+	return textcut.Clip(strings.Join(plan, " "), 320)
 }
 
 // countAny is how many of subs occur in s.
@@ -1423,8 +1425,8 @@ var requirementSections = [...]string{"expect", "requirement", "acceptance", "go
 // say must/should/do not, API names), within extractTaskChars, and the key lines of the
 // harness's instructions after the problem statement, within extractInstrChars.
 func taskItems(text string) []string {
-	text = truncateUTF8(text, 4*extractTextBytes)
-	if one := oneLine(text); len(one) <= extractShortTask {
+	text = textcut.Head(text, 4*extractTextBytes)
+	if one := textcut.OneLine(text); len(one) <= extractShortTask {
 		return []string{one}
 	}
 	type cand struct {
@@ -1484,13 +1486,13 @@ func taskItems(text string) []string {
 			continue // example output, tables, prompts, questions
 		}
 		if score := taskLineScore(section, body); score >= 2 {
-			cands = append(cands, cand{i, score, instr, clip(oneLine(body), extractItemChars-20)})
+			cands = append(cands, cand{i, score, instr, textcut.Clip(textcut.OneLine(body), extractItemChars-20)})
 		}
 	}
 	items := []string{}
 	used := 0
 	if title != "" {
-		title = clip(oneLine(title), 200)
+		title = textcut.Clip(textcut.OneLine(title), 200)
 		items = append(items, title)
 		used += len(title)
 	}
@@ -1518,7 +1520,7 @@ func taskItems(text string) []string {
 		items = append(items, c.text)
 	}
 	if len(items) == 0 {
-		items = append(items, clip(oneLine(text), extractShortTask))
+		items = append(items, textcut.Clip(textcut.OneLine(text), extractShortTask))
 	}
 	return items
 }
@@ -1719,7 +1721,7 @@ func previousTimeline(prev string) (lines []string, covered, elided int) {
 			l = "- earlier: " + rest
 		}
 		if len(l) > 2*extractLineChars { // clipped, not trimmed: "  -> result" lines stay indented
-			l = truncateUTF8(l, 2*extractLineChars) + "..."
+			l = textcut.Head(l, 2*extractLineChars) + "..."
 		}
 		lines = append(lines, l)
 	}
@@ -1730,9 +1732,9 @@ func previousTimeline(prev string) (lines []string, covered, elided int) {
 func proseLine(m *Message) string {
 	switch m.Role {
 	case RoleUser:
-		return "- user: " + clip(firstTextLine(messageText(m)), extractLineChars)
+		return "- user: " + textcut.Clip(firstTextLine(messageText(m)), extractLineChars)
 	case RoleAssistant:
-		l := "- assistant: " + clip(firstTextLine(cleanAssistant(truncateUTF8(m.Content, 2048))), extractLineChars)
+		l := "- assistant: " + textcut.Clip(firstTextLine(cleanAssistant(textcut.Head(m.Content, 2048))), extractLineChars)
 		if len(m.ToolCalls) > 0 {
 			names := make([]string, 0, len(m.ToolCalls))
 			for _, tc := range m.ToolCalls {
@@ -1745,33 +1747,33 @@ func proseLine(m *Message) string {
 		if strings.HasPrefix(m.Content, PlaceholderPrefix) {
 			return "  -> offloaded result " + m.ToolCallID + ", readable by its tool_call_id"
 		}
-		c := truncateUTF8(m.Content, 2048)
+		c := textcut.Head(m.Content, 2048)
 		exit := ""
 		if rc := returnCode.FindStringSubmatchIndex(c); rc != nil && strings.HasPrefix(strings.TrimSpace(c), "<returncode>") {
 			exit, c = "exit "+c[rc[2]:rc[3]]+": ", c[rc[1]:]
 		}
-		return fmt.Sprintf("  -> %s%s (%d bytes)", exit, clip(firstOutputLine(c), extractLineChars), len(m.Content))
+		return fmt.Sprintf("  -> %s%s (%d bytes)", exit, textcut.Clip(firstOutputLine(c), extractLineChars), len(m.Content))
 	default:
-		return "- " + string(m.Role) + ": " + clip(firstLine(m.Content), extractLineChars)
+		return "- " + string(m.Role) + ": " + textcut.Clip(textcut.FirstLine(m.Content), extractLineChars)
 	}
 }
 
 func describeCall(tc ToolCall) string {
 	// Cut before folding white space: arguments can be whole files.
-	args := oneLine(truncateUTF8(tc.Function.Arguments, 400))
-	return clip(tc.Function.Name+"("+clip(args, 100)+")", 130)
+	args := textcut.OneLine(textcut.Head(tc.Function.Arguments, 400))
+	return textcut.Clip(tc.Function.Name+"("+textcut.Clip(args, 100)+")", 130)
 }
 
 // firstTextLine is the first line of s that is not markup such as "<uploaded_files>" or a
 // path alone.
 func firstTextLine(s string) string {
-	s = truncateUTF8(s, 2048)
+	s = textcut.Head(s, 2048)
 	for l := range strings.SplitSeq(s, "\n") {
 		if l = strings.TrimSpace(l); l != "" && !tagLine.MatchString(l) && strings.Contains(l, " ") {
 			return l
 		}
 	}
-	return firstLine(s)
+	return textcut.FirstLine(s)
 }
 
 // firstOutputLine is the first line of a tool result that is not harness markup.
@@ -1782,26 +1784,6 @@ func firstOutputLine(s string) string {
 		}
 	}
 	return ""
-}
-
-func firstLine(s string) string {
-	s = strings.TrimSpace(s)
-	if i := strings.IndexByte(s, '\n'); i >= 0 {
-		return strings.TrimSpace(s[:i])
-	}
-	return s
-}
-
-func oneLine(s string) string {
-	return strings.Join(strings.Fields(s), " ")
-}
-
-func clip(s string, n int) string {
-	s = strings.TrimSpace(s)
-	if len(s) <= n {
-		return s
-	}
-	return strings.TrimSpace(truncateUTF8(s, n)) + "..."
 }
 
 // decisionPool is how many times the kept decisions are read from a span's newest answers:

@@ -4,6 +4,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/harness9/compaction-operator/compaction/internal/textcut"
 )
 
 // The budget of the failure and error lines an offloaded result's placeholder shows
@@ -181,7 +183,7 @@ func failureRank(line string) int {
 	// said at its start, and a long line would cost more than it tells.
 	head := line
 	if len(t) > maxClassifyBytes {
-		t = truncateUTF8(t, maxClassifyBytes)
+		t = textcut.Head(t, maxClassifyBytes)
 		head = line[:len(line)-len(strings.TrimLeft(line, " \t"))+len(t)]
 	}
 	if mayBeErrorLine(head) && errorLineRE.MatchString(t) {
@@ -240,7 +242,7 @@ func exitFailedLine(line string) bool {
 // bytes left out counted, and valid UTF-8 (a result can hold any bytes).
 func keyLineText(line string) string {
 	if len(line) > placeholderKeyLineBytes {
-		cut := truncateUTF8(line, placeholderKeyLineBytes)
+		cut := textcut.Head(line, placeholderKeyLineBytes)
 		return strings.ToValidUTF8(cut, "\uFFFD") + " [... " + strconv.Itoa(len(line)-len(cut)) + " more bytes on this line]"
 	}
 	return strings.ToValidUTF8(line, "\uFFFD")

@@ -3,6 +3,8 @@ package compaction
 import (
 	"fmt"
 	"sort"
+
+	"github.com/harness9/compaction-operator/compaction/internal/textcut"
 )
 
 // TokenBudgetCompactor is the fallback compactor: no summarizer, only cuts. The progressive
@@ -116,7 +118,7 @@ func shrinkToBudget(msgs []Message, budget, from int) []Message {
 			keep = minKeptChars
 		}
 		marker := fmt.Sprintf("\n[... %d bytes truncated by emergency compaction ...]\n", len(content)-keep)
-		shortened := truncateUTF8(content, keep/2) + marker + tailUTF8(content, keep-keep/2)
+		shortened := textcut.Head(content, keep/2) + marker + textcut.Tail(content, keep-keep/2)
 		if len(shortened) >= len(content) {
 			continue
 		}

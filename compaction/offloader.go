@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/harness9/compaction-operator/compaction/internal/textcut"
 	"golang.org/x/sync/errgroup"
 )
 
@@ -502,7 +503,7 @@ func lastLinesOf(content string, n int) (string, int, int) {
 			rest, start = "", 0
 		}
 		if len(line) > maxPreviewLineBytes {
-			line = truncateUTF8(line, maxPreviewLineBytes) + fmt.Sprintf(" [... %d more bytes on this line]", len(line)-maxPreviewLineBytes)
+			line = textcut.Head(line, maxPreviewLineBytes) + fmt.Sprintf(" [... %d more bytes on this line]", len(line)-maxPreviewLineBytes)
 		}
 		lines = append(lines, line)
 	}
@@ -529,7 +530,7 @@ func previewOf(content string, n int) (string, int, int) {
 			rest = ""
 		}
 		if len(line) > maxPreviewLineBytes {
-			line = truncateUTF8(line, maxPreviewLineBytes) + fmt.Sprintf(" [... %d more bytes on this line]", len(line)-maxPreviewLineBytes)
+			line = textcut.Head(line, maxPreviewLineBytes) + fmt.Sprintf(" [... %d more bytes on this line]", len(line)-maxPreviewLineBytes)
 		}
 		b.WriteString(line)
 		b.WriteByte('\n')

@@ -8,6 +8,8 @@ import (
 	"sort"
 	"strings"
 	"unicode"
+
+	"github.com/harness9/compaction-operator/compaction/internal/textcut"
 )
 
 // Pin kinds, in the order the pin budget serves them.
@@ -229,8 +231,8 @@ func (c *ProgressiveCompactor) shortenPin(ctx context.Context, p Pin, size int, 
 	}
 	marker := fmt.Sprintf("\n[... %d bytes of this pinned message omitted to fit the pin budget; %s ...]\n", len(full), where)
 	keep := max(size-len(marker), 256)
-	head := truncateUTF8(full, keep*2/3)
-	tail := tailUTF8(full, keep-len(head))
+	head := textcut.Head(full, keep*2/3)
+	tail := textcut.Tail(full, keep-len(head))
 	p.Message = p.Message.Clone()
 	p.Message.Content = head + marker + tail
 	return p

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/harness9/compaction-operator/compaction/internal/textcut"
 )
 
 // This file holds summaries made off the turn (WithBackground). With an LLM summarizer, a
@@ -371,7 +373,7 @@ func runPrepared(ctx context.Context, s Summarizer, states StateStore, id string
 }
 
 // quietError is err's text, bounded.
-func quietError(err error) string { return truncateUTF8(err.Error(), 300) }
+func quietError(err error) string { return textcut.Head(err.Error(), 300) }
 
 // savePrepared writes job into the conversation's prepared summaries: as a claim (refused
 // with errClaimed when another live claim or a result holds the span), or as a result (in

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/harness9/compaction-operator/compaction/internal/textcut"
 )
 
 // This file holds the summarization of a span of the head into the compaction message.
@@ -122,7 +124,7 @@ func (c *ProgressiveCompactor) summaryMessage(ctx context.Context, span []Messag
 		rendered = FormatAnchorsWithin(shown, c.windowChars()/3)
 		limit = min(limit, max(capBytes-len(rendered), minProseChars))
 	}
-	summary = truncateUTF8(summary, limit)
+	summary = textcut.Head(summary, limit)
 	return c.compactionMessage(ctx, rendered, summary, span), merged, summary
 }
 

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+
+	"github.com/harness9/compaction-operator/compaction/internal/textcut"
 )
 
 // SummaryRequest is what a summarizer gets: the messages to fold into the summary, and the
@@ -214,13 +216,13 @@ func renderedLen(m *Message, maxChars int) int {
 		if c == "" {
 			c = renderParts(m.ContentParts)
 		}
-		content = len(truncateUTF8(c, half)) + len("\n[...  bytes elided ...]\n") + decimalLen(content-maxChars) + len(tailUTF8(c, half))
+		content = len(textcut.Head(c, half)) + len("\n[...  bytes elided ...]\n") + decimalLen(content-maxChars) + len(textcut.Tail(c, half))
 	}
 	n += content + 1
 	for _, tc := range m.ToolCalls {
 		args := len(tc.Function.Arguments)
 		if args > maxChars/2 {
-			args = len(truncateUTF8(tc.Function.Arguments, maxChars/2)) + len("...")
+			args = len(textcut.Head(tc.Function.Arguments, maxChars/2)) + len("...")
 		}
 		n += len("-> call  ()\n") + len(tc.ID) + len(tc.Function.Name) + args
 	}
@@ -296,29 +298,17 @@ func RenderMessage(m *Message, maxChars int) string {
 	}
 	if len(content) > maxChars {
 		half := maxChars / 2
-		content = truncateUTF8(content, half) + fmt.Sprintf("\n[... %d bytes elided ...]\n", len(content)-maxChars) + tailUTF8(content, half)
+		content = textcut.Head(content, half) + fmt.Sprintf("\n[... %d bytes elided ...]\n", len(content)-maxChars) + textcut.Tail(content, half)
 	}
 	b.WriteString(content)
 	b.WriteByte('\n')
 	for _, tc := range m.ToolCalls {
 		args := tc.Function.Arguments
 		if len(args) > maxChars/2 {
-			args = truncateUTF8(args, maxChars/2) + "..."
+			args = textcut.Head(args, maxChars/2) + "..."
 		}
 		fmt.Fprintf(&b, "-> call %s %s(%s)\n", tc.ID, tc.Function.Name, args)
 	}
 	b.WriteByte('\n')
 	return b.String()
-}
-
-// tailUTF8 returns the last n bytes of s or fewer, starting on a rune boundary.
-func tailUTF8(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	i := len(s) - n
-	for i < len(s) && (s[i]&0xC0) == 0x80 {
-		i++
-	}
-	return s[i:]
 }

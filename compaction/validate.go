@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/harness9/compaction-operator/compaction/internal/textcut"
 )
 
 // MaxToolCallIDLength bounds a tool-call ID; real providers use IDs of 20 to 60 bytes.
@@ -138,16 +140,5 @@ func truncateForError(s string) string {
 	if len(s) <= max {
 		return s
 	}
-	return truncateUTF8(s, max) + "..."
-}
-
-// truncateUTF8 cuts s to at most n bytes without splitting a rune.
-func truncateUTF8(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n]
+	return textcut.Head(s, max) + "..."
 }
