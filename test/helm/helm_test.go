@@ -27,6 +27,7 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -123,10 +124,15 @@ func (h *helmCLI) run(t *testing.T, args ...string) string {
 	return out
 }
 
+// offline is what rendering without a cluster (helm template, lint, --dry-run=client) must
+// be told: the API server's address, which an install looks up. A later --set-json of the
+// same value wins.
+var offline = []string{"--set-json", `networkPolicy.egress.apiServer.cidrs=["192.0.2.10/32"]`}
+
 // template renders the chart as the release compaction-operator in compaction-system.
 func (h *helmCLI) template(t *testing.T, args ...string) []byte {
 	t.Helper()
-	return []byte(h.run(t, append([]string{"template", release, h.chart, "-n", namespace}, args...)...))
+	return []byte(h.run(t, append(append([]string{"template", release, h.chart, "-n", namespace}, offline...), args...)...))
 }
 
 // decode splits a multi-document YAML stream into objects, skipping empty documents.
@@ -199,10 +205,11 @@ func readObject(t *testing.T, path, kind string, out any) {
 
 func TestLint(t *testing.T) {
 	h := newHelm(t)
-	h.run(t, "lint", "--strict", h.chart)
-	h.run(t, append([]string{"lint", "--strict", h.chart}, allOptions...)...)
-	h.run(t, "lint", "--strict", h.chart, "--set", "replicaCount=3,api.tls.mode=Secret,api.tls.secretName=api-tls,metrics.secure=false,crds.install=false,rbac.create=false")
-	h.run(t, "lint", "--strict", h.chart, "--set", "api.tls.insecureServeHTTP=true,serviceMonitor.enabled=true")
+	lint := append([]string{"lint", "--strict", h.chart}, offline...)
+	h.run(t, lint...)
+	h.run(t, append(lint, allOptions...)...)
+	h.run(t, append(lint, "--set", "replicaCount=3,api.tls.mode=Secret,api.tls.secretName=api-tls,metrics.secure=false,crds.install=false,rbac.create=false")...)
+	h.run(t, append(lint, "--set", "api.tls.insecureServeHTTP=true,serviceMonitor.enabled=true")...)
 }
 
 // TestValuesDocumented checks that values.yaml documents every value: each key has a
@@ -465,7 +472,7 @@ func TestValues(t *testing.T) {
 // the objects still find each other.
 func testLongReleaseName(t *testing.T, h *helmCLI) {
 	name := "platform-team-ai-agents-context-compaction-production" // 53, the longest Helm allows
-	objs := decode(t, []byte(h.run(t, append([]string{"template", name, h.chart, "-n", namespace}, allOptions...)...)))
+	objs := decode(t, []byte(h.run(t, append(append([]string{"template", name, h.chart, "-n", namespace}, offline...), allOptions...)...)))
 	var deployment appsv1.Deployment
 	for _, o := range objs {
 		if n := o.GetName(); len(n) > 63 {
@@ -661,7 +668,7 @@ func testAPITLS(t *testing.T, h *helmCLI) {
 			"api.tls.enabled=true": "replaced by api.tls.mode",
 			"api.tls.mode=Plain":   `api.tls.mode "Plain"`,
 		} {
-			if _, err := h.try("template", release, h.chart, "--set", set); err == nil || !strings.Contains(err.Error(), says) {
+			if _, err := h.try(append(append([]string{"template", release, h.chart}, offline...), "--set", set)...); err == nil || !strings.Contains(err.Error(), says) {
 				t.Errorf("%s: %v, want an error saying %q", set, err, says)
 			}
 		}
@@ -721,14 +728,14 @@ func testTLSSecret(t *testing.T, h *helmCLI) {
 		t.Errorf("api.tls %+v, want certDir %s and the CA ConfigMap", cfg.API.TLS, certDir)
 	}
 	mountedTLS(t, d, "api-tls")
-	if _, err := h.try("template", release, h.chart, "--set", "api.tls.mode=Secret"); err == nil ||
+	if _, err := h.try(append(append([]string{"template", release, h.chart}, offline...), "--set", "api.tls.mode=Secret")...); err == nil ||
 		!strings.Contains(err.Error(), "api.tls.secretName is required") {
 		t.Errorf("Secret mode without secretName: %v", err)
 	}
 }
 
 func testTLSCertManager(t *testing.T, h *helmCLI) {
-	if _, err := h.try("template", release, h.chart, "--set", "api.tls.mode=CertManager"); err == nil ||
+	if _, err := h.try(append(append([]string{"template", release, h.chart}, offline...), "--set", "api.tls.mode=CertManager")...); err == nil ||
 		!strings.Contains(err.Error(), "needs cert-manager") {
 		t.Errorf("CertManager mode without cert-manager's API: %v, want a clear failure", err)
 	}
@@ -769,7 +776,7 @@ func TestNotes(t *testing.T) {
 	h := newHelm(t)
 	notes := func(args ...string) string {
 		t.Helper()
-		out := h.run(t, append([]string{"install", release, h.chart, "-n", namespace, "--dry-run=client"}, args...)...)
+		out := h.run(t, append(append([]string{"install", release, h.chart, "-n", namespace, "--dry-run=client"}, offline...), args...)...)
 		_, n, ok := strings.Cut(out, "NOTES:")
 		if !ok {
 			t.Fatalf("no NOTES in:\n%s", out)
@@ -786,8 +793,8 @@ func TestNotes(t *testing.T) {
 		"Secret":      {[]string{"--set", "api.tls.mode=Secret,api.tls.secretName=mine"}, []string{"https://" + api, "Secret mine", "your Secret has a ca.crt"}, []string{"http://" + api}},
 		"Insecure":    {[]string{"--set", "api.tls.insecureServeHTTP=true"}, []string{"http://" + api, "WARNING", "and the compaction API over HTTPS"}, []string{"https://" + api, "--ca-file"}},
 		"NoInjection": {[]string{"--set", "proxyInjection.enabled=false"}, nil, []string{"compaction-proxy"}},
-		// The default egress rule admits any address on the API server's ports: say so.
-		"OpenEgress":     {nil, []string{"WARNING: the manager's egress NetworkPolicy admits every address on ports\n443, 6443", "0.0.0.0/0, ::/0", "kubernetes.io/service-name=kubernetes"}, nil},
+		// An egress rule that admits any address on the API server's ports: say so.
+		"OpenEgress":     {[]string{"--set-json", `networkPolicy.egress.apiServer.cidrs=["0.0.0.0/0","::/0"]`}, []string{"WARNING: the manager's egress NetworkPolicy admits every address on ports\n443, 6443", "0.0.0.0/0, ::/0", "kubernetes.io/service-name=kubernetes"}, nil},
 		"APIServerSet":   {[]string{"--set-json", `networkPolicy.egress.apiServer.cidrs=["10.0.0.1/32"]`}, nil, []string{"egress NetworkPolicy admits every address"}},
 		"NoEgressPolicy": {[]string{"--set", "networkPolicy.egress.enabled=false"}, nil, []string{"egress NetworkPolicy admits every address"}},
 	} {
@@ -1079,8 +1086,20 @@ func testNetworkPolicyDefaults(t *testing.T, h *helmCLI) {
 	for _, p := range apiServer.Ports {
 		apiPorts = append(apiPorts, p.Port.IntVal)
 	}
-	if !slices.Equal(apiPorts, []int32{443, 6443}) || len(apiServer.To) != 2 || apiServer.To[0].IPBlock == nil || apiServer.To[0].IPBlock.CIDR != "0.0.0.0/0" {
+	if !slices.Equal(apiPorts, []int32{443, 6443}) || len(apiServer.To) != 1 || apiServer.To[0].IPBlock == nil || apiServer.To[0].IPBlock.CIDR != "192.0.2.10/32" {
 		t.Errorf("API server rule %+v", apiServer)
+	}
+
+	// Issue 28: no API server address and no cluster to look it up in is an error that says
+	// what to set, never a rule admitting every address.
+	for _, cmd := range [][]string{{"template", release, h.chart, "-n", namespace}, {"install", release, h.chart, "-n", namespace, "--dry-run=client"}} {
+		out, err := h.try(cmd...)
+		if err == nil || !strings.Contains(err.Error(), "networkPolicy.egress.apiServer.cidrs is empty") || !strings.Contains(err.Error(), "kubernetes.io/service-name=kubernetes") {
+			t.Errorf("helm %s without the API server's address: %v\n%s", cmd[0], err, out)
+		}
+	}
+	if _, err := h.try("template", release, h.chart, "-n", namespace, "--set", "networkPolicy.egress.enabled=false"); err != nil {
+		t.Errorf("without the egress policy no address is needed: %v", err)
 	}
 }
 
@@ -1584,7 +1603,48 @@ func testInstall(t *testing.T, h *helmCLI, cfg *rest.Config, kubeconfig string) 
 		t.Errorf("metrics Service ports %+v, want https 8443", p)
 	}
 	mustGet(&networkingv1.NetworkPolicy{}, namespace, prefix+"controller-manager")
-	mustGet(&networkingv1.NetworkPolicy{}, namespace, prefix+"controller-manager-egress")
+	var egress networkingv1.NetworkPolicy
+	mustGet(&egress, namespace, prefix+"controller-manager-egress")
+	// Issue 28: installed without networkPolicy.egress.apiServer.cidrs, the rule admits the
+	// API server's own addresses and ports, looked up in the cluster, and nothing wider.
+	var eps discoveryv1.EndpointSliceList
+	if err := c.List(ctx, &eps, client.InNamespace("default"), client.MatchingLabels{discoveryv1.LabelServiceName: "kubernetes"}); err != nil {
+		t.Fatal(err)
+	}
+	var wantCIDRs []string
+	wantPorts := []int32{443, 6443}
+	for _, sl := range eps.Items {
+		for _, e := range sl.Endpoints {
+			for _, a := range e.Addresses {
+				wantCIDRs = append(wantCIDRs, a+"/32")
+			}
+		}
+		for _, p := range sl.Ports {
+			if p.Port != nil && !slices.Contains(wantPorts, *p.Port) {
+				wantPorts = append(wantPorts, *p.Port)
+			}
+		}
+	}
+	if len(wantCIDRs) == 0 {
+		t.Fatal("the test API server has no EndpointSlice of the kubernetes Service to look up")
+	}
+	if r := egress.Spec.Egress; len(r) < 2 {
+		t.Errorf("egress rules %+v: no API server rule", r)
+	} else {
+		var cidrs []string
+		var ports []int32
+		for _, to := range r[1].To {
+			if to.IPBlock != nil {
+				cidrs = append(cidrs, to.IPBlock.CIDR)
+			}
+		}
+		for _, p := range r[1].Ports {
+			ports = append(ports, p.Port.IntVal)
+		}
+		if !equality.Semantic.DeepEqual(cidrs, wantCIDRs) || !equality.Semantic.DeepEqual(ports, wantPorts) {
+			t.Errorf("API server rule admits %v on %v; the cluster's kubernetes EndpointSlices say %v on %v", cidrs, ports, wantCIDRs, wantPorts)
+		}
+	}
 	mustGet(&corev1.ConfigMap{}, namespace, prefix+"dashboard")
 
 	// The roles have exactly the rules of config/rbac, and every binding points at a role

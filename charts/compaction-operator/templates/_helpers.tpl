@@ -211,3 +211,42 @@ apiVersion: config.compaction.harness9.io/v1alpha1
 kind: Configuration
 {{ toYaml (mustMergeOverwrite $cfg (deepCopy (.Values.manager.config | default dict))) }}
 {{- end }}
+
+{{/*
+The Kubernetes API server's endpoints the manager's egress NetworkPolicy admits, as JSON
+{"cidrs": [...], "ports": [...]}: networkPolicy.egress.apiServer.cidrs and .ports when cidrs
+is set; else the addresses (as /32 and /128) and ports of the EndpointSlices of the
+"kubernetes" Service, looked up in the cluster, with .ports added. Where no lookup can run
+(helm template, --dry-run=client, a GitOps tool rendering offline) and cidrs is empty, the
+chart fails and says what to set: the addresses cannot be guessed, and a rule that admits
+every address would let a policy point the manager at any HTTPS endpoint.
+*/}}
+{{- define "compaction-operator.apiServerEndpoints" -}}
+{{- $values := .Values.networkPolicy.egress.apiServer -}}
+{{- $cidrs := $values.cidrs | default list -}}
+{{- $ports := list -}}
+{{- range ($values.ports | default list) -}}
+{{- $ports = append $ports (int .) -}}
+{{- end -}}
+{{- if not $cidrs -}}
+{{- $slices := lookup "discovery.k8s.io/v1" "EndpointSlice" "default" "" | default dict -}}
+{{- range ($slices.items | default list) -}}
+{{- if eq (get (.metadata.labels | default dict) "kubernetes.io/service-name") "kubernetes" -}}
+{{- range (.endpoints | default list) -}}
+{{- range (.addresses | default list) -}}
+{{- $cidrs = append $cidrs (printf "%s/%s" . (ternary "128" "32" (contains ":" .))) -}}
+{{- end -}}
+{{- end -}}
+{{- range (.ports | default list) -}}
+{{- if .port -}}
+{{- $ports = append $ports (int .port) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- if not $cidrs -}}
+{{- fail "networkPolicy.egress.apiServer.cidrs is empty and the API server's addresses could not be looked up in the cluster (helm template, --dry-run=client or a tool that renders offline). Set them, e.g. --set-json 'networkPolicy.egress.apiServer.cidrs=[\"10.0.0.1/32\"]' from `kubectl get endpointslices -n default -l kubernetes.io/service-name=kubernetes -o jsonpath='{.items[*].endpoints[*].addresses[*]}'`; or [\"0.0.0.0/0\",\"::/0\"] to admit every address on networkPolicy.egress.apiServer.ports; or networkPolicy.egress.enabled=false." -}}
+{{- end -}}
+{{- end -}}
+{{- dict "cidrs" (uniq $cidrs) "ports" (uniq $ports) | toJson -}}
+{{- end -}}
