@@ -10,6 +10,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/harness9/compaction-operator/compaction/internal/markerset"
 	"github.com/harness9/compaction-operator/compaction/internal/textcut"
 )
 
@@ -1066,7 +1067,7 @@ func errorLine(head, tail string) string {
 	// Else the lines that read as errors, up to three (a script can report several).
 	var found []string
 	for _, text := range []string{head, tail} {
-		if !errorWordSet.inFold(text) || len(found) > 0 {
+		if !errorWordSet.InFold(text) || len(found) > 0 {
 			continue // most output says nothing of errors: skip splitting it into lines
 		}
 		afterHeading := false // the line after "ERRORS:" or "ERROR:" says what the error is
@@ -1074,7 +1075,7 @@ func errorLine(head, tail string) string {
 			if len(found) == 3 {
 				break
 			}
-			if !afterHeading && !errorWordSet.inFold(l) {
+			if !afterHeading && !errorWordSet.InFold(l) {
 				continue
 			}
 			l = cleanLine(l)
@@ -1287,23 +1288,23 @@ var changeMarkers = [...]string{"let's add ", "let's change ", "let's modify ", 
 
 // The marker lists as sets, each found in one pass over a text.
 var (
-	choiceSet = newMarkerSet(choiceMarkers[:]...)
-	reasonSet = newMarkerSet(reasonMarkers[:]...)
+	choiceSet = markerset.New(choiceMarkers[:]...)
+	reasonSet = markerset.New(reasonMarkers[:]...)
 	// One pass instead of two for the test most messages fail.
-	choiceOrReasonSet = newMarkerSet(append(choiceMarkers[:], reasonMarkers[:]...)...)
-	actionSet         = newMarkerSet(actionMarkers[:]...)
-	commitSet         = newMarkerSet(commitMarkers[:]...)
-	placeSet          = newMarkerSet(placeMarkers[:]...)
-	changeSet         = newMarkerSet(changeMarkers[:]...)
-	planSet           = newMarkerSet(planMarkers[:]...)
-	errorWordSet      = newMarkerSet(errorWords[:]...)
+	choiceOrReasonSet = markerset.New(append(choiceMarkers[:], reasonMarkers[:]...)...)
+	actionSet         = markerset.New(actionMarkers[:]...)
+	commitSet         = markerset.New(commitMarkers[:]...)
+	placeSet          = markerset.New(placeMarkers[:]...)
+	changeSet         = markerset.New(changeMarkers[:]...)
+	planSet           = markerset.New(planMarkers[:]...)
+	errorWordSet      = markerset.New(errorWords[:]...)
 )
 
 // decisionSentences picks sentences that state a choice (and its reason), not boilerplate
 // such as "Let's run the test:" or "Now let's look at the file".
 func decisionSentences(text string) []string {
 	lower := strings.ToLower(text)
-	if !choiceOrReasonSet.in(lower) && (!strings.Contains(text, "`") || !commitSet.in(lower)) {
+	if !choiceOrReasonSet.In(lower) && (!strings.Contains(text, "`") || !commitSet.In(lower)) {
 		return nil // most messages state no decision: skip splitting them into sentences
 	}
 	var out []string
@@ -1312,12 +1313,12 @@ func decisionSentences(text string) []string {
 		ls := strings.ToLower(s)
 		// A change named with its code and where it goes: "let's add the `X` class to
 		// models.py:" commits to it; "let's add the `X` class:" narrates the next call.
-		change := changeSet.in(ls) && strings.Count(s, "`") >= 2 && placeSet.in(ls)
-		if strings.HasSuffix(ls, "?") || strings.HasSuffix(ls, ":") && !choiceSet.in(ls) && !change {
+		change := changeSet.In(ls) && strings.Count(s, "`") >= 2 && placeSet.In(ls)
+		if strings.HasSuffix(ls, "?") || strings.HasSuffix(ls, ":") && !choiceSet.In(ls) && !change {
 			continue // a question, or narration of the next call ("Let's run the test:")
 		}
-		if choiceSet.in(ls) || reasonSet.in(ls) && actionSet.in(ls) ||
-			commitSet.in(ls) && strings.Count(s, "`") >= 2 {
+		if choiceSet.In(ls) || reasonSet.In(ls) && actionSet.In(ls) ||
+			commitSet.In(ls) && strings.Count(s, "`") >= 2 {
 			it := textcut.OneLine(trimListMarker(s))
 			// Two decision sentences in a row state one finding ("So it's not specific to
 			// X. It happens with any Y."): one item, when it stays short.
@@ -1342,7 +1343,7 @@ func statedPlan(text string) string {
 	ss := splitSentences(text)
 	var plan []string
 	for i := len(ss) - 1; i >= 0 && len(plan) < 2; i-- {
-		if l := strings.ToLower(ss[i]); planSet.in(l) && !strings.Contains(l, "let me know") {
+		if l := strings.ToLower(ss[i]); planSet.In(l) && !strings.Contains(l, "let me know") {
 			plan = append(plan, strings.TrimSuffix(textcut.OneLine(trimListMarker(ss[i])), ":"))
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/harness9/compaction-operator/compaction/internal/markerset"
 	"github.com/harness9/compaction-operator/compaction/internal/textcut"
 )
 
@@ -161,7 +162,7 @@ func exceptionName(l string) bool {
 // failureRank classifies one line. Cheap substring tests come first: most lines of a log
 // report nothing.
 func failureRank(line string) int {
-	if !rankTriggers.inFoldASCII(line) {
+	if !rankTriggers.InFoldASCII(line) {
 		return rankNone // none of the words any test below needs: one pass for most lines
 	}
 	t := strings.TrimLeft(line, " \t")
@@ -208,16 +209,16 @@ const maxClassifyBytes = 400
 // "syntaxerror" or at the line's start (what errorLineRE needs), so code naming ValueError
 // costs no regexp run.
 func mayBeErrorLine(line string) bool {
-	return errorLineWords.inFoldASCII(line) || hasPrefixFold(strings.TrimLeft(line, " \t"), "error")
+	return errorLineWords.InFoldASCII(line) || markerset.HasPrefixFold(strings.TrimLeft(line, " \t"), "error")
 }
 
 // rankTriggers are the words, ASCII case folded, of which failureRank's tests need one:
 // "FAIL", "ERROR" and "Error" ("error" is in errorWords), exitFailedLine's "xit" and
 // "eturn", "Exception", and mayBeErrorLine's words.
-var rankTriggers = newMarkerSet(append([]string{"fail", "xit", "eturn", "exception"}, errorWords[:]...)...)
+var rankTriggers = markerset.New(append([]string{"fail", "xit", "eturn", "exception"}, errorWords[:]...)...)
 
 // errorLineWords are the words of mayBeErrorLine, found in one pass.
-var errorLineWords = newMarkerSet(append(slices.DeleteFunc(slices.Clone(errorWords[:]), func(w string) bool { return w == "error" }),
+var errorLineWords = markerset.New(append(slices.DeleteFunc(slices.Clone(errorWords[:]), func(w string) bool { return w == "error" }),
 	"error:", "error[", "syntaxerror")...)
 
 // exitFailedLine reports whether a line shows a non-zero exit code: "exit status 1",

@@ -4,42 +4,18 @@ import (
 	"math/rand/v2"
 	"strings"
 	"testing"
+
+	"github.com/harness9/compaction-operator/compaction/internal/markerset/markersettest"
 )
 
-// TestMarkerSet: a markerSet finds a marker exactly when containsAny does, for every set
-// the extractive summarizer uses and texts built from pieces of its markers.
+// TestMarkerSet: each marker table of the extractive summarizer finds a marker exactly
+// when containsAny does; errorWords case folded too.
 func TestMarkerSet(t *testing.T) {
-	sets := [][]string{choiceMarkers[:], reasonMarkers[:], actionMarkers[:], commitMarkers[:], placeMarkers[:],
-		changeMarkers[:], planMarkers[:], errorWords[:], {"a", "ab", ""}, {"q", "ab", "xyz"}, nil}
-	const errorWordsSet = 7
-	rng := rand.New(rand.NewPCG(3, 4))
-	for si, set := range sets {
-		ms := newMarkerSet(set...)
-		texts := []string{"", "x", "ünï instead. cödé", strings.Repeat("z", 500)}
-		for range 2000 {
-			var b strings.Builder
-			for range rng.IntN(6) {
-				if len(set) > 0 && set[rng.IntN(len(set))] != "" {
-					m := set[rng.IntN(len(set))]
-					b.WriteString(m[:rng.IntN(len(m)+1)]) // a marker, or a prefix of one
-				}
-				b.WriteString([]string{" ", "e", "\n", "é", "", "İ", "K", "I", "S", "q", "x"}[rng.IntN(11)])
-			}
-			texts = append(texts, b.String())
-		}
-		for _, text := range texts {
-			if got, want := ms.in(text), containsAny(text, set); got != want {
-				t.Fatalf("set %d, text %q: markerSet.in = %v, containsAny = %v", si, text, got, want)
-			}
-			if si == errorWordsSet {
-				for _, v := range []string{text, strings.ToUpper(text), "İ" + text + "K"} {
-					if got, want := ms.inFold(v), containsAny(strings.ToLower(v), set); got != want {
-						t.Fatalf("errorWords, text %q: inFold = %v, containsAny of it lower-cased = %v", v, got, want)
-					}
-				}
-			}
-		}
+	for _, set := range [][]string{choiceMarkers[:], reasonMarkers[:], actionMarkers[:], commitMarkers[:], placeMarkers[:],
+		changeMarkers[:], planMarkers[:]} {
+		markersettest.Check(t, set, false)
 	}
+	markersettest.Check(t, errorWords[:], true)
 }
 
 // TestFoldKey: foldKey is the three passes it replaces, digits folded or not.
@@ -78,18 +54,6 @@ func TestFoldKey(t *testing.T) {
 	}
 }
 
-// lowerASCII lower-cases the ASCII letters of s and nothing else, so every byte stays where
-// it was (strings.ToLower can change lengths, and replaces invalid UTF-8).
-func lowerASCII(s string) string {
-	b := []byte(s)
-	for i, c := range b {
-		if 'A' <= c && c <= 'Z' {
-			b[i] = c + 'a' - 'A'
-		}
-	}
-	return string(b)
-}
-
 // TestMayBeErrorLine: the one-pass test is the one it replaced, on lines lower-cased byte
 // for byte.
 func TestMayBeErrorLine(t *testing.T) {
@@ -114,10 +78,10 @@ func TestMayBeErrorLine(t *testing.T) {
 			b.WriteString(p[:rng.IntN(len(p)+1)])
 		}
 		line := b.String()
-		if got, want := mayBeErrorLine(line), old(lowerASCII(line)); got != want {
+		if got, want := mayBeErrorLine(line), old(markersettest.LowerASCII(line)); got != want {
 			t.Fatalf("mayBeErrorLine(%q) = %v, before it was %v", line, got, want)
 		}
-		if got, want := errorWordSet.inFoldASCII(line), containsAny(lowerASCII(line), errorWords[:]); got != want {
+		if got, want := errorWordSet.InFoldASCII(line), markersettest.ContainsAny(markersettest.LowerASCII(line), errorWords[:]); got != want {
 			t.Fatalf("inFoldASCII(%q) = %v, want %v", line, got, want)
 		}
 	}

@@ -1,11 +1,13 @@
-package compaction
+// Package markerset finds any of a fixed set of substrings in a text in one pass: the
+// extractive summarizer tests every message against dozens of markers.
+package markerset
 
 import "strings"
 
-// markerSet tells whether a text holds any of a fixed set of substrings, in one pass over
+// Set tells whether a text holds any of a fixed set of substrings, in one pass over
 // the text: testing dozens of markers one strings.Contains at a time read each message
 // dozens of times and was a quarter of an extractive summary's cost.
-type markerSet struct {
+type Set struct {
 	first   [256]bool     // a marker starts with the byte
 	pair    [1024]uint64  // a marker of two bytes or more starts with the pair (a bit set)
 	short   [256]bool     // a marker is the byte alone
@@ -13,8 +15,9 @@ type markerSet struct {
 	empty   bool          // "" is a marker: every text holds it
 }
 
-func newMarkerSet(markers ...string) *markerSet {
-	s := &markerSet{}
+// New is the set of markers.
+func New(markers ...string) *Set {
+	s := &Set{}
 	for _, m := range markers {
 		if m == "" {
 			s.empty = true
@@ -32,8 +35,8 @@ func newMarkerSet(markers ...string) *markerSet {
 	return s
 }
 
-// in reports whether text contains one of the markers (what containsAny reports).
-func (s *markerSet) in(text string) bool {
+// In reports whether text contains one of the markers (what containsAny reports).
+func (s *Set) In(text string) bool {
 	if s.empty {
 		return true
 	}
@@ -62,21 +65,21 @@ func (s *markerSet) in(text string) bool {
 	return false
 }
 
-// inFold is in(strings.ToLower(text)), for markers of lower-case ASCII, without the copy:
+// InFold is In(strings.ToLower(text)), for markers of lower-case ASCII, without the copy:
 // ASCII letters are folded as they are read. The two letters outside ASCII that lower-case
 // to ASCII ("İ" to "i", the Kelvin sign to "k") send the text the long way.
-func (s *markerSet) inFold(text string) bool {
+func (s *Set) InFold(text string) bool {
 	if s.empty {
 		return true
 	}
 	if strings.Contains(text, "\u0130") || strings.Contains(text, "\u212a") {
-		return s.in(strings.ToLower(text))
+		return s.In(strings.ToLower(text))
 	}
-	return s.inFoldASCII(text)
+	return s.InFoldASCII(text)
 }
 
-// inFoldASCII is in(lowerASCII(text)) without the copy, for markers of lower-case ASCII.
-func (s *markerSet) inFoldASCII(text string) bool {
+// InFoldASCII is In(lowerASCII(text)) without the copy, for markers of lower-case ASCII.
+func (s *Set) InFoldASCII(text string) bool {
 	if s.empty {
 		return true
 	}
@@ -95,7 +98,7 @@ func (s *markerSet) inFoldASCII(text string) bool {
 			continue
 		}
 		for _, m := range s.byFirst[c] {
-			if hasPrefixFold(text[i:], m) {
+			if HasPrefixFold(text[i:], m) {
 				return true
 			}
 		}
@@ -110,8 +113,8 @@ func lowerByte(c byte) byte {
 	return c
 }
 
-// hasPrefixFold is strings.HasPrefix(lowerASCII(s), prefix) for a lower-case prefix.
-func hasPrefixFold(s, prefix string) bool {
+// HasPrefixFold is strings.HasPrefix(lowerASCII(s), prefix) for a lower-case prefix.
+func HasPrefixFold(s, prefix string) bool {
 	if len(s) < len(prefix) {
 		return false
 	}

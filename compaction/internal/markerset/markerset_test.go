@@ -1,0 +1,55 @@
+package markerset_test
+
+import (
+	"math/rand/v2"
+	"strings"
+	"testing"
+
+	"github.com/harness9/compaction-operator/compaction/internal/markerset"
+	"github.com/harness9/compaction-operator/compaction/internal/markerset/markersettest"
+)
+
+// TestSet: a Set finds a marker exactly when a search of each marker does, for sets with
+// an empty marker, one-byte markers and none. The tables of the summarizer are checked
+// where they are defined.
+func TestSet(t *testing.T) {
+	for _, set := range [][]string{{"a", "ab", ""}, {"q", "ab", "xyz"}, {"error", "fatal", "no such file"}, nil} {
+		markersettest.Check(t, set, true)
+	}
+}
+
+func TestHasPrefixFold(t *testing.T) {
+	cases := []struct {
+		s, prefix string
+		want      bool
+	}{
+		{"ERROR: x", "error", true},
+		{"Error", "error", true},
+		{"Err", "error", false},
+		{"İrror", "irror", false}, // only ASCII letters fold
+		{"", "", true},
+	}
+	for _, c := range cases {
+		if got := markerset.HasPrefixFold(c.s, c.prefix); got != c.want {
+			t.Errorf("HasPrefixFold(%q, %q) = %v, want %v", c.s, c.prefix, got, c.want)
+		}
+	}
+}
+
+// TestInFoldASCII: InFoldASCII is In on the text with its ASCII letters lower-cased.
+func TestInFoldASCII(t *testing.T) {
+	markers := []string{"error", "no such file", "fatal", "x"}
+	ms := markerset.New(markers...)
+	rng := rand.New(rand.NewPCG(1, 2))
+	pieces := []string{" ", "ERR", "Or", "no SUCH", " file", "FATAL", "İ", "K", "X", "\xff"}
+	for range 5000 {
+		var b strings.Builder
+		for range rng.IntN(6) {
+			b.WriteString(pieces[rng.IntN(len(pieces))])
+		}
+		text := b.String()
+		if got, want := ms.InFoldASCII(text), markersettest.ContainsAny(markersettest.LowerASCII(text), markers); got != want {
+			t.Fatalf("InFoldASCII(%q) = %v, want %v", text, got, want)
+		}
+	}
+}
