@@ -32,7 +32,9 @@ func TestChartConfiguration(t *testing.T) {
 	root := testenv.RepoRoot(t)
 	home := t.TempDir()
 	cmd := exec.Command(filepath.Join(root, "bin", "helm"), "template", "compaction-operator", filepath.Join(root, "charts", "compaction-operator"),
-		"-n", operator.SystemNamespace, "--show-only", "templates/manager-config.yaml")
+		"-n", operator.SystemNamespace, "--show-only", "templates/manager-config.yaml",
+		// Rendered without a cluster, the chart needs the API server's address (issue 28).
+		"--set-json", `networkPolicy.egress.apiServer.cidrs=["192.0.2.10/32"]`)
 	cmd.Env = append(os.Environ(), "HELM_CACHE_HOME="+filepath.Join(home, "cache"), "HELM_CONFIG_HOME="+filepath.Join(home, "config"),
 		"HELM_DATA_HOME="+filepath.Join(home, "data"), "KUBECONFIG="+filepath.Join(home, "none"))
 	out, err := cmd.Output()

@@ -127,7 +127,9 @@ func renderChart(t *testing.T) chartManager {
 	}
 	home := t.TempDir()
 	cmd := exec.Command(helm, "template", "compaction-operator", filepath.Join(root, "charts", "compaction-operator"),
-		"-n", "compaction-system", "--show-only", "templates/deployment.yaml", "--show-only", "templates/manager-config.yaml")
+		"-n", "compaction-system", "--show-only", "templates/deployment.yaml", "--show-only", "templates/manager-config.yaml",
+		// Rendered without a cluster, the chart needs the API server's address (issue 28).
+		"--set-json", `networkPolicy.egress.apiServer.cidrs=["192.0.2.10/32"]`)
 	cmd.Env = append(os.Environ(), "HELM_CACHE_HOME="+filepath.Join(home, "cache"), "HELM_CONFIG_HOME="+filepath.Join(home, "config"),
 		"HELM_DATA_HOME="+filepath.Join(home, "data"), "KUBECONFIG="+filepath.Join(home, "none"))
 	out, err := cmd.Output()
