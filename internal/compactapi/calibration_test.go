@@ -74,8 +74,8 @@ func TestCompactCalibratesFromPromptTokens(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	other := &Server{cfg: s.cfg, metrics: metrics, recorder: events.NewFakeRecorder(100), log: logr.Discard(),
-		status: newStatusBatcher(), lastViews: newLRU()}
+	other := &Server{cfg: s.cfg, metrics: metrics, recorder: events.NewFakeRecorder(100), log: logr.Discard(), lastViews: newLRU()}
+	other.status = newStatus(other)
 	third := compact(other, 21, 1)
 	if math.Abs(third.Record.Calibration-1.8) > 0.01 {
 		t.Fatalf("another replica: calibration %v, want the stored 1.8", third.Record.Calibration)

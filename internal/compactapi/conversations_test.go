@@ -117,7 +117,8 @@ func startConversationEnv(t *testing.T, specs ...func(*compactionv1alpha1.Compac
 	s.cache, s.apiReader, s.writer = c, c, c
 	s.secrets, s.stores = policy.DirectSecrets{Reader: c}, &policy.Stores{}
 	s.auth = authz.New(c, compactclient.DefaultTokenAudience, 0, 0)
-	s.recorder, s.log, s.status = events.NewFakeRecorder(1000), logr.Discard(), newStatusBatcher()
+	s.recorder, s.log = events.NewFakeRecorder(1000), logr.Discard()
+	s.status = newStatus(s)
 	s.inflight = newBudget(DefaultMaxInflightBytes, s.metrics.Inflight)
 	s.engines = newEngines()
 	srv := httptest.NewServer(s.Handler())

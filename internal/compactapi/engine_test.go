@@ -114,8 +114,10 @@ func trustingReplica(t *testing.T, trust time.Duration) *Server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &Server{cfg: Config{UsageInterval: DefaultUsageInterval, MaxMessages: DefaultMaxMessages, StateTrust: trust}, metrics: metrics,
-		recorder: events.NewFakeRecorder(1000), log: logr.Discard(), status: newStatusBatcher(), engines: newEngines()}
+	s := &Server{cfg: Config{UsageInterval: DefaultUsageInterval, MaxMessages: DefaultMaxMessages, StateTrust: trust}, metrics: metrics,
+		recorder: events.NewFakeRecorder(1000), log: logr.Discard(), engines: newEngines()}
+	s.status = newStatus(s)
+	return s
 }
 
 // alternate sends 60 turns of one agent to replicas in turn, each a delta request on the last

@@ -109,7 +109,7 @@ func (s *Server) compact(w http.ResponseWriter, r *http.Request, sess *session, 
 	}
 	s.metrics.observeCompaction(e.summarizer.Name(), rec)
 	s.emitEvent(sess, rec)
-	s.recordStatus(sess, rec)
+	s.status.RecordTurn(sess.statusSession(), sess.statusTurn(rec))
 	resp := compactResponse(sess.cfg, out, rec)
 	if req.OmitEcho {
 		// The caller has the end of the view that it sent: all of it on a turn that
@@ -232,7 +232,7 @@ func (s *Server) offload(w http.ResponseWriter, r *http.Request, sess *session, 
 	}
 	if entry != nil {
 		s.metrics.OffloadBytes.Add(float64(entry.Bytes))
-		s.recordOffload(sess, entry.Bytes)
+		s.status.RecordOffload(sess.statusSession(), entry.Bytes)
 	}
 	writeJSON(w, http.StatusOK, compactclient.OffloadResponse{Message: out, Offloaded: entry, HookThreshold: sess.cfg.HookThreshold})
 	return nil

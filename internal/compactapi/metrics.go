@@ -124,10 +124,12 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 // summarizer ("extractive" or "openai").
 func (m *Metrics) observeCompaction(summarizer string, rec *compaction.CompactionRecord) {
 	m.Compactions.WithLabelValues(rec.Tier.String()).Inc()
-	if u := summarizerUsage(rec); u.calls > 0 || u.inputTokens > 0 || u.outputTokens > 0 {
-		m.SummarizerCalls.WithLabelValues(summarizer).Add(float64(u.calls))
-		m.SummarizerTokens.WithLabelValues(summarizer, "input").Add(float64(u.inputTokens))
-		m.SummarizerTokens.WithLabelValues(summarizer, "output").Add(float64(u.outputTokens))
+	// A negative count (never written by the engine) counts as 0, as in status.summarizer.
+	calls, in, out := max(rec.SummarizerCalls, 0), max(rec.SummarizerInputTokens, 0), max(rec.SummarizerOutputTokens, 0)
+	if calls > 0 || in > 0 || out > 0 {
+		m.SummarizerCalls.WithLabelValues(summarizer).Add(float64(calls))
+		m.SummarizerTokens.WithLabelValues(summarizer, "input").Add(float64(in))
+		m.SummarizerTokens.WithLabelValues(summarizer, "output").Add(float64(out))
 	}
 	if !rec.ChangedView() {
 		return // a turn that waited saved nothing: its ratio of 0 is no compaction's

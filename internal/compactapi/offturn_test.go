@@ -320,7 +320,8 @@ func startWatchedEnv(t *testing.T, specs ...func(*compactionv1alpha1.CompactionP
 	s.cache, s.apiReader, s.writer = ca, c, c
 	s.secrets, s.stores = policy.DirectSecrets{Reader: c}, &policy.Stores{}
 	s.auth = authz.New(c, compactclient.DefaultTokenAudience, 0, 0)
-	s.recorder, s.log, s.status = events.NewFakeRecorder(1000), logr.Discard(), newStatusBatcher()
+	s.recorder, s.log = events.NewFakeRecorder(1000), logr.Discard()
+	s.status = newStatus(s)
 	s.inflight = newBudget(DefaultMaxInflightBytes, s.metrics.Inflight)
 	s.engines = newEngines()
 	s.background = newBackground(s.metrics)

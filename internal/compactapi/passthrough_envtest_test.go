@@ -89,7 +89,8 @@ func TestPassThroughReports(t *testing.T) { //nolint:gocyclo // one story: repor
 		UsageInterval: DefaultUsageInterval, TokenAudience: compactclient.DefaultTokenAudience, PassThroughQuiet: time.Hour}
 	s.cache, s.apiReader, s.writer = c, c, c
 	s.auth = authz.New(c, compactclient.DefaultTokenAudience, 0, 0)
-	s.recorder, s.log, s.status = events.NewFakeRecorder(100), logr.Discard(), newStatusBatcher()
+	s.recorder, s.log = events.NewFakeRecorder(100), logr.Discard()
+	s.status = newStatus(s)
 	s.inflight = newBudget(DefaultMaxInflightBytes, s.metrics.Inflight)
 	s.engines = newEngines()
 	srv := httptest.NewServer(s.Handler())
@@ -108,7 +109,7 @@ func TestPassThroughReports(t *testing.T) { //nolint:gocyclo // one story: repor
 	}
 	flush := func() {
 		t.Helper()
-		if failed := s.flushStatus(ctx); failed != 0 {
+		if failed := s.status.Flush(ctx); failed != 0 {
 			t.Fatalf("%d status writes failed", failed)
 		}
 	}
@@ -204,10 +205,7 @@ func TestPassThroughReports(t *testing.T) { //nolint:gocyclo // one story: repor
 	if err := a.ReportPassThrough(ctx, ns, "nobody", compactclient.PassThroughReport{Protocol: "openai", Reason: compactclient.PassThroughTooLarge, Count: 1}); !errors.As(err, &ae) || ae.Code != http.StatusNotFound {
 		t.Errorf("a report on a session that does not exist: %v, want 404", err)
 	}
-	s.status.mu.Lock()
-	pending := len(s.status.pending)
-	s.status.mu.Unlock()
-	if pending != 0 {
+	if pending := s.status.Pending(); pending != 0 {
 		t.Errorf("%d status changes pending after refused reports", pending)
 	}
 	flush()
@@ -223,8 +221,9 @@ func TestPassThroughReports(t *testing.T) { //nolint:gocyclo // one story: repor
 	turn := func() {
 		t.Helper()
 		cur := read()
-		s.recordStatus(&session{obj: &cur, id: string(cur.UID), cfg: compaction.DefaultConfig(100000)},
-			&compaction.CompactionRecord{Timestamp: time.Now(), Tier: compaction.TierNone, TokensBefore: 100, TokensAfter: 100, Calibration: 1, UsageBefore: 0.1, UsageAfter: 0.1})
+		sess := &session{obj: &cur, id: string(cur.UID), cfg: compaction.DefaultConfig(100000)}
+		s.status.RecordTurn(sess.statusSession(), sess.statusTurn(&compaction.CompactionRecord{Timestamp: time.Now(), Tier: compaction.TierNone,
+			TokensBefore: 100, TokensAfter: 100, Calibration: 1, UsageBefore: 0.1, UsageAfter: 0.1}))
 		flush()
 	}
 	turn()
@@ -232,6 +231,7 @@ func TestPassThroughReports(t *testing.T) { //nolint:gocyclo // one story: repor
 		t.Fatalf("a compaction within the quiet interval: %+v", c)
 	}
 	s.cfg.PassThroughQuiet = time.Millisecond
+	s.status = newStatus(s) // nothing is pending: turn flushed
 	time.Sleep(10 * time.Millisecond)
 	turn()
 	got = read()

@@ -41,7 +41,8 @@ func pinTestServer(t *testing.T, spec *compactionv1alpha1.CompactionPolicySpec) 
 		t.Fatal(err)
 	}
 	s := &Server{cfg: Config{UsageInterval: DefaultUsageInterval, MaxMessages: DefaultMaxMessages}, metrics: metrics, recorder: events.NewFakeRecorder(100),
-		log: logr.Discard(), status: newStatusBatcher()}
+		log: logr.Discard()}
+	s.status = newStatus(s)
 	obj := &compactionv1alpha1.AgentSession{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "agent", UID: "uid-1"}}
 	cfg, err := policy.EngineConfig(spec, 0)
 	if err != nil {

@@ -28,6 +28,7 @@ import (
 
 	"github.com/harness9/compaction-operator/compaction/compactclient"
 	"github.com/harness9/compaction-operator/internal/compactapi/authz"
+	"github.com/harness9/compaction-operator/internal/compactapi/statusbatch"
 	"github.com/harness9/compaction-operator/internal/egress"
 	"github.com/harness9/compaction-operator/internal/policy"
 	"github.com/harness9/compaction-operator/internal/sharelru"
@@ -43,7 +44,7 @@ const (
 	DefaultRequestTimeout = 60 * time.Second
 	DefaultReadTimeout    = 30 * time.Second
 	DefaultUsageInterval  = 5 * time.Second
-	DefaultStatusFlush    = 500 * time.Millisecond
+	DefaultStatusFlush    = statusbatch.DefaultFlushInterval
 	// DefaultStatusInterval is the manager's --api-status-interval (see Config.StatusInterval).
 	DefaultStatusInterval = 5 * time.Second
 	// DefaultStateTrust is the manager's --api-state-trust (see Config.StateTrust).
@@ -185,7 +186,7 @@ type Server struct {
 	// sharedBudgets are the namespaces' and policies' shares of the summarizer budget on
 	// this replica (nil: only the sessions' own budgets).
 	sharedBudgets *sharedBudgets
-	status        *statusBatcher
+	status        *statusbatch.Batcher
 	// lastViews remembers, per session, the estimated tokens of the view this replica
 	// returned last: the prompt the agent's next usage.promptTokens measures, which
 	// calibrates the session's estimate. Bounded; a session served elsewhere just skips a
@@ -203,9 +204,6 @@ type Server struct {
 	engines   *sharelru.Cache[string, *engine]
 	// serving is set once the listener is bound, for the readiness probe.
 	serving atomic.Bool
-
-	// usageWritten paces the status writes of turns that compact nothing.
-	usageWritten usageMarks
 }
 
 // New builds the server on the manager's clients and cache; stores may be shared with the
@@ -292,7 +290,7 @@ func New(mgr ctrl.Manager, cfg Config, stores *policy.Stores, reg prometheus.Reg
 		authz.WithMetrics(m.TokenReviews, m.TokensRefused), authz.WithCallerLimit(cfg.CallerReviewRate, cfg.CallerReviewBurst))
 	inflight := newBudget(cfg.MaxInflightBytes, m.Inflight)
 	inflight.callerLimit = max(cfg.MaxInflightBytesPerCaller, 0)
-	return &Server{
+	s := &Server{
 		cfg:           cfg,
 		cache:         mgr.GetCache(),
 		locations:     locations,
@@ -307,13 +305,14 @@ func New(mgr ctrl.Manager, cfg Config, stores *policy.Stores, reg prometheus.Reg
 		recorder:      mgr.GetEventRecorder("compaction-api"),
 		metrics:       m,
 		log:           ctrl.Log.WithName("compaction-api"),
-		status:        newStatusBatcher(),
 		inflight:      inflight,
 		sharedBudgets: newSharedBudgets(cfg.SummarizerNamespaceSessions, cfg.SummarizerPolicySessions),
 		lastViews:     lastViews,
 		engines:       newEngines(),
 		background:    newBackground(m),
-	}, nil
+	}
+	s.status = newStatus(s)
+	return s, nil
 }
 
 // reviewClient is a client for TokenReviews and SubjectAccessReviews with a rate limiter of
@@ -437,7 +436,7 @@ func (s *Server) Start(ctx context.Context) error {
 	stopStatus, statusDone := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(statusDone)
-		s.runStatusWriter(stopStatus)
+		s.status.Run(stopStatus)
 	}()
 	// The last status changes are written after the server has stopped taking requests.
 	defer func() {

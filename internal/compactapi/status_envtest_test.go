@@ -47,7 +47,8 @@ func TestStatusWriteSummarizerUsage(t *testing.T) {
 	}
 	s, reg := newTestMetrics(t)
 	s.cfg.UsageInterval = time.Hour
-	s.cache, s.apiReader, s.writer, s.log, s.status = c, c, c, logr.Discard(), newStatusBatcher()
+	s.cache, s.apiReader, s.writer, s.log = c, c, c, logr.Discard()
+	s.status = newStatus(s)
 	sess := &session{obj: obj, id: string(obj.UID), cfg: compaction.DefaultConfig(100000)}
 
 	read := func() compactionv1alpha1.AgentSessionStatus {
@@ -60,13 +61,13 @@ func TestStatusWriteSummarizerUsage(t *testing.T) {
 	}
 
 	now := time.Now()
-	s.recordStatus(sess, &compaction.CompactionRecord{ID: "1", Timestamp: now, Tier: compaction.TierSoft, TokensBefore: 70000, TokensAfter: 52000,
+	s.status.RecordTurn(sess.statusSession(), sess.statusTurn(&compaction.CompactionRecord{ID: "1", Timestamp: now, Tier: compaction.TierSoft, TokensBefore: 70000, TokensAfter: 52000,
 		Calibration: 1.05, UsageBefore: 0.735, UsageAfter: 0.546, SummarizerCalls: 1, SummarizerInputTokens: 900, SummarizerOutputTokens: 120,
-		PreparedUsed: 1, PreparedCovered: 12})
-	s.recordStatus(sess, &compaction.CompactionRecord{ID: "2", Timestamp: now, Tier: compaction.TierFull, TokensBefore: 78000, TokensAfter: 40000,
+		PreparedUsed: 1, PreparedCovered: 12}))
+	s.status.RecordTurn(sess.statusSession(), sess.statusTurn(&compaction.CompactionRecord{ID: "2", Timestamp: now, Tier: compaction.TierFull, TokensBefore: 78000, TokensAfter: 40000,
 		Calibration: 1.05, UsageBefore: 0.819, UsageAfter: 0.42, SummarizerCalls: 2, SummarizerInputTokens: 2100, SummarizerOutputTokens: 260,
-		PreparedWasted: 1, PreparedWastedTokens: 800, SummarizerDeferred: true, PreparedStarted: "late"})
-	if failed := s.flushStatus(ctx); failed != 0 {
+		PreparedWasted: 1, PreparedWastedTokens: 800, SummarizerDeferred: true, PreparedStarted: "late"}))
+	if failed := s.status.Flush(ctx); failed != 0 {
 		t.Fatalf("%d status writes failed", failed)
 	}
 	st := read()
@@ -90,11 +91,11 @@ func TestStatusWriteSummarizerUsage(t *testing.T) {
 	// Later work adds to the status, also from a turn whose tier stays None and that is not
 	// due for a usage write (the session's first None turn was never written: make it due
 	// later).
-	s.usageWritten.due(obj.UID, s.cfg.UsageInterval) // counts it as written now
-	s.recordStatus(sess, &compaction.CompactionRecord{ID: "3", Timestamp: now, Tier: compaction.TierNone, TokensBefore: 41000, TokensAfter: 41000,
+	s.status.UsageWritten(obj.UID) // counts it as written now
+	s.status.RecordTurn(sess.statusSession(), sess.statusTurn(&compaction.CompactionRecord{ID: "3", Timestamp: now, Tier: compaction.TierNone, TokensBefore: 41000, TokensAfter: 41000,
 		Calibration: 1.05, UsageBefore: 0.43, UsageAfter: 0.43, SummarizerCalls: 1, SummarizerInputTokens: 500, SummarizerOutputTokens: 40,
-		PreparedStarted: "ahead"})
-	if failed := s.flushStatus(ctx); failed != 0 {
+		PreparedStarted: "ahead"}))
+	if failed := s.status.Flush(ctx); failed != 0 {
 		t.Fatalf("%d status writes failed", failed)
 	}
 	st = read()
@@ -115,8 +116,8 @@ func TestStatusWriteSummarizerUsage(t *testing.T) {
 	events := k8sevents.NewFakeRecorder(10)
 	s.recorder = events
 	s.emitEvent(sess, waited)
-	s.recordStatus(sess, waited)
-	if failed := s.flushStatus(ctx); failed != 0 {
+	s.status.RecordTurn(sess.statusSession(), sess.statusTurn(waited))
+	if failed := s.status.Flush(ctx); failed != 0 {
 		t.Fatalf("%d status writes failed", failed)
 	}
 	st = read()
@@ -133,14 +134,17 @@ func TestStatusWriteSummarizerUsage(t *testing.T) {
 	}
 }
 
-// staleReader answers every Get with a copy of one earlier snapshot of the session: an
-// informer that has not seen the latest writes yet.
+// staleReader answers every Get with a copy of one earlier snapshot of the session, once it
+// has one: an informer that has not seen the latest writes yet.
 type staleReader struct {
 	client.Reader
 	snapshot *compactionv1alpha1.AgentSession
 }
 
-func (r staleReader) Get(_ context.Context, _ client.ObjectKey, obj client.Object, _ ...client.GetOption) error {
+func (r *staleReader) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	if r.snapshot == nil {
+		return r.Reader.Get(ctx, key, obj, opts...)
+	}
 	r.snapshot.DeepCopyInto(obj.(*compactionv1alpha1.AgentSession))
 	return nil
 }
@@ -162,7 +166,9 @@ func TestStatusWriteFromStaleCache(t *testing.T) {
 	testenv.Must(t, c.Create(ctx, obj))
 	s, _ := newTestMetrics(t)
 	s.cfg.UsageInterval = 0 // every None turn is written
-	s.cache, s.apiReader, s.writer, s.log, s.status = c, c, c, logr.Discard(), newStatusBatcher()
+	cache := &staleReader{Reader: c} // current until given a snapshot
+	s.cache, s.apiReader, s.writer, s.log = cache, c, c, logr.Discard()
+	s.status = newStatus(s)
 	sess := &session{obj: obj, id: string(obj.UID), cfg: compaction.DefaultConfig(100000)}
 	key := client.ObjectKeyFromObject(obj)
 	read := func() compactionv1alpha1.AgentSession {
@@ -173,9 +179,9 @@ func TestStatusWriteFromStaleCache(t *testing.T) {
 	}
 	turn := func(tier compaction.Tier, usage float64) {
 		t.Helper()
-		s.recordStatus(sess, &compaction.CompactionRecord{Timestamp: time.Now(), Tier: tier, TokensBefore: 1000, TokensAfter: 900,
-			Calibration: 1, UsageBefore: usage, UsageAfter: usage})
-		if failed := s.flushStatus(ctx); failed != 0 {
+		s.status.RecordTurn(sess.statusSession(), sess.statusTurn(&compaction.CompactionRecord{Timestamp: time.Now(), Tier: tier, TokensBefore: 1000, TokensAfter: 900,
+			Calibration: 1, UsageBefore: usage, UsageAfter: usage}))
+		if failed := s.status.Flush(ctx); failed != 0 {
 			t.Fatalf("%d status writes failed", failed)
 		}
 	}
@@ -187,7 +193,7 @@ func TestStatusWriteFromStaleCache(t *testing.T) {
 		t.Fatalf("tier %s, want Soft", st.Tier)
 	}
 
-	s.cache = staleReader{Reader: c, snapshot: &snapshot}
+	cache.snapshot = &snapshot
 	// On the stale copy this turn changes nothing (it says None 0.30 already).
 	turn(compaction.TierNone, 0.30)
 	if st := read().Status; st.Tier != compactionv1alpha1.TierNone || st.ContextUsage != "0.30" {

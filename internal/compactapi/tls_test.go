@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+
+	"github.com/harness9/compaction-operator/internal/compactapi/statusbatch"
 )
 
 // pendingCerts is a certificate source that has no certificate until it is given one.
@@ -48,7 +50,7 @@ func freeAddr(t *testing.T) string {
 
 // Without a certificate source the server refuses to start unless plain HTTP is asked for.
 func TestNoCertificateNoPlainHTTP(t *testing.T) {
-	s := &Server{cfg: Config{BindAddress: freeAddr(t)}, log: logr.Discard(), status: newStatusBatcher()}
+	s := &Server{cfg: Config{BindAddress: freeAddr(t)}, log: logr.Discard(), status: statusbatch.New(statusbatch.Config{})}
 	err := s.Start(context.Background())
 	if err == nil || !strings.Contains(err.Error(), "plain HTTP not allowed") {
 		t.Fatalf("Start without certificates: %v", err)
@@ -62,7 +64,7 @@ func TestNotReadyWithoutCertificate(t *testing.T) {
 	src := &pendingCerts{ready: make(chan struct{}), cert: srv}
 	addr := freeAddr(t)
 	s := &Server{cfg: Config{BindAddress: addr, Certificates: src, ReadTimeout: time.Second, RequestTimeout: time.Second},
-		log: logr.Discard(), status: newStatusBatcher()}
+		log: logr.Discard(), status: statusbatch.New(statusbatch.Config{})}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- s.Start(ctx) }()

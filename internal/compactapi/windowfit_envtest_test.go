@@ -38,11 +38,12 @@ func TestContextFitsCondition(t *testing.T) {
 	testenv.Must(t, c.Create(ctx, obj))
 	s, _ := newTestMetrics(t)
 	s.cfg.UsageInterval = time.Hour
-	s.cache, s.apiReader, s.writer, s.log, s.status = c, c, c, logr.Discard(), newStatusBatcher()
+	s.cache, s.apiReader, s.writer, s.log = c, c, c, logr.Discard()
+	s.status = newStatus(s)
 	sess := &session{obj: obj, id: string(obj.UID), cfg: compaction.DefaultConfig(8000)}
 	fits := func() *metav1.Condition {
 		t.Helper()
-		if failed := s.flushStatus(ctx); failed != 0 {
+		if failed := s.status.Flush(ctx); failed != 0 {
 			t.Fatalf("%d status writes failed", failed)
 		}
 		var got compactionv1alpha1.AgentSession
@@ -51,18 +52,18 @@ func TestContextFitsCondition(t *testing.T) {
 		return meta.FindStatusCondition(got.Status.Conditions, compactionv1alpha1.ConditionContextFits)
 	}
 	now := time.Now()
-	s.recordStatus(sess, &compaction.CompactionRecord{ID: "1", Timestamp: now, Tier: compaction.TierWarn, TokensBefore: 5000, TokensAfter: 4000, MsgsBefore: 9, MsgsAfter: 9, FixedTokens: 1200})
+	s.status.RecordTurn(sess.statusSession(), sess.statusTurn(&compaction.CompactionRecord{ID: "1", Timestamp: now, Tier: compaction.TierWarn, TokensBefore: 5000, TokensAfter: 4000, MsgsBefore: 9, MsgsAfter: 9, FixedTokens: 1200}))
 	if got := fits(); got != nil {
 		t.Fatalf("ContextFits %+v on a session whose fixed part fits, want none", got)
 	}
-	s.usageWritten.due(obj.UID, s.cfg.UsageInterval) // the next usage write is not due
-	s.recordStatus(sess, &compaction.CompactionRecord{ID: "2", Timestamp: now, Tier: compaction.TierNone, TokensBefore: 8100, TokensAfter: 8100, FixedTokens: 7700, WindowTooSmall: true})
+	s.status.UsageWritten(obj.UID) // the next usage write is not due
+	s.status.RecordTurn(sess.statusSession(), sess.statusTurn(&compaction.CompactionRecord{ID: "2", Timestamp: now, Tier: compaction.TierNone, TokensBefore: 8100, TokensAfter: 8100, FixedTokens: 7700, WindowTooSmall: true}))
 	got := fits()
 	if got == nil || got.Status != metav1.ConditionFalse || got.Reason != compactionv1alpha1.ReasonFixedPartOverWindow ||
 		!strings.Contains(got.Message, "7700 tokens, 96% of the 8000-token window") {
 		t.Fatalf("ContextFits %+v, want False FixedPartOverWindow with the fixed size against the window", got)
 	}
-	s.recordStatus(sess, &compaction.CompactionRecord{ID: "3", Timestamp: now, Tier: compaction.TierNone, TokensBefore: 3000, TokensAfter: 3000, FixedTokens: 1000})
+	s.status.RecordTurn(sess.statusSession(), sess.statusTurn(&compaction.CompactionRecord{ID: "3", Timestamp: now, Tier: compaction.TierNone, TokensBefore: 3000, TokensAfter: 3000, FixedTokens: 1000}))
 	if got := fits(); got == nil || got.Status != metav1.ConditionTrue || got.Reason != compactionv1alpha1.ReasonFits {
 		t.Fatalf("ContextFits %+v after a turn that fits, want True Fits", got)
 	}

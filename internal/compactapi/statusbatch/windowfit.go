@@ -1,4 +1,4 @@
-package compactapi
+package statusbatch
 
 import (
 	"fmt"
@@ -18,8 +18,8 @@ type windowFit struct {
 	window   int
 }
 
-func windowFitOf(cfg compaction.Config, rec *compaction.CompactionRecord) *windowFit {
-	return &windowFit{tooSmall: rec.WindowTooSmall, fixed: rec.FixedTokens, window: cfg.ContextWindow}
+func windowFitOf(window int, rec *compaction.CompactionRecord) *windowFit {
+	return &windowFit{tooSmall: rec.WindowTooSmall, fixed: rec.FixedTokens, window: window}
 }
 
 // windowFitChanged reports whether rec says otherwise than the session's ContextFits

@@ -1,4 +1,4 @@
-package compactapi
+package statusbatch
 
 import (
 	"reflect"
@@ -13,6 +13,17 @@ import (
 	"github.com/harness9/compaction-operator/compaction"
 )
 
+// turn is the Turn the compaction API records for rec on a session whose policy has a
+// 100000-token window: with the record's calibrated usage, else its estimate's.
+func turn(rec *compaction.CompactionRecord) Turn {
+	cfg := compaction.DefaultConfig(100000)
+	usage := rec.UsageBefore
+	if rec.Calibration == 0 && usage == 0 {
+		usage = cfg.Usage(rec.TokensBefore)
+	}
+	return Turn{Record: rec, Usage: usage, Window: cfg.ContextWindow}
+}
+
 func TestRequeueKeepsEveryCounter(t *testing.T) {
 	key := types.NamespacedName{Namespace: "ns", Name: "s"}
 	older := &compaction.CompactionRecord{ID: "older"}
@@ -22,14 +33,14 @@ func TestRequeueKeepsEveryCounter(t *testing.T) {
 		summarizer: summarizerWork{calls: 1, inputTokens: 1000, outputTokens: 100, preparedCalls: 1, preparedWasted: 1, preparedWastedTokens: 400, deferred: 1}}
 
 	t.Run("nothing newer", func(t *testing.T) {
-		b := newStatusBatcher()
+		b := New(Config{})
 		b.requeue(key, failed)
 		if b.pending[key] != failed {
 			t.Fatal("the failed change is not pending again")
 		}
 	})
 	t.Run("a newer turn", func(t *testing.T) {
-		b := newStatusBatcher()
+		b := New(Config{})
 		b.pending[key] = &pendingStatus{uid: "u1", turn: true, tier: compaction.TierSoft, usage: "0.72", last: newer,
 			counts: tierCounts{soft: 1}, offloadedCount: 1, offloadedBytes: 10,
 			summarizer: summarizerWork{calls: 2, inputTokens: 500, outputTokens: 50, preparedCalls: 1, preparedUsed: 1}}
@@ -50,7 +61,7 @@ func TestRequeueKeepsEveryCounter(t *testing.T) {
 		}
 	})
 	t.Run("only offloads since", func(t *testing.T) {
-		b := newStatusBatcher()
+		b := New(Config{})
 		b.pending[key] = &pendingStatus{uid: "u1", offloadedCount: 1, offloadedBytes: 10}
 		b.requeue(key, failed)
 		p := b.pending[key]
@@ -59,7 +70,7 @@ func TestRequeueKeepsEveryCounter(t *testing.T) {
 		}
 	})
 	t.Run("session re-created", func(t *testing.T) {
-		b := newStatusBatcher()
+		b := New(Config{})
 		fresh := &pendingStatus{uid: "u2", turn: true, tier: compaction.TierNone, usage: "0.10"}
 		b.pending[key] = fresh
 		b.requeue(key, failed)
@@ -69,35 +80,35 @@ func TestRequeueKeepsEveryCounter(t *testing.T) {
 	})
 }
 
-// TestRecordStatusSummarizerUsage: recordStatus adds up the summarizer work of every record,
+// TestRecordStatusSummarizerUsage: RecordTurn adds up the summarizer work of every record,
 // including turns whose tier is None that are not due for a usage write (the counters are
 // kept, the turn is not), and reports the calibrated usage that chose the tier.
 func TestRecordStatusSummarizerUsage(t *testing.T) {
-	s := &Server{cfg: Config{UsageInterval: time.Hour}, status: newStatusBatcher()}
+	b := New(Config{UsageInterval: time.Hour})
 	obj := &compactionv1alpha1.AgentSession{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "s", UID: "u1"}}
-	sess := &session{obj: obj, cfg: compaction.DefaultConfig(100000)}
+	sess := Session{Obj: obj}
 	key := types.NamespacedName{Namespace: "ns", Name: "s"}
 
 	full := &compaction.CompactionRecord{ID: "full", Tier: compaction.TierFull, TokensBefore: 80000, TokensAfter: 40000,
 		Calibration: 1.1, UsageBefore: 0.88, UsageAfter: 0.44, SummarizerCalls: 1, SummarizerInputTokens: 1200, SummarizerOutputTokens: 150}
-	s.recordStatus(sess, full)
-	p := s.status.pending[key]
+	b.RecordTurn(sess, turn(full))
+	p := b.pending[key]
 	if p == nil || p.tier != compaction.TierFull || p.usage != "0.88" || p.last != full {
 		t.Fatalf("after a Full compaction: %+v, want tier Full, usage 0.88 (calibrated), the record", p)
 	}
 	// A None turn, due (the first of the session): the turn is noted, its usage computed from
 	// the estimate when the record has no calibration.
-	s.recordStatus(sess, &compaction.CompactionRecord{Tier: compaction.TierNone, TokensBefore: 41000, TokensAfter: 41000})
+	b.RecordTurn(sess, turn(&compaction.CompactionRecord{Tier: compaction.TierNone, TokensBefore: 41000, TokensAfter: 41000}))
 	if p.tier != compaction.TierNone || p.usage != "0.41" || p.last != full {
 		t.Errorf("after a None turn: tier %s usage %s, want None 0.41 and the Full record kept", p.tier, p.usage)
 	}
 	// A None turn not due, with summarizer work: counted, the turn is not noted.
-	s.recordStatus(sess, &compaction.CompactionRecord{Tier: compaction.TierNone, TokensBefore: 42000, TokensAfter: 42000,
-		Calibration: 1, UsageBefore: 0.42, SummarizerCalls: 1, SummarizerInputTokens: 300, SummarizerOutputTokens: 30})
+	b.RecordTurn(sess, turn(&compaction.CompactionRecord{Tier: compaction.TierNone, TokensBefore: 42000, TokensAfter: 42000,
+		Calibration: 1, UsageBefore: 0.42, SummarizerCalls: 1, SummarizerInputTokens: 300, SummarizerOutputTokens: 30}))
 	// A None turn not due, without: nothing.
-	s.recordStatus(sess, &compaction.CompactionRecord{Tier: compaction.TierNone, TokensBefore: 43000, TokensAfter: 43000})
-	s.recordStatus(sess, &compaction.CompactionRecord{Tier: compaction.TierSoft, TokensBefore: 72000, TokensAfter: 45000,
-		SummarizerCalls: 2, SummarizerInputTokens: 800, SummarizerOutputTokens: 90})
+	b.RecordTurn(sess, turn(&compaction.CompactionRecord{Tier: compaction.TierNone, TokensBefore: 43000, TokensAfter: 43000}))
+	b.RecordTurn(sess, turn(&compaction.CompactionRecord{Tier: compaction.TierSoft, TokensBefore: 72000, TokensAfter: 45000,
+		SummarizerCalls: 2, SummarizerInputTokens: 800, SummarizerOutputTokens: 90}))
 	if want := (summarizerWork{calls: 4, inputTokens: 2300, outputTokens: 270}); p.summarizer != want {
 		t.Errorf("summarizer %+v, want %+v", p.summarizer, want)
 	}
@@ -115,65 +126,65 @@ func TestRecordStatusSummarizerUsage(t *testing.T) {
 // and the cached copy is not that write yet, or the turn's summarizer work must be counted;
 // a compaction is always queued.
 func TestRecordStatusSkipsWhatStatusShows(t *testing.T) {
-	s := &Server{status: newStatusBatcher()} // UsageInterval 0: every turn is due
+	b := New(Config{}) // UsageInterval 0: every turn is due
 	obj := &compactionv1alpha1.AgentSession{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "s", UID: "u1"},
 		Status: compactionv1alpha1.AgentSessionStatus{Tier: compactionv1alpha1.TierNone, ContextUsage: "0.41"}}
-	sess := &session{obj: obj, cfg: compaction.DefaultConfig(100000)}
+	sess := Session{Obj: obj}
 	key := types.NamespacedName{Namespace: "ns", Name: "s"}
 	none := func(tokens int) *compaction.CompactionRecord {
 		return &compaction.CompactionRecord{Tier: compaction.TierNone, TokensBefore: tokens, TokensAfter: tokens}
 	}
 
-	s.recordStatus(sess, none(41000))
-	if p := s.status.pending[key]; p != nil {
+	b.RecordTurn(sess, turn(none(41000)))
+	if p := b.pending[key]; p != nil {
 		t.Fatalf("a turn the status already shows was queued: %+v", p)
 	}
-	s.recordStatus(sess, &compaction.CompactionRecord{Tier: compaction.TierNone, TokensBefore: 41000, TokensAfter: 41000,
-		SummarizerCalls: 1, SummarizerInputTokens: 300, SummarizerOutputTokens: 30})
-	if p := s.status.pending[key]; p == nil || p.summarizer.calls != 1 {
+	b.RecordTurn(sess, turn(&compaction.CompactionRecord{Tier: compaction.TierNone, TokensBefore: 41000, TokensAfter: 41000,
+		SummarizerCalls: 1, SummarizerInputTokens: 300, SummarizerOutputTokens: 30}))
+	if p := b.pending[key]; p == nil || p.summarizer.calls != 1 {
 		t.Fatalf("a turn with summarizer work was not counted: %+v", p)
 	}
-	delete(s.status.pending, key)
+	delete(b.pending, key)
 
-	s.recordStatus(sess, none(42000))
-	p := s.status.pending[key]
+	b.RecordTurn(sess, turn(none(42000)))
+	p := b.pending[key]
 	if p == nil || p.usage != "0.42" {
 		t.Fatalf("a turn with a new usage: %+v, want 0.42 queued", p)
 	}
 	// The status still says 0.41 and 0.42 waits: a turn back at 0.41 is newer and is queued.
-	s.recordStatus(sess, none(41000))
-	if p := s.status.pending[key]; p == nil || p.usage != "0.41" {
+	b.RecordTurn(sess, turn(none(41000)))
+	if p := b.pending[key]; p == nil || p.usage != "0.41" {
 		t.Fatalf("a turn behind a pending change: %+v, want 0.41 queued", p)
 	}
-	delete(s.status.pending, key)
+	delete(b.pending, key)
 	// Just after this replica wrote the status, the cached copy may not show that write yet
 	// (it is another resourceVersion): the turn is queued.
-	s.status.wrote(key, time.Now(), "7")
-	s.recordStatus(sess, none(41000))
-	if p := s.status.pending[key]; p == nil || p.usage != "0.41" {
+	b.wrote(key, time.Now(), "7")
+	b.RecordTurn(sess, turn(none(41000)))
+	if p := b.pending[key]; p == nil || p.usage != "0.41" {
 		t.Fatalf("a turn right after a write: %+v, want 0.41 queued", p)
 	}
-	delete(s.status.pending, key)
+	delete(b.pending, key)
 	// Once the cached copy is that write, the turn is skipped again.
 	obj.ResourceVersion = "7"
-	s.recordStatus(sess, none(41000))
-	if p := s.status.pending[key]; p != nil {
+	b.RecordTurn(sess, turn(none(41000)))
+	if p := b.pending[key]; p != nil {
 		t.Fatalf("a turn the cached copy of the last write shows was queued: %+v", p)
 	}
 	// While a write of the session is in flight, the cached copy may be older than it.
-	s.status.written[key] = statusWrite{at: time.Now()}
-	s.recordStatus(sess, none(41000))
-	if p := s.status.pending[key]; p == nil {
+	b.written[key] = statusWrite{at: time.Now()}
+	b.RecordTurn(sess, turn(none(41000)))
+	if p := b.pending[key]; p == nil {
 		t.Fatal("a turn during a write in flight was skipped")
 	}
-	delete(s.status.pending, key)
-	delete(s.status.written, key)
+	delete(b.pending, key)
+	delete(b.written, key)
 
 	warn := &compaction.CompactionRecord{Tier: compaction.TierWarn, TokensBefore: 41000, TokensAfter: 30000,
 		Offloaded: []compaction.OffloadEntry{{ToolCallID: "c1", Bytes: 44000}}}
 	obj.Status.Tier = compactionv1alpha1.TierWarn
-	s.recordStatus(sess, warn)
-	if p := s.status.pending[key]; p == nil || p.last != warn || p.counts.warn != 1 {
+	b.RecordTurn(sess, turn(warn))
+	if p := b.pending[key]; p == nil || p.last != warn || p.counts.warn != 1 {
 		t.Fatalf("a compaction was not queued: %+v", p)
 	}
 }
@@ -200,14 +211,14 @@ func TestSummarizerUsageCountsThrottled(t *testing.T) {
 // crossing that used it, one that could not wait (deferred) and started one late, and one
 // that merged the late one and discarded a stale one.
 func TestRecordStatusCountsPrepared(t *testing.T) {
-	s := &Server{cfg: Config{UsageInterval: time.Hour}, status: newStatusBatcher()}
+	b := New(Config{UsageInterval: time.Hour})
 	obj := &compactionv1alpha1.AgentSession{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "s", UID: "u1"}}
-	sess := &session{obj: obj, cfg: compaction.DefaultConfig(100000)}
+	sess := Session{Obj: obj}
 	key := types.NamespacedName{Namespace: "ns", Name: "s"}
 
-	s.recordStatus(sess, &compaction.CompactionRecord{Tier: compaction.TierNone, TokensBefore: 55000, TokensAfter: 55000}) // due: the first
-	s.recordStatus(sess, &compaction.CompactionRecord{Tier: compaction.TierNone, TokensBefore: 61000, TokensAfter: 61000, PreparedStarted: "ahead"})
-	p := s.status.pending[key]
+	b.RecordTurn(sess, turn(&compaction.CompactionRecord{Tier: compaction.TierNone, TokensBefore: 55000, TokensAfter: 55000})) // due: the first
+	b.RecordTurn(sess, turn(&compaction.CompactionRecord{Tier: compaction.TierNone, TokensBefore: 61000, TokensAfter: 61000, PreparedStarted: "ahead"}))
+	p := b.pending[key]
 	if p == nil || p.summarizer != (summarizerWork{preparedCalls: 1}) || p.usage != "0.55" {
 		t.Fatalf("after a None turn that started a summary ahead: %+v, want 1 prepared call and the usage of the due turn (0.55)", p)
 	}
@@ -218,7 +229,7 @@ func TestRecordStatusCountsPrepared(t *testing.T) {
 		{Tier: compaction.TierSoft, TokensBefore: 72000, TokensAfter: 47000, SummarizerCalls: 2, SummarizerInputTokens: 1600,
 			SummarizerOutputTokens: 200, PreparedUsed: 1, PreparedWasted: 1, PreparedWastedTokens: 700, PreparedLateMerged: true},
 	} {
-		s.recordStatus(sess, rec)
+		b.RecordTurn(sess, turn(rec))
 	}
 	want := summarizerWork{calls: 3, inputTokens: 2600, outputTokens: 300, preparedCalls: 2, preparedUsed: 2, preparedWasted: 1,
 		preparedWastedTokens: 700, deferred: 1}
@@ -302,7 +313,7 @@ func TestStatusAnchorsAreCamelCase(t *testing.T) {
 // other sessions' changes are taken. All of them are taken at shutdown, and an interval of
 // 0 never holds one back.
 func TestStatusTakePacesEachSession(t *testing.T) {
-	b := newStatusBatcher()
+	b := New(Config{})
 	a, c := types.NamespacedName{Namespace: "ns", Name: "a"}, types.NamespacedName{Namespace: "ns", Name: "c"}
 	now := time.Date(2026, 12, 4, 12, 0, 0, 0, time.UTC)
 	const interval = 5 * time.Second
