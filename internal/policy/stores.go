@@ -59,7 +59,12 @@ func (c *Stores) Get(ctx context.Context, cfg s3.Config, allowed *egress.Allowli
 	}
 	var opts []s3.Option
 	if allowed != nil {
-		opts = append(opts, s3.WithTransport(allowed.Transport(s3Transport(!cfg.Insecure))))
+		// The store's default transport, dialing only where allowed says.
+		base, err := s3.DefaultTransport(cfg)
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, s3.WithTransport(allowed.Transport(base)))
 	}
 	st, err := s3.New(ctx, cfg, opts...)
 	if err != nil {

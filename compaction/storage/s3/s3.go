@@ -108,9 +108,22 @@ type Option func(*options)
 type options struct{ transport http.RoundTripper }
 
 // WithTransport makes the store send its requests with t (for example one whose dialer
-// checks the addresses it connects to), instead of minio-go's default transport.
+// checks the addresses it connects to), instead of minio-go's default transport
+// (DefaultTransport, which t may be built from).
 func WithTransport(t http.RoundTripper) Option {
 	return func(o *options) { o.transport = t }
+}
+
+// DefaultTransport returns the HTTP transport a store for cfg sends its requests with when
+// given none: minio-go's default for cfg's scheme (its timeouts and pool sizes, no
+// transparent gzip decoding, TLS 1.2 and the roots SSL_CERT_FILE adds). Wrap or change it and
+// pass it to WithTransport, and the store behaves as on the default otherwise.
+func DefaultTransport(cfg Config) (*http.Transport, error) {
+	t, err := minio.DefaultTransport(!cfg.Insecure)
+	if err != nil {
+		return nil, fmt.Errorf("s3 store: transport for %s: %w", cfg.Endpoint, err)
+	}
+	return t, nil
 }
 
 // New returns a store for cfg. It does not contact the server: call Ping or EnsureBucket
@@ -139,8 +152,8 @@ func newStore(_ context.Context, cfg Config, transport http.RoundTripper) (*Stor
 		return nil, fmt.Errorf("s3 store: %w", err)
 	}
 	if transport == nil {
-		if transport, err = minio.DefaultTransport(!cfg.Insecure); err != nil {
-			return nil, fmt.Errorf("s3 store: transport for %s: %w", cfg.Endpoint, err)
+		if transport, err = DefaultTransport(cfg); err != nil {
+			return nil, err
 		}
 	}
 	client, err := minio.New(cfg.Endpoint, &minio.Options{

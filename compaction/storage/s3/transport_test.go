@@ -1,4 +1,4 @@
-package policy
+package s3
 
 import (
 	"net/http"
@@ -7,16 +7,21 @@ import (
 	"github.com/minio/minio-go/v7"
 )
 
-// s3Transport restates minio-go's default transport: a checked store must behave like an
-// unchecked one (timeouts, pool sizes, no transparent gzip decoding, TLS 1.2).
-func TestS3TransportIsMinioDefault(t *testing.T) {
+// DefaultTransport is minio-go's default transport for the configuration's scheme, which a
+// store given no transport uses: a store on a wrapped DefaultTransport (policy.Stores checks
+// its connections) behaves like an unchecked one (timeouts, pool sizes, no transparent gzip
+// decoding, TLS 1.2).
+func TestDefaultTransportIsMinioDefault(t *testing.T) {
 	t.Setenv("SSL_CERT_FILE", "")
 	for _, secure := range []bool{false, true} {
 		want, err := minio.DefaultTransport(secure)
 		if err != nil {
 			t.Fatal(err)
 		}
-		got := s3Transport(secure)
+		got, err := DefaultTransport(Config{Endpoint: "s3.example.com", Insecure: !secure})
+		if err != nil {
+			t.Fatal(err)
+		}
 		settings := func(tr *http.Transport) any {
 			var minTLS uint16
 			if tr.TLSClientConfig != nil {
@@ -27,7 +32,7 @@ func TestS3TransportIsMinioDefault(t *testing.T) {
 				tr.DisableCompression, tr.ForceAttemptHTTP2, tr.TLSClientConfig != nil, minTLS}
 		}
 		if g, w := settings(got), settings(want); g != w {
-			t.Errorf("secure=%v: s3Transport %v, minio.DefaultTransport %v", secure, g, w)
+			t.Errorf("secure=%v: DefaultTransport %v, minio.DefaultTransport %v", secure, g, w)
 		}
 	}
 }
