@@ -12,6 +12,7 @@ import (
 
 	"github.com/harness9/compaction-operator/compaction/internal/markerset"
 	"github.com/harness9/compaction-operator/compaction/internal/textcut"
+	"github.com/harness9/compaction-operator/compaction/internal/toolout"
 )
 
 // ExtractiveSummarizer is the default summarizer: deterministic, no network, no model. It
@@ -46,7 +47,6 @@ const (
 	extractMaxItems      = 6        // outcomes, failures and decisions per span of up to extractItemsPer*6 messages
 	extractItemsPer      = 8        // a longer span keeps one more of each per this many messages
 	extractMaxItemsCap   = 15       // and at most this many
-	extractScanBytes     = 8 << 10  // the head and the tail of a tool result that are read
 	extractArgBytes      = 4 << 10  // the head of a tool call's arguments that is read
 	extractTextBytes     = 16 << 10 // the head of a message's text that is read
 	extractDiffBytes     = 64 << 10 // the head of a diff that is read for file names
@@ -588,8 +588,8 @@ var (
 // result says the call failed, and reads the files a diff or patch in it names.
 func (x *extraction) noteResult(m *Message) {
 	content := m.Content
-	status := statusFailed(content)
-	failed := status || exitFailed(content) && !x.scripts[m.ToolCallID]
+	status := toolout.StatusFailed(content)
+	failed := status || toolout.ExitFailed(content) && !x.scripts[m.ToolCallID]
 	footer := ""
 	if tail := textcut.Tail(content, 512); strings.Contains(tail, "(Open file: ") {
 		if o := sweOpenFile.FindStringSubmatch(tail); o != nil && o[1] != "n/a" {
@@ -609,7 +609,7 @@ func (x *extraction) noteResult(m *Message) {
 			x.addTrail(trailEntry{trailEdited, file})
 		}
 	}
-	listing := strings.Contains(statusLine(content), "files and directories")
+	listing := strings.Contains(toolout.StatusLine(content), "files and directories")
 	for _, e := range x.pending[m.ToolCallID] {
 		if e.kind == trailRead && !status && !listing || e.kind != trailRead && !failed {
 			x.addTrail(e)
@@ -627,101 +627,10 @@ func (x *extraction) noteResult(m *Message) {
 		}
 	}
 	if strings.Contains(head, "diff --git a/") {
-		for _, f := range diffFiles(textcut.Head(content, extractDiffBytes), 200) {
+		for _, f := range toolout.DiffFiles(textcut.Head(content, extractDiffBytes), 200) {
 			x.addTrail(trailEntry{trailEdited, f})
 		}
 	}
-}
-
-// diffFiles are the files a diff changes, from its "diff --git a/X b/X" lines (scanned, not
-// matched with a regular expression: a diff can be 800 KB).
-func diffFiles(diff string, max int) []string {
-	const marker = "diff --git a/"
-	var out []string
-	for start := 0; len(out) < max; {
-		i := strings.Index(diff[start:], marker)
-		if i < 0 {
-			break
-		}
-		i += start
-		start = i + len(marker)
-		if i > 0 && diff[i-1] != '\n' {
-			continue
-		}
-		rest := diff[start:]
-		end := strings.IndexAny(rest, " \n")
-		if end > 0 && strings.HasPrefix(rest[end:], " b/") {
-			out = append(out, rest[:end])
-		}
-	}
-	return out
-}
-
-// statusLine is a result's first line, where file tools write their status.
-func statusLine(content string) string {
-	return textcut.FirstLine(strings.TrimPrefix(strings.TrimSpace(textcut.Head(content, 400)), "OBSERVATION:"))
-}
-
-// exitFailed reports whether a result shows a non-zero exit code.
-func exitFailed(content string) bool {
-	if head := textcut.Head(content, 1024); strings.Contains(head, "<returncode>") {
-		if m := findReturnCode(head); m != nil {
-			return m[1] != "0"
-		}
-	}
-	if code, ok := exitCode(textcut.Tail(content, 256)); ok {
-		return code != 0
-	}
-	return false
-}
-
-// findReturnCode is returnCode's submatches in text, read by hand: the expression cost
-// more than the rest of reading a result.
-func findReturnCode(text string) []string {
-	const open, closing = "<returncode>", "</returncode>"
-	for {
-		i := strings.Index(text, open)
-		if i < 0 {
-			return nil
-		}
-		rest := text[i+len(open):]
-		j := 0
-		if j < len(rest) && rest[j] == '-' {
-			j++
-		}
-		k := j
-		for k < len(rest) && rest[k] >= '0' && rest[k] <= '9' {
-			k++
-		}
-		if k > j && strings.HasPrefix(rest[k:], closing) {
-			return []string{text[i : i+len(open)+k+len(closing)], rest[:k]}
-		}
-		text = rest
-	}
-}
-
-// exitCode finds the last "exit code N" (or exit status, returncode) in text.
-func exitCode(text string) (int, bool) {
-	if !strings.Contains(text, "xit code") && !strings.Contains(text, "xit status") && !strings.Contains(text, "eturncode") && !strings.Contains(text, "eturn code") {
-		return 0, false // the cheap test first; upper-case spellings are missed
-	}
-	ms := exitCodeRE.FindAllStringSubmatch(text, -1)
-	if ms == nil {
-		return 0, false
-	}
-	n, err := strconv.Atoi(ms[len(ms)-1][1])
-	return n, err == nil
-}
-
-// statusFailed reports whether a result's first line is a tool's failure status ("ERROR:",
-// "No replacement was performed", "Your proposed edit has introduced new syntax
-// error(s)"). Output further down is not read: a file shown after an edit can hold any text.
-func statusFailed(content string) bool {
-	l := strings.ToLower(statusLine(content))
-	return strings.HasPrefix(l, "error") || strings.Contains(l, "error:") || strings.Contains(l, "error(s)") ||
-		strings.Contains(l, "no replacement was performed") || strings.Contains(l, "did not appear verbatim") ||
-		strings.Contains(l, "no such file") || strings.Contains(l, "permission denied") || strings.HasPrefix(l, "usage:") ||
-		strings.Contains(l, "is not allowed")
 }
 
 // backward reads the span from its end for the latest outcomes, failures, decisions and
@@ -781,18 +690,18 @@ func (x *extraction) backward() {
 				// in them still tells how the command went; the rest is read back by ID.
 				content, offloaded = placeholderPreview(content), " (full result: "+m.ToolCallID+")"
 			}
-			r := readResult(content, runs)
+			r := toolout.Read(content, runs)
 			if offloaded != "" {
-				r.tests, r.last = "", ""
+				r.Tests, r.Last = "", ""
 			}
 			what := x.shortCall(tc)
 			if len(x.outcomes) < x.maxItems && runs {
-				if o := r.outcome(); o != "" {
+				if o := r.Outcome(); o != "" {
 					x.outcomes = append(x.outcomes, textcut.Clip(what, 120)+" -> "+o+offloaded)
 				}
 			}
 			if len(x.failures) < x.maxItems {
-				if f := r.failure(runs); f != "" && !seenFail[strings.ToLower(f)] {
+				if f := r.Failure(runs); f != "" && !seenFail[strings.ToLower(f)] {
 					seenFail[strings.ToLower(f)] = true
 					x.failures = append(x.failures, textcut.Clip(what, 120)+" -> "+f+offloaded)
 				}
@@ -968,272 +877,6 @@ func (x *extraction) runs(tc *ToolCall) bool {
 	return false
 }
 
-// resultInfo is what a tool result says about how its command went.
-type resultInfo struct {
-	exit    int      // -1 when the result shows no exit code
-	tests   string   // "1 failed, 22 passed"
-	err     string   // the line that says what went wrong
-	last    string   // the last line of output
-	failing []string // the failing tests it names, the latest last
-	more    int      // failing tests beyond those
-}
-
-var (
-	returnCode   = regexp.MustCompile(`<returncode>(-?\d+)</returncode>`)
-	exitCodeRE   = regexp.MustCompile(`(?i)(?:exit code|exit status|returncode|return code)[:= ]+(-?\d+)`)
-	pytestCounts = regexp.MustCompile(`^[= ]*((?:\d+ (?:passed|failed|errors?|skipped|deselected|xfailed|xpassed|warnings?|rerun)(?:, )?)+)(?: in [\d.]+s)?(?: \([^)]*\))?[ =]*$`)
-	unittestRan  = regexp.MustCompile(`(?m)^Ran (\d+) tests? in [\d.]+s\s*\n\s*\n?(OK.*|FAILED \(.*\))\s*$`)
-	exceptionRE  = regexp.MustCompile(`^[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|Warning|Failure|Fault)\b(?::.*)?$|^[A-Za-z_][\w.]*: .+`)
-	errorLineRE  = regexp.MustCompile(`(?i)(?:^|\s|:)(?:error|fatal|panic)(?:\[[^\]]*\])?:\s*\S|^error\b[^:]{0,60}:\s*\S|no such file or directory|command not found|permission denied|no module named|cannot import name|syntaxerror|is not defined|no replacement was performed|did not appear verbatim`)
-	// errorWords are what errorLineRE matches, for a cheap test first.
-	errorWords  = [...]string{"error", "fatal", "panic", "no such file", "not found", "permission denied", "no module named", "cannot import", "is not defined", "no replacement", "verbatim"}
-	pytestELine = regexp.MustCompile(`(?m)^E {2,}(\S.*)$`)
-)
-
-// readResult examines the head and the tail of a result (results can be 800 KB). Of a call
-// that only looks at or writes files, only the first lines are read for an error: they
-// hold the tool's status, the rest is file content that can say anything.
-func readResult(content string, runs bool) resultInfo {
-	r := resultInfo{exit: -1}
-	window := extractScanBytes
-	if !runs {
-		window = 512
-	}
-	head := strings.ReplaceAll(textcut.Head(content, window), "\r", "")
-	tail := head
-	if len(content) > window {
-		tail = strings.ReplaceAll(textcut.Tail(content, window), "\r", "")
-	}
-	if m := findReturnCode(head); m != nil {
-		r.exit, _ = strconv.Atoi(m[1])
-	} else if code, ok := exitCode(textcut.Tail(tail, 256)); ok {
-		r.exit = code
-	}
-	if runs {
-		// Test summaries are at the end: cheap checks before the regular expressions.
-		end := textcut.Tail(tail, 2048)
-		lines := strings.Split(end, "\n")
-		for i := len(lines) - 1; i >= 0 && r.tests == ""; i-- {
-			l := lines[i]
-			if strings.Contains(l, " passed") || strings.Contains(l, " failed") || strings.Contains(l, " error") {
-				if m := pytestCounts.FindStringSubmatch(l); m != nil {
-					r.tests = strings.TrimSpace(m[1])
-				}
-			}
-		}
-		if r.tests == "" && strings.Contains(end, "Ran ") {
-			if m := unittestRan.FindStringSubmatch(end); m != nil {
-				r.tests = "ran " + m[1] + " tests: " + m[2]
-			}
-		}
-		// The failing tests, from the lines an offloaded result's placeholder keeps too.
-		text := head
-		if len(content) > window {
-			text = head + "\n" + tail
-		}
-		r.failing, r.more = failingTests(text)
-	}
-	r.err = errorLine(head, tail)
-	r.last = lastOutputLine(tail)
-	return r
-}
-
-// errorLine is the line that says what went wrong: pytest's "FAILED test - Error" summary,
-// the last line of a Python traceback, pytest's "E   AssertionError ...", the first entry
-// under a linter's "ERRORS:", else the first line that reads as an error. Headings such as
-// "Traceback (most recent call last):" or "ERRORS:" are never the answer.
-func errorLine(head, tail string) string {
-	if l := pytestFailedLine(tail); l != "" {
-		return cleanLine(l)
-	}
-	for _, text := range []string{tail, head} {
-		if i := strings.LastIndex(text, "Traceback (most recent call last):"); i >= 0 {
-			for _, l := range strings.Split(text[i:], "\n")[1:] {
-				l = cleanLine(l)
-				if l == "" || strings.HasPrefix(l, "File ") || strings.HasPrefix(l, "During handling") || strings.HasPrefix(l, "The above exception") {
-					continue
-				}
-				if exceptionRE.MatchString(l) {
-					return l
-				}
-			}
-		}
-	}
-	if strings.Contains(tail, "\nE  ") {
-		if m := pytestELine.FindStringSubmatch(tail); m != nil {
-			return cleanLine(m[1])
-		}
-	}
-	// Else the lines that read as errors, up to three (a script can report several).
-	var found []string
-	for _, text := range []string{head, tail} {
-		if !errorWordSet.InFold(text) || len(found) > 0 {
-			continue // most output says nothing of errors: skip splitting it into lines
-		}
-		afterHeading := false // the line after "ERRORS:" or "ERROR:" says what the error is
-		for l := range strings.SplitSeq(text, "\n") {
-			if len(found) == 3 {
-				break
-			}
-			if !afterHeading && !errorWordSet.InFold(l) {
-				continue
-			}
-			l = cleanLine(l)
-			switch {
-			case l == "" || len(l) > 400:
-			case isErrorHeading(l):
-				t := strings.TrimRight(strings.TrimLeft(l, "-> "), ":")
-				afterHeading = strings.EqualFold(t, "errors") || strings.EqualFold(t, "error")
-			case afterHeading || errorLineRE.MatchString(l):
-				l = strings.TrimPrefix(l, "- ")
-				if !slices.Contains(found, l) {
-					found = append(found, l)
-				}
-				afterHeading = false
-			}
-		}
-	}
-	return strings.Join(found, " | ")
-}
-
-// pytestFailedLine is the first of pytest's "FAILED test - error" (or "ERROR test")
-// summary lines in text.
-func pytestFailedLine(text string) string {
-	best := -1
-	for _, p := range [...]string{"FAILED ", "ERROR "} {
-		for from := 0; ; {
-			i := strings.Index(text[from:], p)
-			if i < 0 {
-				break
-			}
-			i += from
-			from = i + len(p)
-			if (i == 0 || text[i-1] == '\n') && from < len(text) && text[from] != ' ' && text[from] != '\n' {
-				if best < 0 || i < best {
-					best = i
-				}
-				break
-			}
-		}
-	}
-	if best < 0 {
-		return ""
-	}
-	return textcut.FirstLine(text[best:])
-}
-
-// isErrorHeading is a line that announces errors without saying what they are.
-func isErrorHeading(l string) bool {
-	t := strings.Trim(l, "=-_*#>: ")
-	u := strings.ToUpper(t)
-	return t == "" || u == "ERRORS" || u == "ERROR" || u == "FAILURES" || strings.HasPrefix(l, "Traceback (most recent call last)") ||
-		strings.HasPrefix(u, "SHORT TEST SUMMARY") || strings.Contains(l, "===")
-}
-
-// cleanLine trims a result line and the markup agent harnesses append to it.
-func cleanLine(l string) string {
-	if i := strings.Index(l, "[Python Interpreter:"); i >= 0 {
-		l = l[:i]
-	}
-	l = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(l), "OBSERVATION:"))
-	return textcut.Clip(l, extractItemChars-60)
-}
-
-// lastOutputLine is the last line of a result that is output, not harness markup.
-func lastOutputLine(tail string) string {
-	lines := strings.Split(tail, "\n")
-	for i := len(lines) - 1; i >= 0; i-- {
-		l := cleanLine(lines[i])
-		switch {
-		case l == "", strings.HasPrefix(l, "<") && strings.HasSuffix(l, ">"), strings.HasPrefix(l, "(Open file:"),
-			strings.HasPrefix(l, "(Current directory:"), strings.HasPrefix(l, "bash-"), strings.HasPrefix(l, "[Command finished"),
-			strings.HasPrefix(l, "root@"), strings.HasSuffix(l, "$"), strings.HasSuffix(l, "#"):
-			continue
-		}
-		return textcut.Clip(l, 100)
-	}
-	return ""
-}
-
-func (r resultInfo) failed() bool {
-	return r.exit > 0 || strings.Contains(r.tests, "failed") || strings.Contains(r.tests, "error") || strings.Contains(r.tests, "FAILED") || len(r.failing) > 0
-}
-
-// failingItem names the failing tests the error line does not name already: "failing:
-// a.py::test_b, TestC (+2 more)", or "".
-func (r resultInfo) failingItem() string {
-	var names []string
-	for _, n := range r.failing {
-		if !strings.Contains(r.err, n) {
-			names = append(names, n)
-		}
-	}
-	if len(names) == 0 {
-		return ""
-	}
-	s := "failing: " + strings.Join(names, ", ")
-	if r.more > 0 {
-		s += " (+" + strconv.Itoa(r.more) + " more)"
-	}
-	return s
-}
-
-// outcome is how a command went, for execution_progress.
-func (r resultInfo) outcome() string {
-	var parts []string
-	if r.exit >= 0 {
-		parts = append(parts, "exit "+strconv.Itoa(r.exit))
-	}
-	if r.tests != "" {
-		parts = append(parts, r.tests)
-	}
-	if f := r.failingItem(); f != "" {
-		parts = append(parts, f)
-	}
-	switch {
-	case r.err != "" && (r.failed() || r.exit < 0):
-		parts = append(parts, r.err)
-	case r.tests == "" && r.last != "" && !r.failed():
-		parts = append(parts, r.last)
-	}
-	return strings.Join(parts, ": ")
-}
-
-// failure is what went wrong, for tried_solution, or "" when nothing did. A call that does
-// not run anything fails only with an error line and no zero exit code (grep without a
-// match exits 1; a file read can show the word "error"); a script that ran fails with an
-// error line whatever its exit code (reproduction scripts print the errors they catch).
-func (r resultInfo) failure(runs bool) string {
-	failing := r.failingItem()
-	switch {
-	case r.err != "" && (runs || r.exit != 0):
-		what := r.err
-		if failing != "" {
-			what = failing + ": " + what
-		}
-		if r.tests != "" {
-			return what + " (" + r.tests + ")"
-		}
-		return what
-	case r.failed() && runs:
-		var parts []string
-		switch {
-		case r.tests != "":
-			parts = append(parts, r.tests)
-		case r.exit >= 0:
-			parts = append(parts, "exit "+strconv.Itoa(r.exit))
-		}
-		if failing != "" {
-			parts = append(parts, failing)
-		}
-		if r.last != "" {
-			parts = append(parts, r.last)
-		}
-		return strings.Join(parts, ": ")
-	}
-	return ""
-}
-
 // cleanAssistant is an assistant message's prose: no code blocks, no tool-call markup, no
 // "THOUGHT:" label.
 func cleanAssistant(content string) string {
@@ -1297,7 +940,6 @@ var (
 	placeSet          = markerset.New(placeMarkers[:]...)
 	changeSet         = markerset.New(changeMarkers[:]...)
 	planSet           = markerset.New(planMarkers[:]...)
-	errorWordSet      = markerset.New(errorWords[:]...)
 )
 
 // decisionSentences picks sentences that state a choice (and its reason), not boilerplate
@@ -1750,8 +1392,8 @@ func proseLine(m *Message) string {
 		}
 		c := textcut.Head(m.Content, 2048)
 		exit := ""
-		if rc := returnCode.FindStringSubmatchIndex(c); rc != nil && strings.HasPrefix(strings.TrimSpace(c), "<returncode>") {
-			exit, c = "exit "+c[rc[2]:rc[3]]+": ", c[rc[1]:]
+		if code, rest, ok := toolout.LeadingReturnCode(c); ok {
+			exit, c = "exit "+code+": ", rest
 		}
 		return fmt.Sprintf("  -> %s%s (%d bytes)", exit, textcut.Clip(firstOutputLine(c), extractLineChars), len(m.Content))
 	default:

@@ -2,7 +2,6 @@ package compaction
 
 import (
 	"encoding/json"
-	"slices"
 	"testing"
 )
 
@@ -26,18 +25,6 @@ func TestJSONStringFieldPlain(t *testing.T) {
 		var v struct{ Command string }
 		if json.Unmarshal([]byte(tc.js), &v) == nil && v.Command != got {
 			t.Errorf("jsonStringField(%q) = %q, json.Unmarshal gives %q", tc.js, got, v.Command)
-		}
-	}
-}
-
-// TestFindReturnCode: reading the tag by hand finds what returnCode finds.
-func TestFindReturnCode(t *testing.T) {
-	for _, text := range []string{"", "<returncode>", "<returncode>0</returncode>", "x<returncode>-12</returncode>y",
-		"<returncode>-</returncode><returncode>3</returncode>", "<returncode>1 </returncode>", "<returncode>7</returncode",
-		"<returncode><returncode>42</returncode>", "<returncode>٣</returncode>", "<returncode>--1</returncode><returncode>5</returncode>"} {
-		got, want := findReturnCode(text), returnCode.FindStringSubmatch(text)
-		if !slices.Equal(got, want) {
-			t.Errorf("findReturnCode(%q) = %q, returnCode finds %q", text, got, want)
 		}
 	}
 }

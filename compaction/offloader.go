@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/harness9/compaction-operator/compaction/internal/textcut"
+	"github.com/harness9/compaction-operator/compaction/internal/toolout"
 	"golang.org/x/sync/errgroup"
 )
 
@@ -183,7 +184,7 @@ func (o *Offloader) shouldOffload(m *Message, threshold int) bool {
 // maxPreviewBytes, so one line more), the failure lines (invalid UTF-8 made valid can grow
 // one by half), the last lines, the notes of cut lines and the headings.
 const maxShownBytes = maxPreviewBytes + (1+previewTailLines)*(maxPreviewLineBytes+60) +
-	placeholderKeyLines*(2*placeholderKeyLineBytes+60) + 200
+	toolout.KeyLines*(2*toolout.KeyLineBytes+60) + 200
 
 // placeholderOverhead bounds the fixed text of a placeholder: labels, numbers, notes.
 const placeholderOverhead = 256
@@ -464,7 +465,7 @@ func placeholderShown(content string, previewLines int) string {
 	if n == 0 {
 		return b.String()
 	}
-	if lines, left := failureLines(content, headEnd, tailStart, preview+last); len(lines) > 0 {
+	if lines, left := toolout.FailureLines(content, headEnd, tailStart, preview+last); len(lines) > 0 {
 		if left > 0 {
 			fmt.Fprintf(&b, "[...]\nfailure and error lines (%d shown, %d more not shown):\n", len(lines), left)
 		} else {

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/harness9/compaction-operator/compaction/internal/toolout"
 )
 
 func TestOffloadHookAtSource(t *testing.T) {
@@ -183,10 +185,10 @@ func TestPlaceholderNamesMiddleFailures(t *testing.T) {
 	section := ph[strings.Index(ph, "failure and error lines"):]
 	section = section[:strings.Index(section, "[...]")]
 	if !strings.HasPrefix(section, "failure and error lines (8 shown, 50 more not shown):\n") ||
-		strings.Count(section, "\n") != placeholderKeyLines+1 || !strings.HasSuffix(section, "FAILED tests/test_mod.py::test_case_370 - assert 2 == 3\n") {
+		strings.Count(section, "\n") != toolout.KeyLines+1 || !strings.HasSuffix(section, "FAILED tests/test_mod.py::test_case_370 - assert 2 == 3\n") {
 		t.Fatalf("failure section over budget or without the latest failures:\n%s", section)
 	}
-	if len(ph) > maxPreviewBytes+600+previewTailLines*(maxPreviewLineBytes+40)+placeholderKeyLines*(placeholderKeyLineBytes+40)+80 {
+	if len(ph) > maxPreviewBytes+600+previewTailLines*(maxPreviewLineBytes+40)+toolout.KeyLines*(toolout.KeyLineBytes+40)+80 {
 		t.Fatalf("placeholder of %d bytes", len(ph))
 	}
 	// With no preview there is no failure section either.

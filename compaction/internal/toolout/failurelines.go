@@ -1,4 +1,4 @@
-package compaction
+package toolout
 
 import (
 	"slices"
@@ -13,8 +13,8 @@ import (
 // besides its first and last lines: a 500-line test log names its failing tests in the
 // middle, which neither end shows, and the placeholder must stay small.
 const (
-	placeholderKeyLines     = 8   // lines shown at most
-	placeholderKeyLineBytes = 200 // each cut to this many bytes
+	KeyLines     = 8   // lines shown at most
+	KeyLineBytes = 200 // each cut to this many bytes
 )
 
 // Ranks of a failure or error line: on overflow a lower rank is kept first, so the names
@@ -33,9 +33,9 @@ type keyLine struct {
 	text string
 }
 
-// failureLines returns, in their original order, up to placeholderKeyLines of the lines of
+// FailureLines returns, in their original order, up to KeyLines of the lines of
 // content that start within [from, to) and report a failure or an error (each cut to
-// placeholderKeyLineBytes, as valid UTF-8), and how many other such lines there are
+// KeyLineBytes, as valid UTF-8), and how many other such lines there are
 // (repeats included). When there are more, the lowest rank is kept first and, within a
 // rank, the latest lines: the last failing tests are where a run stands. Lines that only
 // mention an error (rankMention) count only when a line of content (in [from, to) or not)
@@ -44,7 +44,7 @@ type keyLine struct {
 // around it already hold (pytest's "E   KeyError: 'k'" beside its summary "FAILED t -
 // KeyError: 'k'") is dropped, and not counted. One pass over content; the same input gives
 // the same lines.
-func failureLines(content string, from, to int, shown string) (lines []string, left int) {
+func FailureLines(content string, from, to int, shown string) (lines []string, left int) {
 	if from >= to || to > len(content) {
 		return nil, 0
 	}
@@ -105,7 +105,7 @@ func failureLines(content string, from, to int, shown string) (lines []string, l
 			continue // a repeated line is shown once and counted as left out
 		}
 		k := keyLine{rank, start, text}
-		if len(sel) < placeholderKeyLines {
+		if len(sel) < KeyLines {
 			sel = append(sel, k)
 			continue
 		}
@@ -239,11 +239,11 @@ func exitFailedLine(line string) bool {
 	return ok && code != 0
 }
 
-// keyLineText is a line as a placeholder shows it: cut to placeholderKeyLineBytes with the
+// keyLineText is a line as a placeholder shows it: cut to KeyLineBytes with the
 // bytes left out counted, and valid UTF-8 (a result can hold any bytes).
 func keyLineText(line string) string {
-	if len(line) > placeholderKeyLineBytes {
-		cut := textcut.Head(line, placeholderKeyLineBytes)
+	if len(line) > KeyLineBytes {
+		cut := textcut.Head(line, KeyLineBytes)
 		return strings.ToValidUTF8(cut, "\uFFFD") + " [... " + strconv.Itoa(len(line)-len(cut)) + " more bytes on this line]"
 	}
 	return strings.ToValidUTF8(line, "\uFFFD")
@@ -252,9 +252,9 @@ func keyLineText(line string) string {
 // maxFailingTests is how many failing test names one anchor item lists.
 const maxFailingTests = 5
 
-// failingTests returns the names of the failing tests the lines of text report, each once,
+// FailingTests returns the names of the failing tests the lines of text report, each once,
 // the latest maxFailingTests of them, and how many others there are.
-func failingTests(text string) (names []string, more int) {
+func FailingTests(text string) (names []string, more int) {
 	for line := range strings.SplitSeq(text, "\n") {
 		name, ok := failingTestName(strings.TrimSuffix(line, "\r"))
 		if !ok || slices.Contains(names, name) {

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/harness9/compaction-operator/compaction/internal/toolout"
 )
 
 // pytestVerboseLog is a pytest -v run of n tests in which the tests at the indexes failing
@@ -30,7 +32,7 @@ func pytestVerboseLog(n int, failing ...int) string {
 	return b.String()
 }
 
-// keyLinesOf is failureLines as Placeholder calls it with 10 preview lines.
+// keyLinesOf is toolout.FailureLines as Placeholder calls it with 10 preview lines.
 func keyLinesOf(content string) ([]string, int) {
 	_, _, headEnd := previewOf(content, 10)
 	total := strings.Count(content, "\n")
@@ -39,7 +41,7 @@ func keyLinesOf(content string) ([]string, int) {
 	}
 	preview, shown, _ := previewOf(content, 10)
 	last, _, tailStart := lastLinesOf(content, min(previewTailLines, total-shown))
-	return failureLines(content, headEnd, tailStart, preview+last)
+	return toolout.FailureLines(content, headEnd, tailStart, preview+last)
 }
 
 func TestPlaceholderFailureLines(t *testing.T) {
@@ -88,8 +90,8 @@ func TestPlaceholderFailureLines(t *testing.T) {
 			if !slices.Equal(got, c.want) || left != c.left {
 				t.Errorf("got %q (%d left), want %q (%d left)", got, left, c.want, c.left)
 			}
-			if len(got) > placeholderKeyLines {
-				t.Errorf("%d lines, over the budget of %d", len(got), placeholderKeyLines)
+			if len(got) > toolout.KeyLines {
+				t.Errorf("%d lines, over the budget of %d", len(got), toolout.KeyLines)
 			}
 			again, againLeft := keyLinesOf(c.content)
 			if !slices.Equal(got, again) || left != againLeft {
@@ -103,7 +105,7 @@ func TestPlaceholderFailureLinesHugeAndInvalid(t *testing.T) {
 	filler := strings.Repeat("step\n", 20)
 	huge := "FAILED tests/x.py::test_big - " + strings.Repeat("é", 500000) + "\n"
 	got, _ := keyLinesOf(filler + huge + filler)
-	if len(got) != 1 || len(got[0]) > placeholderKeyLineBytes+60 || !strings.HasSuffix(got[0], " more bytes on this line]") || !utf8.ValidString(got[0]) {
+	if len(got) != 1 || len(got[0]) > toolout.KeyLineBytes+60 || !strings.HasSuffix(got[0], " more bytes on this line]") || !utf8.ValidString(got[0]) {
 		t.Fatalf("a huge line is not cut: %d lines, %.300q", len(got), got)
 	}
 	invalid := filler + "Error: bad byte \xff\xfe in \xc3\n" + "FAIL: \x80\x80\x80" + strings.Repeat("\x80", 400) + "\n" + filler
@@ -121,37 +123,6 @@ func TestPlaceholderFailureLinesHugeAndInvalid(t *testing.T) {
 	j := strings.LastIndex(ph, "[...]")
 	if i < 0 || j < i || !utf8.ValidString(ph[i:j]) {
 		t.Fatalf("the placeholder's failure section is not valid UTF-8:\n%q", ph)
-	}
-}
-
-func TestExtractiveFailingTestName(t *testing.T) {
-	cases := []struct{ line, want string }{
-		{"--- FAIL: TestEvict (0.01s)", "TestEvict"},
-		{"    --- FAIL: TestEvict/ttl_expired (0.00s)", "TestEvict/ttl_expired"},
-		{"FAILED tests/test_a.py::test_b - AssertionError: x", "tests/test_a.py::test_b"},
-		{"FAILED tests/test_a.py::TestC::test_d[1-2]", "tests/test_a.py::TestC::test_d[1-2]"},
-		{"ERROR tests/test_a.py::test_e - fixture 'db' not found", "tests/test_a.py::test_e"},
-		{"tests/test_a.py::test_b FAILED                     [ 45%]", "tests/test_a.py::test_b"},
-		{"FAIL: test_aware (timezones.tests.SerializationTests)", "timezones.tests.SerializationTests.test_aware"},
-		{"ERROR: test_get (__main__.RequestsTestCase)", "__main__.RequestsTestCase.test_get"},
-		{"FAIL: test_x (pkg.T.test_x)", "pkg.T.test_x"},
-		{"test_x (pkg.T) ... FAIL", "pkg.T.test_x"},
-		{"test cache::tests::evicts ... FAILED", "cache::tests::evicts"},
-		{"FAILED (failures=3, skipped=8)", ""},
-		{"FAIL", ""},
-		{"FAIL\texample.com/cache\t0.02s", ""},
-		{"tests/test_a.py::test_b PASSED", ""},
-		{"ERROR: Could not find a version that satisfies the requirement foo", ""},
-	}
-	for _, c := range cases {
-		got, ok := failingTestName(c.line)
-		if got != c.want || ok != (c.want != "") {
-			t.Errorf("%q: %q %v, want %q", c.line, got, ok, c.want)
-		}
-	}
-	names, more := failingTests("FAILED a::t1\nFAILED a::t2\na::t1 FAILED\nFAILED a::t3\nFAILED a::t4\nFAILED a::t5\nFAILED a::t6\nFAILED a::t7\n")
-	if !slices.Equal(names, []string{"a::t3", "a::t4", "a::t5", "a::t6", "a::t7"}) || more != 2 {
-		t.Errorf("failingTests: %q +%d, want the latest 5 and 2 more", names, more)
 	}
 }
 
