@@ -166,7 +166,8 @@ func TestStatusWriteFromStaleCache(t *testing.T) {
 	testenv.Must(t, c.Create(ctx, obj))
 	s, _ := newTestMetrics(t)
 	s.cfg.UsageInterval = 0 // every None turn is written
-	cache := &staleReader{Reader: c} // current until given a snapshot
+	// The informer's copy: current until the test gives it a snapshot.
+	cache := &staleReader{Reader: c}
 	s.cache, s.apiReader, s.writer, s.log = cache, c, c, logr.Discard()
 	s.status = newStatus(s)
 	sess := &session{obj: obj, id: string(obj.UID), cfg: compaction.DefaultConfig(100000)}
