@@ -1553,6 +1553,51 @@ func strict(s map[string]any, refs map[string]string) {
 	}
 }
 
+// checkAPIServerLookedUp checks issue 28: installed without
+// networkPolicy.egress.apiServer.cidrs, the egress rule admits the API server's own
+// addresses and ports, looked up in the cluster, and nothing wider.
+func checkAPIServerLookedUp(ctx context.Context, t *testing.T, c client.Client, egress *networkingv1.NetworkPolicy) {
+	t.Helper()
+	var eps discoveryv1.EndpointSliceList
+	if err := c.List(ctx, &eps, client.InNamespace("default"), client.MatchingLabels{discoveryv1.LabelServiceName: "kubernetes"}); err != nil {
+		t.Fatal(err)
+	}
+	var wantCIDRs []string
+	wantPorts := []int32{443, 6443}
+	for _, sl := range eps.Items {
+		for _, e := range sl.Endpoints {
+			for _, a := range e.Addresses {
+				wantCIDRs = append(wantCIDRs, a+"/32")
+			}
+		}
+		for _, p := range sl.Ports {
+			if p.Port != nil && !slices.Contains(wantPorts, *p.Port) {
+				wantPorts = append(wantPorts, *p.Port)
+			}
+		}
+	}
+	if len(wantCIDRs) == 0 {
+		t.Fatal("the test API server has no EndpointSlice of the kubernetes Service to look up")
+	}
+	if r := egress.Spec.Egress; len(r) < 2 {
+		t.Errorf("egress rules %+v: no API server rule", r)
+	} else {
+		var cidrs []string
+		ports := make([]int32, 0, len(r[1].Ports))
+		for _, to := range r[1].To {
+			if to.IPBlock != nil {
+				cidrs = append(cidrs, to.IPBlock.CIDR)
+			}
+		}
+		for _, p := range r[1].Ports {
+			ports = append(ports, p.Port.IntVal)
+		}
+		if !equality.Semantic.DeepEqual(cidrs, wantCIDRs) || !equality.Semantic.DeepEqual(ports, wantPorts) {
+			t.Errorf("API server rule admits %v on %v; the cluster's kubernetes EndpointSlices say %v on %v", cidrs, ports, wantCIDRs, wantPorts)
+		}
+	}
+}
+
 // testInstall installs the chart (every option on but the ServiceMonitor, whose CRD the
 // test API server does not have), checks the objects it creates, upgrades it with a
 // changed default policy and uninstalls it.
@@ -1605,46 +1650,7 @@ func testInstall(t *testing.T, h *helmCLI, cfg *rest.Config, kubeconfig string) 
 	mustGet(&networkingv1.NetworkPolicy{}, namespace, prefix+"controller-manager")
 	var egress networkingv1.NetworkPolicy
 	mustGet(&egress, namespace, prefix+"controller-manager-egress")
-	// Issue 28: installed without networkPolicy.egress.apiServer.cidrs, the rule admits the
-	// API server's own addresses and ports, looked up in the cluster, and nothing wider.
-	var eps discoveryv1.EndpointSliceList
-	if err := c.List(ctx, &eps, client.InNamespace("default"), client.MatchingLabels{discoveryv1.LabelServiceName: "kubernetes"}); err != nil {
-		t.Fatal(err)
-	}
-	var wantCIDRs []string
-	wantPorts := []int32{443, 6443}
-	for _, sl := range eps.Items {
-		for _, e := range sl.Endpoints {
-			for _, a := range e.Addresses {
-				wantCIDRs = append(wantCIDRs, a+"/32")
-			}
-		}
-		for _, p := range sl.Ports {
-			if p.Port != nil && !slices.Contains(wantPorts, *p.Port) {
-				wantPorts = append(wantPorts, *p.Port)
-			}
-		}
-	}
-	if len(wantCIDRs) == 0 {
-		t.Fatal("the test API server has no EndpointSlice of the kubernetes Service to look up")
-	}
-	if r := egress.Spec.Egress; len(r) < 2 {
-		t.Errorf("egress rules %+v: no API server rule", r)
-	} else {
-		var cidrs []string
-		var ports []int32
-		for _, to := range r[1].To {
-			if to.IPBlock != nil {
-				cidrs = append(cidrs, to.IPBlock.CIDR)
-			}
-		}
-		for _, p := range r[1].Ports {
-			ports = append(ports, p.Port.IntVal)
-		}
-		if !equality.Semantic.DeepEqual(cidrs, wantCIDRs) || !equality.Semantic.DeepEqual(ports, wantPorts) {
-			t.Errorf("API server rule admits %v on %v; the cluster's kubernetes EndpointSlices say %v on %v", cidrs, ports, wantCIDRs, wantPorts)
-		}
-	}
+	checkAPIServerLookedUp(ctx, t, c, &egress)
 	mustGet(&corev1.ConfigMap{}, namespace, prefix+"dashboard")
 
 	// The roles have exactly the rules of config/rbac, and every binding points at a role
