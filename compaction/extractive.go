@@ -8,10 +8,11 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/harness9/compaction-operator/compaction/internal/markerset"
+	"github.com/harness9/compaction-operator/compaction/internal/shellscan"
 	"github.com/harness9/compaction-operator/compaction/internal/textcut"
+	"github.com/harness9/compaction-operator/compaction/internal/toolargs"
 	"github.com/harness9/compaction-operator/compaction/internal/toolout"
 )
 
@@ -245,8 +246,8 @@ func (x *extraction) addTrail(e trailEntry) {
 func (x *extraction) noteCall(tc *ToolCall) {
 	args := textcut.Head(tc.Function.Arguments, extractArgBytes)
 	name := strings.ToLower(tc.Function.Name)
-	cmd, _ := jsonStringField(args, "command", "cmd")
-	if path, ok := jsonStringField(args, "path", "file_path", "filename", "file"); ok && path != "" {
+	cmd, _ := toolargs.StringField(args, "command", "cmd")
+	if path, ok := toolargs.StringField(args, "path", "file_path", "filename", "file"); ok && path != "" {
 		if kind, ok := editorKind(name, cmd, path); ok {
 			x.pending[tc.ID] = append(x.pending[tc.ID], trailEntry{kind, path})
 		}
@@ -286,14 +287,14 @@ func (x *extraction) noteShell(id, cmd string) {
 		switch w[0] {
 		case "open":
 			if len(w) > 1 {
-				x.pending[id] = append(x.pending[id], trailEntry{trailRead, unquote(w[1])})
-				x.openFile = unquote(w[1])
+				x.pending[id] = append(x.pending[id], trailEntry{trailRead, shellscan.Unquote(w[1])})
+				x.openFile = shellscan.Unquote(w[1])
 			}
 			return
 		case "create":
 			if len(w) > 1 {
-				x.pending[id] = append(x.pending[id], trailEntry{trailCreated, unquote(w[1])})
-				x.openFile = unquote(w[1])
+				x.pending[id] = append(x.pending[id], trailEntry{trailCreated, shellscan.Unquote(w[1])})
+				x.openFile = shellscan.Unquote(w[1])
 			}
 			return
 		case sweEdit:
@@ -302,10 +303,10 @@ func (x *extraction) noteShell(id, cmd string) {
 		}
 	}
 	commands := 0
-	for _, l := range shellLines(cmd, 200) {
-		for _, sc := range splitSimple(l.text) {
-			if w := shellWords(sc); len(w) > 0 {
-				x.noteSimple(id, w, l.body)
+	for _, l := range shellscan.Lines(cmd, 200) {
+		for _, sc := range shellscan.SplitSimple(l.Text) {
+			if w := shellscan.Words(sc); len(w) > 0 {
+				x.noteSimple(id, w, l.Body)
 				commands++
 			}
 		}
@@ -316,60 +317,8 @@ func (x *extraction) noteShell(id, cmd string) {
 // sweEdit is SWE-agent's edit command.
 const sweEdit = "edit"
 
-// shellLine is one command line of a shell script and the heredoc body it reads.
-type shellLine struct{ text, body string }
-
-// shellLines are the first max command lines of a shell script: comments and blank lines
-// skipped, lines continued by a backslash or an open quote joined, heredoc bodies (data,
-// not commands) attached to the line that reads them.
-func shellLines(cmd string, max int) []shellLine {
-	lines := strings.Split(textcut.Head(cmd, extractArgBytes), "\n")
-	var out []shellLine
-	for i := 0; i < len(lines) && len(out) < max; i++ {
-		text := strings.TrimSpace(lines[i])
-		if text == "" || strings.HasPrefix(text, "#") {
-			continue
-		}
-		for (strings.HasSuffix(text, "\\") || openQuote(text)) && i+1 < len(lines) {
-			i++
-			if cont, ok := strings.CutSuffix(text, "\\"); ok {
-				text = cont + " " + strings.TrimSpace(lines[i])
-			} else {
-				text += "\n" + lines[i] // inside quotes: an inline script keeps its lines
-			}
-		}
-		l := shellLine{text: text}
-		if tag, ok := heredocTag(text); ok {
-			j := i + 1
-			for j < len(lines) && strings.TrimSpace(lines[j]) != tag {
-				j++
-			}
-			l.body = strings.Join(lines[i+1:min(j, len(lines))], "\n")
-			i = j
-		}
-		out = append(out, l)
-	}
-	return out
-}
-
-var heredocRE = regexp.MustCompile(`<<-?\s*['"]?([A-Za-z_][A-Za-z0-9_]*)['"]?`)
-
-func heredocTag(line string) (string, bool) {
-	if !strings.Contains(line, "<<") {
-		return "", false // the cheap test first: most lines have no heredoc
-	}
-	m := heredocRE.FindStringSubmatch(line)
-	if m == nil || strings.Contains(line, "<<<") {
-		return "", false
-	}
-	return m[1], true
-}
-
-// pyWrites finds files an inline Python script opens for writing.
-var pyWrites = regexp.MustCompile(`(?:open\(\s*[rbf]?['"]([^'"\n]{1,200})['"]\s*,\s*['"](?:w|a|r\+|wb|ab|w\+)['"]|Path\(\s*['"]([^'"\n]{1,200})['"]\s*\)\.write_(?:text|bytes))`)
-
 func (x *extraction) noteSimple(id string, words []string, body string) {
-	words = stripCommandPrefix(words)
+	words = shellscan.StripCommandPrefix(words)
 	if len(words) == 0 {
 		return
 	}
@@ -377,18 +326,18 @@ func (x *extraction) noteSimple(id string, words []string, body string) {
 	args, script := x.noteRedirects(id, words)
 	switch {
 	case readVerbs[verb]:
-		x.addFiles(id, trailRead, nonOptions(args))
+		x.addFiles(id, trailRead, shellscan.NonOptions(args))
 	case verb == "sed":
-		inPlace, files := sedFiles(args)
+		inPlace, files := shellscan.SedFiles(args)
 		if inPlace {
 			x.addFiles(id, trailEdited, files)
 		} else {
 			x.addFiles(id, trailRead, files)
 		}
 	case verb == "rm":
-		x.addFiles(id, trailDeleted, nonOptions(args))
+		x.addFiles(id, trailDeleted, shellscan.NonOptions(args))
 	case verb == "touch":
-		x.addFiles(id, trailCreated, nonOptions(args))
+		x.addFiles(id, trailCreated, shellscan.NonOptions(args))
 	case strings.HasPrefix(verb, "python"):
 		code := body
 		for i, a := range args {
@@ -401,14 +350,6 @@ func (x *extraction) noteSimple(id string, words []string, body string) {
 	if script && body != "" && !strings.HasPrefix(verb, "python") {
 		x.notePyWrites(id, body)
 	}
-}
-
-// stripCommandPrefix skips assignments and wrappers in front of the command.
-func stripCommandPrefix(words []string) []string {
-	for len(words) > 0 && (strings.Contains(words[0], "=") && !strings.HasPrefix(words[0], "-") || words[0] == "sudo" || words[0] == "time" || words[0] == "env") {
-		words = words[1:]
-	}
-	return words
 }
 
 // noteRedirects notes the files a simple command's output redirections write, and returns
@@ -437,31 +378,10 @@ func (x *extraction) noteRedirects(id string, words []string) (args []string, sc
 	return args, script
 }
 
-// sedFiles reports whether a sed command edits in place, and the files it names.
-func sedFiles(args []string) (inPlace bool, files []string) {
-	sawScript := false
-	for i := 0; i < len(args); i++ {
-		a := args[i]
-		switch {
-		case a == "-i" || a == "--in-place" || strings.HasPrefix(a, "-i") && !strings.HasPrefix(a, "-i-"):
-			inPlace = true
-		case a == "-e" || a == "-f" || a == "--expression" || a == "--file":
-			sawScript = true // the script is this option's value: every operand is a file
-			i++
-		case strings.HasPrefix(a, "-"):
-		case !sawScript:
-			sawScript = true
-		default:
-			files = append(files, a)
-		}
-	}
-	return inPlace, files
-}
-
 // addFiles queues the files that look like paths as kind, pending call id's result.
 func (x *extraction) addFiles(id string, kind int, files []string) {
 	for _, f := range files {
-		if looksLikePath(f) {
+		if shellscan.LooksLikePath(f) {
 			x.pending[id] = append(x.pending[id], trailEntry{kind, f})
 		}
 	}
@@ -469,113 +389,14 @@ func (x *extraction) addFiles(id string, kind int, files []string) {
 
 // notePyWrites notes the files Python code opens for writing as edited.
 func (x *extraction) notePyWrites(id, code string) {
-	for _, m := range pyWrites.FindAllStringSubmatch(textcut.Head(code, extractArgBytes), 20) {
-		x.addFiles(id, trailEdited, []string{m[1] + m[2]})
-	}
+	x.addFiles(id, trailEdited, shellscan.PythonWrites(code))
 }
 
 func (x *extraction) noteWrite(id, target string) {
-	if target == "" || target == "/dev/null" || strings.HasPrefix(target, "&") || !looksLikePath(target) {
+	if target == "" || target == "/dev/null" || strings.HasPrefix(target, "&") || !shellscan.LooksLikePath(target) {
 		return
 	}
 	x.pending[id] = append(x.pending[id], trailEntry{trailCreated, target})
-}
-
-func nonOptions(args []string) []string {
-	var out []string
-	for _, a := range args {
-		if !strings.HasPrefix(a, "-") && !strings.HasPrefix(a, "+") {
-			out = append(out, a)
-		}
-	}
-	return out
-}
-
-// looksLikePath accepts a word that names a file: a dot or slash in it, no glob, no
-// variable, no URL.
-func looksLikePath(w string) bool {
-	if len(w) < 2 || len(w) > 200 || strings.ContainsAny(w, "*?$`(){}[]<>|;&'\" \t\n,") || strings.Contains(w, "://") {
-		return false
-	}
-	if _, err := strconv.ParseFloat(w, 64); err == nil {
-		return false
-	}
-	return strings.ContainsAny(w, "./") && w != ".." && strings.Trim(w, "./") != ""
-}
-
-func unquote(w string) string {
-	return strings.Trim(w, `"'`)
-}
-
-// splitSimple splits a command line into its simple commands at &&, ||, ;, | and &,
-// outside quotes.
-func splitSimple(line string) []string {
-	var out []string
-	var quote byte
-	start := 0
-	for i := 0; i < len(line); i++ {
-		c := line[i]
-		switch {
-		case quote != 0:
-			if c == quote {
-				quote = 0
-			} else if c == '\\' && quote == '"' {
-				i++
-			}
-		case c == '\'' || c == '"':
-			quote = c
-		case c == '\\':
-			i++
-		case c == ';' || c == '|' || c == '&':
-			if c == '&' && (i > 0 && line[i-1] == '>' || i+1 < len(line) && line[i+1] == '>') {
-				continue // a redirection: 2>&1, &>
-			}
-			out = append(out, line[start:i])
-			if i+1 < len(line) && (line[i+1] == c) {
-				i++
-			}
-			start = i + 1
-		}
-	}
-	return append(out, line[start:])
-}
-
-// shellWords splits a simple command into words, removing quotes (no expansion).
-func shellWords(s string) []string {
-	var out []string
-	var b strings.Builder
-	var quote byte
-	word := false
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case quote != 0:
-			if c == quote {
-				quote = 0
-			} else {
-				b.WriteByte(c)
-			}
-		case c == '\'' || c == '"':
-			quote, word = c, true
-		case c == ' ' || c == '\t':
-			if word {
-				out = append(out, b.String())
-				b.Reset()
-				word = false
-			}
-		case c == '\\' && i+1 < len(s):
-			i++
-			b.WriteByte(s[i])
-			word = true
-		default:
-			b.WriteByte(c)
-			word = true
-		}
-	}
-	if word {
-		out = append(out, b.String())
-	}
-	return out
 }
 
 var (
@@ -774,68 +595,17 @@ func itemsContent(items []string) string {
 // name(arguments).
 func (x *extraction) shortCall(tc *ToolCall) string {
 	args := textcut.Head(tc.Function.Arguments, extractArgBytes)
-	cmd, _ := jsonStringField(args, "command", "cmd")
-	if path, ok := jsonStringField(args, "path", "file_path", "filename", "file"); ok {
-		return textcut.Clip(strings.TrimSpace(tc.Function.Name+" "+firstWord(cmd)+" "+path), 140)
+	cmd, _ := toolargs.StringField(args, "command", "cmd")
+	if path, ok := toolargs.StringField(args, "path", "file_path", "filename", "file"); ok {
+		return textcut.Clip(strings.TrimSpace(tc.Function.Name+" "+shellscan.FirstWord(cmd)+" "+path), 140)
 	}
 	if cmd == "" {
 		return describeCall(*tc)
 	}
-	if f := x.editFile[tc.ID]; f != "" || firstWord(cmd) == sweEdit {
+	if f := x.editFile[tc.ID]; f != "" || shellscan.FirstWord(cmd) == sweEdit {
 		return textcut.Clip(textcut.FirstLine(cmd)+" ("+f+")", 120) // SWE-agent's edit: the rest is the new text
 	}
-	return textcut.Clip(strings.Join(commandLines(cmd, 3), "; "), 120)
-}
-
-// commandLines are the first max command lines of a shell script, each on one line and
-// without its "cd DIR &&".
-func commandLines(cmd string, max int) []string {
-	lines := shellLines(cmd, max)
-	out := make([]string, 0, len(lines))
-	for _, l := range lines {
-		text := textcut.OneLine(l.text)
-		for {
-			rest, ok := strings.CutPrefix(text, "cd ")
-			if !ok {
-				break
-			}
-			_, after, found := strings.Cut(rest, "&&")
-			if !found {
-				break
-			}
-			text = strings.TrimSpace(after)
-		}
-		out = append(out, text)
-	}
-	return out
-}
-
-// openQuote reports whether a shell line ends inside a quoted string.
-func openQuote(line string) bool {
-	var quote byte
-	for i := 0; i < len(line); i++ {
-		c := line[i]
-		switch {
-		case quote != 0:
-			if c == quote {
-				quote = 0
-			} else if c == '\\' && quote == '"' {
-				i++
-			}
-		case c == '\'' || c == '"':
-			quote = c
-		case c == '\\':
-			i++
-		}
-	}
-	return quote != 0
-}
-
-func firstWord(s string) string {
-	if w := strings.Fields(textcut.Head(s, 64)); len(w) > 0 && len(w[0]) <= 20 {
-		return w[0]
-	}
-	return ""
+	return textcut.Clip(strings.Join(shellscan.CommandLines(cmd, 3), "; "), 120)
 }
 
 // Verbs that only look: their outcome is no progress worth listing.
@@ -856,16 +626,16 @@ var sweCommands = map[string]bool{"open": true, "create": true, sweEdit: true, "
 // or wrote files.
 func (x *extraction) runs(tc *ToolCall) bool {
 	args := textcut.Head(tc.Function.Arguments, extractArgBytes)
-	if _, ok := jsonStringField(args, "path", "file_path", "filename", "file"); ok {
+	if _, ok := toolargs.StringField(args, "path", "file_path", "filename", "file"); ok {
 		return false
 	}
-	cmd, ok := jsonStringField(args, "command", "cmd", "code")
-	if !ok || sweCommands[firstWord(cmd)] {
+	cmd, ok := toolargs.StringField(args, "command", "cmd", "code")
+	if !ok || sweCommands[shellscan.FirstWord(cmd)] {
 		return false // SWE-agent's "edit N:M" is followed by the new text, not commands
 	}
-	for _, line := range commandLines(cmd, 10) {
-		for _, sc := range splitSimple(line) {
-			w := shellWords(sc)
+	for _, line := range shellscan.CommandLines(cmd, 10) {
+		for _, sc := range shellscan.SplitSimple(line) {
+			w := shellscan.Words(sc)
 			for len(w) > 0 && strings.Contains(w[0], "=") && !strings.HasPrefix(w[0], "-") {
 				w = w[1:]
 			}
@@ -1194,74 +964,6 @@ func startsLikeProse(s string) bool {
 	}
 	r := s[0]
 	return r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '`' || r == '"' || r == '\'' || r == '(' || r == '*'
-}
-
-// jsonKeyWindow is how far into a tool call's arguments a key is looked for: models write
-// "command" and "path" before "file_text".
-const jsonKeyWindow = 1024
-
-// jsonStringField returns the string value of the first of keys present in the JSON object
-// text js (which may be cut short: a value cut off is returned as far as it goes). It scans
-// instead of decoding because arguments can be whole files.
-func jsonStringField(js string, keys ...string) (string, bool) {
-	for _, key := range keys {
-		pat := `"` + key + `"`
-		off := 0
-		keys := js[:min(len(js), jsonKeyWindow)]
-		for off < len(keys) {
-			i := strings.Index(keys[off:], pat)
-			if i < 0 {
-				break
-			}
-			j := off + i + len(pat)
-			off = j
-			for j < len(js) && (js[j] == ' ' || js[j] == '\n' || js[j] == '\t' || js[j] == '\r') {
-				j++
-			}
-			if j >= len(js) || js[j] != ':' {
-				continue
-			}
-			j++
-			for j < len(js) && (js[j] == ' ' || js[j] == '\n' || js[j] == '\t' || js[j] == '\r') {
-				j++
-			}
-			if j >= len(js) || js[j] != '"' {
-				break
-			}
-			end := j + 1
-			for end < len(js) && js[end] != '"' {
-				if js[end] == '\\' {
-					end++
-				}
-				end++
-			}
-			raw := js[j:min(end, len(js))]
-			if end < len(js) && plainJSONString(raw[1:]) {
-				return raw[1:], true // nothing to unescape: what Unmarshal would return
-			}
-			for k := 0; k < 8 && len(raw) > 1; k++ { // cut short: drop a partial escape
-				var s string
-				if json.Unmarshal([]byte(raw+`"`), &s) == nil {
-					return s, true
-				}
-				raw = raw[:len(raw)-1]
-			}
-			return "", true
-		}
-	}
-	return "", false
-}
-
-// plainJSONString reports whether s, the inside of a JSON string, decodes to itself: no
-// escape, no control character, valid UTF-8. Most arguments are; decoding them costs more
-// than the rest of reading a call.
-func plainJSONString(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c == '\\' || c < 0x20 {
-			return false
-		}
-	}
-	return utf8.ValidString(s)
 }
 
 // extractiveProse is the timeline: one short line per message, after the lines of the
