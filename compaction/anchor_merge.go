@@ -8,6 +8,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/harness9/compaction-operator/compaction/internal/prose"
 	"github.com/harness9/compaction-operator/compaction/internal/textcut"
 )
 
@@ -178,7 +179,7 @@ func thinDecisions(items []string, elided, head, tail int) ([]string, int, int) 
 	keep := make([]bool, len(middle))
 	n := 0
 	for i := len(middle) - 1; i >= 0 && n < maxStrongDecisions; i-- {
-		if strongDecision(middle[i]) {
+		if prose.StrongDecision(middle[i]) {
 			keep[i] = true
 			n++
 		}
@@ -211,7 +212,7 @@ func shedWeakDecisions(fixed, items []string, elided, head, tail, max int) ([]st
 	for size(items) > max {
 		cut := -1
 		for i := h; i < len(items)-keepNewestDecisions; i++ {
-			if !strongDecision(items[i]) {
+			if !prose.StrongDecision(items[i]) {
 				cut = i
 				break
 			}
@@ -230,24 +231,6 @@ func shedWeakDecisions(fixed, items []string, elided, head, tail, max int) ([]st
 
 // keepNewestDecisions is how many of the newest decisions are kept whatever they say.
 const keepNewestDecisions = 3
-
-// strongDecisionMarkers mark a decision that holds beyond the step it was taken in: a
-// change of approach, the located cause, the fix chosen, a change committed to.
-var strongDecisionMarkers = [...]string{" instead.", " instead,", " instead:", " instead;", "instead of using", "rather than", "decided", "decide to", "i chose", "go with", "opt for", "switch to",
-	"the fix is", "the fix should", "the fix will", "the solution is", "the best approach", "a better approach", "the right approach",
-	"root cause", "real issue", "real problem", "not specific to", "happens with",
-	"the culprit", "the right way", "the correct way", "i will add", "i'll add", "let's add", "we need to add", "i need to add"}
-
-// strongDecision reports whether a key_decision item is a strong one.
-func strongDecision(it string) bool {
-	l := strings.ToLower(it)
-	for _, m := range strongDecisionMarkers {
-		if strings.Contains(l, m) {
-			return true
-		}
-	}
-	return false
-}
 
 // capItems keeps the first and last maxMergeItems/2 items, counting the others as elided.
 func capItems(l itemList) itemList {
@@ -354,9 +337,6 @@ func elisionMarker(n int) string {
 
 var elisionItem = regexp.MustCompile(`^\[\.\.\. (\d{1,9}) items? elided \.\.\.\]$`)
 
-// bulletPrefix matches a list item's marker: "- ", "* ", "• " or "1. ".
-var bulletPrefix = regexp.MustCompile(`^(?:[-*•]|\d{1,3}[.)])(?:\s+|$)`)
-
 // splitItems reads an anchor's content as a list: each "- " bullet with the lines under it
 // is one item, or, in a content with no bullets, each line. Elision markers are counted,
 // not returned.
@@ -365,7 +345,7 @@ func splitItems(content string) itemList {
 	lines := strings.Split(strings.TrimSpace(content), "\n")
 	bulleted := false
 	for _, line := range lines {
-		if bulletPrefix.MatchString(line) || (strings.HasPrefix(line, " ") && !strings.HasPrefix(line, "  ") && bulletPrefix.MatchString(line[1:])) {
+		if prose.ListMarkerLen(line) > 0 || (strings.HasPrefix(line, " ") && !strings.HasPrefix(line, "  ") && prose.ListMarkerLen(line[1:]) > 0) {
 			bulleted = true
 			break
 		}
@@ -377,8 +357,8 @@ func splitItems(content string) itemList {
 			continue
 		}
 		indent := len(line) - len(strings.TrimLeft(line, " \t"))
-		if loc := bulletPrefix.FindStringIndex(t); bulleted && loc != nil && indent <= 1 {
-			t = strings.TrimSpace(t[loc[1]:])
+		if n := prose.ListMarkerLen(t); bulleted && n > 0 && indent <= 1 {
+			t = strings.TrimSpace(t[n:])
 			if t == "" {
 				continue
 			}

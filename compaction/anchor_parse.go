@@ -6,6 +6,7 @@ import (
 	"strings"
 	"unicode"
 
+	"github.com/harness9/compaction-operator/compaction/internal/prose"
 	"github.com/harness9/compaction-operator/compaction/internal/textcut"
 )
 
@@ -318,7 +319,7 @@ func (p *anchorParser) parseLines(text string) {
 			case line == "":
 				blanks++
 				continue
-			case blanks > 0 && !inFence && !fence && line[0] != ' ' && line[0] != '\t' && !bulletPrefix.MatchString(line):
+			case blanks > 0 && !inFence && !fence && line[0] != ' ' && line[0] != '\t' && prose.ListMarkerLen(line) == 0:
 				// A blank line then unindented text that is not a list item: the anchor
 				// has ended, and this text belongs to no section.
 				flush()

@@ -654,32 +654,6 @@ func TestShedWeakDecisions(t *testing.T) {
 	}
 }
 
-// pickDecisions keeps n decisions, the strong ones first, then the first-read (newest)
-// others, in the order read.
-func TestPickDecisions(t *testing.T) {
-	ds := []string{"w1 looks fine", "s1 the root cause is the lexer", "w2 many imports", "s2 switch to a stack", "w3 ran it", "s3 decided to keep the API"}
-	for _, c := range []struct {
-		n    int
-		want []string
-	}{
-		{6, ds},
-		{9, ds},
-		{4, []string{ds[0], ds[1], ds[3], ds[5]}},
-		{3, []string{ds[1], ds[3], ds[5]}},
-		{2, []string{ds[1], ds[3]}},
-		{0, []string{}},
-	} {
-		got := pickDecisions(append([]string(nil), ds...), c.n)
-		if fmt.Sprint(got) != fmt.Sprint(c.want) {
-			t.Errorf("pickDecisions(n=%d) = %q, want %q", c.n, got, c.want)
-		}
-	}
-	weak := []string{"a", "b", "c", "d"}
-	if got := pickDecisions(weak, 2); fmt.Sprint(got) != "[a b]" || fmt.Sprint(weak) != "[a b c d]" {
-		t.Errorf("without strong ones: %q (input %q)", got, weak)
-	}
-}
-
 // TestFormatAnchorsWithinKeepsNewestOfShortList: FormatAnchorsWithin keeps each shrunk
 // anchor's oldest and newest items also when the list has no more items than its head
 // bound (anchorBounds: next_step 6, user_intent 12, the others 3). (Regression: at b476863

@@ -14,8 +14,8 @@ import (
 // converges to, the least saving worth a compaction, the calibration of the estimate from
 // the caller's reported prompt sizes, and the summarizer's accounting.
 
-// prose is n bytes of assistant text (lines of one sentence); it is never offloaded.
-func prose(n int) string {
+// proseText is n bytes of assistant text (lines of one sentence); it is never offloaded.
+func proseText(n int) string {
 	const s = "I traced the parser failure through the bracket handling code.\n"
 	return strings.Repeat(s, n/len(s)+1)[:n]
 }
@@ -28,10 +28,10 @@ func proseHistory(head []int, tail int) []Message {
 	msgs := make([]Message, 0, 2+len(head)+6)
 	msgs = append(msgs, sys("You are a coding agent."), user("Fix the failing parser test."))
 	for _, n := range head {
-		msgs = append(msgs, asst(prose(n)))
+		msgs = append(msgs, asst(proseText(n)))
 	}
 	for range 6 {
-		msgs = append(msgs, asst(prose(tail)))
+		msgs = append(msgs, asst(proseText(tail)))
 	}
 	return msgs
 }
@@ -167,7 +167,7 @@ func TestSoftSecondPassWhenSummaryLargerThanPredicted(t *testing.T) {
 	// cap of the compaction message (a fifth of the window, MaxSummaryChars set high), which
 	// leaves the view at about 55%.
 	msgs := proseHistory([]int{5324, 5324, 5324, 2000, 2000, 2000, 2000}, 1000)
-	big := "## Anchors\n- user_intent: fix parser\n- execution_progress: reproduced\n- key_decision: stack\n- tried_solution: regex\n- next_step: run tests\n\n## Summary\n" + prose(40000)
+	big := "## Anchors\n- user_intent: fix parser\n- execution_progress: reproduced\n- key_decision: stack\n- tried_solution: regex\n- next_step: run tests\n\n## Summary\n" + proseText(40000)
 	sum := &usageSummarizer{output: big, usage: SummaryUsage{InputTokens: 100, OutputTokens: 10}}
 	cfg := DefaultConfig(windowFor(msgs, 0.75))
 	cfg.MaxSummaryChars = 100000
@@ -306,7 +306,7 @@ func TestWarnDeferredWhenSavingTooSmall(t *testing.T) {
 		// Only results under the offload threshold.
 		{"small results", warnHistory(3000, 3500, 3900, 2000)},
 		// One offloadable result saving ~4.5 KB of a ~45 KB view (10%).
-		{"large share of prose", append(warnHistory(5000), asst(prose(40000)))},
+		{"large share of prose", append(warnHistory(5000), asst(proseText(40000)))},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			comp, st := newTestCompactor(t, windowFor(c.msgs, 0.65))
@@ -350,7 +350,7 @@ func TestKnownOffloadsShownInEveryTier(t *testing.T) {
 		t.Fatalf("None: tier %s, view %v", rec.Tier, ids(out))
 	}
 	// Grown with small results back into Warn, where nothing new is worth offloading.
-	grown := append(append([]Message(nil), msgs...), asst(prose(6000)), asst(prose(6000)), asst("ok"), asst("ok"), asst("ok"), asst("ok"), asst("ok"))
+	grown := append(append([]Message(nil), msgs...), asst(proseText(6000)), asst(proseText(6000)), asst("ok"), asst("ok"), asst("ok"), asst("ok"), asst("ok"))
 	out, rec, _ = c.CompactWithRecord(ctx, grown)
 	if rec.Tier != TierWarn || !isPlaceholder(out, "c3") || !isPlaceholder(out, "c4") {
 		t.Fatalf("Warn: tier %s, offloaded %v, view %v", rec.Tier, offloadedIDs(rec), ids(out))
@@ -733,7 +733,7 @@ func TestCalibrationIsAWindowScale(t *testing.T) {
 			fmt.Fprintf(&anchors, "  - %s item %02d: the parser keeps a stack of open brackets\n", typ, i)
 		}
 	}
-	output := anchors.String() + "\n## Summary\n" + prose(20000)
+	output := anchors.String() + "\n## Summary\n" + proseText(20000)
 	compact := func(window, factor int) (*CompactionRecord, *State) {
 		c, _ := newTestCompactor(t, window, WithSummarizer(&recordingSummarizer{output: output}))
 		rec := report(t, c, msgs, 0)
@@ -783,11 +783,11 @@ func TestFullLargerThanPredictedIsKeptWithANote(t *testing.T) {
 	}
 	// The agent goes on: two answers, then a tail of large ones. The span of the next Full
 	// is the old tail and the two answers (8000 bytes), predicted to save 16% of the view.
-	grown := append(append([]Message(nil), msgs...), asst(prose(1000)), asst(prose(1000)))
+	grown := append(append([]Message(nil), msgs...), asst(proseText(1000)), asst(proseText(1000)))
 	for range 6 {
-		grown = append(grown, asst(prose(4500)))
+		grown = append(grown, asst(proseText(4500)))
 	}
-	sum.output = "## Anchors\n- user_intent: fix parser\n- execution_progress: reproduced\n- key_decision: stack\n- tried_solution: regex\n- next_step: run tests\n\n## Summary\n" + prose(6000)
+	sum.output = "## Anchors\n- user_intent: fix parser\n- execution_progress: reproduced\n- key_decision: stack\n- tried_solution: regex\n- next_step: run tests\n\n## Summary\n" + proseText(6000)
 	_, rec, err = c.CompactWithRecord(ctx, grown)
 	if err != nil {
 		t.Fatal(err)

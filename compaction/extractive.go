@@ -9,7 +9,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/harness9/compaction-operator/compaction/internal/markerset"
+	"github.com/harness9/compaction-operator/compaction/internal/prose"
 	"github.com/harness9/compaction-operator/compaction/internal/shellscan"
 	"github.com/harness9/compaction-operator/compaction/internal/textcut"
 	"github.com/harness9/compaction-operator/compaction/internal/toolargs"
@@ -38,20 +38,19 @@ func (ExtractiveSummarizer) Name() string { return "extractive" }
 
 // Lengths and counts the extractive summary keeps.
 const (
-	extractLineChars     = 160      // a line of the timeline
-	extractItemChars     = 240      // an anchor item
-	extractDecisionChars = 200      // a key_decision item: one or two sentences
-	extractShortTask     = 300      // a task this short is kept whole
-	extractTaskChars     = 650      // the task's title and requirement lines
-	extractInstrChars    = 350      // the harness's instructions after the problem statement
-	extractFollowChars   = 200      // a later user instruction
-	extractMaxItems      = 6        // outcomes, failures and decisions per span of up to extractItemsPer*6 messages
-	extractItemsPer      = 8        // a longer span keeps one more of each per this many messages
-	extractMaxItemsCap   = 15       // and at most this many
-	extractArgBytes      = 4 << 10  // the head of a tool call's arguments that is read
-	extractTextBytes     = 16 << 10 // the head of a message's text that is read
-	extractDiffBytes     = 64 << 10 // the head of a diff that is read for file names
-	extractMaxResults    = 150      // tool results read backwards for outcomes and failures
+	extractLineChars   = 160      // a line of the timeline
+	extractItemChars   = 240      // an anchor item
+	extractShortTask   = 300      // a task this short is kept whole
+	extractTaskChars   = 650      // the task's title and requirement lines
+	extractInstrChars  = 350      // the harness's instructions after the problem statement
+	extractFollowChars = 200      // a later user instruction
+	extractMaxItems    = 6        // outcomes, failures and decisions per span of up to extractItemsPer*6 messages
+	extractItemsPer    = 8        // a longer span keeps one more of each per this many messages
+	extractMaxItemsCap = 15       // and at most this many
+	extractArgBytes    = 4 << 10  // the head of a tool call's arguments that is read
+	extractTextBytes   = 16 << 10 // the head of a message's text that is read
+	extractDiffBytes   = 64 << 10 // the head of a diff that is read for file names
+	extractMaxResults  = 150      // tool results read backwards for outcomes and failures
 )
 
 // Summarize renders the anchors and summary in the documented format.
@@ -479,18 +478,18 @@ func (x *extraction) backward() {
 				continue
 			}
 			answers++
-			text := cleanAssistant(m.Content)
+			text := prose.CleanAssistant(m.Content)
 			if latest == "" {
 				latest = text
 			}
 			if planSearch > 0 {
 				planSearch--
-				if p := statedPlan(text); p != "" {
+				if p := prose.StatedPlan(text); p != "" {
 					x.nextStep, planSearch = p, 0
 				}
 			}
 			if len(x.decisions) < decisionPool*x.maxItems {
-				ds := decisionSentences(text)
+				ds := prose.DecisionSentences(text)
 				for j := len(ds) - 1; j >= 0 && len(x.decisions) < decisionPool*x.maxItems; j-- {
 					x.decisions = append(x.decisions, ds[j])
 				}
@@ -531,9 +530,9 @@ func (x *extraction) backward() {
 	}
 	slices.Reverse(x.outcomes)
 	slices.Reverse(x.failures)
-	x.decisions = pickDecisions(x.decisions, x.maxItems)
+	x.decisions = prose.PickDecisions(x.decisions, x.maxItems)
 	slices.Reverse(x.decisions)
-	if ss := splitSentences(latest); x.nextStep == "" && len(ss) > 0 {
+	if ss := prose.SplitSentences(latest); x.nextStep == "" && len(ss) > 0 {
 		x.nextStep = textcut.Clip(textcut.OneLine(ss[len(ss)-1]), 320) // no plan stated: what was said last
 	}
 	switch {
@@ -647,191 +646,12 @@ func (x *extraction) runs(tc *ToolCall) bool {
 	return false
 }
 
-// cleanAssistant is an assistant message's prose: no code blocks, no tool-call markup, no
-// "THOUGHT:" label.
-func cleanAssistant(content string) string {
-	s := textcut.Head(content, extractTextBytes)
-	if i := strings.Index(s, "<function="); i >= 0 {
-		s = s[:i]
-	}
-	var b strings.Builder
-	inFence := false
-	for l := range strings.SplitSeq(s, "\n") {
-		if t := strings.TrimSpace(l); strings.HasPrefix(t, "```") {
-			inFence = !inFence
-			continue
-		}
-		if !inFence {
-			b.WriteString(l + "\n")
-		}
-	}
-	out := strings.TrimSpace(b.String())
-	for _, label := range []string{"THOUGHT:", "DISCUSSION"} {
-		out = strings.TrimSpace(strings.TrimPrefix(out, label))
-	}
-	return out
-}
-
-// Markers of a decision: a choice between options, or a finding that decides the fix.
-var choiceMarkers = [...]string{"instead of", " instead.", " instead:", " instead,", "rather than", "decided", "decide to", "i chose", "choose to", "opt for", "go with",
-	"the fix is", "the fix should", "the fix will", "the solution is", "the best approach", "a better approach", "the right approach",
-	"the root cause", "root cause is", "the issue is that", "the problem is that", "the bug is", "the cause is",
-	"i'll use", "i will use", "we'll use", "we will use", "i'll keep", "we should use", "is better", "prefer",
-	"we need to modify", "we need to change", "i need to modify", "i need to change", "so we need", "so i need", "better to",
-	"the right way", "the correct way", "should be changed",
-	"real issue", "issue is in", "problem is in", "not specific to", "happens with any", "the culprit",
-	"i am using", "i'm using", "we're using", "switch to", "switched to"}
-
-// Markers of a reason, a decision when the sentence also states an action.
-var reasonMarkers = [...]string{"because", "since ", "so that", "in order to", "to avoid", "to keep", "to ensure", "to preserve", "otherwise"}
-var actionMarkers = [...]string{"i'll", "i will", "we'll", "we will", "let's", "we need", "i need", "should", "must", "we can", "i can"}
-
-// Markers of an action the assistant commits to: a decision when it names the code it
-// changes ("I will add `from x import y` after `import z`").
-var commitMarkers = [...]string{"i'll ", "i will ", "we'll ", "we will ", "i am going to", "i'm going to",
-	"let's add ", "let's change ", "let's modify ", "let's update ", "let's implement ", "let's replace ", "let's remove ", "let's move "}
-
-// Words that say where a change goes.
-var placeMarkers = [...]string{" to ", " in ", " into ", " after ", " before ", " from "}
-
-// Markers of a change the assistant is about to make: with the code it names, a decision
-// even when the sentence introduces the edit ("Let's add the `X` class to models.py:").
-var changeMarkers = [...]string{"let's add ", "let's change ", "let's modify ", "let's implement ", "let's replace ", "let's move ",
-	"i'll add ", "i will add ", "i'll change ", "i will change ", "i'll replace ", "i will replace "}
-
-// The marker lists as sets, each found in one pass over a text.
-var (
-	choiceSet = markerset.New(choiceMarkers[:]...)
-	reasonSet = markerset.New(reasonMarkers[:]...)
-	// One pass instead of two for the test most messages fail.
-	choiceOrReasonSet = markerset.New(append(choiceMarkers[:], reasonMarkers[:]...)...)
-	actionSet         = markerset.New(actionMarkers[:]...)
-	commitSet         = markerset.New(commitMarkers[:]...)
-	placeSet          = markerset.New(placeMarkers[:]...)
-	changeSet         = markerset.New(changeMarkers[:]...)
-	planSet           = markerset.New(planMarkers[:]...)
-)
-
-// decisionSentences picks sentences that state a choice (and its reason), not boilerplate
-// such as "Let's run the test:" or "Now let's look at the file".
-func decisionSentences(text string) []string {
-	lower := strings.ToLower(text)
-	if !choiceOrReasonSet.In(lower) && (!strings.Contains(text, "`") || !commitSet.In(lower)) {
-		return nil // most messages state no decision: skip splitting them into sentences
-	}
-	var out []string
-	last := -2 // the index of the sentence the last item ends with
-	for i, s := range splitSentences(text) {
-		ls := strings.ToLower(s)
-		// A change named with its code and where it goes: "let's add the `X` class to
-		// models.py:" commits to it; "let's add the `X` class:" narrates the next call.
-		change := changeSet.In(ls) && strings.Count(s, "`") >= 2 && placeSet.In(ls)
-		if strings.HasSuffix(ls, "?") || strings.HasSuffix(ls, ":") && !choiceSet.In(ls) && !change {
-			continue // a question, or narration of the next call ("Let's run the test:")
-		}
-		if choiceSet.In(ls) || reasonSet.In(ls) && actionSet.In(ls) ||
-			commitSet.In(ls) && strings.Count(s, "`") >= 2 {
-			it := textcut.OneLine(trimListMarker(s))
-			// Two decision sentences in a row state one finding ("So it's not specific to
-			// X. It happens with any Y."): one item, when it stays short.
-			if last == i-1 && len(out) > 0 && len(out[len(out)-1])+1+len(it) <= extractDecisionChars {
-				out[len(out)-1] += " " + it
-			} else {
-				out = append(out, textcut.Clip(it, extractDecisionChars))
-			}
-			last = i
-		}
-	}
-	return out
-}
-
-var planMarkers = [...]string{"let's", "let me", "i'll", "i will", "we'll", "we will", "next", "now i", "now we", "need to", "going to", "plan", "then ", "try ", "should "}
-
-// statedPlan is the last one or two sentences of text that say what comes next.
-func statedPlan(text string) string {
-	if text == "" {
-		return ""
-	}
-	ss := splitSentences(text)
-	var plan []string
-	for i := len(ss) - 1; i >= 0 && len(plan) < 2; i-- {
-		if l := strings.ToLower(ss[i]); planSet.In(l) && !strings.Contains(l, "let me know") {
-			plan = append(plan, strings.TrimSuffix(textcut.OneLine(trimListMarker(ss[i])), ":"))
-		}
-	}
-	if len(plan) == 0 {
-		return ""
-	}
-	slices.Reverse(plan)
-	for i, p := range plan[:len(plan)-1] {
-		if !strings.HasSuffix(p, ".") && !strings.HasSuffix(p, "!") {
-			plan[i] = p + "."
-		}
-	}
-	return textcut.Clip(strings.Join(plan, " "), 320)
-}
-
-// countAny is how many of subs occur in s.
-func countAny(s string, subs []string) int {
-	n := 0
-	for _, m := range subs {
-		if strings.Contains(s, m) {
-			n++
-		}
-	}
-	return n
-}
-
-func containsAny(s string, subs []string) bool {
-	for _, m := range subs {
-		if strings.Contains(s, m) {
-			return true
-		}
-	}
-	return false
-}
-
-func trimListMarker(s string) string {
-	if loc := bulletPrefix.FindStringIndex(s); loc != nil {
-		return strings.TrimSpace(s[loc[1]:])
-	}
-	return s
-}
-
-func splitSentences(s string) []string {
-	var out []string
-	start := 0
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\n' || ((s[i] == '.' || s[i] == '!' || s[i] == '?') && (i+1 == len(s) || s[i+1] == ' ' || s[i+1] == '\n')) {
-			if t := strings.TrimSpace(s[start : i+1]); len(t) > 12 {
-				out = append(out, t)
-			}
-			start = i + 1
-		}
-	}
-	if t := strings.TrimSpace(s[start:]); len(t) > 12 {
-		out = append(out, t)
-	}
-	return out
-}
-
 // Task extraction.
 
 var (
 	instructionsStart = regexp.MustCompile(`(?i)^(?:</?instructions>|</pr_description>|</issue_description>|</issue>|INSTRUCTIONS:?|#+ *(?:task )?instructions)$`)
 	tagLine           = regexp.MustCompile(`^</?[A-Za-z_][\w-]*>$`)
-	identRE           = regexp.MustCompile("`|\\b[a-z][a-z0-9]*_[a-z0-9_]+\\b|\\b\\w+\\(\\)|\\b[a-z]+[A-Z]\\w*|\\b[A-Z][a-z]+[A-Z]\\w*")
 )
-
-// Words that make a line of the task a requirement.
-var requirementMarkers = [...]string{"must", "should", "shall", "never", "do not", "don't", "required", "requirement", "expected", "expect ",
-	"ensure", "make sure", "need to", "needs to", "have to", "has to", "only ", "keep ", "avoid", "without ", "your task", "goal",
-	"missing", "wrong", "instead of", "not allowed", "submit", "behavio"}
-var upperMarkers = [...]string{"MUST", "NEVER", "DO NOT", "DON'T", "IMPORTANT", "CRITICAL", "EXACTLY", "ONLY", "NOT"}
-
-// Headings under which every line is a requirement.
-var requirementSections = [...]string{"expect", "requirement", "acceptance", "goal", "must", "critical", "important", "constraint",
-	"boundar", "task", "definition of done", "to do", "todo", "submission"}
 
 // taskItems is the task as user_intent items: a short task whole; a long one as its title
 // and its key requirement lines (those under an "Expected behavior"-like heading, those that
@@ -887,7 +707,7 @@ func taskItems(text string) []string {
 			section = strings.ToLower(bold)
 			continue
 		}
-		body := trimListMarker(l)
+		body := prose.TrimListMarker(l)
 		if body == "" {
 			continue
 		}
@@ -895,10 +715,10 @@ func taskItems(text string) []string {
 			title = body
 			continue
 		}
-		if !startsLikeProse(body) || len(strings.Fields(body)) < 4 || strings.HasSuffix(body, "?") {
+		if !prose.StartsLikeProse(body) || len(strings.Fields(body)) < 4 || strings.HasSuffix(body, "?") {
 			continue // example output, tables, prompts, questions
 		}
-		if score := taskLineScore(section, body); score >= 2 {
+		if score := prose.RequirementScore(section, body); score >= 2 {
 			cands = append(cands, cand{i, score, instr, textcut.Clip(textcut.OneLine(body), extractItemChars-20)})
 		}
 	}
@@ -936,34 +756,6 @@ func taskItems(text string) []string {
 		items = append(items, textcut.Clip(textcut.OneLine(text), extractShortTask))
 	}
 	return items
-}
-
-// taskLineScore scores a line of the task under section as a requirement: its heading,
-// its requirement words, its emphasis and the API names it mentions.
-func taskLineScore(section, body string) int {
-	score := 0
-	if containsAny(section, requirementSections[:]) {
-		score += 3
-	}
-	score += 2 * min(2, countAny(strings.ToLower(body), requirementMarkers[:]))
-	if containsAny(body, upperMarkers[:]) {
-		score++
-	}
-	if identRE.MatchString(body) {
-		score++
-	}
-	return score
-}
-
-// startsLikeProse rejects example output: interpreter prompts, tables, diffs, stack frames.
-func startsLikeProse(s string) bool {
-	for _, p := range []string{">>>", "$ ", "mysql>", "In [", "...", "File \"", "at "} {
-		if strings.HasPrefix(s, p) {
-			return false
-		}
-	}
-	r := s[0]
-	return r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '`' || r == '"' || r == '\'' || r == '(' || r == '*'
 }
 
 // extractiveProse is the timeline: one short line per message, after the lines of the
@@ -1079,7 +871,7 @@ func proseLine(m *Message) string {
 	case RoleUser:
 		return "- user: " + textcut.Clip(firstTextLine(messageText(m)), extractLineChars)
 	case RoleAssistant:
-		l := "- assistant: " + textcut.Clip(firstTextLine(cleanAssistant(textcut.Head(m.Content, 2048))), extractLineChars)
+		l := "- assistant: " + textcut.Clip(firstTextLine(prose.CleanAssistant(textcut.Head(m.Content, 2048))), extractLineChars)
 		if len(m.ToolCalls) > 0 {
 			names := make([]string, 0, len(m.ToolCalls))
 			for _, tc := range m.ToolCalls {
@@ -1134,32 +926,3 @@ func firstOutputLine(s string) string {
 // decisionPool is how many times the kept decisions are read from a span's newest answers:
 // the strong ones among them (a change of approach, the located cause) are kept first.
 const decisionPool = 4
-
-// pickDecisions keeps n of the decisions (newest first, as read), the strong ones first,
-// then the newest others, in their order.
-func pickDecisions(ds []string, n int) []string {
-	if len(ds) <= n {
-		return ds
-	}
-	keep := make([]bool, len(ds))
-	k := 0
-	for i := range ds {
-		if k < n && strongDecision(ds[i]) {
-			keep[i] = true
-			k++
-		}
-	}
-	for i := range ds {
-		if k < n && !keep[i] {
-			keep[i] = true
-			k++
-		}
-	}
-	out := ds[:0:0]
-	for i := range ds {
-		if keep[i] {
-			out = append(out, ds[i])
-		}
-	}
-	return out
-}

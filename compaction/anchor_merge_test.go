@@ -4,18 +4,7 @@ import (
 	"math/rand/v2"
 	"strings"
 	"testing"
-
-	"github.com/harness9/compaction-operator/compaction/internal/markerset/markersettest"
 )
-
-// TestMarkerSet: each marker table of the extractive summarizer finds a marker exactly
-// when containsAny does.
-func TestMarkerSet(t *testing.T) {
-	for _, set := range [][]string{choiceMarkers[:], reasonMarkers[:], actionMarkers[:], commitMarkers[:], placeMarkers[:],
-		changeMarkers[:], planMarkers[:]} {
-		markersettest.Check(t, set, false)
-	}
-}
 
 // TestFoldKey: foldKey is the three passes it replaces, digits folded or not.
 func TestFoldKey(t *testing.T) {
