@@ -24,7 +24,7 @@ import (
 // namespace (or of the namespaces spec.namespaceSelector selects) can use (policyRef.kind:
 // ClusterCompactionPolicy). Its Secret references may name a namespace; without one they are
 // read from the operator's namespace, and the operator reads no other namespace's Secrets
-// unless its --cluster-policy-secret-namespaces flag names it.
+// unless its configuration's secrets.clusterPolicyNamespaces names it.
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:scope=Cluster,shortName=cacp,categories=compaction

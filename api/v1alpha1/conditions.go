@@ -101,10 +101,10 @@ const (
 	ReasonInvalidStorageConfig = "InvalidStorageConfig"
 	ReasonStorageUnreachable   = "StorageUnreachable"
 	// ReasonSecretNamespaceNotAllowed: a ClusterCompactionPolicy names a Secret outside the
-	// operator's namespace and --cluster-policy-secret-namespaces; it is never read.
+	// operator's namespace and secrets.clusterPolicyNamespaces; it is never read.
 	ReasonSecretNamespaceNotAllowed = "SecretNamespaceNotAllowed"
 	// ReasonEndpointNotAllowed: the storage endpoint (or summarizer base URL) is outside the
-	// operator's --allowed-endpoints; it is never dialled.
+	// operator's egress.allowedEndpoints; it is never dialled.
 	ReasonEndpointNotAllowed = "EndpointNotAllowed"
 )
 

@@ -130,7 +130,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 // them until ctx ends.
 func runManager(ctx context.Context, o *options) error {
 	log := ctrl.Log.WithName("setup")
-	// The API's certificate (the self-signed CA's or the one of --api-cert-dir) serves the
+	// The API's certificate (the self-signed CA's or the one of api.tls.certDir) serves the
 	// metrics too, so a scraper can verify them with the published CA; it is known only once
 	// the manager exists.
 	certs := &lateCertificates{}
@@ -323,7 +323,7 @@ func orNone(n int32) int {
 	return int(n)
 }
 
-// certificateSource serves --api-cert-dir's certificate, or else issues and rotates a
+// certificateSource serves api.tls.certDir's certificate, or else issues and rotates a
 // self-signed one; either runs on every replica.
 func certificateSource(mgr ctrl.Manager, o *options) (compactapi.CertificateSource, error) {
 	log := ctrl.Log.WithName("serving-cert")

@@ -97,7 +97,7 @@ type ErrorResponse struct {
 }
 
 // DefaultTokenAudience is the audience the compaction API asks of a bearer token by
-// default (the manager's --api-token-audience): agents send a projected ServiceAccount token
+// default (the manager's api.tokenAudience): agents send a projected ServiceAccount token
 // for it, never one for the Kubernetes API, so a token an agent hands to the compaction API
 // cannot be replayed against the Kubernetes API, nor the other way round.
 const DefaultTokenAudience = "compaction.harness9.io"

@@ -101,7 +101,7 @@ func TestLookupAccess(t *testing.T) {
 	}
 
 	// The operator's flags narrowed since the location was pinned: an endpoint outside
-	// --allowed-endpoints, then a Secret namespace outside the operator's (a location pinned
+	// egress.allowedEndpoints, then a Secret namespace outside the operator's (a location pinned
 	// by an older operator from a cluster policy naming kube-system).
 	secrets.reads = nil
 	allowed, err := egress.Parse([]string{"s3.example.com"})
@@ -136,7 +136,7 @@ func containsText(err error, s string) bool {
 
 // TestSummarizerErrorsDoNotEcho: issue 14. The summarizer the API builds for a policy keeps the
 // endpoint's answer out of its errors (which go into records, the compact answer and the
-// session's events), and dials only what --allowed-endpoints allows.
+// session's events), and dials only what egress.allowedEndpoints allows.
 func TestSummarizerErrorsDoNotEcho(t *testing.T) {
 	const canary = "CANARY-llm-body-41aa"
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
@@ -159,7 +159,7 @@ func TestSummarizerErrorsDoNotEcho(t *testing.T) {
 		t.Errorf("summarizer error %v: want the status, not the body", err)
 	}
 
-	// With --allowed-endpoints not naming it, the summarizer is not even dialled.
+	// With egress.allowedEndpoints not naming it, the summarizer is not even dialled.
 	allowed, err := egress.Parse([]string{"api.openai.com:443"})
 	if err != nil {
 		t.Fatal(err)
@@ -172,6 +172,6 @@ func TestSummarizerErrorsDoNotEcho(t *testing.T) {
 	_, err = sum.Summarize(context.Background(), compaction.SummaryRequest{SessionID: "s", Tier: compaction.TierFull,
 		Messages: []compaction.Message{{Role: compaction.RoleUser, Content: "hi"}}, MaxSummaryChars: 500})
 	if !errors.Is(err, egress.ErrNotAllowed) {
-		t.Errorf("summarizer at a loopback address outside --allowed-endpoints: %v, want ErrNotAllowed", err)
+		t.Errorf("summarizer at a loopback address outside egress.allowedEndpoints: %v, want ErrNotAllowed", err)
 	}
 }

@@ -27,7 +27,7 @@ const (
 	// DefaultCallerInflightShare: one caller (callerOf: a ServiceAccount, or one pod's bound
 	// tokens) may hold at most this part of the budget, 8 MiB of the default 64 MiB, so
 	// uploads one caller stalls (counted at their Content-Length from the start, for up to
-	// --api-read-timeout) leave the rest to the others. A caller's only request is taken
+	// api.readTimeout) leave the rest to the others. A caller's only request is taken
 	// whatever its size, as before.
 	DefaultCallerInflightShare = 8
 )
@@ -116,12 +116,12 @@ func (f *inflight) grow(weight int64) error {
 	ok, callerFull := f.b.resize(f.caller, f.held, weight)
 	if callerFull {
 		return &apiError{http.StatusTooManyRequests, ReasonTooManyRequests,
-			fmt.Sprintf("this caller's requests being served hold their share of the compaction API's in-flight budget (%d KiB of %d MiB, --api-max-inflight-bytes-per-caller); retry shortly",
+			fmt.Sprintf("this caller's requests being served hold their share of the compaction API's in-flight budget (%d KiB of %d MiB, api.maxInflightBytesPerCaller); retry shortly",
 				f.b.callerLimit>>10, f.b.limit>>20)}
 	}
 	if !ok {
 		return &apiError{http.StatusTooManyRequests, ReasonTooManyRequests,
-			fmt.Sprintf("the compaction API is serving as much as its in-flight budget allows (%d MiB, --api-max-inflight-bytes); retry shortly",
+			fmt.Sprintf("the compaction API is serving as much as its in-flight budget allows (%d MiB, api.maxInflightBytes); retry shortly",
 				f.b.limit>>20)}
 	}
 	f.held = weight

@@ -86,7 +86,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		}, []string{"result"}),
 		Throttled: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "compaction_api_throttled_requests_total",
-			Help: "Compaction API requests answered 429 because the in-flight budget (--api-max-inflight-bytes) could not take them, by route.",
+			Help: "Compaction API requests answered 429 because the in-flight budget (api.maxInflightBytes) could not take them, by route.",
 		}, []string{routeLabel}),
 		Inflight: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "compaction_api_inflight_bytes",
@@ -98,7 +98,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		}, []string{"result"}),
 		TokensRefused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "compaction_api_tokens_refused_total",
-			Help: "Bearer tokens refused without a TokenReview, by reason (malformed: not a JWT; rate_limited: over --api-new-token-rate, answered 429), and requests refused without a SubjectAccessReview (caller_rate_limited: the caller asked about more new sessions than its bucket allows, answered 429).",
+			Help: "Bearer tokens refused without a TokenReview, by reason (malformed: not a JWT; rate_limited: over api.reviews.newTokenRate, answered 429), and requests refused without a SubjectAccessReview (caller_rate_limited: the caller asked about more new sessions than its bucket allows, answered 429).",
 		}, []string{"reason"}),
 		PassThroughReports: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "compaction_api_passthrough_reports_total",

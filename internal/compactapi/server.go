@@ -45,9 +45,9 @@ const (
 	DefaultReadTimeout    = 30 * time.Second
 	DefaultUsageInterval  = 5 * time.Second
 	DefaultStatusFlush    = statusbatch.DefaultFlushInterval
-	// DefaultStatusInterval is the manager's --api-status-interval (see Config.StatusInterval).
+	// DefaultStatusInterval is the manager's api.statusInterval (see Config.StatusInterval).
 	DefaultStatusInterval = 5 * time.Second
-	// DefaultStateTrust is the manager's --api-state-trust (see Config.StateTrust).
+	// DefaultStateTrust is the manager's api.stateTrust (see Config.StateTrust).
 	DefaultStateTrust = time.Minute
 	// DefaultReviewQPS and DefaultReviewBurst limit the TokenReviews and
 	// SubjectAccessReviews the API sends, on a client of their own: reviews never wait
@@ -96,7 +96,7 @@ type Config struct {
 	UsageInterval time.Duration
 	// SummariesOffTurn has sessions with an LLM summarizer never wait for it on a turn
 	// (compaction.WithBackground): summaries are prepared ahead and made late, on this
-	// replica's pool (--api-summaries-off-turn).
+	// replica's pool (api.summariesOffTurn).
 	SummariesOffTurn bool
 	// StateTrust is how long after storage last confirmed a conversation's state this
 	// replica continues a delta request from its kept copy without the conditional read
@@ -407,7 +407,7 @@ func (s *Server) Start(ctx context.Context) error {
 	}
 	switch {
 	case s.cfg.InsecureServeHTTP:
-		s.log.Info("WARNING: serving the compaction API over plain HTTP (--api-insecure-serve-http): bearer tokens and conversations cross the network unencrypted")
+		s.log.Info("WARNING: serving the compaction API over plain HTTP (api.tls.insecureServeHTTP): bearer tokens and conversations cross the network unencrypted")
 	case s.cfg.Certificates == nil:
 		return errors.New("compaction API: no certificate source and plain HTTP not allowed")
 	default:

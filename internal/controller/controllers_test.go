@@ -416,7 +416,7 @@ func (e *env) testClusterPolicyReady(t *testing.T) {
 // testClusterPolicySecretNamespace: issue 14. Whoever writes a ClusterCompactionPolicy names
 // a Secret in kube-system and an endpoint they run: the policy is not Ready
 // (SecretNamespaceNotAllowed), the Secret is never read and nothing is sent to the endpoint.
-// A Secret in a namespace of --cluster-policy-secret-namespaces is used.
+// A Secret in a namespace of secrets.clusterPolicyNamespaces is used.
 func (e *env) testClusterPolicySecretNamespace(t *testing.T) {
 	ctx := context.Background()
 	trap := testenv.StartCredentialTrap(t)
@@ -457,7 +457,7 @@ func (e *env) testClusterPolicySecretNamespace(t *testing.T) {
 		t.Errorf("the kube-system Secret's key reached the endpoint: %s", got)
 	}
 
-	// An allowed namespace (--cluster-policy-secret-namespaces) works.
+	// An allowed namespace (secrets.clusterPolicyNamespaces) works.
 	testenv.Must(t, e.c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "shared-secrets"}}))
 	testenv.Must(t, e.c.Create(ctx, e.credentials("shared-secrets", "minio")))
 	ok := e.policySpec("minio")

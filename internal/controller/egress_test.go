@@ -15,7 +15,7 @@ import (
 	"github.com/harness9/compaction-operator/internal/egress"
 )
 
-// TestAllowedEndpoints: issue 14. With --allowed-endpoints, a policy naming another endpoint
+// TestAllowedEndpoints: issue 14. With egress.allowedEndpoints, a policy naming another endpoint
 // (an attacker's, the cloud metadata service) is not Ready (EndpointNotAllowed) and the
 // endpoint is never dialled, its Secret never sent; a name that resolves outside the
 // allowed addresses gets no connection either. The allowed MinIO works.

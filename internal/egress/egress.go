@@ -1,5 +1,5 @@
 // Package egress restricts the addresses the operator connects to for a policy (S3 endpoints,
-// summarizer base URLs): the manager's --allowed-endpoints.
+// summarizer base URLs): the manager's egress.allowedEndpoints.
 //
 // An entry is one of:
 //   - a host name, "minio.storage.svc": that name, any port;
@@ -14,7 +14,7 @@
 // an IP or CIDR entry: the check is made when dialling, on the resolved address, so a name
 // that resolves somewhere else (DNS rebinding, a wildcard DNS service) gets no further.
 // An empty list allows everything. None allows nothing, and And narrows one list by
-// another: namespaced policies get --namespaced-policy-endpoints and --allowed-endpoints.
+// another: namespaced policies get egress.namespacedPolicyEndpoints and egress.allowedEndpoints.
 package egress
 
 import (
@@ -34,7 +34,7 @@ import (
 // ErrNotAllowed is returned (wrapped) for an endpoint or address outside the list.
 var ErrNotAllowed = errors.New("endpoint not allowed")
 
-// Allowlist is a parsed --allowed-endpoints. A nil *Allowlist allows everything.
+// Allowlist is a parsed egress.allowedEndpoints. A nil *Allowlist allows everything.
 type Allowlist struct {
 	names    []nameEntry
 	prefixes []prefixEntry
@@ -57,7 +57,7 @@ type prefixEntry struct {
 // Parse parses the entries (see the package doc); empty entries are skipped. No entries give
 // a nil Allowlist, which allows everything.
 func Parse(entries []string) (*Allowlist, error) {
-	return ParseFlag("--allowed-endpoints", entries)
+	return ParseFlag("egress.allowedEndpoints", entries)
 }
 
 // ParseFlag is Parse for the list of the named flag, which messages name.

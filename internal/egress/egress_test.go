@@ -137,8 +137,8 @@ func TestNamespacedLists(t *testing.T) {
 	}
 	for _, c := range []struct{ host, port, by string }{
 		{"10.2.0.1", "443", flag},                          // in global's CIDR, not ns's
-		{"192.0.2.1", "443", "--allowed-endpoints"},        // in ns's list, not global's
-		{"s3.amazonaws.com", "443", "--allowed-endpoints"}, // ns has CIDRs (dial decides); global: name ok
+		{"192.0.2.1", "443", "egress.allowedEndpoints"},        // in ns's list, not global's
+		{"s3.amazonaws.com", "443", "egress.allowedEndpoints"}, // ns has CIDRs (dial decides); global: name ok
 	} {
 		err := both.CheckHostPort(c.host, c.port)
 		if c.host == "s3.amazonaws.com" {
@@ -156,7 +156,7 @@ func TestNamespacedLists(t *testing.T) {
 	if err := names.And(global).CheckHostPort("minio.storage.svc", "9001"); !errors.Is(err, ErrNotAllowed) || !strings.Contains(err.Error(), flag) {
 		t.Errorf("another port than the namespaced list's: %v, want ErrNotAllowed by %s", err, flag)
 	}
-	if s := both.String(); !strings.Contains(s, "10.1.0.0/16") || !strings.Contains(s, "and --allowed-endpoints") {
+	if s := both.String(); !strings.Contains(s, "10.1.0.0/16") || !strings.Contains(s, "and egress.allowedEndpoints") {
 		t.Errorf("String = %q", s)
 	}
 	if None(flag).And(nil).String() != "(nothing)" || (*Allowlist)(nil).And(nil) != nil {

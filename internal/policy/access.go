@@ -22,11 +22,11 @@ type Access struct {
 	// Secrets live by default.
 	ClusterResourceNamespace string
 	// ClusterSecretNamespaces are further namespaces a ClusterCompactionPolicy may read
-	// Secrets from (--cluster-policy-secret-namespaces). Whoever can write a cluster policy
+	// Secrets from (secrets.clusterPolicyNamespaces). Whoever can write a cluster policy
 	// could otherwise send any Secret of the cluster to an endpoint of their choice.
 	ClusterSecretNamespaces []string
 	// Endpoints are the S3 endpoints and summarizer base URLs policies may name
-	// (--allowed-endpoints); nil allows every endpoint. Stores and the summarizer's client
+	// (egress.allowedEndpoints); nil allows every endpoint. Stores and the summarizer's client
 	// also check every connection against it when dialling.
 	Endpoints *egress.Allowlist
 	// NamespacedEndpoints, when set, are the endpoints a CompactionPolicy may name
@@ -81,7 +81,7 @@ func (a Access) Check(p *Policy) error {
 	for _, key := range p.SecretKeys(a.ClusterResourceNamespace) {
 		ns, _, _ := strings.Cut(key, "/")
 		if !a.secretNamespaceAllowed(ns) {
-			return fmt.Errorf("%w: the Secret %s is outside the namespaces a ClusterCompactionPolicy may read Secrets from (%s; more with the operator's --cluster-policy-secret-namespaces); it is not read",
+			return fmt.Errorf("%w: the Secret %s is outside the namespaces a ClusterCompactionPolicy may read Secrets from (%s; more with the operator's secrets.clusterPolicyNamespaces); it is not read",
 				ErrSecretNamespaceNotAllowed, key, a.allowedNamespaces())
 		}
 	}

@@ -20,13 +20,13 @@ import (
 // TestNamespacedPolicyEndpoints is issue 28, item 1: a namespace admin's CompactionPolicy
 // must not point the shared manager at an endpoint of their choice (one that answers a 1 GiB
 // state or lists forever) unless a platform admin allowed it. Against the manager binary
-// with its defaults (no --allowed-endpoints, no --namespaced-policy-endpoints):
+// with its defaults (no egress.allowedEndpoints, no egress.namespacedPolicyEndpoints):
 //
 //   - a CompactionPolicy naming an endpoint the tenant runs (storage and summarizer) is not
 //     Ready, EndpointNotAllowed, naming the flag that would allow it, and the endpoint gets
 //     no request at all; a CompactionPolicy on MinIO is refused the same way;
 //   - a ClusterCompactionPolicy, which only a cluster admin writes, on the same MinIO is Ready;
-//   - with --namespaced-policy-endpoints naming MinIO's address (another manager), the
+//   - with egress.namespacedPolicyEndpoints naming MinIO's address (another manager), the
 //     CompactionPolicy on MinIO is Ready and the one on the tenant's endpoint is still not.
 func TestNamespacedPolicyEndpoints(t *testing.T) {
 	cl := operator.Install(t)
@@ -52,7 +52,7 @@ func TestNamespacedPolicyEndpoints(t *testing.T) {
 	for _, p := range []*compactionv1alpha1.CompactionPolicy{own, onMinIO} {
 		got := waitCondition(t, c, p, compactionv1alpha1.ConditionStorageReady, metav1.ConditionFalse)
 		if got.Reason != compactionv1alpha1.ReasonEndpointNotAllowed || !strings.Contains(got.Message, "egress.namespacedPolicyEndpoints") {
-			t.Errorf("policy %s: StorageReady = %s: %q; want %s naming --namespaced-policy-endpoints", p.Name, got.Reason, got.Message, compactionv1alpha1.ReasonEndpointNotAllowed)
+			t.Errorf("policy %s: StorageReady = %s: %q; want %s naming egress.namespacedPolicyEndpoints", p.Name, got.Reason, got.Message, compactionv1alpha1.ReasonEndpointNotAllowed)
 		}
 	}
 

@@ -146,7 +146,7 @@ func TestAPITLS(t *testing.T) {
 		t.Fatalf("URL %s", plain.URL)
 	}
 	if err := plain.APIClient(t, agentToken).Records(ctx, ns, "no-such-session", io.Discard); !errors.As(err, &ae) || ae.Code != http.StatusNotFound {
-		t.Errorf("records over plain HTTP with --api-insecure-serve-http: %v, want the API's 404", err)
+		t.Errorf("records over plain HTTP with api.tls.insecureServeHTTP: %v, want the API's 404", err)
 	}
 	if !strings.Contains(plain.Output(), "WARNING: serving the compaction API over plain HTTP") {
 		t.Errorf("no warning about plain HTTP in the log")

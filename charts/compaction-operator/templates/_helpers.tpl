@@ -132,7 +132,7 @@ api.tls.insecureServeHTTP.
 {{- end }}
 
 {{/*
-The Secret mounted as --api-cert-dir (CertManager and Secret modes).
+The Secret mounted as api.tls.certDir (CertManager and Secret modes).
 */}}
 {{- define "compaction-operator.apiTLSSecret" -}}
 {{- if eq (include "compaction-operator.tlsMode" .) "Secret" }}
