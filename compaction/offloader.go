@@ -6,9 +6,10 @@ import (
 	"strings"
 	"sync"
 
+	"golang.org/x/sync/errgroup"
+
 	"github.com/harness9/compaction-operator/compaction/internal/textcut"
 	"github.com/harness9/compaction-operator/compaction/internal/toolout"
-	"golang.org/x/sync/errgroup"
 )
 
 // PlaceholderPrefix starts the text that replaces an offloaded tool result. Content that

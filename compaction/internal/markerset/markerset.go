@@ -35,7 +35,7 @@ func New(markers ...string) *Set {
 	return s
 }
 
-// In reports whether text contains one of the markers (what containsAny reports).
+// In reports whether text contains one of the markers (what ContainsAny reports).
 func (s *Set) In(text string) bool {
 	if s.empty {
 		return true
@@ -124,4 +124,15 @@ func HasPrefixFold(s, prefix string) bool {
 		}
 	}
 	return true
+}
+
+// ContainsAny reports whether s contains one of markers, one strings.Contains each: what
+// In reports, for a table searched too rarely to build a Set for.
+func ContainsAny(s string, markers []string) bool {
+	for _, m := range markers {
+		if strings.Contains(s, m) {
+			return true
+		}
+	}
+	return false
 }

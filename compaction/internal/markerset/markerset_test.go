@@ -48,7 +48,7 @@ func TestInFoldASCII(t *testing.T) {
 			b.WriteString(pieces[rng.IntN(len(pieces))])
 		}
 		text := b.String()
-		if got, want := ms.InFoldASCII(text), markersettest.ContainsAny(markersettest.LowerASCII(text), markers); got != want {
+		if got, want := ms.InFoldASCII(text), markerset.ContainsAny(markersettest.LowerASCII(text), markers); got != want {
 			t.Fatalf("InFoldASCII(%q) = %v, want %v", text, got, want)
 		}
 	}

@@ -150,15 +150,6 @@ func countAny(s string, subs []string) int {
 	return n
 }
 
-func containsAny(s string, subs []string) bool {
-	for _, m := range subs {
-		if strings.Contains(s, m) {
-			return true
-		}
-	}
-	return false
-}
-
 func TrimListMarker(s string) string {
 	if loc := bulletPrefix.FindStringIndex(s); loc != nil {
 		return strings.TrimSpace(s[loc[1]:])
@@ -197,11 +188,11 @@ var requirementSections = [...]string{"expect", "requirement", "acceptance", "go
 // its requirement words, its emphasis and the API names it mentions.
 func RequirementScore(section, body string) int {
 	score := 0
-	if containsAny(section, requirementSections[:]) {
+	if markerset.ContainsAny(section, requirementSections[:]) {
 		score += 3
 	}
 	score += 2 * min(2, countAny(strings.ToLower(body), requirementMarkers[:]))
-	if containsAny(body, upperMarkers[:]) {
+	if markerset.ContainsAny(body, upperMarkers[:]) {
 		score++
 	}
 	if identRE.MatchString(body) {

@@ -54,7 +54,7 @@ func TestPickDecisions(t *testing.T) {
 	}
 }
 
-// TestMarkerSet: each marker table finds a marker exactly when containsAny does.
+// TestMarkerSet: each marker table finds a marker exactly when ContainsAny does.
 func TestMarkerSet(t *testing.T) {
 	for _, set := range [][]string{choiceMarkers[:], reasonMarkers[:], actionMarkers[:], commitMarkers[:], placeMarkers[:],
 		changeMarkers[:], planMarkers[:]} {

@@ -246,8 +246,9 @@ func FirstWord(s string) string {
 
 // PythonWrites are the files (up to 20) Python code opens for writing.
 func PythonWrites(code string) []string {
-	var out []string
-	for _, m := range pyWrites.FindAllStringSubmatch(textcut.Head(code, maxScriptBytes), 20) {
+	ms := pyWrites.FindAllStringSubmatch(textcut.Head(code, maxScriptBytes), 20)
+	out := make([]string, 0, len(ms))
+	for _, m := range ms {
 		out = append(out, m[1]+m[2])
 	}
 	return out

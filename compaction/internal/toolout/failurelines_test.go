@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/harness9/compaction-operator/compaction/internal/markerset"
 	"github.com/harness9/compaction-operator/compaction/internal/markerset/markersettest"
 )
 
@@ -67,7 +68,7 @@ func TestMayBeErrorLine(t *testing.T) {
 		if got, want := mayBeErrorLine(line), old(markersettest.LowerASCII(line)); got != want {
 			t.Fatalf("mayBeErrorLine(%q) = %v, before it was %v", line, got, want)
 		}
-		if got, want := errorWordSet.InFoldASCII(line), markersettest.ContainsAny(markersettest.LowerASCII(line), errorWords[:]); got != want {
+		if got, want := errorWordSet.InFoldASCII(line), markerset.ContainsAny(markersettest.LowerASCII(line), errorWords[:]); got != want {
 			t.Fatalf("inFoldASCII(%q) = %v, want %v", line, got, want)
 		}
 	}
