@@ -136,7 +136,7 @@ func TestNamespacedLists(t *testing.T) {
 		}
 	}
 	for _, c := range []struct{ host, port, by string }{
-		{"10.2.0.1", "443", flag},                          // in global's CIDR, not ns's
+		{"10.2.0.1", "443", flag},                              // in global's CIDR, not ns's
 		{"192.0.2.1", "443", "egress.allowedEndpoints"},        // in ns's list, not global's
 		{"s3.amazonaws.com", "443", "egress.allowedEndpoints"}, // ns has CIDRs (dial decides); global: name ok
 	} {
