@@ -17,23 +17,23 @@ const (
 // AnchorTypes lists the five types in their canonical order.
 var AnchorTypes = [...]AnchorType{AnchorUserIntent, AnchorExecutionProgress, AnchorKeyDecision, AnchorTriedSolution, AnchorNextStep}
 
-// NotAvailable is the content of an anchor the summary did not provide.
-const NotAvailable = "N/A"
+// notAvailable is the content of an anchor the summary did not provide.
+const notAvailable = "N/A"
 
-// MaxAnchorChars bounds one anchor's content so anchors stay small in context and status.
-const MaxAnchorChars = 2000
+// maxAnchorChars bounds one anchor's content so anchors stay small in context and status.
+const maxAnchorChars = 2000
 
-// MaxDecisionChars bounds key_decision and tried_solution, which keep more, shorter items
+// maxDecisionChars bounds key_decision and tried_solution, which keep more, shorter items
 // than the others: the decisions and failed attempts of a long session are spread over it,
 // each is a sentence or an error line, and an agent that forgets them repeats them.
-const MaxDecisionChars = 3000
+const maxDecisionChars = 3000
 
-// AnchorMaxChars is the bound of an anchor of type t.
-func AnchorMaxChars(t AnchorType) int {
+// anchorMaxChars is the bound of an anchor of type t.
+func anchorMaxChars(t AnchorType) int {
 	if t == AnchorKeyDecision || t == AnchorTriedSolution {
-		return MaxDecisionChars
+		return maxDecisionChars
 	}
-	return MaxAnchorChars
+	return maxAnchorChars
 }
 
 // Anchor is one piece of structured, programmatically checkable summary.
@@ -45,7 +45,7 @@ type Anchor struct {
 // Available reports whether the anchor carries information.
 func (a Anchor) Available() bool {
 	c := strings.TrimSpace(a.Content)
-	return c != "" && !strings.EqualFold(c, NotAvailable)
+	return c != "" && !strings.EqualFold(c, notAvailable)
 }
 
 // CountAvailable is the number of anchors that carry information.

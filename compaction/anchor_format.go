@@ -5,11 +5,11 @@ import (
 	"unicode"
 )
 
-// FormatAnchors renders anchors in the "- type: content" form the parser reads back
+// formatAnchors renders anchors in the "- type: content" form the parser reads back
 // exactly: a content that is a list of "- " items goes on the lines below its header, and
 // every continuation line is indented by two spaces, so no line of content can be taken
 // for a header.
-func FormatAnchors(anchors []Anchor) string {
+func formatAnchors(anchors []Anchor) string {
 	var b strings.Builder
 	for _, a := range anchors {
 		c := strings.TrimSpace(a.Content)
@@ -36,12 +36,12 @@ func FormatAnchors(anchors []Anchor) string {
 	return b.String()
 }
 
-// FormatAnchorsWithin is FormatAnchors in at most about max bytes: when the anchors do not
+// formatAnchorsWithin is formatAnchors in at most about max bytes: when the anchors do not
 // fit, every anchor gives up bytes in proportion to its size, the middle of its list first
 // (its oldest and newest items are kept, as the merge keeps them). A small window cannot
 // afford the anchors a long session gathers; the stored anchors keep them all.
-func FormatAnchorsWithin(anchors []Anchor, max int) string {
-	full := FormatAnchors(anchors)
+func formatAnchorsWithin(anchors []Anchor, max int) string {
+	full := formatAnchors(anchors)
 	if len(full) <= max {
 		return full
 	}
@@ -63,5 +63,5 @@ func FormatAnchorsWithin(anchors []Anchor, max int) string {
 		head = min(head, (len(l.items)+1)/2)
 		out[i].Content = boundItems(nil, l.items, l.elided, head, len(l.items)-head, limit)
 	}
-	return FormatAnchors(out)
+	return formatAnchors(out)
 }

@@ -12,10 +12,10 @@ import (
 	"github.com/harness9/compaction-operator/compaction/internal/textcut"
 )
 
-// MergeAnchors merges new anchors into old ones. Each anchor's content is a list of items
+// mergeAnchors merges new anchors into old ones. Each anchor's content is a list of items
 // (its "- " bullets, or its lines); the result holds all five types, each the de-duplicated
 // union of old and new items, oldest first, bounded to its oldest and newest items with an
-// elision marker in between, within MaxAnchorChars. It never nests: merging a merge result
+// elision marker in between, within maxAnchorChars. It never nests: merging a merge result
 // again gives a flat list. Where they apply:
 //   - user_intent keeps more of its oldest items, the task, than the other anchors do;
 //   - an item a newer one restates with more detail (the older is a prefix of the newer)
@@ -24,7 +24,7 @@ import (
 //     and its tool-call counts ("tool calls: bash x4, ...") merge into one item each;
 //   - next_step is the newest plan when the new anchors have one: a plan supersedes the
 //     one before it.
-func MergeAnchors(old, new []Anchor) []Anchor {
+func mergeAnchors(old, new []Anchor) []Anchor {
 	found := make(map[AnchorType]string, len(AnchorTypes))
 	for _, t := range AnchorTypes {
 		oldList := listsOf(old, t)
@@ -155,11 +155,11 @@ func mergeItems(t AnchorType, old, new itemList) string {
 	elided := max(old.elided, new.elided)
 	if t == AnchorKeyDecision {
 		kept, elided, tail = thinDecisions(kept, elided, head, tail)
-		kept, elided, tail = shedWeakDecisions(fixed, kept, elided, head, tail, AnchorMaxChars(t))
+		kept, elided, tail = shedWeakDecisions(fixed, kept, elided, head, tail, anchorMaxChars(t))
 	}
 	// A marker in the new anchors is most likely the old one copied (a model restating the
 	// previous anchors): the larger count, not the sum.
-	return boundItems(fixed, kept, elided, head, tail, AnchorMaxChars(t))
+	return boundItems(fixed, kept, elided, head, tail, anchorMaxChars(t))
 }
 
 // maxStrongDecisions is how many decisions from the middle of a long session key_decision

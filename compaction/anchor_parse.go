@@ -259,7 +259,7 @@ func labelKind(label string, heading bool) (int, AnchorType, string) {
 }
 
 // isFence reports whether a line opens or closes a code fence. Only unindented fences count:
-// the indented content FormatAnchors writes can hold any text, an unbalanced fence too.
+// the indented content formatAnchors writes can hold any text, an unbalanced fence too.
 func isFence(line string) bool {
 	return strings.HasPrefix(line, "```") || strings.HasPrefix(line, "~~~")
 }
@@ -355,7 +355,7 @@ func (p *anchorParser) parseLines(text string) {
 	}
 }
 
-// stripIndent removes the indentation FormatAnchors adds to continuation lines (two
+// stripIndent removes the indentation formatAnchors adds to continuation lines (two
 // spaces, or a tab), and no more, so indented code inside an anchor keeps its shape.
 func stripIndent(line string) string {
 	switch {
@@ -370,14 +370,14 @@ func stripIndent(line string) string {
 func setAnchor(found map[AnchorType]string, t AnchorType, content string) {
 	content = strings.TrimSpace(content)
 	if content == "" {
-		content = NotAvailable
+		content = notAvailable
 	}
-	if prev, ok := found[t]; ok && prev != NotAvailable && content != NotAvailable {
+	if prev, ok := found[t]; ok && prev != notAvailable && content != notAvailable {
 		content = prev + "\n" + content // the same anchor twice: keep both
-	} else if ok && content == NotAvailable {
+	} else if ok && content == notAvailable {
 		return
 	}
-	found[t] = strings.TrimSpace(textcut.Head(content, AnchorMaxChars(t)))
+	found[t] = strings.TrimSpace(textcut.Head(content, anchorMaxChars(t)))
 }
 
 // fillAnchors returns the five anchors in canonical order, N/A where found has none.
@@ -386,7 +386,7 @@ func fillAnchors(found map[AnchorType]string) []Anchor {
 	for _, t := range AnchorTypes {
 		c, ok := found[t]
 		if !ok || strings.TrimSpace(c) == "" {
-			c = NotAvailable
+			c = notAvailable
 		}
 		out = append(out, Anchor{Type: t, Content: c})
 	}

@@ -164,7 +164,7 @@ func TestParseAnchorsStrict(t *testing.T) {
 			}
 			// Nothing is lost: every non-blank input line is in an anchor or the summary.
 			if !strings.HasPrefix(c.in, "{") {
-				all := summary + "\n" + FormatAnchors(anchors)
+				all := summary + "\n" + formatAnchors(anchors)
 				for l := range strings.SplitSeq(c.in, "\n") {
 					if l = strings.TrimSpace(l); l != "" && !strings.Contains(all, strings.TrimPrefix(strings.TrimPrefix(l, "- "), "> ")) && !isHeaderLine(l) {
 						t.Errorf("line %q lost", l)
@@ -194,7 +194,7 @@ func TestParseAnchorsFillsMissingWithNA(t *testing.T) {
 		t.Fatalf("intent %q", m[AnchorUserIntent])
 	}
 	for _, ty := range AnchorTypes[1:] {
-		if m[ty] != NotAvailable {
+		if m[ty] != notAvailable {
 			t.Fatalf("%s = %q, want N/A", ty, m[ty])
 		}
 	}
@@ -212,7 +212,7 @@ func TestParseAnchorsFillsMissingWithNA(t *testing.T) {
 	}
 }
 
-// What FormatAnchors writes parses back to the same anchors, whatever their content holds.
+// What formatAnchors writes parses back to the same anchors, whatever their content holds.
 func TestFormatAnchorsParsesBack(t *testing.T) {
 	contents := []string{
 		"a\nmultiline",
@@ -226,12 +226,12 @@ func TestFormatAnchorsParsesBack(t *testing.T) {
 		"Progress: 3 of 5 tests pass",
 		"ends with a fence\n```",
 		"**bold**: text",
-		NotAvailable,
+		notAvailable,
 	}
 	for i, c := range contents {
 		in := []Anchor{{AnchorUserIntent, c}, {AnchorExecutionProgress, "b"}, {AnchorKeyDecision, c}, {AnchorTriedSolution, "d"}, {AnchorNextStep, c}}
 		want := []Anchor{{AnchorUserIntent, strings.TrimSpace(c)}, {AnchorExecutionProgress, "b"}, {AnchorKeyDecision, strings.TrimSpace(c)}, {AnchorTriedSolution, "d"}, {AnchorNextStep, strings.TrimSpace(c)}}
-		out, summary, err := ParseAnchorsAndSummary("## Anchors\n" + FormatAnchors(in) + "\n## Summary\nS")
+		out, summary, err := ParseAnchorsAndSummary("## Anchors\n" + formatAnchors(in) + "\n## Summary\nS")
 		if err != nil {
 			t.Fatalf("content %d: %v", i, err)
 		}
@@ -248,25 +248,25 @@ func TestFormatAnchorsParsesBack(t *testing.T) {
 
 func TestMergeAnchorsUnion(t *testing.T) {
 	old := []Anchor{{AnchorUserIntent, "fix parser"}, {AnchorKeyDecision, "use stack"}, {AnchorNextStep, "old next"}, {AnchorTriedSolution, "regex"}}
-	new := []Anchor{{AnchorUserIntent, NotAvailable}, {AnchorNextStep, "run tests"}, {AnchorTriedSolution, "- Regex \n- recursion: stack overflow"}, {AnchorKeyDecision, "keep the API"}}
-	m := anchorMap(MergeAnchors(old, new))
+	new := []Anchor{{AnchorUserIntent, notAvailable}, {AnchorNextStep, "run tests"}, {AnchorTriedSolution, "- Regex \n- recursion: stack overflow"}, {AnchorKeyDecision, "keep the API"}}
+	m := anchorMap(mergeAnchors(old, new))
 	want := map[AnchorType]string{
 		AnchorUserIntent:        "fix parser",
 		AnchorKeyDecision:       "- use stack\n- keep the API",          // union, oldest first
 		AnchorNextStep:          "run tests",                            // the newest plan supersedes
 		AnchorTriedSolution:     "- regex\n- recursion: stack overflow", // "Regex " is "regex" again
-		AnchorExecutionProgress: NotAvailable,
+		AnchorExecutionProgress: notAvailable,
 	}
 	for k, v := range want {
 		if m[k] != v {
 			t.Errorf("%s = %q, want %q", k, m[k], v)
 		}
 	}
-	if len(MergeAnchors(nil, nil)) != 5 {
+	if len(mergeAnchors(nil, nil)) != 5 {
 		t.Error("merge must always give five anchors")
 	}
 	// No new plan: the old one stays.
-	if got := anchorMap(MergeAnchors(old, nil))[AnchorNextStep]; got != "old next" {
+	if got := anchorMap(mergeAnchors(old, nil))[AnchorNextStep]; got != "old next" {
 		t.Errorf("next_step without a new plan = %q", got)
 	}
 }
@@ -292,7 +292,7 @@ func TestMergeAnchorsItems(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			got := anchorMap(MergeAnchors([]Anchor{{c.typ, c.old}}, []Anchor{{c.typ, c.new}}))[c.typ]
+			got := anchorMap(mergeAnchors([]Anchor{{c.typ, c.old}}, []Anchor{{c.typ, c.new}}))[c.typ]
 			if got != c.want {
 				t.Errorf("merged %q", got)
 			}
@@ -301,7 +301,7 @@ func TestMergeAnchorsItems(t *testing.T) {
 }
 
 // Merged lists are bounded: the oldest and the newest items survive with one elision
-// marker between them, whatever the number of merges, within MaxAnchorChars.
+// marker between them, whatever the number of merges, within maxAnchorChars.
 func TestMergeAnchorsBoundedNeverNests(t *testing.T) {
 	var anchors []Anchor
 	for i := range 300 {
@@ -315,9 +315,9 @@ func TestMergeAnchorsBoundedNeverNests(t *testing.T) {
 		if i == 0 {
 			new[0].Content = "- Fix the failing parser test.\n- Expected: nested brackets parse"
 		}
-		anchors = MergeAnchors(anchors, new)
+		anchors = mergeAnchors(anchors, new)
 		for _, a := range anchors {
-			if len(a.Content) > AnchorMaxChars(a.Type) {
+			if len(a.Content) > anchorMaxChars(a.Type) {
 				t.Fatalf("merge %d: %s is %d bytes", i, a.Type, len(a.Content))
 			}
 			if n := strings.Count(a.Content, "elided ...]"); n > 1 {
@@ -349,7 +349,7 @@ func TestMergeAnchorsBoundedNeverNests(t *testing.T) {
 		t.Errorf("next_step %q", m[AnchorNextStep])
 	}
 	// Merging a merge result with itself changes nothing.
-	again := MergeAnchors(anchors, anchors)
+	again := mergeAnchors(anchors, anchors)
 	for i := range anchors {
 		if anchors[i].Type != AnchorExecutionProgress && again[i] != anchors[i] {
 			t.Errorf("%s changed by merging it with itself:\n%q\n%q", anchors[i].Type, anchors[i].Content, again[i].Content)
@@ -391,23 +391,23 @@ func FuzzParseAnchors(f *testing.F) {
 			t.Fatalf("%d anchors", len(anchors))
 		}
 		for i, a := range anchors {
-			if a.Type != AnchorTypes[i] || a.Content == "" || len(a.Content) > AnchorMaxChars(a.Type) {
+			if a.Type != AnchorTypes[i] || a.Content == "" || len(a.Content) > anchorMaxChars(a.Type) {
 				t.Fatalf("anchor %d malformed: %+v", i, a)
 			}
 		}
-		// What FormatAnchors writes parses back exactly.
-		back, _, err := ParseAnchorsAndSummary("## Anchors\n" + FormatAnchors(anchors) + "\n## Summary\nS")
+		// What formatAnchors writes parses back exactly.
+		back, _, err := ParseAnchorsAndSummary("## Anchors\n" + formatAnchors(anchors) + "\n## Summary\nS")
 		for i := range anchors {
 			if back[i] != anchors[i] {
 				t.Fatalf("anchor %d does not parse back (%v):\n%q\n%q", i, err, anchors[i].Content, back[i].Content)
 			}
 		}
-		merged := MergeAnchors(anchors, anchors)
+		merged := mergeAnchors(anchors, anchors)
 		if len(merged) != 5 {
 			t.Fatal("merge lost anchors")
 		}
-		for _, a := range MergeAnchors(merged, anchors) {
-			if a.Content == "" || len(a.Content) > AnchorMaxChars(a.Type) || strings.Count(a.Content, "elided ...]") > 1 {
+		for _, a := range mergeAnchors(merged, anchors) {
+			if a.Content == "" || len(a.Content) > anchorMaxChars(a.Type) || strings.Count(a.Content, "elided ...]") > 1 {
 				t.Fatalf("merged %s malformed: %q", a.Type, a.Content)
 			}
 		}
@@ -472,7 +472,7 @@ func decisionItems(prefix string, n int) string {
 	return b.String()
 }
 
-// FormatAnchorsWithin: the anchors as they are when they fit; otherwise each available
+// formatAnchorsWithin: the anchors as they are when they fit; otherwise each available
 // anchor shrunk in proportion, keeping its first and last items, N/A untouched, still
 // parsing back, within max plus the rendering's own bytes (headers and indentation).
 func TestFormatAnchorsWithin(t *testing.T) {
@@ -480,15 +480,15 @@ func TestFormatAnchorsWithin(t *testing.T) {
 		{AnchorUserIntent, decisionItems("intent", 30)},
 		{AnchorExecutionProgress, decisionItems("step", 30)},
 		{AnchorKeyDecision, decisionItems("decision", 30)},
-		{AnchorTriedSolution, NotAvailable},
+		{AnchorTriedSolution, notAvailable},
 		{AnchorNextStep, decisionItems("next", 30)},
 	}
-	full := FormatAnchors(anchors)
-	if got := FormatAnchorsWithin(anchors, len(full)); got != full {
+	full := formatAnchors(anchors)
+	if got := formatAnchorsWithin(anchors, len(full)); got != full {
 		t.Fatal("anchors that fit were changed")
 	}
 	for _, max := range []int{len(full) * 2 / 3, len(full) / 3, len(full) / 5} {
-		out := FormatAnchorsWithin(anchors, max)
+		out := formatAnchorsWithin(anchors, max)
 		parsed, _, err := ParseAnchorsAndSummary("## Anchors\n" + out + "\n## Summary\nS")
 		if err != nil {
 			t.Fatalf("max %d: %v", max, err)
@@ -500,7 +500,7 @@ func TestFormatAnchorsWithin(t *testing.T) {
 				t.Fatalf("max %d: anchor %d is %s", max, i, a.Type)
 			}
 			if !anchors[i].Available() {
-				if a.Content != NotAvailable {
+				if a.Content != notAvailable {
 					t.Errorf("max %d: N/A anchor became %q", max, a.Content)
 				}
 				continue
@@ -588,13 +588,13 @@ func TestRestatesAndMerge(t *testing.T) {
 		}
 	}
 	for _, order := range [][2]string{{long, short}, {short, long}} {
-		merged := anchorMap(MergeAnchors([]Anchor{{AnchorKeyDecision, "- use a stack\n- " + order[0]}}, []Anchor{{AnchorKeyDecision, "- " + order[1]}}))
+		merged := anchorMap(mergeAnchors([]Anchor{{AnchorKeyDecision, "- use a stack\n- " + order[0]}}, []Anchor{{AnchorKeyDecision, "- " + order[1]}}))
 		if got := merged[AnchorKeyDecision]; got != "- use a stack\n- "+short {
 			t.Errorf("merged %q then %q: %q", order[0][:10], order[1][:10], got)
 		}
 	}
 	// Other anchors keep both.
-	merged := anchorMap(MergeAnchors([]Anchor{{AnchorExecutionProgress, long}}, []Anchor{{AnchorExecutionProgress, short}}))
+	merged := anchorMap(mergeAnchors([]Anchor{{AnchorExecutionProgress, long}}, []Anchor{{AnchorExecutionProgress, short}}))
 	if got := merged[AnchorExecutionProgress]; got != "- "+long+"\n- "+short {
 		t.Errorf("execution_progress: %q", got)
 	}
@@ -637,7 +637,7 @@ func TestShedWeakDecisions(t *testing.T) {
 			}
 		})
 	}
-	// Through the merge: over MaxDecisionChars, a strong decision from the middle survives
+	// Through the merge: over maxDecisionChars, a strong decision from the middle survives
 	// where the weak ones around it are elided.
 	var old strings.Builder
 	for i := range 40 {
@@ -647,28 +647,28 @@ func TestShedWeakDecisions(t *testing.T) {
 		}
 		fmt.Fprintf(&old, "- observation %02d: the parser output %s\n", i, strings.Repeat("looks plausible ", 8))
 	}
-	got := anchorMap(MergeAnchors([]Anchor{{AnchorKeyDecision, old.String()}}, []Anchor{{AnchorKeyDecision, "the next run passed"}}))[AnchorKeyDecision]
-	if len(got) > MaxDecisionChars || !strings.Contains(got, "we decided to keep the public API") || !strings.Contains(got, "observation 00") ||
+	got := anchorMap(mergeAnchors([]Anchor{{AnchorKeyDecision, old.String()}}, []Anchor{{AnchorKeyDecision, "the next run passed"}}))[AnchorKeyDecision]
+	if len(got) > maxDecisionChars || !strings.Contains(got, "we decided to keep the public API") || !strings.Contains(got, "observation 00") ||
 		!strings.Contains(got, "the next run passed") || strings.Contains(got, "observation 21") || !strings.Contains(got, "elided ...]") {
 		t.Errorf("merged key_decision (%d bytes): %q", len(got), got)
 	}
 }
 
-// TestFormatAnchorsWithinKeepsNewestOfShortList: FormatAnchorsWithin keeps each shrunk
+// TestFormatAnchorsWithinKeepsNewestOfShortList: formatAnchorsWithin keeps each shrunk
 // anchor's oldest and newest items also when the list has no more items than its head
 // bound (anchorBounds: next_step 6, user_intent 12, the others 3). (Regression: at b476863
 // boundItems took h = min(head, len(items)) = all of them and t = 0, then gave bytes back
 // by lowering h, from the newest end: the view lost the end of the current plan and the
-// user's latest instructions. Fixed in c870a66 for FormatAnchorsWithin.)
+// user's latest instructions. Fixed in c870a66 for formatAnchorsWithin.)
 func TestFormatAnchorsWithinKeepsNewestOfShortList(t *testing.T) {
 	anchors := []Anchor{
 		{AnchorUserIntent, decisionItems("instruction", 10)},
 		{AnchorExecutionProgress, decisionItems("step", 30)},
 		{AnchorKeyDecision, decisionItems("decision", 30)},
-		{AnchorTriedSolution, NotAvailable},
+		{AnchorTriedSolution, notAvailable},
 		{AnchorNextStep, decisionItems("next", 6)},
 	}
-	out := FormatAnchorsWithin(anchors, len(FormatAnchors(anchors))/3)
+	out := formatAnchorsWithin(anchors, len(formatAnchors(anchors))/3)
 	parsed, _, err := ParseAnchorsAndSummary("## Anchors\n" + out + "\n## Summary\nS")
 	if err != nil {
 		t.Fatal(err)
@@ -691,7 +691,7 @@ func TestFormatAnchorsWithinKeepsNewestOfShortList(t *testing.T) {
 // recognizes. Fixed in c870a66.)
 func TestFormatAnchorsWithinNeverClipsElisionMarker(t *testing.T) {
 	anchors := []Anchor{{AnchorKeyDecision, decisionItems("decision", 30)}}
-	out := FormatAnchorsWithin(anchors, len(FormatAnchors(anchors))/25)
+	out := formatAnchorsWithin(anchors, len(formatAnchors(anchors))/25)
 	parsed, _, _ := ParseAnchorsAndSummary("## Anchors\n" + out + "\n## Summary\nS")
 	l := splitItems(anchorContent(parsed, AnchorKeyDecision))
 	for _, it := range l.items {

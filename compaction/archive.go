@@ -72,14 +72,14 @@ type HistoryQuery struct {
 	// bound), so one search costs at most that much storage reading whatever the
 	// session's size; ScanResult.Next says where to go on.
 	MaxScanBytes int64
-	// MaxLineBytes bounds one archived message (default DefaultMaxArchiveLine): a longer
+	// MaxLineBytes bounds one archived message (default 32 MiB): a longer
 	// one is an error wrapping ErrObjectTooLarge, read no further than that.
 	MaxLineBytes int
 }
 
-// DefaultMaxArchiveLine bounds one archived message when HistoryQuery.MaxLineBytes is 0: a
+// defaultMaxArchiveLine bounds one archived message when HistoryQuery.MaxLineBytes is 0: a
 // message is part of one request, which no API or proxy takes larger than 32 MiB.
-const DefaultMaxArchiveLine = 32 << 20
+const defaultMaxArchiveLine = 32 << 20
 
 // ScanResult says how far ScanArchive got.
 type ScanResult struct {
@@ -107,7 +107,7 @@ func ScanArchive(ctx context.Context, store ArchiveStore, sessionID string, q Hi
 	}
 	maxLine := q.MaxLineBytes
 	if maxLine <= 0 {
-		maxLine = DefaultMaxArchiveLine
+		maxLine = defaultMaxArchiveLine
 	}
 	upper := q.To
 	if upper <= 0 {

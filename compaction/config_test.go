@@ -79,7 +79,7 @@ func TestTierText(t *testing.T) {
 			t.Fatalf("%s: round trip gave %s, %v", tier, back, err)
 		}
 	}
-	if _, err := ParseTier("Huge"); err == nil {
+	if _, err := parseTier("Huge"); err == nil {
 		t.Error("unknown tier accepted")
 	}
 }

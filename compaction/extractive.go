@@ -28,7 +28,7 @@ import (
 //   - next_step: the assistant's latest stated plan.
 //
 // It describes only the span it is given: the engine merges the result into the session's
-// anchors with MergeAnchors. The previous summary's timeline is carried over, bounded.
+// anchors with mergeAnchors. The previous summary's timeline is carried over, bounded.
 type ExtractiveSummarizer struct{}
 
 // Name is "extractive".
@@ -72,7 +72,7 @@ func (ExtractiveSummarizer) SummarizeResult(ctx context.Context, req SummaryRequ
 	// The merge with nothing bounds and de-duplicates the items exactly as the engine's
 	// merge will, so the text Summarize writes parses back to these values.
 	return SummaryResult{
-		Anchors: MergeAnchors(nil, x.anchors()),
+		Anchors: mergeAnchors(nil, x.anchors()),
 		Prose:   strings.TrimSpace(extractiveProse(&req, x.nUser, x.nAsst, x.nTool, x.nOffload)),
 	}, nil
 }
@@ -582,7 +582,7 @@ func (x *extraction) anchors() []Anchor {
 
 func itemsContent(items []string) string {
 	if len(items) == 0 {
-		return NotAvailable
+		return notAvailable
 	}
 	return renderItems(items)
 }

@@ -53,7 +53,7 @@ func TestExtractiveResultIsItsParsedText(t *testing.T) {
 				if res.size() != len(text) {
 					t.Fatalf("%s [%d:%d]: size %d, text %d bytes", filepath.Base(f), start, end, res.size(), len(text))
 				}
-				prev = SummaryRequest{PreviousAnchors: MergeAnchors(prev.PreviousAnchors, res.Anchors), PreviousSummary: res.Prose}
+				prev = SummaryRequest{PreviousAnchors: mergeAnchors(prev.PreviousAnchors, res.Anchors), PreviousSummary: res.Prose}
 				checked++
 			}
 		}

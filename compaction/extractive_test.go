@@ -92,11 +92,11 @@ func summarize(t *testing.T, req SummaryRequest) (map[AnchorType]string, string)
 	if err != nil {
 		t.Fatalf("the extractive output does not parse cleanly: %v\n%s", err, out)
 	}
-	if want := "## Anchors\n" + FormatAnchors(anchors) + "\n## Summary\n"; !strings.HasPrefix(out, want) {
+	if want := "## Anchors\n" + formatAnchors(anchors) + "\n## Summary\n"; !strings.HasPrefix(out, want) {
 		t.Fatalf("the extractive anchors do not parse back exactly:\n%s\nreformatted:\n%s", out, want)
 	}
 	for _, a := range anchors {
-		if len(a.Content) > AnchorMaxChars(a.Type) {
+		if len(a.Content) > anchorMaxChars(a.Type) {
 			t.Fatalf("%s is %d bytes", a.Type, len(a.Content))
 		}
 	}
@@ -366,7 +366,7 @@ func TestExtractiveDescribesOnlyItsSpan(t *testing.T) {
 	mustContain(t, "summary", summary, "Compacted 3 messages (1 user, 1 assistant, 1 tool results, 0 offloaded); 40 before that.\n- user: Fix the failing parser test.\n- user: Also keep")
 	// Short status questions are no instructions.
 	m, _ = summarize(t, SummaryRequest{Messages: []Message{user("Any progress?")}, PreviousAnchors: prev})
-	if m[AnchorUserIntent] != NotAvailable {
+	if m[AnchorUserIntent] != notAvailable {
 		t.Errorf("a status question became an instruction: %q", m[AnchorUserIntent])
 	}
 }
@@ -398,7 +398,7 @@ func TestExtractiveChainStaysBoundedAndFlat(t *testing.T) {
 		if err != nil {
 			t.Fatalf("span %d: %v", start, err)
 		}
-		anchors, summary = MergeAnchors(anchors, parsed), s
+		anchors, summary = mergeAnchors(anchors, parsed), s
 		if len(summary) > 2500 || strings.Contains(summary, "Before that") || strings.Count(summary, "lines elided") > 1 {
 			t.Fatalf("span %d: summary %d bytes, nested or with several elisions:\n%s", start, len(summary), summary)
 		}
@@ -419,7 +419,7 @@ func TestExtractiveChainStaysBoundedAndFlat(t *testing.T) {
 		t.Errorf("the repeated interjection is in user_intent %d times: %q", n, m[AnchorUserIntent])
 	}
 	for _, a := range anchors {
-		if len(a.Content) > AnchorMaxChars(a.Type) || strings.Count(a.Content, "elided ...]") > 1 || strings.Contains(a.Content, "Earlier:") {
+		if len(a.Content) > anchorMaxChars(a.Type) || strings.Count(a.Content, "elided ...]") > 1 || strings.Contains(a.Content, "Earlier:") {
 			t.Errorf("%s: %d bytes: %q", a.Type, len(a.Content), a.Content)
 		}
 	}

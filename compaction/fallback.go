@@ -81,7 +81,7 @@ func (t TokenBudgetCompactor) assemble(msgs []Message, p, cut int, why string) [
 		out = append(out, truncationNotice(dropped, why))
 	}
 	out = append(out, msgs[cut:]...)
-	out = RepairToolPairs(out)
+	out = repairToolPairs(out)
 	return shrinkToBudget(out, t.Budget, 0)
 }
 

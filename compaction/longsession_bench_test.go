@@ -102,7 +102,7 @@ type measuringBucketSummarizer struct {
 }
 
 func (m *measuringBucketSummarizer) Summarize(ctx context.Context, req SummaryRequest) (string, error) {
-	m.input = charsOf(req.Messages) + len(req.PreviousSummary) + len(FormatAnchors(req.PreviousAnchors))
+	m.input = charsOf(req.Messages) + len(req.PreviousSummary) + len(formatAnchors(req.PreviousAnchors))
 	return m.ExtractiveSummarizer.Summarize(ctx, req)
 }
 

@@ -133,7 +133,7 @@ func TestCloneIsDeep(t *testing.T) {
 func TestRenderMessageShowsImagesAsMarkers(t *testing.T) {
 	b64 := strings.Repeat("iVBORw0KGgo", 1000)
 	m := Message{Role: RoleUser, ContentParts: json.RawMessage(`[{"type":"text","text":"the login page is blank"},{"type":"image_url","image_url":{"url":"data:image/png;base64,` + b64 + `"}}]`)}
-	got := RenderMessage(&m, 4000)
+	got := renderMessage(&m, 4000)
 	if got != "[user]\nthe login page is blank\n[image]\n\n" {
 		t.Errorf("rendered %q", got)
 	}

@@ -55,11 +55,11 @@ func splitHalf(head []Message) (oldest, recent []Message) {
 	return head[:mid], head[mid:]
 }
 
-// RepairToolPairs returns msgs with every orphan removed: a tool result whose call is not
+// repairToolPairs returns msgs with every orphan removed: a tool result whose call is not
 // in an earlier assistant message of msgs is dropped; a tool call without a result later in
 // msgs is dropped from its assistant message (the message too, when nothing else is left).
 // The input is not modified; the result shares unchanged messages with it.
-func RepairToolPairs(msgs []Message) []Message {
+func repairToolPairs(msgs []Message) []Message {
 	results := make(map[string]int, 8)
 	calls := make(map[string]bool, 8)
 	for i := range msgs {
@@ -134,7 +134,7 @@ func hasOrphans(msgs []Message) bool {
 // answer where providers require it: right after the assistant message that made it.
 const (
 	InterruptedResult = "[no result: the tool call was interrupted before it returned]"
-	LateResult        = "[the result of this call arrived later; it follows below]"
+	lateResult        = "[the result of this call arrived later; it follows below]"
 )
 
 // lateResultPrefix opens a tool result shown as a user message because its call is not
@@ -193,7 +193,7 @@ func closeView(msgs []Message) []Message {
 			}
 			content := InterruptedResult
 			if answered[tc.ID] {
-				content = LateResult
+				content = lateResult
 			}
 			out = append(out, Message{Role: RoleTool, ToolCallID: tc.ID, Content: content})
 		}

@@ -32,7 +32,7 @@ func TestRepairToolPairs(t *testing.T) {
 		user("u"),
 		call("", "e"), result("e", "5"), result("e", "dup"),
 	}
-	got := ids(RepairToolPairs(in))
+	got := ids(repairToolPairs(in))
 	want := []string{"c:a", "r:a", "assistant:keep text", "user:u", "c:e", "r:e"}
 	if len(got) != len(want) {
 		t.Fatalf("got %v, want %v", got, want)
@@ -45,7 +45,7 @@ func TestRepairToolPairs(t *testing.T) {
 	if len(in[1].ToolCalls) != 2 {
 		t.Fatal("repair modified its input")
 	}
-	if hasOrphans(RepairToolPairs(in)) {
+	if hasOrphans(repairToolPairs(in)) {
 		t.Fatal("repaired history still has orphans")
 	}
 }

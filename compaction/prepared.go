@@ -487,12 +487,12 @@ func (c *ProgressiveCompactor) mergeLate(known []PreparedSummary, rec *Compactio
 		case p.Applies != c.state.PrefixHash:
 			// Made for an earlier state: the current anchors are newer, so they win where the
 			// two disagree (the next step); the LLM's adds what the extractive one missed.
-			c.state.LastAnchors = MergeAnchors(p.Anchors, c.state.LastAnchors)
+			c.state.LastAnchors = mergeAnchors(p.Anchors, c.state.LastAnchors)
 			rec.PreparedLateMerged = true
 			rec.Notes = append(rec.Notes, fmt.Sprintf("late %s summary of messages %d-%d merged under the newer anchors", p.Summarizer, p.From, p.To))
 			rec.countPrepared(p, true)
 		default:
-			c.state.LastAnchors = MergeAnchors(c.state.LastAnchors, p.Anchors)
+			c.state.LastAnchors = mergeAnchors(c.state.LastAnchors, p.Anchors)
 			if p.To == c.state.Watermark {
 				c.state.LastSummary = p.Prose
 			}
@@ -552,7 +552,7 @@ func (c *ProgressiveCompactor) summarizeOffTurn(ctx context.Context, t *turn, sp
 	if p, n := c.usablePrepared(known, t, span, rec); p != nil {
 		rec.countPrepared(*p, true)
 		rec.PreparedCovered = n
-		anchors, prose := MergeAnchors(c.state.LastAnchors, p.Anchors), p.Prose
+		anchors, prose := mergeAnchors(c.state.LastAnchors, p.Anchors), p.Prose
 		rec.Notes = append(rec.Notes, fmt.Sprintf("prepared %s summary of messages %d-%d used; the %d messages after it merged extractively", p.Summarizer, p.From, p.To, len(span)-n))
 		if n < len(span) {
 			if anchors, prose, err = c.summarizeOnto(ctx, ExtractiveSummarizer{}, offloaded[n:], rec, false, anchors, prose); err != nil {

@@ -101,7 +101,7 @@ func FuzzRepairToolPairs(f *testing.F) {
 			lo, hi = hi, lo
 		}
 		cut := msgs[lo:hi]
-		out := RepairToolPairs(cut)
+		out := repairToolPairs(cut)
 		if hasOrphans(out) {
 			t.Fatalf("orphans after repair of [%d:%d]: %v", lo, hi, ids(out))
 		}

@@ -104,7 +104,7 @@ func (c *ProgressiveCompactor) summarizeOnto(ctx context.Context, s Summarizer, 
 	if summary == "" && CountAvailable(anchors) == 0 {
 		return nil, "", errors.New("output holds no anchors and no summary")
 	}
-	return MergeAnchors(prevAnchors, anchors), summary, nil
+	return mergeAnchors(prevAnchors, anchors), summary, nil
 }
 
 // summaryMessage builds the compaction message for span from the merged anchors and the
@@ -115,13 +115,13 @@ func (c *ProgressiveCompactor) summaryMessage(ctx context.Context, span []Messag
 	limit := c.cfg.MaxSummaryChars
 	// What the pins show verbatim is not repeated in the anchors the view shows.
 	shown := withoutPinned(merged, pins)
-	rendered := FormatAnchors(shown)
+	rendered := formatAnchors(shown)
 	if capBytes := c.windowChars() / 5; capBytes > 0 {
 		// Anchors are what an agent continues from: they give way only in a window too small
 		// for them (more than a third of it), where they would crowd out the recent messages.
 		// (Cut down to the fifth, they lost half the decisions and errors at 8,000 tokens
 		// for 10% fewer compactions.)
-		rendered = FormatAnchorsWithin(shown, c.windowChars()/3)
+		rendered = formatAnchorsWithin(shown, c.windowChars()/3)
 		limit = min(limit, max(capBytes-len(rendered), minProseChars))
 	}
 	summary = textcut.Head(summary, limit)

@@ -83,12 +83,12 @@ func (r SummaryResult) size() int {
 // FormatSummary renders anchors and prose in the documented format: what
 // ParseAnchorsAndSummary reads back to them.
 func FormatSummary(anchors []Anchor, prose string) string {
-	return "## Anchors\n" + FormatAnchors(anchors) + "\n## Summary\n" + prose + "\n"
+	return "## Anchors\n" + formatAnchors(anchors) + "\n## Summary\n" + prose + "\n"
 }
 
 // SummaryInstructions is the system prompt for LLM summarizers. It asks for the format
 // ParseAnchorsAndSummary reads (strictly: headers only at the start of a line, in these
-// forms) and for the same content as the extractive summarizer, so MergeAnchors can merge
+// forms) and for the same content as the extractive summarizer, so mergeAnchors can merge
 // either: each anchor a list of "- " items, the files as one "files edited: ...; created:
 // ...; read: ..." item.
 const SummaryInstructions = `You compact the context of a long-running AI agent. Summarize the conversation excerpt you are given so the agent can continue its task without it.
@@ -130,7 +130,7 @@ func BuildSummaryPrompt(req SummaryRequest, maxChars int) string {
 	var b strings.Builder
 	if req.PreviousSummary != "" || CountAvailable(req.PreviousAnchors) > 0 {
 		b.WriteString("Previous anchors:\n")
-		b.WriteString(FormatAnchors(MergeAnchors(nil, req.PreviousAnchors)))
+		b.WriteString(formatAnchors(mergeAnchors(nil, req.PreviousAnchors)))
 		b.WriteString("\nPrevious summary:\n")
 		b.WriteString(req.PreviousSummary)
 		b.WriteString("\n\n")
@@ -140,7 +140,7 @@ func BuildSummaryPrompt(req SummaryRequest, maxChars int) string {
 	rendered := make([]string, len(req.Messages))
 	total := b.Len() + len(reminder)
 	for i := range req.Messages {
-		rendered[i] = RenderMessage(&req.Messages[i], maxRenderedMessageChars)
+		rendered[i] = renderMessage(&req.Messages[i], maxRenderedMessageChars)
 		total += len(rendered[i])
 	}
 	if maxChars <= 0 || total <= maxChars {
@@ -187,7 +187,7 @@ func BuildSummaryPrompt(req SummaryRequest, maxChars int) string {
 func summaryPromptLen(req SummaryRequest) int {
 	n := 0
 	if req.PreviousSummary != "" || CountAvailable(req.PreviousAnchors) > 0 {
-		n += len("Previous anchors:\n") + len(FormatAnchors(MergeAnchors(nil, req.PreviousAnchors))) +
+		n += len("Previous anchors:\n") + len(formatAnchors(mergeAnchors(nil, req.PreviousAnchors))) +
 			len("\nPrevious summary:\n") + len(req.PreviousSummary) + len("\n\n")
 	}
 	n += len("Conversation excerpt to merge (") + decimalLen(len(req.Messages)) + len(" messages):\n\n")
@@ -197,7 +197,7 @@ func summaryPromptLen(req SummaryRequest) int {
 	return n + len(promptReminder(req))
 }
 
-// renderedLen is len(RenderMessage(m, maxChars)), counted without rendering.
+// renderedLen is len(renderMessage(m, maxChars)), counted without rendering.
 func renderedLen(m *Message, maxChars int) int {
 	n := 0
 	switch m.Role {
@@ -283,8 +283,8 @@ func renderParts(raw json.RawMessage) string {
 	return strings.Join(lines, "\n")
 }
 
-// RenderMessage renders one message as plain text for a summarizer, cut to maxChars.
-func RenderMessage(m *Message, maxChars int) string {
+// renderMessage renders one message as plain text for a summarizer, cut to maxChars.
+func renderMessage(m *Message, maxChars int) string {
 	var b strings.Builder
 	switch m.Role {
 	case RoleTool:

@@ -26,8 +26,8 @@ func (t Tier) String() string {
 	return tierNames[t]
 }
 
-// ParseTier is the inverse of String.
-func ParseTier(s string) (Tier, error) {
+// parseTier is the inverse of String.
+func parseTier(s string) (Tier, error) {
 	for i, n := range tierNames {
 		if n == s {
 			return Tier(i), nil
@@ -46,7 +46,7 @@ func (t Tier) MarshalText() ([]byte, error) {
 
 // UnmarshalText reads a tier name.
 func (t *Tier) UnmarshalText(b []byte) error {
-	v, err := ParseTier(string(b))
+	v, err := parseTier(string(b))
 	if err != nil {
 		return err
 	}
