@@ -203,7 +203,7 @@ func (o *Offloader) scanImages(m *Message) imageScan {
 	}
 	k := partsKey{len(m.ContentParts), crc32.Checksum(m.ContentParts, castagnoli)}
 	o.mu.Lock()
-	sc, ok := o.scans[k]
+	sc, ok := o.scans.Get(k)
 	gen := o.imageGen
 	o.mu.Unlock()
 	if ok && sc.gen == gen {
@@ -235,10 +235,7 @@ func (o *Offloader) scanImages(m *Message) imageScan {
 		sc.parts = joinParts(items)
 	}
 	o.mu.Lock()
-	if len(o.scans) >= maxImageScans {
-		clear(o.scans)
-	}
-	o.scans[k] = sc
+	o.scans.Add(k, sc)
 	o.mu.Unlock()
 	return sc
 }

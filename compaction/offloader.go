@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/hashicorp/golang-lru/v2/simplelru"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/harness9/compaction-operator/compaction/internal/textcut"
@@ -73,7 +74,7 @@ type Offloader struct {
 	// measured keeps what the placeholder of a result offloadSaving measured shows, for the
 	// offload that usually follows in the same compaction: rendering it reads the whole
 	// result. Bounded by maxMeasured; an entry is used once.
-	measured map[string]measuredShown
+	measured *simplelru.LRU[string, measuredShown]
 
 	// imageThreshold is the base64 size over which an image is offloaded; 0: never.
 	imageThreshold int
@@ -81,13 +82,24 @@ type Offloader struct {
 	images map[imageKey]string
 	// imageGen counts changes to images; scans remembers what messages hold (scanImages).
 	imageGen int
-	scans    map[partsKey]imageScan
+	scans    *simplelru.LRU[partsKey, imageScan]
 }
 
 // NewOffloader returns an offloader for one session. threshold is in bytes.
 func NewOffloader(store ToolResultStore, sessionID string, threshold, previewLines int) *Offloader {
 	return &Offloader{store: store, sessionID: sessionID, threshold: threshold, previewLines: previewLines,
-		cache: map[string]OffloadEntry{}, rendered: map[string]string{}, measured: map[string]measuredShown{}, images: map[imageKey]string{}, scans: map[partsKey]imageScan{}}
+		cache: map[string]OffloadEntry{}, rendered: map[string]string{}, measured: newLRU[string, measuredShown](maxMeasured),
+		images: map[imageKey]string{}, scans: newLRU[partsKey, imageScan](maxImageScans)}
+}
+
+// newLRU is a least-recently-used cache of size entries (a positive constant), for use
+// under the Offloader's lock.
+func newLRU[K comparable, V any](size int) *simplelru.LRU[K, V] {
+	c, err := simplelru.NewLRU[K, V](size, nil)
+	if err != nil {
+		panic(fmt.Sprintf("offloader cache of %d entries: %v", size, err)) // only for size <= 0
+	}
+	return c
 }
 
 // WithImages makes o offload images whose base64 data is longer than threshold bytes as
@@ -303,10 +315,7 @@ func (o *Offloader) offloadSaving(m *Message) int {
 	// The reference is not known before the write; stores return short ones.
 	shown := placeholderShown(m.Content, o.previewLines)
 	o.mu.Lock()
-	if len(o.measured) >= maxMeasured {
-		clear(o.measured)
-	}
-	o.measured[m.ToolCallID] = measuredShown{len(m.Content), contentCRC(m.Content), shown}
+	o.measured.Add(m.ToolCallID, measuredShown{len(m.Content), contentCRC(m.Content), shown})
 	o.mu.Unlock()
 	return len(m.Content) - len(placeholderOf(m.ToolCallID, m.Content, strings.Repeat("r", 96), shown))
 }
@@ -324,8 +333,8 @@ const maxMeasured = 4096
 // shownOf is what m's placeholder shows: measured by offloadSaving, or rendered now.
 func (o *Offloader) shownOf(m *Message, crc uint32) string {
 	o.mu.Lock()
-	ms, ok := o.measured[m.ToolCallID]
-	delete(o.measured, m.ToolCallID)
+	ms, ok := o.measured.Get(m.ToolCallID)
+	o.measured.Remove(m.ToolCallID)
 	o.mu.Unlock()
 	if ok && ms.bytes == len(m.Content) && ms.crc == crc {
 		return ms.shown

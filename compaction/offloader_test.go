@@ -220,8 +220,8 @@ func TestOffloadReusesMeasuredPreview(t *testing.T) {
 		if ph != want {
 			t.Fatalf("same content %v: placeholder\n%s\nwant\n%s", same, ph, want)
 		}
-		if len(o.measured) != 0 {
-			t.Fatalf("same content %v: %d measured previews left after the offload", same, len(o.measured))
+		if o.measured.Len() != 0 {
+			t.Fatalf("same content %v: %d measured previews left after the offload", same, o.measured.Len())
 		}
 	}
 }
