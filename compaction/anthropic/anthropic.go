@@ -28,6 +28,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/harness9/compaction-operator/compaction"
+	"github.com/harness9/compaction-operator/compaction/internal/rawjson"
 	"github.com/harness9/compaction-operator/compaction/internal/sources"
 )
 
@@ -88,7 +89,7 @@ func DecodeRequest(body []byte) (*Request, error) {
 		return nil, invalid(`"messages" is not an array of message objects: %v`, err)
 	}
 	r := &Request{fields: fields, sources: sources.New[source](), toolResults: map[string]map[string]json.RawMessage{}}
-	if sys, ok := fields["system"]; ok && !isNull(sys) {
+	if sys, ok := fields["system"]; ok && !rawjson.IsNull(sys) {
 		m, src, err := decodeSystem(sys)
 		if err != nil {
 			return nil, err
@@ -222,7 +223,7 @@ func (r *Request) decodeUser(raw json.RawMessage) error {
 		if len(pending) == 0 {
 			return
 		}
-		r.add(compaction.Message{Role: compaction.RoleUser, ContentParts: joinArray(pending)}, source{blocks: pending})
+		r.add(compaction.Message{Role: compaction.RoleUser, ContentParts: rawjson.JoinArray(pending)}, source{blocks: pending})
 		pending = nil
 	}
 	for i, b := range blocks {
@@ -260,7 +261,7 @@ func (r *Request) decodeUser(raw json.RawMessage) error {
 // resultText is a tool_result's content as text when it is text only: a string, or text
 // blocks (joined by newlines). Content with other blocks (an image) is not text.
 func resultText(raw json.RawMessage) (string, bool, error) {
-	if len(raw) == 0 || isNull(raw) {
+	if len(raw) == 0 || rawjson.IsNull(raw) {
 		return "", true, nil
 	}
 	var s string
@@ -310,7 +311,7 @@ func (r *Request) decodeAssistant(raw json.RawMessage) error {
 				return fmt.Errorf(`content[%d]: a tool_use block needs "id" and "name"`, i)
 			}
 			args := "{}"
-			if len(bl.Input) > 0 && !isNull(bl.Input) {
+			if len(bl.Input) > 0 && !rawjson.IsNull(bl.Input) {
 				args = string(bl.Input)
 			}
 			m.ToolCalls = append(m.ToolCalls, compaction.ToolCall{ID: bl.ID, Type: "function",
@@ -375,7 +376,7 @@ func (r *Request) Encode(view []compaction.Message) ([]byte, error) {
 	for _, g := range groups {
 		var content json.RawMessage
 		if text, ok := plainText(view, srcs, g.members); ok {
-			content = mustMarshal(text)
+			content = rawjson.MustMarshal(text)
 		} else {
 			var blocks []json.RawMessage
 			for _, i := range g.members {
@@ -385,16 +386,16 @@ func (r *Request) Encode(view []compaction.Message) ([]byte, error) {
 				}
 				blocks = append(blocks, bs...)
 			}
-			content = joinArray(blocks)
+			content = rawjson.JoinArray(blocks)
 		}
 		msg := map[string]json.RawMessage{}
 		for k, v := range srcs[g.members[0]].extra {
 			msg[k] = v
 		}
-		msg["role"], msg["content"] = mustMarshal(g.role), content
+		msg["role"], msg["content"] = rawjson.MustMarshal(g.role), content
 		messages = append(messages, object(msg))
 	}
-	out["messages"] = joinArray(messages)
+	out["messages"] = rawjson.JoinArray(messages)
 	return object(out), nil
 }
 
@@ -414,7 +415,7 @@ func object(fields map[string]json.RawMessage) json.RawMessage {
 		if i > 0 {
 			out = append(out, ',')
 		}
-		out = append(out, mustMarshal(k)...)
+		out = append(out, rawjson.MustMarshal(k)...)
 		out = append(out, ':')
 		out = append(out, fields[k]...)
 	}
@@ -439,7 +440,7 @@ func plainText(view []compaction.Message, srcs []source, members []int) (string,
 
 func (r *Request) encodeSystem(view []compaction.Message, srcs []source, idx []int) (json.RawMessage, error) {
 	if len(idx) == 1 && srcs[idx[0]].text != nil {
-		return mustMarshal(*srcs[idx[0]].text), nil
+		return rawjson.MustMarshal(*srcs[idx[0]].text), nil
 	}
 	var blocks []json.RawMessage
 	for _, i := range idx {
@@ -449,7 +450,7 @@ func (r *Request) encodeSystem(view []compaction.Message, srcs []source, idx []i
 		}
 		blocks = append(blocks, bs...)
 	}
-	return joinArray(blocks), nil
+	return rawjson.JoinArray(blocks), nil
 }
 
 // blocksOf is the content blocks of a view message: its source's, or new ones.
@@ -473,7 +474,7 @@ func (r *Request) blocksOf(m *compaction.Message, src source) ([]json.RawMessage
 			if !json.Valid(input) {
 				return nil, fmt.Errorf("tool call %s: arguments are not JSON", tc.ID)
 			}
-			blocks = append(blocks, mustMarshal(struct {
+			blocks = append(blocks, rawjson.MustMarshal(struct {
 				Type  string          `json:"type"`
 				ID    string          `json:"id"`
 				Name  string          `json:"name"`
@@ -495,56 +496,19 @@ func (r *Request) toolResultBlock(m *compaction.Message) json.RawMessage {
 	for k, v := range r.toolResults[m.ToolCallID] {
 		out[k] = v
 	}
-	out["type"] = mustMarshal("tool_result")
-	out["tool_use_id"] = mustMarshal(m.ToolCallID)
+	out["type"] = rawjson.MustMarshal("tool_result")
+	out["tool_use_id"] = rawjson.MustMarshal(m.ToolCallID)
 	if m.ContentParts != nil {
 		out["content"] = m.ContentParts
 	} else {
-		out["content"] = mustMarshal(m.Content)
+		out["content"] = rawjson.MustMarshal(m.Content)
 	}
-	return mustMarshal(out)
+	return rawjson.MustMarshal(out)
 }
 
 func textBlock(text string) json.RawMessage {
-	return mustMarshal(struct {
+	return rawjson.MustMarshal(struct {
 		Type string `json:"type"`
 		Text string `json:"text"`
 	}{"text", text})
-}
-
-func isNull(raw json.RawMessage) bool {
-	return string(bytes.TrimSpace(raw)) == "null"
-}
-
-func joinArray(items []json.RawMessage) json.RawMessage {
-	out := append(json.RawMessage(nil), '[')
-	for i, it := range items {
-		if i > 0 {
-			out = append(out, ',')
-		}
-		out = append(out, it...)
-	}
-	return append(out, ']')
-}
-
-// marshal is json.Marshal without its HTML escaping, which would rewrite the <, > and & of
-// the request's own blocks (the same JSON, but not the bytes the agent sent).
-func marshal(v any) ([]byte, error) {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return nil, err
-	}
-	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
-}
-
-// mustMarshal marshals values that cannot fail to marshal (strings, raw JSON the decoder
-// checked, and structs and maps of them).
-func mustMarshal(v any) json.RawMessage {
-	b, err := marshal(v)
-	if err != nil {
-		panic(fmt.Sprintf("anthropic: marshal %T: %v", v, err))
-	}
-	return b
 }

@@ -35,6 +35,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/harness9/compaction-operator/compaction"
+	"github.com/harness9/compaction-operator/compaction/internal/rawjson"
 	"github.com/harness9/compaction-operator/compaction/internal/sources"
 )
 
@@ -185,7 +186,7 @@ func DecodeRequest(body []byte) (*Request, error) {
 	}
 	r.contentsKey = "contents"
 	var contents []json.RawMessage
-	if err := json.Unmarshal(rawContents, &contents); err != nil || isNull(rawContents) {
+	if err := json.Unmarshal(rawContents, &contents); err != nil || rawjson.IsNull(rawContents) {
 		return nil, invalid(`"contents" is not an array of contents`)
 	}
 	if err := r.decodeSystem(); err != nil {
@@ -216,7 +217,7 @@ func (r *Request) decodeSystem() error {
 		return nil
 	}
 	r.systemKey = key
-	if isNull(raw) {
+	if rawjson.IsNull(raw) {
 		return nil
 	}
 	c := content{raw: raw, msgs: 1}
@@ -253,7 +254,7 @@ func decodeContentObject(raw json.RawMessage) (json.RawMessage, []json.RawMessag
 	}
 	role, _ := find(members, "role")
 	rawParts, ok := find(members, keyParts)
-	if !ok || isNull(rawParts) {
+	if !ok || rawjson.IsNull(rawParts) {
 		return role, nil, nil
 	}
 	if t := bytes.TrimSpace(rawParts); len(t) > 0 && t[0] == '{' {
@@ -296,12 +297,12 @@ func parsePart(raw json.RawMessage) (part, error) {
 		v := m.value
 		switch canonicalKey(m.key) {
 		case keyText:
-			if err := json.Unmarshal(v, &p.text); err != nil || isNull(v) {
+			if err := json.Unmarshal(v, &p.text); err != nil || rawjson.IsNull(v) {
 				return p, fmt.Errorf(`"text" is not a string`)
 			}
 			text = true
 		case "thought":
-			if !isNull(v) && json.Unmarshal(v, &thought) != nil {
+			if !rawjson.IsNull(v) && json.Unmarshal(v, &thought) != nil {
 				return p, fmt.Errorf(`"thought" is not a boolean`)
 			}
 		case "thoughtSignature":
@@ -358,11 +359,11 @@ func (p *part) parseCall(v json.RawMessage) error {
 				return fmt.Errorf(`"name" is not a string`)
 			}
 		case "id":
-			if !isNull(m.value) && json.Unmarshal(m.value, &p.call.id) != nil {
+			if !rawjson.IsNull(m.value) && json.Unmarshal(m.value, &p.call.id) != nil {
 				return fmt.Errorf(`"id" is not a string`)
 			}
 		case "args":
-			if !isNull(m.value) {
+			if !rawjson.IsNull(m.value) {
 				if t := bytes.TrimSpace(m.value); len(t) == 0 || t[0] != '{' {
 					return fmt.Errorf(`"args" is not an object`)
 				}
@@ -389,18 +390,18 @@ func (p *part) parseResponse(v json.RawMessage) error {
 				return fmt.Errorf(`"name" is not a string`)
 			}
 		case "id":
-			if !isNull(m.value) && json.Unmarshal(m.value, &p.resp.id) != nil {
+			if !rawjson.IsNull(m.value) && json.Unmarshal(m.value, &p.resp.id) != nil {
 				return fmt.Errorf(`"id" is not a string`)
 			}
 		case keyResponse:
-			if !isNull(m.value) {
+			if !rawjson.IsNull(m.value) {
 				if t := bytes.TrimSpace(m.value); len(t) == 0 || t[0] != '{' {
 					return fmt.Errorf(`"response" is not an object`)
 				}
 				p.resp.response = m.value
 			}
 		case keyParts:
-			if !isNull(m.value) && json.Unmarshal(m.value, &p.resp.parts) != nil {
+			if !rawjson.IsNull(m.value) && json.Unmarshal(m.value, &p.resp.parts) != nil {
 				return fmt.Errorf(`"parts" is not an array`)
 			}
 		}
@@ -431,7 +432,7 @@ func (d *decoder) decodeContent(ci int, raw json.RawMessage) error {
 		return err
 	}
 	role := roleUser // the API's default for a content without a role
-	if roleRaw != nil && !isNull(roleRaw) {
+	if roleRaw != nil && !rawjson.IsNull(roleRaw) {
 		if err := json.Unmarshal(roleRaw, &role); err != nil {
 			return fmt.Errorf(`"role" is not a string`)
 		}
@@ -643,9 +644,9 @@ func contentParts(ps []part) json.RawMessage {
 		case kindMedia:
 			item.Type = "image"
 		}
-		items = append(items, mustMarshal(item))
+		items = append(items, rawjson.MustMarshal(item))
 	}
-	return joinArray(items)
+	return rawjson.JoinArray(items)
 }
 
 func raws(ps []part) []json.RawMessage {
@@ -787,9 +788,9 @@ func (r *Request) encodeContents(view []compaction.Message, entries []entry) jso
 		for _, e := range g {
 			parts = append(parts, e.parts...)
 		}
-		out = append(out, object([]member{{"role", mustMarshal(role)}, {keyParts, joinArray(parts)}}))
+		out = append(out, object([]member{{"role", rawjson.MustMarshal(role)}, {keyParts, rawjson.JoinArray(parts)}}))
 	}
-	return joinArray(out)
+	return rawjson.JoinArray(out)
 }
 
 // rank orders a user-side content's entries: a tool response by the place of its call, then
@@ -838,7 +839,7 @@ func (r *Request) encodeSystem(view []compaction.Message, srcs []*source, idx []
 			parts = append(parts, ps...)
 		}
 	}
-	members := []member{{keyParts, joinArray(parts)}}
+	members := []member{{keyParts, rawjson.JoinArray(parts)}}
 	if r.system != nil && r.system.role != nil {
 		members = append([]member{{"role", r.system.role}}, members...)
 	}
@@ -913,10 +914,10 @@ func (r *Request) responsePart(view []compaction.Message, i int) (json.RawMessag
 		}
 	}
 	if id != "" {
-		out = append(out, member{"id", mustMarshal(id)})
+		out = append(out, member{"id", rawjson.MustMarshal(id)})
 	}
-	out = append(out, member{keyName, mustMarshal(name)},
-		member{keyResponse, object([]member{{key, mustMarshal(text)}})})
+	out = append(out, member{keyName, rawjson.MustMarshal(name)},
+		member{keyResponse, object([]member{{key, rawjson.MustMarshal(text)}})})
 	return object([]member{{"functionResponse", object(out)}}), nil
 }
 
@@ -947,12 +948,12 @@ func (r *Request) modelParts(m *compaction.Message) ([]json.RawMessage, error) {
 		if t := bytes.TrimSpace(args); !json.Valid(t) || t[0] != '{' {
 			return nil, fmt.Errorf("tool call %s: arguments are not a JSON object", tc.ID)
 		}
-		fc := []member{{keyName, mustMarshal(tc.Function.Name)}, {"args", args}}
+		fc := []member{{keyName, rawjson.MustMarshal(tc.Function.Name)}, {"args", args}}
 		switch {
 		case c != nil && c.realID != "":
-			fc = append(fc, member{"id", mustMarshal(c.realID)})
+			fc = append(fc, member{"id", rawjson.MustMarshal(c.realID)})
 		case c == nil:
-			fc = append(fc, member{"id", mustMarshal(tc.ID)})
+			fc = append(fc, member{"id", rawjson.MustMarshal(tc.ID)})
 		}
 		p := object([]member{{"functionCall", object(fc)}})
 		if first {
@@ -984,7 +985,7 @@ func (r *Request) signed(p json.RawMessage) json.RawMessage {
 	out := make(json.RawMessage, 0, len(t)+64)
 	out = append(out, t[:len(t)-1]...)
 	out = append(out, `,"thoughtSignature":`...)
-	out = append(out, mustMarshal(SyntheticThoughtSignature)...)
+	out = append(out, rawjson.MustMarshal(SyntheticThoughtSignature)...)
 	return append(out, '}')
 }
 
@@ -1008,7 +1009,7 @@ func userParts(m *compaction.Message) ([]json.RawMessage, error) {
 	out := make([]json.RawMessage, 0, len(items))
 	for k, it := range items {
 		switch {
-		case len(it.Part) > 0 && !isNull(it.Part):
+		case len(it.Part) > 0 && !rawjson.IsNull(it.Part):
 			out = append(out, it.Part)
 		case it.Type == kindText:
 			out = append(out, textPart(it.Text))
@@ -1035,7 +1036,7 @@ func partsText(raw json.RawMessage) string {
 }
 
 func textPart(text string) json.RawMessage {
-	return object([]member{{keyText, mustMarshal(text)}})
+	return object([]member{{keyText, rawjson.MustMarshal(text)}})
 }
 
 // decodeObject reads a JSON object's members in their order, values verbatim. Of a key
@@ -1105,36 +1106,9 @@ func object(members []member) json.RawMessage {
 		if i > 0 {
 			out = append(out, ',')
 		}
-		out = append(out, mustMarshal(m.key)...)
+		out = append(out, rawjson.MustMarshal(m.key)...)
 		out = append(out, ':')
 		out = append(out, m.value...)
 	}
 	return append(out, '}')
-}
-
-func isNull(raw json.RawMessage) bool {
-	return string(bytes.TrimSpace(raw)) == "null"
-}
-
-func joinArray(items []json.RawMessage) json.RawMessage {
-	out := append(json.RawMessage(nil), '[')
-	for i, it := range items {
-		if i > 0 {
-			out = append(out, ',')
-		}
-		out = append(out, it...)
-	}
-	return append(out, ']')
-}
-
-// mustMarshal is json.Marshal without its HTML escaping, for values that cannot fail to
-// marshal (strings, raw JSON the decoder checked, and structs of them).
-func mustMarshal(v any) json.RawMessage {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		panic(fmt.Sprintf("gemini: marshal %T: %v", v, err))
-	}
-	return bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
 }

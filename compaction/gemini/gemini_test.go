@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/harness9/compaction-operator/compaction"
+	"github.com/harness9/compaction-operator/compaction/internal/rawjson"
 	"github.com/harness9/compaction-operator/compaction/storage/mem"
 )
 
@@ -218,7 +219,7 @@ func compactJSON(t *testing.T, body string) string {
 			if err := json.Unmarshal(m.value, &items); err != nil {
 				t.Fatal(err)
 			}
-			members[i].value = joinArray(items)
+			members[i].value = rawjson.JoinArray(items)
 		}
 	}
 	return string(object(members))

@@ -49,6 +49,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/harness9/compaction-operator/compaction"
+	"github.com/harness9/compaction-operator/compaction/internal/rawjson"
 	"github.com/harness9/compaction-operator/compaction/internal/sources"
 )
 
@@ -221,7 +222,7 @@ func DecodeRequest(body []byte) (*Request, error) {
 		outputTypes: map[string]string{},
 		turns:       map[string]*source{},
 	}
-	if raw, ok := fields["instructions"]; ok && !isNull(raw) {
+	if raw, ok := fields["instructions"]; ok && !rawjson.IsNull(raw) {
 		var s string
 		if err := json.Unmarshal(raw, &s); err != nil {
 			return nil, invalid(`"instructions" is not a string`)
@@ -230,7 +231,7 @@ func DecodeRequest(body []byte) (*Request, error) {
 		delete(fields, "instructions")
 	}
 	raw, ok := fields["input"]
-	if !ok || isNull(raw) {
+	if !ok || rawjson.IsNull(raw) {
 		return r, nil
 	}
 	r.hasInput = true
@@ -255,7 +256,7 @@ func DecodeRequest(body []byte) (*Request, error) {
 func stateful(fields map[string]json.RawMessage) error {
 	for _, k := range []string{"previous_response_id", "conversation"} {
 		v, ok := fields[k]
-		if !ok || isNull(v) {
+		if !ok || rawjson.IsNull(v) {
 			continue
 		}
 		var s string
@@ -421,7 +422,7 @@ func decodeItem(raw json.RawMessage, it *item) error {
 // stringField reads an optional string field (absent or null is "").
 func stringField(fields map[string]json.RawMessage, key string, dst *string) error {
 	v, ok := fields[key]
-	if !ok || isNull(v) {
+	if !ok || rawjson.IsNull(v) {
 		return nil
 	}
 	if err := json.Unmarshal(v, dst); err != nil {
@@ -497,7 +498,7 @@ var textParts = map[string]bool{"input_text": true, "output_text": true, "text":
 // content decodes a message's or an output's content: a string, or parts. Text-only parts
 // are their texts joined by sep; parts with anything else (an image, a file) are kept whole.
 func content(raw json.RawMessage, sep string) (text string, parts json.RawMessage, err error) {
-	if len(raw) == 0 || isNull(raw) {
+	if len(raw) == 0 || rawjson.IsNull(raw) {
 		return "", nil, nil
 	}
 	if json.Unmarshal(raw, &text) == nil {
@@ -618,7 +619,7 @@ func decodeCall(it *item) (*call, error) {
 	if c.name == "" {
 		c.name = it.typ
 	}
-	if v, ok := it.fields[spec.args]; ok && !isNull(v) {
+	if v, ok := it.fields[spec.args]; ok && !rawjson.IsNull(v) {
 		if json.Unmarshal(v, &c.args) != nil {
 			c.args = string(v) // an object (action, operation): its JSON
 		}
@@ -673,7 +674,7 @@ func (r *Request) decodeOutput(it *item) (compaction.Message, *source, error) {
 // shellOutput is a shell_call_output's stdout and stderr, chunk after chunk.
 func shellOutput(raw json.RawMessage) (string, error) {
 	var s string
-	if len(raw) == 0 || isNull(raw) {
+	if len(raw) == 0 || rawjson.IsNull(raw) {
 		return "", nil
 	}
 	if json.Unmarshal(raw, &s) == nil {
@@ -707,8 +708,8 @@ func screenshot(raw json.RawMessage) json.RawMessage {
 	if json.Unmarshal(raw, &shot) != nil || shot == nil {
 		return nil
 	}
-	shot["type"] = mustMarshal("input_image")
-	return partsOf(joinArray([]json.RawMessage{object(shot)}))
+	shot["type"] = rawjson.MustMarshal("input_image")
+	return partsOf(rawjson.JoinArray([]json.RawMessage{object(shot)}))
 }
 
 func (r *Request) add(m compaction.Message, src *source) {
@@ -762,7 +763,7 @@ func (r *Request) Encode(view []compaction.Message) ([]byte, error) {
 	case inputSrc != nil && len(items) == 1:
 		out["input"] = inputSrc.input
 	case r.hasInput || len(items) > 0:
-		out["input"] = joinArray(items)
+		out["input"] = rawjson.JoinArray(items)
 	}
 	return object(out), nil
 }
@@ -797,12 +798,12 @@ func (r *Request) build(m *compaction.Message) ([]json.RawMessage, error) {
 
 // messageItem is a message item of role with content c (JSON).
 func messageItem(role string, c json.RawMessage) json.RawMessage {
-	return object(map[string]json.RawMessage{"type": mustMarshal("message"), "role": mustMarshal(role), "content": c})
+	return object(map[string]json.RawMessage{"type": rawjson.MustMarshal("message"), "role": rawjson.MustMarshal(role), "content": c})
 }
 
 // textContent is content made of one text part of type typ.
 func textContent(typ, text string) json.RawMessage {
-	return mustMarshal([]struct {
+	return rawjson.MustMarshal([]struct {
 		Type string `json:"type"`
 		Text string `json:"text"`
 	}{{typ, text}})
@@ -866,7 +867,7 @@ func (r *Request) buildAssistant(m *compaction.Message) ([]json.RawMessage, erro
 			out = append(out, r.calls[tc.ID].raw)
 			continue
 		}
-		out = append(out, mustMarshal(struct {
+		out = append(out, rawjson.MustMarshal(struct {
 			Type      string `json:"type"`
 			CallID    string `json:"call_id"`
 			Name      string `json:"name"`
@@ -915,28 +916,28 @@ func (r *Request) buildOutput(m *compaction.Message) ([]json.RawMessage, error) 
 	if text == "" && m.ContentParts != nil {
 		text = string(m.ContentParts)
 	}
-	fields["type"] = mustMarshal(typ)
+	fields["type"] = rawjson.MustMarshal(typ)
 	if _, ok := fields["id"]; !ok {
-		fields["call_id"] = mustMarshal(id)
+		fields["call_id"] = rawjson.MustMarshal(id)
 	}
 	switch typ {
 	case "function_call_output", "custom_tool_call_output":
 		if m.ContentParts != nil && m.Content == "" {
 			fields["output"] = m.ContentParts
 		} else {
-			fields["output"] = mustMarshal(text)
+			fields["output"] = rawjson.MustMarshal(text)
 		}
 	case typeLocalShellCallOutput:
-		fields["output"] = mustMarshal(text)
+		fields["output"] = rawjson.MustMarshal(text)
 	case "apply_patch_call_output":
-		fields["output"] = mustMarshal(text)
+		fields["output"] = rawjson.MustMarshal(text)
 		if _, ok := fields["status"]; !ok {
-			fields["status"] = mustMarshal("completed")
+			fields["status"] = rawjson.MustMarshal("completed")
 		}
 	case "program_output":
-		fields["result"] = mustMarshal(text)
+		fields["result"] = rawjson.MustMarshal(text)
 		if _, ok := fields["status"]; !ok {
-			fields["status"] = mustMarshal("completed")
+			fields["status"] = rawjson.MustMarshal("completed")
 		}
 	case "shell_call_output":
 		outcome := json.RawMessage(`{"type":"exit","exit_code":0}`)
@@ -948,7 +949,7 @@ func (r *Request) buildOutput(m *compaction.Message) ([]json.RawMessage, error) 
 				outcome = chunks[len(chunks)-1].Outcome
 			}
 		}
-		fields["output"] = mustMarshal([]struct {
+		fields["output"] = rawjson.MustMarshal([]struct {
 			Stdout  string          `json:"stdout"`
 			Stderr  string          `json:"stderr"`
 			Outcome json.RawMessage `json:"outcome"`
@@ -960,10 +961,6 @@ func (r *Request) buildOutput(m *compaction.Message) ([]json.RawMessage, error) 
 		return nil, nil
 	}
 	return []json.RawMessage{object(fields)}, nil
-}
-
-func isNull(raw json.RawMessage) bool {
-	return string(bytes.TrimSpace(raw)) == "null"
 }
 
 // object writes fields as a JSON object, keys sorted, values verbatim: the request's own
@@ -982,47 +979,9 @@ func object(fields map[string]json.RawMessage) json.RawMessage {
 		if i > 0 {
 			out = append(out, ',')
 		}
-		out = append(out, mustMarshal(k)...)
+		out = append(out, rawjson.MustMarshal(k)...)
 		out = append(out, ':')
 		out = append(out, fields[k]...)
 	}
 	return append(out, '}')
-}
-
-func joinArray(items []json.RawMessage) json.RawMessage {
-	n := 2
-	for _, it := range items {
-		n += len(it) + 1
-	}
-	out := make(json.RawMessage, 0, n)
-	out = append(out, '[')
-	for i, it := range items {
-		if i > 0 {
-			out = append(out, ',')
-		}
-		out = append(out, it...)
-	}
-	return append(out, ']')
-}
-
-// marshal is json.Marshal without its HTML escaping, which would rewrite the <, > and & of
-// tool output and summaries (the same JSON, but not the bytes the agent would send).
-func marshal(v any) ([]byte, error) {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return nil, err
-	}
-	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
-}
-
-// mustMarshal marshals values that cannot fail to marshal (strings, raw JSON the decoder
-// checked, and structs of them).
-func mustMarshal(v any) json.RawMessage {
-	b, err := marshal(v)
-	if err != nil {
-		panic(fmt.Sprintf("responses: marshal %T: %v", v, err))
-	}
-	return b
 }

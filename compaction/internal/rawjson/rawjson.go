@@ -1,0 +1,55 @@
+// Package rawjson writes JSON for the request dialects (anthropic, gemini, responses) the
+// way they keep what they do not rewrite: values joined as they are, and nothing escaped
+// that the agent did not escape.
+package rawjson
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+)
+
+// IsNull reports whether raw is the JSON null.
+func IsNull(raw json.RawMessage) bool {
+	return string(bytes.TrimSpace(raw)) == "null"
+}
+
+// JoinArray writes items, each verbatim, as a JSON array.
+func JoinArray(items []json.RawMessage) json.RawMessage {
+	n := 2
+	for _, it := range items {
+		n += len(it) + 1
+	}
+	out := make(json.RawMessage, 0, n)
+	out = append(out, '[')
+	for i, it := range items {
+		if i > 0 {
+			out = append(out, ',')
+		}
+		out = append(out, it...)
+	}
+	return append(out, ']')
+}
+
+// Marshal is json.Marshal without its HTML escaping, which would rewrite the <, > and & of
+// the request's own blocks and of tool output (the same JSON, but not the bytes the agent
+// sent).
+func Marshal(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+}
+
+// MustMarshal is Marshal of values that cannot fail to marshal (strings, raw JSON a decoder
+// checked, and structs and maps of them).
+func MustMarshal(v any) json.RawMessage {
+	b, err := Marshal(v)
+	if err != nil {
+		panic(fmt.Sprintf("rawjson: marshal %T: %v", v, err))
+	}
+	return b
+}

@@ -1,0 +1,32 @@
+package rawjson
+
+import (
+	"encoding/json"
+	"testing"
+)
+
+func TestRawJSON(t *testing.T) {
+	if got := string(JoinArray([]json.RawMessage{json.RawMessage(`{"a": 1}`), json.RawMessage(`"x"`)})); got != `[{"a": 1},"x"]` {
+		t.Errorf("JoinArray = %s", got)
+	}
+	if got := string(JoinArray(nil)); got != `[]` {
+		t.Errorf("JoinArray(nil) = %s", got)
+	}
+	if got := string(MustMarshal(map[string]string{"t": "<a & b>"})); got != `{"t":"<a & b>"}` {
+		t.Errorf("MustMarshal escaped HTML: %s", got)
+	}
+	for raw, want := range map[string]bool{"null": true, " null\n": true, `"null"`: false, "": false, "nul": false} {
+		if IsNull(json.RawMessage(raw)) != want {
+			t.Errorf("IsNull(%q) = %v", raw, !want)
+		}
+	}
+	if _, err := Marshal(func() {}); err == nil {
+		t.Error("Marshal of a func must fail")
+	}
+	defer func() {
+		if recover() == nil {
+			t.Error("MustMarshal of a func must panic")
+		}
+	}()
+	MustMarshal(make(chan int))
+}
