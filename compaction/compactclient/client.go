@@ -293,12 +293,7 @@ func (c *Client) getJSON(ctx context.Context, path string, q url.Values, out any
 	if err != nil {
 		return err
 	}
-	defer func() { _ = resp.Body.Close() }()
-	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
-		return fmt.Errorf("compaction client: decode response: %w", err)
-	}
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxDrain))
-	return nil
+	return decodeAnswer(resp, out)
 }
 
 // ReportPassThrough tells the server that a proxy forwarded r.Count requests of the session
@@ -367,13 +362,18 @@ func (c *Client) doJSON(ctx context.Context, method, path string, q url.Values, 
 	if err != nil {
 		return err
 	}
+	return decodeAnswer(resp, out)
+}
+
+// decodeAnswer decodes resp's JSON body into out and closes it. The decoder stops after the
+// value: the rest (the encoder's newline, the chunked body's end) is read so the connection
+// goes back to the pool. A body closed before its end closes the connection, and the next
+// request pays a new TLS handshake.
+func decodeAnswer(resp *http.Response, out any) error {
 	defer func() { _ = resp.Body.Close() }()
 	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
 		return fmt.Errorf("compaction client: decode response: %w", err)
 	}
-	// The decoder stops after the value: read the rest (the encoder's newline, the chunked
-	// body's end) so the connection goes back to the pool. A body closed before its end
-	// closes the connection, and the next request pays a new TLS handshake.
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxDrain))
 	return nil
 }
