@@ -506,6 +506,11 @@ func (s *Store) LoadState(ctx context.Context, sessionID string) (*compaction.St
 	if err != nil {
 		return nil, fmt.Errorf("s3 store: load state of session %s: %w", sessionID, err)
 	}
+	return s.decodeState(key, data, info)
+}
+
+// decodeState is the state stored at key, as read with its object info.
+func (s *Store) decodeState(key string, data []byte, info minio.ObjectInfo) (*compaction.State, error) {
 	var st compaction.State
 	if err := json.Unmarshal(data, &st); err != nil {
 		return nil, fmt.Errorf("s3 store: decode state %s: %w", s.ref(key), err)
@@ -534,12 +539,7 @@ func (s *Store) LoadStateIfChanged(ctx context.Context, sessionID, version strin
 		}
 		return nil, fmt.Errorf("s3 store: load state of session %s: %w", sessionID, err)
 	}
-	var st compaction.State
-	if err := json.Unmarshal(data, &st); err != nil {
-		return nil, fmt.Errorf("s3 store: decode state %s: %w", s.ref(key), err)
-	}
-	st.Version = info.ETag
-	return &st, nil
+	return s.decodeState(key, data, info)
 }
 
 // SaveState replaces the session's state if it is still the version st was loaded from
