@@ -16,6 +16,8 @@ import (
 	"strconv"
 	"strings"
 	"unsafe"
+
+	"github.com/harness9/compaction-operator/compaction/internal/rawjson"
 )
 
 // Images are offloaded like tool results: an agent that takes a screenshot every turn sends
@@ -232,25 +234,12 @@ func (o *Offloader) scanImages(m *Message) imageScan {
 		changed = true
 	}
 	if changed {
-		sc.parts = joinParts(items)
+		sc.parts = rawjson.JoinArray(items)
 	}
 	o.mu.Lock()
 	o.scans.Add(k, sc)
 	o.mu.Unlock()
 	return sc
-}
-
-func joinParts(items []json.RawMessage) json.RawMessage {
-	var b bytes.Buffer
-	b.WriteByte('[')
-	for i, item := range items {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		b.Write(item)
-	}
-	b.WriteByte(']')
-	return b.Bytes()
 }
 
 // offloadImages writes m's images over the threshold not offloaded yet and returns m's content
@@ -289,7 +278,7 @@ func (o *Offloader) offloadImages(ctx context.Context, m *Message, at int) (part
 		changed = true
 	}
 	if changed {
-		parts = joinParts(items)
+		parts = rawjson.JoinArray(items)
 	}
 	return parts, created, errors.Join(errs...)
 }
