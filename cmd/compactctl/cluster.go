@@ -123,6 +123,18 @@ func sessionArgs(args []string, more ...string) (ns, name string, err error) {
 	return sessionArg(args[0])
 }
 
+// session checks the session arguments (sessionArgs) and returns a client of the
+// compaction API for them.
+func (f *clusterFlags) session(args []string, more ...string) (c *compactclient.Client, ns, name string, err error) {
+	if ns, name, err = sessionArgs(args, more...); err != nil {
+		return nil, "", "", err
+	}
+	if c, err = f.client(); err != nil {
+		return nil, "", "", err
+	}
+	return c, ns, name, nil
+}
+
 // sessionArg splits NAMESPACE/NAME.
 func sessionArg(arg string) (string, string, error) {
 	ns, name, ok := strings.Cut(arg, "/")
@@ -145,11 +157,7 @@ needs "get" on agentsessions/records in the namespace (the compaction-agent Clus
 		flags: func(fs *flag.FlagSet) func(context.Context, *stdio, []string) error {
 			cf := addClusterFlags(fs)
 			return func(ctx context.Context, std *stdio, args []string) error {
-				ns, name, err := sessionArgs(args)
-				if err != nil {
-					return err
-				}
-				c, err := cf.client()
+				c, ns, name, err := cf.session(args)
 				if err != nil {
 					return err
 				}
@@ -171,11 +179,7 @@ on agentsessions/toolresults in the namespace.`,
 		flags: func(fs *flag.FlagSet) func(context.Context, *stdio, []string) error {
 			cf := addClusterFlags(fs)
 			return func(ctx context.Context, std *stdio, args []string) error {
-				ns, name, err := sessionArgs(args, "TOOL_CALL_ID")
-				if err != nil {
-					return err
-				}
-				c, err := cf.client()
+				c, ns, name, err := cf.session(args, "TOOL_CALL_ID")
 				if err != nil {
 					return err
 				}

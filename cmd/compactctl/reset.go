@@ -25,11 +25,7 @@ the archive (compactctl history) and offloaded tool results are kept. The caller
 		flags: func(fs *flag.FlagSet) func(context.Context, *stdio, []string) error {
 			cf := addClusterFlags(fs)
 			return func(ctx context.Context, std *stdio, args []string) error {
-				ns, name, err := sessionArgs(args)
-				if err != nil {
-					return err
-				}
-				c, err := cf.client()
+				c, ns, name, err := cf.session(args)
 				if err != nil {
 					return err
 				}
