@@ -91,6 +91,15 @@ func writeKind(b *strings.Builder, crd *apiextensionsv1.CustomResourceDefinition
 
 func walk(b *strings.Builder, path string, s *apiextensionsv1.JSONSchemaProps, required bool) {
 	fmt.Fprintf(b, "| `%s`%s | %s | %s | %s | %s |\n", path, req(required), typeOf(s), defaultOf(s), validation(s), cell(s.Description))
+	walkProperties(b, path+".", s)
+	if s.Items != nil && s.Items.Schema != nil {
+		walkProperties(b, path+"[].", s.Items.Schema)
+	}
+}
+
+// walkProperties walks the properties of s, an object or an array's item, in name order
+// (the table must not change with map order), each named prefix+name.
+func walkProperties(b *strings.Builder, prefix string, s *apiextensionsv1.JSONSchemaProps) {
 	names := make([]string, 0, len(s.Properties))
 	for k := range s.Properties {
 		names = append(names, k)
@@ -98,19 +107,7 @@ func walk(b *strings.Builder, path string, s *apiextensionsv1.JSONSchemaProps, r
 	sort.Strings(names)
 	for _, k := range names {
 		p := s.Properties[k]
-		walk(b, path+"."+k, &p, contains(s.Required, k))
-	}
-	if s.Items != nil && s.Items.Schema != nil && len(s.Items.Schema.Properties) > 0 {
-		item := s.Items.Schema
-		names := make([]string, 0, len(item.Properties))
-		for k := range item.Properties {
-			names = append(names, k)
-		}
-		sort.Strings(names)
-		for _, k := range names {
-			p := item.Properties[k]
-			walk(b, path+"[]."+k, &p, contains(item.Required, k))
-		}
+		walk(b, prefix+k, &p, contains(s.Required, k))
 	}
 }
 
