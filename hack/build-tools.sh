@@ -85,36 +85,40 @@ fetch_node() {
 	echo "$want" >"$stamp"
 }
 
-# node-modules: the Node tests' packages (openai, @anthropic-ai/sdk) from the committed
-# package-lock.json, with npm ci (which checks each tarball against the lock's integrity).
-# Kept while node_modules/.package-lock.json, which npm ci writes last, is newer than the lock.
-install_node_modules() {
-	local lock="$node_modules_dir/package-lock.json" done="$node_modules_dir/node_modules/.package-lock.json"
-	if [[ -f "$done" && "$done" -nt "$lock" && "$done" -nt "$bin/.node-version" ]]; then
-		return 0
-	fi
-	echo "installing test/proxy/node/node_modules (npm ci)" >&2
-	(cd "$node_modules_dir" && PATH="$bin:$PATH" "$bin/node" "$bin/npm/bin/npm-cli.js" ci \
-		--ignore-scripts --no-audit --no-fund --loglevel=warn)
+# modules_current DIR: whether the npm packages of DIR are installed from its committed
+# package-lock.json: node_modules/.package-lock.json, which npm ci writes last, is newer than
+# the lock and than the Node install.
+modules_current() {
+	local lock="$1/package-lock.json" done="$1/node_modules/.package-lock.json"
+	[[ -f "$done" && "$done" -nt "$lock" && "$done" -nt "$bin/.node-version" ]]
 }
 
-# agents-modules: the agents of test/agents from their committed package-lock.json, with npm ci
-# --ignore-scripts. No install script is needed: Claude Code's postinstall only copies the
-# native binary of its platform package (@anthropic-ai/claude-code-linux-x64/claude) over its
-# bin/claude.exe stub, and the test runs that binary where npm put it; Codex's bin/codex.js
-# finds its platform package's binary itself; the optional node-pty and keytar of Gemini CLI
-# are not used headless. npm installs only the current platform's optional packages (about
-# 1 GB unpacked on linux-x64, most of it the Claude Code and Codex binaries). Claude Code's
-# package asks for Node 22 (engines), which npm only warns about: its binary brings its own
-# runtime. Kept like node-modules.
+# npm_ci DIR LOGLEVEL: installs the npm packages of DIR from its package-lock.json with npm ci
+# --ignore-scripts, which checks each tarball against the lock's integrity.
+npm_ci() {
+	local dir=$1 loglevel=$2
+	echo "installing ${dir#"$root/"}/node_modules (npm ci)" >&2
+	(cd "$dir" && PATH="$bin:$PATH" "$bin/node" "$bin/npm/bin/npm-cli.js" ci \
+		--ignore-scripts --no-audit --no-fund --loglevel="$loglevel")
+}
+
+# node-modules: the Node tests' packages (openai, @anthropic-ai/sdk), kept while current.
+install_node_modules() {
+	modules_current "$node_modules_dir" && return 0
+	npm_ci "$node_modules_dir" warn
+}
+
+# agents-modules: the agents of test/agents, kept while current. No install script is
+# needed: Claude Code's postinstall only copies the native binary of its platform package
+# (@anthropic-ai/claude-code-linux-x64/claude) over its bin/claude.exe stub, and the test runs
+# that binary where npm put it; Codex's bin/codex.js finds its platform package's binary
+# itself; the optional node-pty and keytar of Gemini CLI are not used headless. npm installs
+# only the current platform's optional packages (about 1 GB unpacked on linux-x64, most of it
+# the Claude Code and Codex binaries). Claude Code's package asks for Node 22 (engines), which
+# npm only warns about: its binary brings its own runtime.
 install_agents_modules() {
-	local lock="$agents_modules_dir/package-lock.json" done="$agents_modules_dir/node_modules/.package-lock.json"
-	if [[ -f "$done" && "$done" -nt "$lock" && "$done" -nt "$bin/.node-version" ]]; then
-		return 0
-	fi
-	echo "installing test/agents/node/node_modules (npm ci)" >&2
-	(cd "$agents_modules_dir" && PATH="$bin:$PATH" "$bin/node" "$bin/npm/bin/npm-cli.js" ci \
-		--ignore-scripts --no-audit --no-fund --loglevel=error)
+	modules_current "$agents_modules_dir" && return 0
+	npm_ci "$agents_modules_dir" error
 	# npm 10 records no libc in the lock, so it also installs Claude Code's musl build (about
 	# 370 MB), which the test never runs (it runs the glibc binary of the linux package).
 	rm -rf "$agents_modules_dir"/node_modules/@anthropic-ai/claude-code-linux-*-musl
