@@ -9,28 +9,31 @@ import (
 	"time"
 
 	lru "github.com/hashicorp/golang-lru/v2"
+
+	"github.com/harness9/compaction-operator/compaction/compactclient"
 )
 
-// Reason says why a conversation request went upstream uncompacted. Its value is the
-// CamelCase reason of the AgentSession's PassThrough condition; Label is the metric's.
-type Reason string
+// Reason says why a conversation request went upstream uncompacted. Its values are the
+// compaction API's (compactclient.PassThroughReason), which the proxy reports and which
+// become the reason of the AgentSession's PassThrough condition; Label is the metric's.
+type Reason compactclient.PassThroughReason
 
-// The reasons a request is passed through.
+// The reasons a request is passed through, and when the proxy gives each.
 const (
 	// ReasonNotDecodable: a body the proxy could not read as its protocol's request.
-	ReasonNotDecodable Reason = "NotDecodable"
+	ReasonNotDecodable = Reason(compactclient.PassThroughNotDecodable)
 	// ReasonStatefulRequest: a request that continues history held by the provider
 	// (previous_response_id, conversation): the proxy does not see what it would compact.
-	ReasonStatefulRequest Reason = "StatefulRequest"
+	ReasonStatefulRequest = Reason(compactclient.PassThroughStatefulRequest)
 	// ReasonTooLarge: a body over --max-body-bytes.
-	ReasonTooLarge Reason = "TooLarge"
+	ReasonTooLarge = Reason(compactclient.PassThroughTooLarge)
 	// ReasonUnsupportedRequest: a POST the proxy has no protocol for (a legacy completions
 	// call, an API it does not know).
-	ReasonUnsupportedRequest Reason = "UnsupportedRequest"
+	ReasonUnsupportedRequest = Reason(compactclient.PassThroughUnsupportedRequest)
 	// ReasonCompactionFailed: the compaction API failed or timed out (fail-open).
-	ReasonCompactionFailed Reason = "CompactionFailed"
+	ReasonCompactionFailed = Reason(compactclient.PassThroughCompactionFailed)
 	// ReasonWebSocket: a WebSocket upgrade, refused with 426 so the client falls back to HTTP.
-	ReasonWebSocket Reason = "WebSocket"
+	ReasonWebSocket = Reason(compactclient.PassThroughWebSocket)
 )
 
 // Label is the reason as the metric's result label.
