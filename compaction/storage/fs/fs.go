@@ -261,11 +261,8 @@ func (s *Store) openTrail(path string) (*os.File, int64, error) {
 // the file's absolute path. Not synced, like a tool result: the agent's own history holds
 // the messages too.
 func (s *Store) PutArchive(ctx context.Context, sessionID string, from, to int, data []byte) (string, error) {
-	if err := check(ctx, "put archive", sessionID); err != nil {
+	if err := storeargs.Archive(ctx, backend, "put archive", sessionID, from, to); err != nil {
 		return "", err
-	}
-	if err := compaction.ValidateArchiveSpan(from, to); err != nil {
-		return "", fmt.Errorf("fs store: put archive of session %s: %w", sessionID, err)
 	}
 	path := s.ArchivePath(sessionID, from, to)
 	if len(data) > bounded.ArchiveBytes {
@@ -291,35 +288,29 @@ func (s *Store) ListArchives(ctx context.Context, sessionID string, fn func(comp
 	if err != nil {
 		return fmt.Errorf("fs store: list archives of session %s: %w", sessionID, err)
 	}
+	spans := make([]compaction.ArchiveSpan, 0, len(entries))
 	for _, e := range entries {
 		if e.IsDir() {
 			continue
 		}
-		span, ok := compaction.ParseArchiveName(e.Name())
-		if !ok {
-			continue
+		if span, ok := compaction.ParseArchiveName(e.Name()); ok {
+			spans = append(spans, span)
 		}
+	}
+	return storeargs.ListSpans(spans, func(span compaction.ArchiveSpan) error {
+		// fn may be slow (it reads each archive): a cancelled listing stops between them.
 		if err := ctx.Err(); err != nil {
 			return fmt.Errorf("fs store: list archives of session %s: %w", sessionID, err)
 		}
-		if err := fn(span); err != nil {
-			if errors.Is(err, compaction.ErrStopListing) {
-				return nil
-			}
-			return err
-		}
-	}
-	return nil
+		return fn(span)
+	})
 }
 
 // OpenArchive opens one archive for reading, failing past the archive cap; a missing one is
 // ErrNotFound.
 func (s *Store) OpenArchive(ctx context.Context, sessionID string, from, to int) (io.ReadCloser, error) {
-	if err := check(ctx, "open archive", sessionID); err != nil {
+	if err := storeargs.Archive(ctx, backend, "open archive", sessionID, from, to); err != nil {
 		return nil, err
-	}
-	if err := compaction.ValidateArchiveSpan(from, to); err != nil {
-		return nil, fmt.Errorf("fs store: open archive of session %s: %w", sessionID, err)
 	}
 	path := s.ArchivePath(sessionID, from, to)
 	f, err := os.Open(path)

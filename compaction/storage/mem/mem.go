@@ -9,7 +9,6 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -145,11 +144,8 @@ func (s *Store) ReadRecords(ctx context.Context, sessionID string, w io.Writer) 
 // PutArchive keeps a copy of data, replacing an archive of the same range, and returns
 // mem://{ArchiveKey}.
 func (s *Store) PutArchive(ctx context.Context, sessionID string, from, to int, data []byte) (string, error) {
-	if err := check(ctx, "put archive", sessionID); err != nil {
+	if err := storeargs.Archive(ctx, backend, "put archive", sessionID, from, to); err != nil {
 		return "", err
-	}
-	if err := compaction.ValidateArchiveSpan(from, to); err != nil {
-		return "", fmt.Errorf("memory store: put archive of session %s: %w", sessionID, err)
 	}
 	key := compaction.ArchiveKey(sessionID, from, to)
 	if len(data) > bounded.ArchiveBytes {
@@ -176,24 +172,13 @@ func (s *Store) ListArchives(ctx context.Context, sessionID string, fn func(comp
 	slices.SortFunc(spans, func(a, b compaction.ArchiveSpan) int {
 		return cmp.Or(cmp.Compare(a.From, b.From), cmp.Compare(a.To, b.To))
 	})
-	for _, span := range spans {
-		if err := fn(span); err != nil {
-			if errors.Is(err, compaction.ErrStopListing) {
-				return nil
-			}
-			return err
-		}
-	}
-	return nil
+	return storeargs.ListSpans(spans, fn)
 }
 
 // OpenArchive returns a reader of a copy of one archive; a missing one is ErrNotFound.
 func (s *Store) OpenArchive(ctx context.Context, sessionID string, from, to int) (io.ReadCloser, error) {
-	if err := check(ctx, "open archive", sessionID); err != nil {
+	if err := storeargs.Archive(ctx, backend, "open archive", sessionID, from, to); err != nil {
 		return nil, err
-	}
-	if err := compaction.ValidateArchiveSpan(from, to); err != nil {
-		return nil, fmt.Errorf("memory store: open archive of session %s: %w", sessionID, err)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -1,6 +1,7 @@
 // Package storeargs checks the arguments of a compaction.Store call the same way in every
 // backend (fs, mem, s3), so each refuses the same bad input with the same message, prefixed
-// by the backend's name ("fs store", "memory store", "s3 store").
+// by the backend's name ("fs store", "memory store", "s3 store"). ListSpans likewise keeps
+// the one contract of a ListArchives callback.
 package storeargs
 
 import (
@@ -20,6 +21,33 @@ func Session(ctx context.Context, backend, op, sessionID string) error {
 	}
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("%s: %s of session %s: %w", backend, op, sessionID, err)
+	}
+	return nil
+}
+
+// Archive checks the arguments of a call on one archive (put, open): the session as Session
+// does, and the span.
+func Archive(ctx context.Context, backend, op, sessionID string, from, to int) error {
+	if err := Session(ctx, backend, op, sessionID); err != nil {
+		return err
+	}
+	if err := compaction.ValidateArchiveSpan(from, to); err != nil {
+		return fmt.Errorf("%s: %s of session %s: %w", backend, op, sessionID, err)
+	}
+	return nil
+}
+
+// ListSpans calls fn for each span in order, as ListArchives promises its callback:
+// compaction.ErrStopListing from fn ends the listing without an error, any other error ends
+// it with that error, unwrapped.
+func ListSpans(spans []compaction.ArchiveSpan, fn func(compaction.ArchiveSpan) error) error {
+	for _, span := range spans {
+		if err := fn(span); err != nil {
+			if errors.Is(err, compaction.ErrStopListing) {
+				return nil
+			}
+			return err
+		}
 	}
 	return nil
 }

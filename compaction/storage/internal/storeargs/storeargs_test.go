@@ -44,3 +44,40 @@ func stateErr(ctx context.Context, st *compaction.State) error {
 	_, err := State(ctx, "x store", "s", st, func() string { return "where" })
 	return err
 }
+
+func TestArchiveAndListSpans(t *testing.T) {
+	ctx := context.Background()
+	if err := Archive(ctx, "x store", "open archive", "s", 0, 4); err != nil {
+		t.Errorf("a good span: %v", err)
+	}
+	if err := Archive(ctx, "x store", "open archive", "s", 4, 4); err == nil || !strings.HasPrefix(err.Error(), "x store: open archive of session s: ") {
+		t.Errorf("an empty span: %v, want an error naming the store, the call and the session", err)
+	}
+	if err := Archive(ctx, "x store", "put archive", "../s", 0, 4); err == nil || !strings.HasPrefix(err.Error(), "x store: put archive: ") {
+		t.Errorf("an unsafe session: %v, want the session's error", err)
+	}
+
+	spans := []compaction.ArchiveSpan{{From: 0, To: 4}, {From: 4, To: 9}, {From: 9, To: 12}}
+	var seen []compaction.ArchiveSpan
+	stopAt := func(n int, err error) func(compaction.ArchiveSpan) error {
+		return func(s compaction.ArchiveSpan) error {
+			seen = append(seen, s)
+			if len(seen) == n {
+				return err
+			}
+			return nil
+		}
+	}
+	if err := ListSpans(spans, stopAt(2, compaction.ErrStopListing)); err != nil || len(seen) != 2 {
+		t.Errorf("ErrStopListing at the second: %v after %v, want nil after two", err, seen)
+	}
+	seen = nil
+	boom := errors.New("boom")
+	if err := ListSpans(spans, stopAt(1, boom)); err != boom || len(seen) != 1 {
+		t.Errorf("an error at the first: %v after %v, want it unwrapped after one", err, seen)
+	}
+	seen = nil
+	if err := ListSpans(spans, stopAt(0, nil)); err != nil || len(seen) != 3 {
+		t.Errorf("all: %v after %v, want nil after three", err, seen)
+	}
+}
