@@ -53,3 +53,44 @@ func TestInFoldASCII(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkInFoldASCII reads source code and log lines, where most positions start no
+// marker but many start with a letter some marker starts with.
+func BenchmarkInFoldASCII(b *testing.B) {
+	ms := markerset.New("fail", "xit", "eturn", "exception", "error", "fatal", "panic", "no such file", "not found", "permission denied")
+	line := "        self.assertEqual(response.status_code, 200, msg=f\"unexpected body {response.content!r}\")"
+	b.SetBytes(int64(len(line)))
+	for b.Loop() {
+		if ms.InFoldASCII(line) {
+			b.Fatal("no marker in the line")
+		}
+	}
+}
+
+// TestIndexFoldASCII: IndexFoldASCII is the first index at which a marker starts in the
+// text with its ASCII letters lower-cased.
+func TestIndexFoldASCII(t *testing.T) {
+	markers := []string{"error", "no such file", "fatal", "x", "er"}
+	for _, set := range [][]string{markers, markers[:3], {""}} {
+		ms := markerset.New(set...)
+		rng := rand.New(rand.NewPCG(5, 6))
+		pieces := []string{" ", "ERR", "Or", "no SUCH", " file", "FATAL", "İ", "K", "X", "\xff", "e"}
+		for range 5000 {
+			var b strings.Builder
+			for range rng.IntN(8) {
+				b.WriteString(pieces[rng.IntN(len(pieces))])
+			}
+			text := b.String()
+			lower := markersettest.LowerASCII(text)
+			want := -1
+			for _, m := range set {
+				if i := strings.Index(lower, m); i >= 0 && (want < 0 || i < want) {
+					want = i
+				}
+			}
+			if got := ms.IndexFoldASCII(text); got != want {
+				t.Fatalf("markers %q: IndexFoldASCII(%q) = %d, want %d", set, text, got, want)
+			}
+		}
+	}
+}

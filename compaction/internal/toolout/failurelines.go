@@ -55,7 +55,39 @@ func FailureLines(content string, from, to int, shown string) (lines []string, l
 		inTraceback bool
 		tbIndent    int
 	)
+	// Outside a traceback, a line without one of rankTriggers ranks none and changes
+	// nothing: the scan jumps from one line with a trigger (or a traceback's heading) to
+	// the next, one search over content each, instead of testing every line.
+	nextTrigger, nextTraceback := -1, -1
 	for pos := 0; pos < len(content); {
+		if !inTraceback {
+			if nextTrigger < pos {
+				nextTrigger = rankTriggers.IndexFoldASCII(content[pos:])
+				if nextTrigger < 0 {
+					nextTrigger = len(content)
+				} else {
+					nextTrigger += pos
+				}
+			}
+			if nextTraceback < pos && pos < to { // past to, a traceback changes nothing
+				nextTraceback = strings.Index(content[pos:], tracebackHeading)
+				if nextTraceback < 0 {
+					nextTraceback = len(content)
+				} else {
+					nextTraceback += pos
+				}
+			}
+			next := nextTrigger
+			if pos < to {
+				next = min(next, nextTraceback)
+			}
+			if next >= len(content) {
+				break
+			}
+			if next > pos {
+				pos = strings.LastIndexByte(content[:next], '\n') + 1
+			}
+		}
 		end := strings.IndexByte(content[pos:], '\n')
 		if end < 0 {
 			end = len(content)
@@ -70,7 +102,7 @@ func FailureLines(content string, from, to int, shown string) (lines []string, l
 			if strong {
 				break
 			}
-			strong = failureRank(line) < rankMention
+			strong, inTraceback = failureRank(line) < rankMention, false
 			continue
 		}
 		inRange := start >= from
@@ -83,10 +115,10 @@ func FailureLines(content string, from, to int, shown string) (lines []string, l
 			continue // a frame: the code it shows is not the error
 		case inTraceback:
 			inTraceback = false
-			if t := strings.TrimSpace(line); exceptionRE.MatchString(t) || exceptionName(t) {
+			if t := strings.TrimSpace(line); exceptionLine(t) || exceptionName(t) {
 				rank = rankError // the exception a traceback ends with
 			}
-		case strings.Contains(line, "Traceback (most recent call last)"):
+		case strings.Contains(line, tracebackHeading):
 			inTraceback, tbIndent = true, indent
 			continue
 		}
@@ -140,6 +172,9 @@ func FailureLines(content string, from, to int, shown string) (lines []string, l
 	return lines, left
 }
 
+// tracebackHeading starts a Python traceback.
+const tracebackHeading = "Traceback (most recent call last)"
+
 // minRepeatedCore is the shortest line text that, found in the lines a placeholder already
 // shows, makes a failure line redundant: a shorter one ("Error") says too little to tell.
 const minRepeatedCore = 12
@@ -187,13 +222,13 @@ func failureRank(line string) int {
 		t = textcut.Head(t, maxClassifyBytes)
 		head = line[:len(line)-len(strings.TrimLeft(line, " \t"))+len(t)]
 	}
-	if mayBeErrorLine(head) && errorLineRE.MatchString(t) {
+	if mayBeErrorLine(head) && errorLineMatch(t) {
 		return rankError
 	}
 	if strings.Contains(t, "Error") || strings.Contains(t, "Exception") {
 		// An exception's name and message: "ValueError: bad value", "Caused by:
 		// java.io.IOException: closed", "Exception in thread "main" java.lang.X: boom".
-		if strings.Contains(t, "Error: ") || strings.Contains(t, "Exception: ") || exceptionRE.MatchString(t) {
+		if strings.Contains(t, "Error: ") || strings.Contains(t, "Exception: ") || exceptionLine(t) {
 			return rankError
 		}
 		return rankMention

@@ -29,8 +29,6 @@ var (
 	exitCodeRE   = regexp.MustCompile(`(?i)(?:exit code|exit status|returncode|return code)[:= ]+(-?\d+)`)
 	pytestCounts = regexp.MustCompile(`^[= ]*((?:\d+ (?:passed|failed|errors?|skipped|deselected|xfailed|xpassed|warnings?|rerun)(?:, )?)+)(?: in [\d.]+s)?(?: \([^)]*\))?[ =]*$`)
 	unittestRan  = regexp.MustCompile(`(?m)^Ran (\d+) tests? in [\d.]+s\s*\n\s*\n?(OK.*|FAILED \(.*\))\s*$`)
-	exceptionRE  = regexp.MustCompile(`^[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|Warning|Failure|Fault)\b(?::.*)?$|^[A-Za-z_][\w.]*: .+`)
-	errorLineRE  = regexp.MustCompile(`(?i)(?:^|\s|:)(?:error|fatal|panic)(?:\[[^\]]*\])?:\s*\S|^error\b[^:]{0,60}:\s*\S|no such file or directory|command not found|permission denied|no module named|cannot import name|syntaxerror|is not defined|no replacement was performed|did not appear verbatim`)
 	// errorWords are what errorLineRE matches, for a cheap test first.
 	errorWords  = [...]string{"error", "fatal", "panic", "no such file", "not found", "permission denied", "no module named", "cannot import", "is not defined", "no replacement", "verbatim"}
 	pytestELine = regexp.MustCompile(`(?m)^E {2,}(\S.*)$`)
@@ -107,7 +105,7 @@ func errorLine(head, tail string) string {
 				if l == "" || strings.HasPrefix(l, "File ") || strings.HasPrefix(l, "During handling") || strings.HasPrefix(l, "The above exception") {
 					continue
 				}
-				if exceptionRE.MatchString(l) {
+				if exceptionLine(l) {
 					return l
 				}
 			}
@@ -138,7 +136,7 @@ func errorLine(head, tail string) string {
 			case isErrorHeading(l):
 				t := strings.TrimRight(strings.TrimLeft(l, "-> "), ":")
 				afterHeading = strings.EqualFold(t, "errors") || strings.EqualFold(t, "error")
-			case afterHeading || errorLineRE.MatchString(l):
+			case afterHeading || errorLineMatch(l):
 				l = strings.TrimPrefix(l, "- ")
 				if !slices.Contains(found, l) {
 					found = append(found, l)
