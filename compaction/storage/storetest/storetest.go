@@ -53,6 +53,13 @@ func InvalidSessionIDs() []string {
 // Run runs the conformance suite. newStore must return an empty store; it is called once
 // per subtest so the subtests are independent.
 func Run(t *testing.T, newStore func(t *testing.T) compaction.Store) {
+	RunStore(t, newStore)
+	runArchives(t, newStore)
+}
+
+// RunStore runs the cases of compaction.Store alone, for a store that is not a
+// compaction.ArchiveStore (a wrapper that hides the optional interfaces).
+func RunStore(t *testing.T, newStore func(t *testing.T) compaction.Store) {
 	t.Run("ToolResultRoundTrip", func(t *testing.T) { testToolResultRoundTrip(t, newStore(t)) })
 	t.Run("ToolResultLarge", func(t *testing.T) { testToolResultLarge(t, newStore(t)) })
 	t.Run("ToolResultNeverReplaced", func(t *testing.T) { testToolResultNeverReplaced(t, newStore(t)) })
@@ -70,7 +77,6 @@ func Run(t *testing.T, newStore func(t *testing.T) compaction.Store) {
 	t.Run("InvalidSessionIDs", func(t *testing.T) { testInvalidSessionIDs(t, newStore(t)) })
 	t.Run("CanceledContext", func(t *testing.T) { testCanceledContext(t, newStore(t)) })
 	t.Run("ObjectCaps", func(t *testing.T) { testObjectCaps(t, newStore(t)) })
-	runArchives(t, newStore)
 }
 
 // SessionID returns a fresh valid session ID shaped like a Kubernetes UID.
