@@ -123,16 +123,35 @@ func sessionArgs(args []string, more ...string) (ns, name string, err error) {
 	return sessionArg(args[0])
 }
 
-// session checks the session arguments (sessionArgs) and returns a client of the
-// compaction API for them.
-func (f *clusterFlags) session(args []string, more ...string) (c *compactclient.Client, ns, name string, err error) {
-	if ns, name, err = sessionArgs(args, more...); err != nil {
-		return nil, "", "", err
+// sessionCall is what a command that calls the compaction API on one session needs: the
+// client, the session, its conversation (--conversation) and the arguments after
+// NAMESPACE/NAME.
+type sessionCall struct {
+	client   *compactclient.Client
+	ns, name string
+	conv     compactclient.CallOption
+	more     []string
+}
+
+// sessionFlags is the flags function of a command whose only flags are the cluster flags and
+// whose arguments are NAMESPACE/NAME followed by those named in more: it checks them and
+// builds the client before run, and explains a kubeconfig token the API refused in run's
+// error.
+func sessionFlags(run func(ctx context.Context, std *stdio, s sessionCall) error, more ...string) func(*flag.FlagSet) func(context.Context, *stdio, []string) error {
+	return func(fs *flag.FlagSet) func(context.Context, *stdio, []string) error {
+		cf := addClusterFlags(fs)
+		return func(ctx context.Context, std *stdio, args []string) error {
+			ns, name, err := sessionArgs(args, more...)
+			if err != nil {
+				return err
+			}
+			c, err := cf.client()
+			if err != nil {
+				return err
+			}
+			return cf.explain(run(ctx, std, sessionCall{c, ns, name, compactclient.InConversation(*cf.conversation), args[1:]}))
+		}
 	}
-	if c, err = f.client(); err != nil {
-		return nil, "", "", err
-	}
-	return c, ns, name, nil
 }
 
 // sessionArg splits NAMESPACE/NAME.
@@ -154,16 +173,9 @@ operator's compaction API (GET /v1/namespaces/NAMESPACE/sessions/NAME/records). 
 needs "get" on agentsessions/records in the namespace (the compaction-agent ClusterRole).`,
 		example: `  compactctl records --server https://localhost:8082 --ca-file ca.crt default/swe-agent-1 | jq -c '{tier, tokensBefore, tokensAfter}'
   compactctl records --server https://localhost:8082 --ca-file ca.crt --conversation sub-agent-2 default/swe-agent-1`,
-		flags: func(fs *flag.FlagSet) func(context.Context, *stdio, []string) error {
-			cf := addClusterFlags(fs)
-			return func(ctx context.Context, std *stdio, args []string) error {
-				c, ns, name, err := cf.session(args)
-				if err != nil {
-					return err
-				}
-				return cf.explain(c.Records(ctx, ns, name, std.out, compactclient.InConversation(*cf.conversation)))
-			}
-		},
+		flags: sessionFlags(func(ctx context.Context, std *stdio, s sessionCall) error {
+			return s.client.Records(ctx, s.ns, s.name, std.out, s.conv)
+		}),
 	}
 }
 
@@ -176,22 +188,15 @@ func toolResultCommand() *command {
 (GET /v1/namespaces/NAMESPACE/sessions/NAME/toolresults/TOOL_CALL_ID). The caller needs "get"
 on agentsessions/toolresults in the namespace.`,
 		example: `  compactctl tool-result --server https://localhost:8082 --ca-file ca.crt default/swe-agent-1 call_17 | less`,
-		flags: func(fs *flag.FlagSet) func(context.Context, *stdio, []string) error {
-			cf := addClusterFlags(fs)
-			return func(ctx context.Context, std *stdio, args []string) error {
-				c, ns, name, err := cf.session(args, "TOOL_CALL_ID")
-				if err != nil {
-					return err
-				}
-				data, err := c.GetToolResult(ctx, ns, name, args[1], compactclient.InConversation(*cf.conversation))
-				if err != nil {
-					return cf.explain(err)
-				}
-				if _, err := std.out.Write(data); err != nil {
-					return fmt.Errorf("write tool result: %w", err)
-				}
-				return nil
+		flags: sessionFlags(func(ctx context.Context, std *stdio, s sessionCall) error {
+			data, err := s.client.GetToolResult(ctx, s.ns, s.name, s.more[0], s.conv)
+			if err != nil {
+				return err
 			}
-		},
+			if _, err := std.out.Write(data); err != nil {
+				return fmt.Errorf("write tool result: %w", err)
+			}
+			return nil
+		}, "TOOL_CALL_ID"),
 	}
 }

@@ -3,10 +3,7 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
-
-	"github.com/harness9/compaction-operator/compaction/compactclient"
 )
 
 func resetCommand() *command {
@@ -22,33 +19,26 @@ the archive (compactctl history) and offloaded tool results are kept. The caller
 "create" on agentsessions/compact in the namespace.`,
 		example: `  compactctl reset --server https://localhost:8082 --ca-file ca.crt default/swe-agent-1
   compactctl reset --server https://localhost:8082 --ca-file ca.crt --conversation sub-agent-2 default/swe-agent-1`,
-		flags: func(fs *flag.FlagSet) func(context.Context, *stdio, []string) error {
-			cf := addClusterFlags(fs)
-			return func(ctx context.Context, std *stdio, args []string) error {
-				c, ns, name, err := cf.session(args)
-				if err != nil {
-					return err
-				}
-				resp, err := c.Reset(ctx, ns, name, compactclient.InConversation(*cf.conversation))
-				if err != nil {
-					return cf.explain(err)
-				}
-				if resp.Record == nil {
-					return errors.New("the server answered without the Reset record")
-				}
-				line, err := resp.Record.JSONLine()
-				if err != nil {
-					return err
-				}
-				if _, err := std.out.Write(line); err != nil {
-					return fmt.Errorf("write record: %w", err)
-				}
-				warnf(std.err, "compactctl reset: compaction state forgotten (watermark %d -> 0): the next turn starts from the full history\n", resp.Record.WatermarkBefore)
-				if resp.RecordError != "" {
-					warnf(std.err, "compactctl reset: the Reset record was not stored: %s\n", resp.RecordError)
-				}
-				return nil
+		flags: sessionFlags(func(ctx context.Context, std *stdio, s sessionCall) error {
+			resp, err := s.client.Reset(ctx, s.ns, s.name, s.conv)
+			if err != nil {
+				return err
 			}
-		},
+			if resp.Record == nil {
+				return errors.New("the server answered without the Reset record")
+			}
+			line, err := resp.Record.JSONLine()
+			if err != nil {
+				return err
+			}
+			if _, err := std.out.Write(line); err != nil {
+				return fmt.Errorf("write record: %w", err)
+			}
+			warnf(std.err, "compactctl reset: compaction state forgotten (watermark %d -> 0): the next turn starts from the full history\n", resp.Record.WatermarkBefore)
+			if resp.RecordError != "" {
+				warnf(std.err, "compactctl reset: the Reset record was not stored: %s\n", resp.RecordError)
+			}
+			return nil
+		}),
 	}
 }
