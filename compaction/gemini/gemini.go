@@ -348,28 +348,8 @@ func parsePart(raw json.RawMessage) (part, error) {
 }
 
 func (p *part) parseCall(v json.RawMessage) error {
-	members, err := decodeObject(v)
-	if err != nil {
+	if _, err := parseFunction(v, &p.call.name, &p.call.id, "args", &p.call.args, nil); err != nil {
 		return err
-	}
-	for _, m := range members {
-		switch m.key {
-		case keyName:
-			if err := json.Unmarshal(m.value, &p.call.name); err != nil {
-				return fmt.Errorf(`"name" is not a string`)
-			}
-		case "id":
-			if !rawjson.IsNull(m.value) && json.Unmarshal(m.value, &p.call.id) != nil {
-				return fmt.Errorf(`"id" is not a string`)
-			}
-		case "args":
-			if !rawjson.IsNull(m.value) {
-				if t := bytes.TrimSpace(m.value); len(t) == 0 || t[0] != '{' {
-					return fmt.Errorf(`"args" is not an object`)
-				}
-				p.call.args = m.value
-			}
-		}
 	}
 	if p.call.name == "" {
 		return fmt.Errorf(`no "name"`)
@@ -378,35 +358,50 @@ func (p *part) parseCall(v json.RawMessage) error {
 }
 
 func (p *part) parseResponse(v json.RawMessage) error {
+	members, err := parseFunction(v, &p.resp.name, &p.resp.id, keyResponse, &p.resp.response, func(m member) error {
+		if m.key == keyParts && !rawjson.IsNull(m.value) && json.Unmarshal(m.value, &p.resp.parts) != nil {
+			return fmt.Errorf(`"parts" is not an array`)
+		}
+		return nil
+	})
+	p.resp.fields = members
+	return err
+}
+
+// parseFunction decodes a functionCall or functionResponse object and reads the members both
+// have: name and id (strings, null for none) and objKey (args, response: an object, null for
+// none). Every other member goes to more, in order; the first error ends it.
+func parseFunction(v json.RawMessage, name, id *string, objKey string, obj *json.RawMessage, more func(member) error) ([]member, error) {
 	members, err := decodeObject(v)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	p.resp.fields = members
 	for _, m := range members {
 		switch m.key {
 		case keyName:
-			if err := json.Unmarshal(m.value, &p.resp.name); err != nil {
-				return fmt.Errorf(`"name" is not a string`)
+			if err := json.Unmarshal(m.value, name); err != nil {
+				return members, fmt.Errorf(`"name" is not a string`)
 			}
 		case "id":
-			if !rawjson.IsNull(m.value) && json.Unmarshal(m.value, &p.resp.id) != nil {
-				return fmt.Errorf(`"id" is not a string`)
+			if !rawjson.IsNull(m.value) && json.Unmarshal(m.value, id) != nil {
+				return members, fmt.Errorf(`"id" is not a string`)
 			}
-		case keyResponse:
+		case objKey:
 			if !rawjson.IsNull(m.value) {
 				if t := bytes.TrimSpace(m.value); len(t) == 0 || t[0] != '{' {
-					return fmt.Errorf(`"response" is not an object`)
+					return members, fmt.Errorf("%q is not an object", objKey)
 				}
-				p.resp.response = m.value
+				*obj = m.value
 			}
-		case keyParts:
-			if !rawjson.IsNull(m.value) && json.Unmarshal(m.value, &p.resp.parts) != nil {
-				return fmt.Errorf(`"parts" is not an array`)
+		default:
+			if more != nil {
+				if err := more(m); err != nil {
+					return members, err
+				}
 			}
 		}
 	}
-	return nil
+	return members, nil
 }
 
 // decoder decodes the contents in order, pairing responses with the calls before them.
