@@ -94,7 +94,9 @@ FUZZ_TARGETS := \
 	./compaction/responses/:FuzzResponsesRoundTrip:100000x \
 	./compaction/gemini/:FuzzGeminiRoundTrip:100000x \
 	./internal/compactrequest/:FuzzDecodeCompactRequest:30000x \
-	./internal/jsonscan/:FuzzScan:100000x
+	./internal/jsonscan/:FuzzScan:100000x \
+	./compaction/internal/toolout/:FuzzExceptionLine:200000x \
+	./compaction/internal/toolout/:FuzzErrorLineMatch:200000x
 
 .PHONY: fuzz
 fuzz: ## Fuzz every target for its execution count (or FUZZTIME); fails if any target fails or is not listed.
