@@ -26,8 +26,6 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
-	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -109,20 +107,13 @@ func run(n, agents, maxTurns int, window int32, transcript string, think time.Du
 		return err
 	}
 	defer env.Stop()
-	scheme := runtime.NewScheme()
-	_ = clientgoscheme.AddToScheme(scheme)
-	_ = compactionv1alpha1.AddToScheme(scheme)
 	cfg := rest.CopyConfig(env.Config)
 	cfg.QPS, cfg.Burst = -1, 0 // the load generator itself is not throttled
-	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	c, err := devenv.Client(cfg)
 	if err != nil {
 		return err
 	}
-	if err := c.Create(ctx, builder.MinIOSecret(ns, "minio", devenv.MinIOAccessKey, devenv.MinIOSecretKey)); err != nil {
-		return err
-	}
-	if err := c.Create(ctx, builder.Policy(ns, "load").Window(window).
-		Storage(builder.MinIOStorage(env.MinIO.Endpoint, "agent-context", "", "minio")).Build()); err != nil {
+	if err := env.CreateMinIOPolicy(ctx, c, ns, "load", window); err != nil {
 		return err
 	}
 

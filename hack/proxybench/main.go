@@ -46,8 +46,6 @@ import (
 
 	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/api/meta"
-	kruntime "k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	compactionv1alpha1 "github.com/harness9/compaction-operator/api/v1alpha1"
@@ -365,18 +363,11 @@ func send(ctx context.Context, hc *http.Client, base string, body []byte) (time.
 }
 
 func createSession(ctx context.Context, env *devenv.Env, window int32) error {
-	scheme := kruntime.NewScheme()
-	_ = clientgoscheme.AddToScheme(scheme)
-	_ = compactionv1alpha1.AddToScheme(scheme)
-	c, err := client.New(env.Config, client.Options{Scheme: scheme})
+	c, err := devenv.Client(env.Config)
 	if err != nil {
 		return err
 	}
-	if err := c.Create(ctx, builder.MinIOSecret(ns, "minio", devenv.MinIOAccessKey, devenv.MinIOSecretKey)); err != nil {
-		return err
-	}
-	if err := c.Create(ctx, builder.Policy(ns, "bench").Window(window).
-		Storage(builder.MinIOStorage(env.MinIO.Endpoint, "agent-context", "", "minio")).Build()); err != nil {
+	if err := env.CreateMinIOPolicy(ctx, c, ns, "bench", window); err != nil {
 		return err
 	}
 	if err := c.Create(ctx, builder.Session(ns, "bench", "bench").Build()); err != nil {

@@ -17,8 +17,6 @@ import (
 	"github.com/minio/minio-go/v7/pkg/credentials"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
-	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -73,7 +71,7 @@ func Run(ctx context.Context, o Options) error {
 		say("== Shutting down")
 		env.Stop()
 	}()
-	c, err := newClient(env)
+	c, err := devenv.Client(env.Config)
 	if err != nil {
 		return err
 	}
@@ -362,17 +360,6 @@ func countObjects(ctx context.Context, env *devenv.Env, sid string) (int, error)
 		}
 	}
 	return n, nil
-}
-
-func newClient(env *devenv.Env) (client.Client, error) {
-	scheme := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(scheme); err != nil {
-		return nil, err
-	}
-	if err := compactionv1alpha1.AddToScheme(scheme); err != nil {
-		return nil, err
-	}
-	return client.New(env.Config, client.Options{Scheme: scheme})
 }
 
 func firstLines(s string, n int) string {

@@ -18,14 +18,19 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/yaml"
 
 	configv1alpha1 "github.com/harness9/compaction-operator/api/config/v1alpha1"
+	compactionv1alpha1 "github.com/harness9/compaction-operator/api/v1alpha1"
 	"github.com/harness9/compaction-operator/compaction/compactclient"
+	"github.com/harness9/compaction-operator/internal/dev/builder"
 	"github.com/harness9/compaction-operator/internal/dev/localminio"
 	"github.com/harness9/compaction-operator/internal/dev/proc"
 )
@@ -245,6 +250,34 @@ func (e *Env) Stop() {
 
 // Manager is the manager process (its Done channel closes if it dies).
 func (e *Env) Manager() *proc.Process { return e.manager }
+
+// Client is a controller-runtime client of the API server at cfg (Config, or a copy the
+// caller adjusted) that knows the core and the compaction types: what the dev tools create
+// their objects with.
+func Client(cfg *rest.Config) (client.Client, error) {
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		return nil, fmt.Errorf("register the core types: %w", err)
+	}
+	if err := compactionv1alpha1.AddToScheme(scheme); err != nil {
+		return nil, fmt.Errorf("register the compaction types: %w", err)
+	}
+	return client.New(cfg, client.Options{Scheme: scheme})
+}
+
+// CreateMinIOPolicy creates, in namespace ns, the Secret "minio" with the local MinIO's
+// credentials and the CompactionPolicy name (context window window) that stores in its
+// bucket agent-context with them.
+func (e *Env) CreateMinIOPolicy(ctx context.Context, c client.Client, ns, name string, window int32) error {
+	if err := c.Create(ctx, builder.MinIOSecret(ns, "minio", MinIOAccessKey, MinIOSecretKey)); err != nil {
+		return fmt.Errorf("create the MinIO Secret: %w", err)
+	}
+	if err := c.Create(ctx, builder.Policy(ns, name).Window(window).
+		Storage(builder.MinIOStorage(e.MinIO.Endpoint, "agent-context", "", "minio")).Build()); err != nil {
+		return fmt.Errorf("create CompactionPolicy %s: %w", name, err)
+	}
+	return nil
+}
 
 func waitReady(ctx context.Context, url string, p *proc.Process) error {
 	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
