@@ -261,18 +261,14 @@ func (s *Store) openTrail(path string) (*os.File, int64, error) {
 // the file's absolute path. Not synced, like a tool result: the agent's own history holds
 // the messages too.
 func (s *Store) PutArchive(ctx context.Context, sessionID string, from, to int, data []byte) (string, error) {
-	if err := storeargs.Archive(ctx, backend, "put archive", sessionID, from, to); err != nil {
+	path := func() string { return s.ArchivePath(sessionID, from, to) }
+	if err := storeargs.ArchiveData(ctx, backend, sessionID, from, to, data, path); err != nil {
 		return "", err
 	}
-	path := s.ArchivePath(sessionID, from, to)
-	if len(data) > bounded.ArchiveBytes {
-		return "", fmt.Errorf("fs store: put archive of session %s: %w", sessionID,
-			bounded.TooLarge("archive", path, int64(len(data)), bounded.ArchiveBytes))
-	}
-	if err := writeFile(path, data, replace); err != nil {
+	if err := writeFile(path(), data, replace); err != nil {
 		return "", fmt.Errorf("fs store: put archive of session %s: %w", sessionID, err)
 	}
-	return path, nil
+	return path(), nil
 }
 
 // ListArchives lists the files of the session's archive directory (not its conversations'

@@ -144,13 +144,9 @@ func (s *Store) ReadRecords(ctx context.Context, sessionID string, w io.Writer) 
 // PutArchive keeps a copy of data, replacing an archive of the same range, and returns
 // mem://{ArchiveKey}.
 func (s *Store) PutArchive(ctx context.Context, sessionID string, from, to int, data []byte) (string, error) {
-	if err := storeargs.Archive(ctx, backend, "put archive", sessionID, from, to); err != nil {
-		return "", err
-	}
 	key := compaction.ArchiveKey(sessionID, from, to)
-	if len(data) > bounded.ArchiveBytes {
-		return "", fmt.Errorf("memory store: put archive of session %s: %w", sessionID,
-			bounded.TooLarge("archive", key, int64(len(data)), bounded.ArchiveBytes))
+	if err := storeargs.ArchiveData(ctx, backend, sessionID, from, to, data, func() string { return key }); err != nil {
+		return "", err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()

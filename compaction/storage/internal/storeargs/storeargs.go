@@ -37,6 +37,20 @@ func Archive(ctx context.Context, backend, op, sessionID string, from, to int) e
 	return nil
 }
 
+// ArchiveData checks a PutArchive call: its arguments as Archive does, and data no larger
+// than a read accepts (where names the archive in that error). An archive too large is never
+// written, as it could not be read back.
+func ArchiveData(ctx context.Context, backend, sessionID string, from, to int, data []byte, where func() string) error {
+	if err := Archive(ctx, backend, "put archive", sessionID, from, to); err != nil {
+		return err
+	}
+	if len(data) > bounded.ArchiveBytes {
+		return fmt.Errorf("%s: put archive of session %s: %w", backend, sessionID,
+			bounded.TooLarge("archive", where(), int64(len(data)), bounded.ArchiveBytes))
+	}
+	return nil
+}
+
 // ListSpans calls fn for each span in order, as ListArchives promises its callback:
 // compaction.ErrStopListing from fn ends the listing without an error, any other error ends
 // it with that error, unwrapped.

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/harness9/compaction-operator/compaction"
+	"github.com/harness9/compaction-operator/compaction/storage/internal/bounded"
 )
 
 func TestRecordAndState(t *testing.T) {
@@ -55,6 +56,13 @@ func TestArchiveAndListSpans(t *testing.T) {
 	}
 	if err := Archive(ctx, "x store", "put archive", "../s", 0, 4); err == nil || !strings.HasPrefix(err.Error(), "x store: put archive: ") {
 		t.Errorf("an unsafe session: %v, want the session's error", err)
+	}
+	big := make([]byte, bounded.ArchiveBytes+1)
+	if err := ArchiveData(ctx, "x store", "s", 0, 4, big, func() string { return "where" }); !errors.Is(err, compaction.ErrObjectTooLarge) || !strings.HasPrefix(err.Error(), "x store: put archive of session s: ") {
+		t.Errorf("an archive too large: %v, want ErrObjectTooLarge naming the store and the session", err)
+	}
+	if err := ArchiveData(ctx, "x store", "s", 0, 4, []byte("{}\n"), func() string { return "where" }); err != nil {
+		t.Errorf("a good archive: %v", err)
 	}
 
 	spans := []compaction.ArchiveSpan{{From: 0, To: 4}, {From: 4, To: 9}, {From: 9, To: 12}}
