@@ -204,14 +204,22 @@ func decodeBlocks(raw json.RawMessage) ([]json.RawMessage, error) {
 	return blocks, nil
 }
 
-func (r *Request) decodeUser(raw json.RawMessage) error {
+// textOrBlocks reads a message's content, a string or an array of blocks: a string is added
+// as the role's message at once (done), kept as the text it was for Encode; blocks are
+// returned checked for the caller to split by type.
+func (r *Request) textOrBlocks(role compaction.Role, raw json.RawMessage) (blocks []json.RawMessage, done bool, err error) {
 	var s string
 	if json.Unmarshal(raw, &s) == nil {
-		r.add(compaction.Message{Role: compaction.RoleUser, Content: s}, source{text: &s})
-		return nil
+		r.add(compaction.Message{Role: role, Content: s}, source{text: &s})
+		return nil, true, nil
 	}
-	blocks, err := decodeBlocks(raw)
-	if err != nil {
+	blocks, err = decodeBlocks(raw)
+	return blocks, false, err
+}
+
+func (r *Request) decodeUser(raw json.RawMessage) error {
+	blocks, done, err := r.textOrBlocks(compaction.RoleUser, raw)
+	if done || err != nil {
 		return err
 	}
 	if len(blocks) == 0 { // the API refuses it, but it is the agent's to send
@@ -287,13 +295,8 @@ func resultText(raw json.RawMessage) (string, bool, error) {
 }
 
 func (r *Request) decodeAssistant(raw json.RawMessage) error {
-	var s string
-	if json.Unmarshal(raw, &s) == nil {
-		r.add(compaction.Message{Role: compaction.RoleAssistant, Content: s}, source{text: &s})
-		return nil
-	}
-	blocks, err := decodeBlocks(raw)
-	if err != nil {
+	blocks, done, err := r.textOrBlocks(compaction.RoleAssistant, raw)
+	if done || err != nil {
 		return err
 	}
 	m := compaction.Message{Role: compaction.RoleAssistant}
