@@ -38,6 +38,7 @@ import (
 	"github.com/harness9/compaction-operator/internal/controller"
 	"github.com/harness9/compaction-operator/internal/egress"
 	"github.com/harness9/compaction-operator/internal/policy"
+	"github.com/harness9/compaction-operator/internal/policy/backends"
 	"github.com/harness9/compaction-operator/internal/servingcert"
 )
 
@@ -142,7 +143,7 @@ func runManager(ctx context.Context, o *options) error {
 	if err != nil {
 		return err
 	}
-	stores := &policy.Stores{}
+	stores := &backends.Stores{}
 	secrets := policy.NewSecretCache(mgr.GetAPIReader(), o.cfg.Secrets.CacheTTL.Duration)
 	if err := controller.Setup(ctx, mgr, controller.Config{
 		Stores:                   stores,
@@ -281,7 +282,7 @@ func (o *options) endpoints() (allowed, namespaced *egress.Allowlist, err error)
 // addCompactionAPI adds the compaction API server, with its certificate source and its
 // readiness check, to mgr.
 
-func addCompactionAPI(mgr ctrl.Manager, o *options, certs *lateCertificates, stores *policy.Stores, secrets *policy.SecretCache, allowed, namespaced *egress.Allowlist) error {
+func addCompactionAPI(mgr ctrl.Manager, o *options, certs *lateCertificates, stores *backends.Stores, secrets *policy.SecretCache, allowed, namespaced *egress.Allowlist) error {
 	var src compactapi.CertificateSource
 	if !o.cfg.API.TLS.InsecureServeHTTP {
 		var err error
@@ -301,7 +302,7 @@ func addCompactionAPI(mgr ctrl.Manager, o *options, certs *lateCertificates, sto
 		SummarizerNamespaceSessions: orNone(*o.cfg.API.SummarizerBudget.NamespaceSessions), SummarizerPolicySessions: orNone(*o.cfg.API.SummarizerBudget.PolicySessions),
 		Secrets: secrets, ClusterSecretNamespaces: o.cfg.Secrets.ClusterPolicyNamespaces, AllowedEndpoints: allowed,
 		NamespacedEndpoints: namespaced,
-	}, stores, crmetrics.Registry)
+	}, stores, backends.NewSummarizer, crmetrics.Registry)
 	if err != nil {
 		return err
 	}

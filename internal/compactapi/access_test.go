@@ -19,6 +19,7 @@ import (
 	"github.com/harness9/compaction-operator/compaction"
 	"github.com/harness9/compaction-operator/internal/egress"
 	"github.com/harness9/compaction-operator/internal/policy"
+	"github.com/harness9/compaction-operator/internal/policy/backends"
 )
 
 // countingSecrets fails the test's expectations by counting: every read is recorded.
@@ -75,7 +76,7 @@ func TestLookupAccess(t *testing.T) {
 
 	secrets := &countingSecrets{}
 	s, _ := newTestMetrics(t)
-	s.cache, s.apiReader, s.secrets, s.stores = c, c, secrets, &policy.Stores{}
+	s.cache, s.apiReader, s.secrets, s.stores = c, c, secrets, &backends.Stores{}
 	s.cfg.ClusterResourceNamespace = crn
 	lookup := func() error {
 		t.Helper()

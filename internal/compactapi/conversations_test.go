@@ -37,6 +37,7 @@ import (
 	"github.com/harness9/compaction-operator/internal/dev/testenv"
 	"github.com/harness9/compaction-operator/internal/dev/testenv/kubeenv"
 	"github.com/harness9/compaction-operator/internal/policy"
+	"github.com/harness9/compaction-operator/internal/policy/backends"
 )
 
 // conversationEnv is the compaction API's whole handler (authentication with TokenReview,
@@ -115,7 +116,7 @@ func startConversationEnv(t *testing.T, specs ...func(*compactionv1alpha1.Compac
 	s.cfg = Config{MaxBodyBytes: DefaultMaxBodyBytes, MaxMessages: DefaultMaxMessages, RequestTimeout: DefaultRequestTimeout,
 		UsageInterval: DefaultUsageInterval, ClusterResourceNamespace: conversationCRN, TokenAudience: compactclient.DefaultTokenAudience}
 	s.cache, s.apiReader, s.writer = c, c, c
-	s.secrets, s.stores = policy.DirectSecrets{Reader: c}, &policy.Stores{}
+	s.secrets, s.stores = policy.DirectSecrets{Reader: c}, &backends.Stores{}
 	s.auth = authz.New(c, compactclient.DefaultTokenAudience, 0, 0)
 	s.recorder, s.log = events.NewFakeRecorder(1000), logr.Discard()
 	s.status = newStatus(s)
@@ -369,11 +370,11 @@ func (e *conversationEnv) checkDeleteSession(t *testing.T, some []string) {
 	if err != nil || pin == nil {
 		t.Fatalf("pinned location: %v", err)
 	}
-	cfg, err := policy.S3Config(ctx, policy.DirectSecrets{Reader: e.c}, pin.Location)
+	cfg, err := backends.S3Config(ctx, policy.DirectSecrets{Reader: e.c}, pin.Location)
 	if err != nil {
 		t.Fatal(err)
 	}
-	store, err := e.server.stores.Get(ctx, cfg, nil)
+	store, err := (&backends.Stores{}).Get(ctx, cfg, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

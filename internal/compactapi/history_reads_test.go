@@ -21,6 +21,7 @@ import (
 	"github.com/harness9/compaction-operator/internal/dev/builder"
 	"github.com/harness9/compaction-operator/internal/dev/testenv"
 	"github.com/harness9/compaction-operator/internal/policy"
+	"github.com/harness9/compaction-operator/internal/policy/backends"
 )
 
 // TestHistoryOutlivesThePolicy: reading the archive back and resetting need only the session
@@ -66,7 +67,7 @@ func TestHistoryOutlivesThePolicy(t *testing.T) {
 	testenv.Must(t, store.SaveState(ctx, "uid-history", &compaction.State{Watermark: 4, LastSummary: "s"}))
 
 	s, _ := newTestMetrics(t)
-	s.cache, s.apiReader, s.secrets, s.stores = c, c, policy.DirectSecrets{Reader: c}, &policy.Stores{}
+	s.cache, s.apiReader, s.secrets, s.stores = c, c, policy.DirectSecrets{Reader: c}, &backends.Stores{}
 	s.cfg.ClusterResourceNamespace = crn
 	s.recorder = events.NewFakeRecorder(10)
 

@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/harness9/compaction-operator/compaction"
+	"github.com/harness9/compaction-operator/internal/policy/backends"
 )
 
 // metricValue is the value of the counter or gauge (or the sample count of the histogram) name with
@@ -55,7 +56,7 @@ func newTestMetrics(t *testing.T) (*Server, *prometheus.Registry) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &Server{metrics: m}, reg
+	return &Server{metrics: m, summarizers: backends.NewSummarizer}, reg
 }
 
 // fakeUsageSummarizer reports fixed usage.

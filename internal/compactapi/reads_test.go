@@ -20,6 +20,7 @@ import (
 	"github.com/harness9/compaction-operator/internal/dev/builder"
 	"github.com/harness9/compaction-operator/internal/dev/testenv"
 	"github.com/harness9/compaction-operator/internal/policy"
+	"github.com/harness9/compaction-operator/internal/policy/backends"
 )
 
 // TestReadsOutliveThePolicy: issue 15. Reading a session's records and offloaded tool results
@@ -71,7 +72,7 @@ func TestReadsOutliveThePolicy(t *testing.T) {
 	must(store.AppendRecord(ctx, &compaction.CompactionRecord{ID: "rec-1", SessionID: "uid-reads", Timestamp: time.Now(), Tier: compaction.TierWarn}))
 
 	s, _ := newTestMetrics(t)
-	s.cache, s.apiReader, s.secrets, s.stores = c, c, policy.DirectSecrets{Reader: c}, &policy.Stores{}
+	s.cache, s.apiReader, s.secrets, s.stores = c, c, policy.DirectSecrets{Reader: c}, &backends.Stores{}
 	s.cfg.ClusterResourceNamespace = crn
 
 	reads := func(when string) {

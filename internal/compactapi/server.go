@@ -147,7 +147,7 @@ type Config struct {
 	ClusterSecretNamespaces []string
 	// AllowedEndpoints are the S3 endpoints and summarizer base URLs policies may name; the
 	// summarizer's connections are checked against it when dialling (the stores' by
-	// the list passed to policy.Stores.Get). nil allows all.
+	// the list passed to policy.StoreOpener.Open). nil allows all.
 	AllowedEndpoints *egress.Allowlist
 	// NamespacedEndpoints are those a CompactionPolicy may name (policy.Access); nil means
 	// AllowedEndpoints.
@@ -176,11 +176,13 @@ type Server struct {
 	// llm and llmNamespaced send the summarizer's requests of cluster and namespaced
 	// policies; nil is the default client.
 	llm, llmNamespaced *http.Client
-	stores             *policy.Stores
-	auth               *authz.Authorizer
-	recorder           recorder.EventRecorder
-	metrics            *Metrics
-	log                logr.Logger
+	stores             policy.StoreOpener
+	// summarizers builds the policies' summarizers.
+	summarizers policy.SummarizerFactory
+	auth        *authz.Authorizer
+	recorder    recorder.EventRecorder
+	metrics     *Metrics
+	log         logr.Logger
 
 	inflight *budget
 	// sharedBudgets are the namespaces' and policies' shares of the summarizer budget on
@@ -206,9 +208,13 @@ type Server struct {
 	serving atomic.Bool
 }
 
-// New builds the server on the manager's clients and cache; stores may be shared with the
-// controllers.
-func New(mgr ctrl.Manager, cfg Config, stores *policy.Stores, reg prometheus.Registerer) (*Server, error) {
+// New builds the server on the manager's clients and cache. stores (shared with the
+// controllers) opens the sessions' stores and summarizers builds the policies' summarizers:
+// both are the manager's (package backends), so this package links neither client.
+func New(mgr ctrl.Manager, cfg Config, stores policy.StoreOpener, summarizers policy.SummarizerFactory, reg prometheus.Registerer) (*Server, error) {
+	if stores == nil || summarizers == nil {
+		return nil, errors.New("compaction API: no store opener or summarizer factory")
+	}
 	if cfg.MaxBodyBytes <= 0 {
 		cfg.MaxBodyBytes = DefaultMaxBodyBytes
 	}
@@ -260,9 +266,6 @@ func New(mgr ctrl.Manager, cfg Config, stores *policy.Stores, reg prometheus.Reg
 	if cfg.SummarizerPolicySessions == 0 {
 		cfg.SummarizerPolicySessions = DefaultSummarizerPolicySessions
 	}
-	if stores == nil {
-		stores = &policy.Stores{}
-	}
 	if cfg.Secrets == nil {
 		cfg.Secrets = policy.NewSecretCache(mgr.GetAPIReader(), 0)
 	}
@@ -301,6 +304,7 @@ func New(mgr ctrl.Manager, cfg Config, stores *policy.Stores, reg prometheus.Reg
 		llm:           llmClient(cfg.AllowedEndpoints),
 		llmNamespaced: llmClient(cmp.Or(cfg.NamespacedEndpoints, cfg.AllowedEndpoints)),
 		stores:        stores,
+		summarizers:   summarizers,
 		auth:          auth,
 		recorder:      mgr.GetEventRecorder("compaction-api"),
 		metrics:       m,

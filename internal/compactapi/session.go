@@ -237,7 +237,7 @@ func (s *Server) summarizerFor(ctx context.Context, p *policy.Policy) (compactio
 
 // newSummarizer builds spec's summarizer, timed for the metrics.
 func (s *Server) newSummarizer(spec policy.SummarizerSpec) (compaction.Summarizer, error) {
-	sum, err := spec.New()
+	sum, err := s.summarizers(spec)
 	if err != nil {
 		return nil, err
 	}

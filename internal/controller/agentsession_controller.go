@@ -25,6 +25,7 @@ import (
 
 	compactionv1alpha1 "github.com/harness9/compaction-operator/api/v1alpha1"
 	"github.com/harness9/compaction-operator/internal/policy"
+	"github.com/harness9/compaction-operator/internal/policy/backends"
 )
 
 // SessionFinalizer holds an AgentSession until its stored objects are deleted.
@@ -48,7 +49,7 @@ type AgentSessionReconciler struct {
 	APIReader client.Reader
 	// Secrets reads the credentials of a session's storage.
 	Secrets  *policy.SecretCache
-	Stores   *policy.Stores
+	Stores   *backends.Stores
 	Recorder recorder.EventRecorder
 	// ClusterResourceNamespace holds a ClusterCompactionPolicy's Secrets by default.
 	ClusterResourceNamespace string

@@ -16,6 +16,7 @@ import (
 	compactionv1alpha1 "github.com/harness9/compaction-operator/api/v1alpha1"
 	"github.com/harness9/compaction-operator/internal/egress"
 	"github.com/harness9/compaction-operator/internal/policy"
+	"github.com/harness9/compaction-operator/internal/policy/backends"
 )
 
 // finalize deletes every stored object of a session being deleted, then releases it. The
@@ -162,7 +163,7 @@ func (r *AgentSessionReconciler) setDeletingConditions(ctx context.Context, s *c
 const storageDeleteTimeout = 30 * time.Second
 
 func (r *AgentSessionReconciler) deleteObjects(ctx context.Context, sessionID string, loc *compactionv1alpha1.RecordsLocation, endpoints *egress.Allowlist) (int, error) {
-	cfg, err := policy.S3Config(ctx, r.Secrets, loc)
+	cfg, err := backends.S3Config(ctx, r.Secrets, loc)
 	if err != nil {
 		return 0, err
 	}

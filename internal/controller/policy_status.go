@@ -19,6 +19,7 @@ import (
 	compactionv1alpha1 "github.com/harness9/compaction-operator/api/v1alpha1"
 	"github.com/harness9/compaction-operator/compaction/storage/s3"
 	"github.com/harness9/compaction-operator/internal/policy"
+	"github.com/harness9/compaction-operator/internal/policy/backends"
 )
 
 // Defaults for PolicyChecker's intervals.
@@ -50,7 +51,7 @@ type PolicyChecker struct {
 	// Secrets reads Secret values; the checker makes it forget a Secret whose
 	// resourceVersion changed.
 	Secrets  *policy.SecretCache
-	Stores   *policy.Stores
+	Stores   *backends.Stores
 	Recorder recorder.EventRecorder
 	// ClusterResourceNamespace holds a ClusterCompactionPolicy's Secrets when a reference
 	// names no namespace.
@@ -269,7 +270,7 @@ func (c *PolicyChecker) Forget(uid types.UID) {
 func (c *PolicyChecker) probeStorage(ctx context.Context, p *policy.Policy) (metav1.Condition, *s3.Store) {
 	cond := metav1.Condition{Type: compactionv1alpha1.ConditionStorageReady, Status: metav1.ConditionFalse}
 	loc := p.Storage(c.ClusterResourceNamespace)
-	cfg, err := policy.S3Config(ctx, c.Secrets, loc)
+	cfg, err := backends.S3Config(ctx, c.Secrets, loc)
 	if err != nil {
 		cond.Reason, cond.Message = storageReason(err), err.Error()
 		return cond, nil

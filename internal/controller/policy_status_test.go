@@ -16,6 +16,7 @@ import (
 
 	compactionv1alpha1 "github.com/harness9/compaction-operator/api/v1alpha1"
 	"github.com/harness9/compaction-operator/internal/policy"
+	"github.com/harness9/compaction-operator/internal/policy/backends"
 )
 
 func TestPruneDropsProbesOfVanishedPolicies(t *testing.T) {
@@ -87,7 +88,7 @@ func TestInvalidEngineConfigIsNotReady(t *testing.T) {
 		return []string{policy.RefKey(s.Namespace, s.Spec.PolicyRef)}
 	}).Build()
 	checker := &PolicyChecker{Client: c, APIReader: &countingReader{}, Secrets: policy.NewSecretCache(&countingReader{}, 0),
-		Stores: &policy.Stores{}, Recorder: events.NewFakeRecorder(10)}
+		Stores: &backends.Stores{}, Recorder: events.NewFakeRecorder(10)}
 	cp := &compactionv1alpha1.CompactionPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "p", UID: "uid", Generation: 3},
 		Spec: compactionv1alpha1.CompactionPolicySpec{ContextWindow: 100000,
 			Thresholds: compactionv1alpha1.Thresholds{WarnPercent: 60, SoftPercent: 55, FullPercent: 80, EmergencyPercent: 95, TargetPercent: 50, MinSavingPercent: 15},

@@ -11,6 +11,7 @@ import (
 
 	"github.com/harness9/compaction-operator/internal/egress"
 	"github.com/harness9/compaction-operator/internal/policy"
+	"github.com/harness9/compaction-operator/internal/policy/backends"
 )
 
 // Config is what the controllers need besides the manager.
@@ -42,7 +43,7 @@ type Config struct {
 	// DefaultSessionWorkers.
 	SessionWorkers int
 	// Stores is shared with whatever else talks to storage; nil makes a new one.
-	Stores *policy.Stores
+	Stores *backends.Stores
 	// Registerer receives the controllers' metrics; nil means controller-runtime's registry,
 	// which the manager serves on /metrics.
 	Registerer prometheus.Registerer
@@ -55,7 +56,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, cfg Config) error {
 	}
 	stores := cfg.Stores
 	if stores == nil {
-		stores = &policy.Stores{}
+		stores = &backends.Stores{}
 	}
 	secrets := cfg.Secrets
 	if secrets == nil {

@@ -1,16 +1,13 @@
 package policy
 
 import (
-	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"k8s.io/utils/ptr"
 
 	compactionv1alpha1 "github.com/harness9/compaction-operator/api/v1alpha1"
 	"github.com/harness9/compaction-operator/compaction"
-	"github.com/harness9/compaction-operator/compaction/summarize/openai"
 )
 
 // ErrInvalidEngineConfig is wrapped by EngineConfig when the engine refuses the configuration
@@ -83,26 +80,4 @@ func EngineConfig(spec *compactionv1alpha1.CompactionPolicySpec, window int32) (
 		return cfg, fmt.Errorf("%w: %w", ErrInvalidEngineConfig, err)
 	}
 	return cfg, nil
-}
-
-// OpenAIConfig is the OpenAI-compatible summarizer's configuration for the policy, with its API
-// key read through secrets; ok is false when the policy uses the extractive summarizer. The
-// caller sets what belongs to the process (the HTTP client).
-func (p *Policy) OpenAIConfig(ctx context.Context, secrets SecretReader, clusterResourceNamespace string) (cfg openai.Config, ok bool, err error) {
-	oa := p.Spec.Summarizer.OpenAI
-	if p.Spec.Summarizer.Mode != compactionv1alpha1.SummarizerOpenAI || !oa.IsSet() {
-		return openai.Config{}, false, nil
-	}
-	key, err := p.APIKey(ctx, secrets, clusterResourceNamespace)
-	if err != nil {
-		return openai.Config{}, false, err
-	}
-	// QuietErrors: summarizer errors reach records, events and API answers, and the endpoint
-	// is the policy author's choice; none of its answer's text is quoted.
-	cfg = openai.Config{BaseURL: oa.BaseURL, Model: oa.Model, APIKey: key, MaxOutputTokens: int(oa.MaxOutputTokens),
-		MaxTokensField: MaxTokensField(oa.MaxTokensField), QuietErrors: true}
-	if oa.TimeoutSeconds > 0 {
-		cfg.Timeout = time.Duration(oa.TimeoutSeconds) * time.Second
-	}
-	return cfg, true, nil
 }

@@ -198,7 +198,7 @@ func TestSecretsOnlyOptedIn(t *testing.T) {
 	}
 }
 
-// S3Config and APIKey name the Secret and say the same for a missing and an unlabelled one;
+// StorageCredentials and APIKey name the Secret and say the same for a missing and an unlabelled one;
 // a labelled Secret lacking a key may say so.
 func TestCredentialErrorsDoNotTellMissingFromUnlabelled(t *testing.T) {
 	ctx := context.Background()
@@ -210,9 +210,9 @@ func TestCredentialErrorsDoNotTellMissingFromUnlabelled(t *testing.T) {
 	s3Err := func(name string) error {
 		loc := &compactionv1alpha1.RecordsLocation{CredentialsSecretRef: compactionv1alpha1.S3CredentialsSecretRef{
 			SecretReference: compactionv1alpha1.SecretReference{Namespace: "team", Name: name}, AccessKeyIDKey: "accessKeyID", SecretAccessKeyKey: "secretAccessKey"}}
-		cfg, err := S3Config(ctx, r, loc)
-		if cfg.AccessKey != "" || cfg.SecretKey != "" {
-			t.Errorf("S3Config(%s) returned credentials with %v", name, err)
+		access, secret, err := StorageCredentials(ctx, r, loc)
+		if access != "" || secret != "" {
+			t.Errorf("StorageCredentials(%s) returned credentials with %v", name, err)
 		}
 		return err
 	}

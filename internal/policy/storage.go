@@ -8,10 +8,9 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	compactionv1alpha1 "github.com/harness9/compaction-operator/api/v1alpha1"
-	"github.com/harness9/compaction-operator/compaction/storage/s3"
 )
 
-// ErrSecretKeyMissing is what S3Config and APIKey return when a usable (labelled) Secret lacks
+// ErrSecretKeyMissing is what StorageCredentials and APIKey return when a usable (labelled) Secret lacks
 // a key; with ErrSecretNotUsable, the controllers turn it into a condition reason.
 var ErrSecretKeyMissing = errors.New("secret key missing")
 
@@ -76,42 +75,35 @@ func (p *Policy) Storage(clusterResourceNamespace string) *compactionv1alpha1.Re
 	return loc
 }
 
-// S3Config reads the credentials of loc from its Secret and returns the store configuration.
-func S3Config(ctx context.Context, secrets SecretReader, loc *compactionv1alpha1.RecordsLocation) (s3.Config, error) {
-	cfg := s3.Config{
-		Endpoint: loc.Endpoint,
-		Bucket:   loc.Bucket,
-		Prefix:   loc.Prefix,
-		Region:   loc.Region,
-		Insecure: loc.Protocol == compactionv1alpha1.S3HTTP,
-	}
+// StorageCredentials reads the access key pair of loc from its Secret; both are empty when
+// loc names no Secret (the store then uses no credentials). The S3 store's configuration is
+// built from loc and these in package backends, so this package needs no S3 client.
+func StorageCredentials(ctx context.Context, secrets SecretReader, loc *compactionv1alpha1.RecordsLocation) (accessKey, secretKey string, err error) {
 	ref := loc.CredentialsSecretRef
 	if !ref.IsSet() {
-		return cfg, nil
+		return "", "", nil
 	}
 	key := types.NamespacedName{Namespace: ref.Namespace, Name: ref.Name}
 	data, err := secrets.SecretValues(ctx, key, ref.AccessKeyIDKey, ref.SecretAccessKeyKey)
 	if err != nil {
 		if errors.Is(err, ErrSecretNotUsable) {
-			return cfg, fmt.Errorf("credentials Secret %q %w", key.String(), ErrSecretNotUsable)
+			return "", "", fmt.Errorf("credentials Secret %q %w", key.String(), ErrSecretNotUsable)
 		}
-		return cfg, fmt.Errorf("read credentials Secret %s: %w", key, err)
+		return "", "", fmt.Errorf("read credentials Secret %s: %w", key, err)
 	}
 	var missing []string
 	access := data[ref.AccessKeyIDKey]
 	if len(access) == 0 {
 		missing = append(missing, ref.AccessKeyIDKey)
 	}
-	secretKey := data[ref.SecretAccessKeyKey]
-	if len(secretKey) == 0 {
+	secret := data[ref.SecretAccessKeyKey]
+	if len(secret) == 0 {
 		missing = append(missing, ref.SecretAccessKeyKey)
 	}
 	if len(missing) > 0 {
-		return cfg, fmt.Errorf("credentials Secret %s has no (or an empty) %q: %w", key, missing, ErrSecretKeyMissing)
+		return "", "", fmt.Errorf("credentials Secret %s has no (or an empty) %q: %w", key, missing, ErrSecretKeyMissing)
 	}
-	cfg.AccessKey = string(access)
-	cfg.SecretKey = string(secretKey)
-	return cfg, nil
+	return string(access), string(secret), nil
 }
 
 // APIKey reads the OpenAI summarizer's API key, if the policy names one.

@@ -2,77 +2,12 @@ package policy
 
 import (
 	"context"
-	"fmt"
 	"io"
-	"sync"
-
-	lru "github.com/hashicorp/golang-lru/v2"
 
 	compactionv1alpha1 "github.com/harness9/compaction-operator/api/v1alpha1"
 	"github.com/harness9/compaction-operator/compaction"
-	"github.com/harness9/compaction-operator/compaction/storage/s3"
 	"github.com/harness9/compaction-operator/internal/egress"
 )
-
-// maxStores bounds the cache; configurations change only when policies or their credentials
-// do, so the least recently used store is the one to drop (nothing to close: its idle
-// connections time out).
-const maxStores = 256
-
-// Stores hands out one S3 store per configuration, so every reconcile and request for the same
-// bucket and credentials shares one client and its connection pool. The zero value is ready.
-type Stores struct {
-	// mu is held across the creation of a store, so concurrent first uses of a configuration
-	// share one client.
-	mu     sync.Mutex
-	stores *lru.Cache[storeKey, *s3.Store] // created on first use
-	size   int                             // of stores; maxStores when 0 (tests set less)
-}
-
-// storeKey is a configuration and the list its connections are checked against: a cluster
-// and a namespaced policy on one bucket do not share a client, as their lists differ.
-type storeKey struct {
-	cfg     s3.Config
-	allowed *egress.Allowlist
-}
-
-// Get returns the store for cfg whose every connection allowed checks (see egress; nil
-// checks nothing), creating it on first use. Pass the same list for the same policies
-// (Access.EndpointsFor): it is part of the cache key.
-func (c *Stores) Get(ctx context.Context, cfg s3.Config, allowed *egress.Allowlist) (*s3.Store, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.stores == nil {
-		size := c.size
-		if size <= 0 {
-			size = maxStores
-		}
-		stores, err := lru.New[storeKey, *s3.Store](size)
-		if err != nil {
-			return nil, fmt.Errorf("s3 store cache: %w", err)
-		}
-		c.stores = stores
-	}
-	key := storeKey{cfg: cfg, allowed: allowed}
-	if st, ok := c.stores.Get(key); ok {
-		return st, nil
-	}
-	var opts []s3.Option
-	if allowed != nil {
-		// The store's default transport, dialing only where allowed says.
-		base, err := s3.DefaultTransport(cfg)
-		if err != nil {
-			return nil, err
-		}
-		opts = append(opts, s3.WithTransport(allowed.Transport(base)))
-	}
-	st, err := s3.New(ctx, cfg, opts...)
-	if err != nil {
-		return nil, err
-	}
-	c.stores.Add(key, st)
-	return st, nil
-}
 
 // SessionStore is a session's store as the compaction API serves it: the engine's store
 // (with the conditional state reads of compaction.WithStateRevalidation), the archive of what
@@ -85,16 +20,11 @@ type SessionStore interface {
 	OpenToolResult(ctx context.Context, sessionID, toolCallID string) (rc io.ReadCloser, size int64, err error)
 }
 
-// Open is the store at loc, its credentials read through secrets, whose connections allowed
-// checks (Get). The errors are S3Config's and the store's own, which say what failed.
-func (c *Stores) Open(ctx context.Context, secrets SecretReader, loc *compactionv1alpha1.RecordsLocation, allowed *egress.Allowlist) (SessionStore, error) {
-	cfg, err := S3Config(ctx, secrets, loc)
-	if err != nil {
-		return nil, err
-	}
-	st, err := c.Get(ctx, cfg, allowed)
-	if err != nil {
-		return nil, err
-	}
-	return st, nil
+// StoreOpener opens the store at a pinned location. It is an interface so that the
+// compaction API, which only serves stores, does not link the S3 client: the manager hands
+// it backends.Stores, shared with the controllers.
+type StoreOpener interface {
+	// Open is the store at loc, its credentials read through secrets, whose every
+	// connection allowed checks (nil checks nothing).
+	Open(ctx context.Context, secrets SecretReader, loc *compactionv1alpha1.RecordsLocation, allowed *egress.Allowlist) (SessionStore, error)
 }

@@ -2,55 +2,59 @@ package policy
 
 import (
 	"context"
-	"fmt"
 	"net/http"
+	"time"
 
 	compactionv1alpha1 "github.com/harness9/compaction-operator/api/v1alpha1"
 	"github.com/harness9/compaction-operator/compaction"
-	"github.com/harness9/compaction-operator/compaction/summarize/openai"
 )
-
-// MaxTokensField is the request field the OpenAI summarizer sends the policy's
-// maxOutputTokens in.
-func MaxTokensField(f compactionv1alpha1.OpenAIMaxTokensField) openai.TokenLimitField {
-	if f == compactionv1alpha1.OpenAIMaxCompletionTokens {
-		return openai.MaxCompletionTokens
-	}
-	// MaxTokens, and "" for a policy stored before the field existed (the API server
-	// defaults it on read, but a client may hand over an object it never defaulted).
-	return openai.MaxTokens
-}
 
 // SummarizerSpec is what a policy's summarizer is built from, its API key read. It is
 // comparable with ==, so the API can tell whether a session's cached engine still has the
 // policy's summarizer without building one on every request; the zero value is the
 // extractive summarizer.
 type SummarizerSpec struct {
-	// openAI: cfg is used; otherwise the extractive summarizer. cfg never holds a
-	// Temperature (policies have none): a new pointer every request would defeat ==.
-	openAI bool
-	cfg    openai.Config
+	// OpenAI: the OpenAI-compatible summarizer OpenAIConfig describes; otherwise the
+	// extractive summarizer.
+	OpenAI       bool
+	OpenAIConfig OpenAISettings
 }
 
-// SummarizerSpec reads the policy's summarizer configuration (OpenAIConfig); the summarizer
-// sends its requests with client (nil: the default client).
+// OpenAISettings are the OpenAI-compatible summarizer's settings a policy makes, with its API
+// key read and the process's HTTP client; package backends turns them into the client's
+// configuration. They hold no Temperature (policies have none): a new pointer every request
+// would defeat == on SummarizerSpec.
+type OpenAISettings struct {
+	BaseURL, Model, APIKey string
+	MaxOutputTokens        int
+	MaxTokensField         compactionv1alpha1.OpenAIMaxTokensField
+	// Timeout bounds one call; 0 is the client's default.
+	Timeout time.Duration
+	// HTTPClient sends the requests; nil is the default client.
+	HTTPClient *http.Client
+}
+
+// SummarizerFactory builds the summarizer a SummarizerSpec describes (backends.NewSummarizer).
+// The compaction API takes one instead of building summarizers itself, so it does not link
+// the OpenAI client.
+type SummarizerFactory func(SummarizerSpec) (compaction.Summarizer, error)
+
+// SummarizerSpec reads the policy's summarizer configuration, with its API key read through
+// secrets; the summarizer sends its requests with client (nil: the default client), which
+// belongs to the process, not the policy.
 func (p *Policy) SummarizerSpec(ctx context.Context, secrets SecretReader, clusterResourceNamespace string, client *http.Client) (SummarizerSpec, error) {
-	cfg, ok, err := p.OpenAIConfig(ctx, secrets, clusterResourceNamespace)
+	oa := p.Spec.Summarizer.OpenAI
+	if p.Spec.Summarizer.Mode != compactionv1alpha1.SummarizerOpenAI || !oa.IsSet() {
+		return SummarizerSpec{}, nil
+	}
+	key, err := p.APIKey(ctx, secrets, clusterResourceNamespace)
 	if err != nil {
 		return SummarizerSpec{}, err
 	}
-	cfg.HTTPClient = client
-	return SummarizerSpec{openAI: ok, cfg: cfg}, nil
-}
-
-// New builds the summarizer the spec describes.
-func (s SummarizerSpec) New() (compaction.Summarizer, error) {
-	if !s.openAI {
-		return compaction.ExtractiveSummarizer{}, nil
+	cfg := OpenAISettings{BaseURL: oa.BaseURL, Model: oa.Model, APIKey: key, MaxOutputTokens: int(oa.MaxOutputTokens),
+		MaxTokensField: oa.MaxTokensField, HTTPClient: client}
+	if oa.TimeoutSeconds > 0 {
+		cfg.Timeout = time.Duration(oa.TimeoutSeconds) * time.Second
 	}
-	sum, err := openai.New(s.cfg)
-	if err != nil {
-		return nil, fmt.Errorf("OpenAI summarizer: %w", err)
-	}
-	return sum, nil
+	return SummarizerSpec{OpenAI: true, OpenAIConfig: cfg}, nil
 }

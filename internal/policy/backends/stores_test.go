@@ -1,10 +1,11 @@
-package policy
+package backends
 
 import (
 	"context"
 	"fmt"
 	"testing"
 
+	compactionv1alpha1 "github.com/harness9/compaction-operator/api/v1alpha1"
 	"github.com/harness9/compaction-operator/compaction/storage/s3"
 )
 
@@ -42,5 +43,17 @@ func TestStoresShareAndEvictLeastRecentlyUsed(t *testing.T) {
 	}
 	if _, err := c.Get(ctx, s3.Config{Bucket: "b"}, nil); err == nil {
 		t.Error("a configuration without an endpoint got a store")
+	}
+}
+
+// The store speaks plain HTTP only to a location whose protocol says HTTP; a location pinned
+// before the field existed reads as HTTPS or HTTP (see policy.Locations), never as "".
+func TestS3ConfigInsecureFromProtocol(t *testing.T) {
+	t.Parallel()
+	for _, p := range []compactionv1alpha1.S3Protocol{compactionv1alpha1.S3HTTP, compactionv1alpha1.S3HTTPS} {
+		cfg, err := S3Config(context.Background(), nil, &compactionv1alpha1.RecordsLocation{Endpoint: "minio:9000", Bucket: "bkt", Protocol: p})
+		if err != nil || cfg.Insecure != (p == compactionv1alpha1.S3HTTP) {
+			t.Errorf("protocol %s: store config insecure %v, %v", p, cfg.Insecure, err)
+		}
 	}
 }
