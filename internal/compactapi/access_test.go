@@ -19,7 +19,6 @@ import (
 	"github.com/harness9/compaction-operator/compaction"
 	"github.com/harness9/compaction-operator/internal/egress"
 	"github.com/harness9/compaction-operator/internal/policy"
-	"github.com/harness9/compaction-operator/internal/policy/backends"
 )
 
 // countingSecrets fails the test's expectations by counting: every read is recorded.
@@ -76,11 +75,11 @@ func TestLookupAccess(t *testing.T) {
 
 	secrets := &countingSecrets{}
 	s, _ := newTestMetrics(t)
-	s.cache, s.apiReader, s.secrets, s.stores = c, c, secrets, &backends.Stores{}
-	s.cfg.ClusterResourceNamespace = crn
+	s.cache, s.apiReader, s.cfg.ClusterResourceNamespace = c, c, crn
+	s.sessions = testResolver(s, secrets)
 	lookup := func() error {
 		t.Helper()
-		_, err := s.lookup(ctx, "team", "agent", true)
+		_, err := s.sessions.lookup(ctx, "team", "agent", true)
 		return err
 	}
 
@@ -107,11 +106,11 @@ func TestLookupAccess(t *testing.T) {
 	secrets.reads = nil
 	allowed, err := egress.Parse([]string{"s3.example.com"})
 	must(err)
-	s.cfg.AllowedEndpoints = allowed
+	s.sessions.access.Endpoints = allowed
 	if err := lookup(); !errors.As(err, &ae) || ae.code != http.StatusConflict || !containsText(err, "minio.minio.svc:9000") {
 		t.Errorf("endpoint not allowed: %v, want 409 naming it", err)
 	}
-	s.cfg.AllowedEndpoints = nil
+	s.sessions.access.Endpoints = nil
 	legacy := cp.DeepCopy()
 	legacy.ObjectMeta = metav1.ObjectMeta{Name: "legacy"}
 	legacy.Spec.NamespaceSelector = nil
@@ -123,7 +122,7 @@ func TestLookupAccess(t *testing.T) {
 	must(c.Create(ctx, old))
 	_, err = policy.Locations{Namespace: crn, Reader: c, Writer: c}.Pin(ctx, old, policy.FromCluster(legacy), crn)
 	must(err)
-	if _, err := s.lookup(ctx, "team", "old-agent", true); !errors.As(err, &ae) || ae.code != http.StatusConflict || !containsText(err, "kube-system/minio") {
+	if _, err := s.sessions.lookup(ctx, "team", "old-agent", true); !errors.As(err, &ae) || ae.code != http.StatusConflict || !containsText(err, "kube-system/minio") {
 		t.Errorf("Secret namespace not allowed: %v, want 409 naming the Secret", err)
 	}
 	if len(secrets.reads) > 0 {
@@ -149,8 +148,8 @@ func TestSummarizerErrorsDoNotEcho(t *testing.T) {
 		Summarizer: compactionv1alpha1.SummarizerSpec{Mode: compactionv1alpha1.SummarizerOpenAI,
 			OpenAI: compactionv1alpha1.OpenAISummarizerSpec{BaseURL: srv.URL + "/v1", Model: "m"}}}}
 	s, _ := newTestMetrics(t)
-	s.secrets = &countingSecrets{}
-	sum, err := s.summarizerFor(context.Background(), p)
+	s.sessions = testResolver(s, &countingSecrets{})
+	sum, err := s.sessions.summarizerFor(context.Background(), p)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -165,8 +164,8 @@ func TestSummarizerErrorsDoNotEcho(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.llm = llmClient(allowed)
-	sum, err = s.summarizerFor(context.Background(), p)
+	s.sessions.llm = llmClient(allowed)
+	sum, err = s.sessions.summarizerFor(context.Background(), p)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -209,9 +209,9 @@ func resolveSession(s *Server, n needs) step {
 		var sess *session
 		var err error
 		if n == needsSession {
-			sess, err = s.lookupObject(c.r.Context(), c.namespace, c.name)
+			sess, err = s.sessions.lookupObject(c.r.Context(), c.namespace, c.name)
 		} else {
-			sess, err = s.lookup(c.r.Context(), c.namespace, c.name, n == needsEngine)
+			sess, err = s.sessions.lookup(c.r.Context(), c.namespace, c.name, n == needsEngine)
 		}
 		if err != nil {
 			return err

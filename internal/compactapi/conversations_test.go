@@ -116,7 +116,7 @@ func startConversationEnv(t *testing.T, specs ...func(*compactionv1alpha1.Compac
 	s.cfg = Config{MaxBodyBytes: DefaultMaxBodyBytes, MaxMessages: DefaultMaxMessages, RequestTimeout: DefaultRequestTimeout,
 		UsageInterval: DefaultUsageInterval, ClusterResourceNamespace: conversationCRN, TokenAudience: compactclient.DefaultTokenAudience}
 	s.cache, s.apiReader, s.writer = c, c, c
-	s.secrets, s.stores = policy.DirectSecrets{Reader: c}, &backends.Stores{}
+	s.sessions = testResolver(s, policy.DirectSecrets{Reader: c})
 	s.auth = authz.New(c, compactclient.DefaultTokenAudience, 0, 0)
 	s.recorder, s.log = events.NewFakeRecorder(1000), logr.Discard()
 	s.status = newStatus(s)

@@ -86,7 +86,7 @@ func (s *Server) engineFor(sess *session) (*engine, error) {
 	sum := sess.summarizer
 	if sum == nil {
 		var err error
-		if sum, err = s.newSummarizer(sess.sumSpec); err != nil {
+		if sum, err = s.sessions.newSummarizer(sess.sumSpec); err != nil {
 			return nil, &apiError{code: http.StatusServiceUnavailable, reason: ReasonSessionNotReady, msg: err.Error()}
 		}
 	}

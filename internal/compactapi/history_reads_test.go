@@ -21,7 +21,6 @@ import (
 	"github.com/harness9/compaction-operator/internal/dev/builder"
 	"github.com/harness9/compaction-operator/internal/dev/testenv"
 	"github.com/harness9/compaction-operator/internal/policy"
-	"github.com/harness9/compaction-operator/internal/policy/backends"
 )
 
 // TestHistoryOutlivesThePolicy: reading the archive back and resetting need only the session
@@ -67,13 +66,13 @@ func TestHistoryOutlivesThePolicy(t *testing.T) {
 	testenv.Must(t, store.SaveState(ctx, "uid-history", &compaction.State{Watermark: 4, LastSummary: "s"}))
 
 	s, _ := newTestMetrics(t)
-	s.cache, s.apiReader, s.secrets, s.stores = c, c, policy.DirectSecrets{Reader: c}, &backends.Stores{}
-	s.cfg.ClusterResourceNamespace = crn
+	s.cache, s.apiReader, s.cfg.ClusterResourceNamespace = c, c, crn
+	s.sessions = testResolver(s, policy.DirectSecrets{Reader: c})
 	s.recorder = events.NewFakeRecorder(10)
 
 	reads := func(when string) {
 		t.Helper()
-		sess, err := s.lookup(ctx, "team", "agent", false)
+		sess, err := s.sessions.lookup(ctx, "team", "agent", false)
 		if err != nil {
 			t.Fatalf("%s: lookup for a read: %v", when, err)
 		}
@@ -100,7 +99,7 @@ func TestHistoryOutlivesThePolicy(t *testing.T) {
 	testenv.Must(t, c.Delete(ctx, cp))
 	reads("policy deleted")
 
-	sess, err := s.lookup(ctx, "team", "agent", false)
+	sess, err := s.sessions.lookup(ctx, "team", "agent", false)
 	testenv.Must(t, err)
 	w := httptest.NewRecorder()
 	if err := s.reset(w, httptest.NewRequest(http.MethodPost, "/reset", nil), sess, struct{}{}); err != nil || w.Code != http.StatusOK {

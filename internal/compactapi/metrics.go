@@ -150,8 +150,8 @@ type timedSummarizer struct {
 }
 
 // timed wraps inner to time its calls.
-func (s *Server) timed(inner compaction.Summarizer) compaction.Summarizer {
-	return timedSummarizer{inner: inner, m: s.metrics}
+func (m *Metrics) timed(inner compaction.Summarizer) compaction.Summarizer {
+	return timedSummarizer{inner: inner, m: m}
 }
 
 func (t timedSummarizer) Name() string { return t.inner.Name() }

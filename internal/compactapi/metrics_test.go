@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/harness9/compaction-operator/compaction"
+	"github.com/harness9/compaction-operator/internal/policy"
 	"github.com/harness9/compaction-operator/internal/policy/backends"
 )
 
@@ -56,7 +57,14 @@ func newTestMetrics(t *testing.T) (*Server, *prometheus.Registry) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &Server{metrics: m, summarizers: backends.NewSummarizer}, reg
+	return &Server{metrics: m, sessions: &resolver{summarizers: backends.NewSummarizer, metrics: m}}, reg
+}
+
+// testResolver resolves sessions as New's does, reading through s's cache and API reader, in
+// its cluster resource namespace, and Secrets through secrets, on stores of its own.
+func testResolver(s *Server, secrets policy.SecretReader) *resolver {
+	return &resolver{cache: s.cache, apiReader: s.apiReader, secrets: secrets, stores: &backends.Stores{}, summarizers: backends.NewSummarizer,
+		access: policy.Access{ClusterResourceNamespace: s.cfg.ClusterResourceNamespace}, metrics: s.metrics}
 }
 
 // fakeUsageSummarizer reports fixed usage.
@@ -84,7 +92,7 @@ func TestTimedKeepsResults(t *testing.T) {
 	ctx := context.Background()
 	s, reg := newTestMetrics(t)
 	want := compaction.SummaryUsage{InputTokens: 1200, OutputTokens: 80}
-	wrapped := s.timed(fakeUsageSummarizer{usage: want})
+	wrapped := s.metrics.timed(fakeUsageSummarizer{usage: want})
 	if wrapped.Name() != "openai" {
 		t.Errorf("Name() = %q", wrapped.Name())
 	}
@@ -95,7 +103,7 @@ func TestTimedKeepsResults(t *testing.T) {
 	if _, err := wrapped.Summarize(ctx, compaction.SummaryRequest{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := compaction.Summarize(ctx, s.timed(fakeUsageSummarizer{err: errors.New("down")}), compaction.SummaryRequest{}); err == nil {
+	if _, err := compaction.Summarize(ctx, s.metrics.timed(fakeUsageSummarizer{err: errors.New("down")}), compaction.SummaryRequest{}); err == nil {
 		t.Fatal("the error was lost")
 	}
 	openai := map[string]string{"summarizer": "openai"}
@@ -107,7 +115,7 @@ func TestTimedKeepsResults(t *testing.T) {
 	}
 
 	req := compaction.SummaryRequest{Messages: []compaction.Message{{Role: compaction.RoleUser, Content: "Fix the flaky TestEviction"}}}
-	res, err = compaction.Summarize(ctx, s.timed(compaction.ExtractiveSummarizer{}), req)
+	res, err = compaction.Summarize(ctx, s.metrics.timed(compaction.ExtractiveSummarizer{}), req)
 	if err != nil || res.Usage != (compaction.SummaryUsage{}) {
 		t.Errorf("timed(extractive) = %+v, %v: reporting usage, the engine would count it instead of estimating", res.Usage, err)
 	}

@@ -37,7 +37,6 @@ import (
 	"github.com/harness9/compaction-operator/internal/dev/testenv"
 	"github.com/harness9/compaction-operator/internal/dev/testenv/kubeenv"
 	"github.com/harness9/compaction-operator/internal/policy"
-	"github.com/harness9/compaction-operator/internal/policy/backends"
 )
 
 // TestSummariesOffTurn: issue 29, through the compaction API (--api-summaries-off-turn)
@@ -319,7 +318,7 @@ func startWatchedEnv(t *testing.T, specs ...func(*compactionv1alpha1.CompactionP
 		UsageInterval: DefaultUsageInterval, ClusterResourceNamespace: conversationCRN, TokenAudience: compactclient.DefaultTokenAudience,
 		SummariesOffTurn: true}
 	s.cache, s.apiReader, s.writer = ca, c, c
-	s.secrets, s.stores = policy.DirectSecrets{Reader: c}, &backends.Stores{}
+	s.sessions = testResolver(s, policy.DirectSecrets{Reader: c})
 	s.auth = authz.New(c, compactclient.DefaultTokenAudience, 0, 0)
 	s.recorder, s.log = events.NewFakeRecorder(1000), logr.Discard()
 	s.status = newStatus(s)

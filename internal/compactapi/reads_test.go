@@ -20,7 +20,6 @@ import (
 	"github.com/harness9/compaction-operator/internal/dev/builder"
 	"github.com/harness9/compaction-operator/internal/dev/testenv"
 	"github.com/harness9/compaction-operator/internal/policy"
-	"github.com/harness9/compaction-operator/internal/policy/backends"
 )
 
 // TestReadsOutliveThePolicy: issue 15. Reading a session's records and offloaded tool results
@@ -72,12 +71,12 @@ func TestReadsOutliveThePolicy(t *testing.T) {
 	must(store.AppendRecord(ctx, &compaction.CompactionRecord{ID: "rec-1", SessionID: "uid-reads", Timestamp: time.Now(), Tier: compaction.TierWarn}))
 
 	s, _ := newTestMetrics(t)
-	s.cache, s.apiReader, s.secrets, s.stores = c, c, policy.DirectSecrets{Reader: c}, &backends.Stores{}
-	s.cfg.ClusterResourceNamespace = crn
+	s.cache, s.apiReader, s.cfg.ClusterResourceNamespace = c, c, crn
+	s.sessions = testResolver(s, policy.DirectSecrets{Reader: c})
 
 	reads := func(when string) {
 		t.Helper()
-		sess, err := s.lookup(ctx, "team", "agent", false)
+		sess, err := s.sessions.lookup(ctx, "team", "agent", false)
 		if err != nil {
 			t.Fatalf("%s: lookup for a read: %v", when, err)
 		}
@@ -95,7 +94,7 @@ func TestReadsOutliveThePolicy(t *testing.T) {
 	writeRefused := func(when string, code int) {
 		t.Helper()
 		var ae *apiError
-		if _, err := s.lookup(ctx, "team", "agent", true); !errors.As(err, &ae) || ae.code != code {
+		if _, err := s.sessions.lookup(ctx, "team", "agent", true); !errors.As(err, &ae) || ae.code != code {
 			t.Errorf("%s: lookup for compact: %v, want %d", when, err, code)
 		}
 	}

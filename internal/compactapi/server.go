@@ -170,19 +170,14 @@ type Server struct {
 	cache     client.Reader
 	apiReader client.Reader
 	writer    client.Client
-	secrets   policy.SecretReader
 	// background runs the summarizations off the turn (compaction.WithBackground).
 	background *background
-	// llm and llmNamespaced send the summarizer's requests of cluster and namespaced
-	// policies; nil is the default client.
-	llm, llmNamespaced *http.Client
-	stores             policy.StoreOpener
-	// summarizers builds the policies' summarizers.
-	summarizers policy.SummarizerFactory
-	auth        *authz.Authorizer
-	recorder    recorder.EventRecorder
-	metrics     *Metrics
-	log         logr.Logger
+	// sessions resolves what a request needs of its session (resolveSession, engineFor).
+	sessions *resolver
+	auth     *authz.Authorizer
+	recorder recorder.EventRecorder
+	metrics  *Metrics
+	log      logr.Logger
 
 	inflight *budget
 	// sharedBudgets are the namespaces' and policies' shares of the summarizer budget on
@@ -194,11 +189,6 @@ type Server struct {
 	// calibrates the session's estimate. Bounded; a session served elsewhere just skips a
 	// calibration sample.
 	lastViews *lru.Cache[string, int]
-	// locations keeps the sessions' decoded pinned locations (nil: decoded every request).
-	locations *policy.DecodedLocations
-	// locationIndex holds the pinned locations' ConfigMaps from the cache's informer (nil:
-	// read from the cache).
-	locationIndex *policy.LocationIndex
 	// engines are the sessions' compactors on this replica, by session UID (see engine);
 	// enginesMu makes finding or building a session's engine one step, so a session has one
 	// engine, which serializes its compactions.
@@ -294,17 +284,21 @@ func New(mgr ctrl.Manager, cfg Config, stores policy.StoreOpener, summarizers po
 	inflight := newBudget(cfg.MaxInflightBytes, m.Inflight)
 	inflight.callerLimit = max(cfg.MaxInflightBytesPerCaller, 0)
 	s := &Server{
-		cfg:           cfg,
-		cache:         mgr.GetCache(),
-		locations:     locations,
-		locationIndex: index,
-		apiReader:     mgr.GetAPIReader(),
-		writer:        mgr.GetClient(),
-		secrets:       cfg.Secrets,
-		llm:           llmClient(cfg.AllowedEndpoints),
-		llmNamespaced: llmClient(cmp.Or(cfg.NamespacedEndpoints, cfg.AllowedEndpoints)),
-		stores:        stores,
-		summarizers:   summarizers,
+		cfg:       cfg,
+		cache:     mgr.GetCache(),
+		apiReader: mgr.GetAPIReader(),
+		writer:    mgr.GetClient(),
+		sessions: &resolver{
+			cache: mgr.GetCache(), apiReader: mgr.GetAPIReader(), secrets: cfg.Secrets, stores: stores, summarizers: summarizers,
+			llm:           llmClient(cfg.AllowedEndpoints),
+			llmNamespaced: llmClient(cmp.Or(cfg.NamespacedEndpoints, cfg.AllowedEndpoints)),
+			locations:     locations, locationIndex: index,
+			access: policy.Access{
+				ClusterResourceNamespace: cfg.ClusterResourceNamespace, ClusterSecretNamespaces: cfg.ClusterSecretNamespaces,
+				Endpoints: cfg.AllowedEndpoints, NamespacedEndpoints: cfg.NamespacedEndpoints,
+			},
+			metrics: m,
+		},
 		auth:          auth,
 		recorder:      mgr.GetEventRecorder("compaction-api"),
 		metrics:       m,

@@ -49,6 +49,32 @@ func (sess *session) storeID() string {
 	return compaction.ConversationSessionID(sess.id, sess.conversation)
 }
 
+// resolver finds what a request needs of its session: the AgentSession, the store at its
+// pinned location and, for the routes that change the session, its policy's engine
+// configuration and summarizer. It is a part of its own, not the Server's methods, because
+// it reads only these (the cache, pinned locations, Secrets, stores, summarizers and the
+// operator's flags) and answers the same way whatever route asks (resolveSession).
+type resolver struct {
+	// cache reads the session, its policy and namespace, and pinned locations (sharedReader);
+	// apiReader reads a location the cache may not have yet (pinned).
+	cache, apiReader client.Reader
+	secrets          policy.SecretReader
+	stores           policy.StoreOpener
+	summarizers      policy.SummarizerFactory
+	// llm and llmNamespaced send the summarizer's requests of cluster and namespaced
+	// policies; nil is the default client.
+	llm, llmNamespaced *http.Client
+	// locations keeps the sessions' decoded pinned locations (nil: decoded every request).
+	locations *policy.DecodedLocations
+	// locationIndex holds the pinned locations' ConfigMaps from the cache's informer (nil:
+	// read from the cache).
+	locationIndex *policy.LocationIndex
+	// access is what the operator's flags let policies use.
+	access policy.Access
+	// metrics times the summarizers built (Metrics.timed).
+	metrics *Metrics
+}
+
 // lookup resolves a Ready session; withEngine also resolves its policy's engine configuration
 // and summarizer, which reads (records, tool results) do not need: they work with the
 // summarizer's Secret missing and after the policy is deleted. Expected failures are
@@ -60,30 +86,29 @@ func (sess *session) storeID() string {
 // status.records. Anyone allowed to write agentsessions/status could otherwise make the API
 // read, overwrite and offload into another session's objects, or send a Secret of any
 // namespace to an endpoint of their choosing.
-func (s *Server) lookup(ctx context.Context, namespace, name string, withEngine bool) (*session, error) {
-	sess, err := s.lookupObject(ctx, namespace, name)
+func (r *resolver) lookup(ctx context.Context, namespace, name string, withEngine bool) (*session, error) {
+	sess, err := r.lookupObject(ctx, namespace, name)
 	if err != nil {
 		return nil, err
 	}
-	pin, err := s.pinned(ctx, sess.obj)
+	pin, err := r.pinned(ctx, sess.obj)
 	if err != nil {
 		return nil, err
 	}
-	p, err := s.policyOf(ctx, sess.obj, withEngine)
+	p, err := r.policyOf(ctx, sess.obj, withEngine)
 	if err != nil {
 		return nil, err
 	}
 	// What the operator's flags forbid is refused before any Secret is read.
-	access := s.access()
-	if err := access.CheckLocation(pin); err != nil {
+	if err := r.access.CheckLocation(pin); err != nil {
 		return nil, notReady(sess.obj, err)
 	}
 	if withEngine {
-		if err := s.resolveEngine(ctx, sess, p); err != nil {
+		if err := r.resolveEngine(ctx, sess, p); err != nil {
 			return nil, err
 		}
 	}
-	if sess.store, err = s.stores.Open(ctx, s.secrets, pin.Location, access.PinEndpoints(pin)); err != nil {
+	if sess.store, err = r.stores.Open(ctx, r.secrets, pin.Location, r.access.PinEndpoints(pin)); err != nil {
 		return nil, &apiError{http.StatusServiceUnavailable, ReasonStorage, err.Error()}
 	}
 	return sess, nil
@@ -92,9 +117,9 @@ func (s *Server) lookup(ctx context.Context, namespace, name string, withEngine 
 // lookupObject is the AgentSession, not being deleted: all a route that only writes its
 // status (pass-through reports) needs, so a report is taken also while the session is not
 // Ready (a proxy whose compactions fail says so).
-func (s *Server) lookupObject(ctx context.Context, namespace, name string) (*session, error) {
+func (r *resolver) lookupObject(ctx context.Context, namespace, name string) (*session, error) {
 	var obj compactionv1alpha1.AgentSession
-	if err := (sharedReader{s.cache}).Get(ctx, types.NamespacedName{Namespace: namespace, Name: name}, &obj); err != nil {
+	if err := (sharedReader{r.cache}).Get(ctx, types.NamespacedName{Namespace: namespace, Name: name}, &obj); err != nil {
 		if client.IgnoreNotFound(err) == nil {
 			return nil, &apiError{http.StatusNotFound, ReasonNotFound, fmt.Sprintf("AgentSession %s/%s not found", namespace, name)}
 		}
@@ -110,8 +135,8 @@ func (s *Server) lookupObject(ctx context.Context, namespace, name string) (*ses
 // pinned location is kept so the session's objects outlive their policy. A cluster policy is
 // only for the namespaces its namespaceSelector selects: checked on every request, as a
 // namespace can be relabelled after its sessions became Ready.
-func (s *Server) policyOf(ctx context.Context, obj *compactionv1alpha1.AgentSession, required bool) (*policy.Policy, error) {
-	reader := sharedReader{s.cache}
+func (r *resolver) policyOf(ctx context.Context, obj *compactionv1alpha1.AgentSession, required bool) (*policy.Policy, error) {
+	reader := sharedReader{r.cache}
 	p, err := policy.Get(ctx, reader, obj.Namespace, obj.Spec.PolicyRef)
 	switch {
 	case errors.Is(err, policy.ErrNotFound) && !required:
@@ -162,14 +187,14 @@ func (r sharedReader) Get(ctx context.Context, key client.ObjectKey, obj client.
 // not served. A session that was Ready once is served even when the storage probe fails now,
 // so an outage fails open in the engine (records say what failed) instead of refusing the
 // agent's turn.
-func (s *Server) pinned(ctx context.Context, obj *compactionv1alpha1.AgentSession) (*policy.Pinned, error) {
+func (r *resolver) pinned(ctx context.Context, obj *compactionv1alpha1.AgentSession) (*policy.Pinned, error) {
 	ready := meta.FindStatusCondition(obj.Status.Conditions, compactionv1alpha1.ConditionReady)
-	locations := policy.Locations{Namespace: s.cfg.ClusterResourceNamespace, Reader: sharedReader{s.cache}, Decoded: s.locations, Index: s.locationIndex}
+	locations := policy.Locations{Namespace: r.access.ClusterResourceNamespace, Reader: sharedReader{r.cache}, Decoded: r.locations, Index: r.locationIndex}
 	if ready != nil && ready.Status == metav1.ConditionTrue {
 		// The session says it is Ready: its location may have been pinned a moment ago and
 		// not be in the cache yet. (The condition only decides whether to ask the API
 		// server; what is used is the ConfigMap.)
-		locations.APIReader = s.apiReader
+		locations.APIReader = r.apiReader
 	}
 	pin, err := locations.Get(ctx, obj)
 	switch {
@@ -189,9 +214,9 @@ func (s *Server) pinned(ctx context.Context, obj *compactionv1alpha1.AgentSessio
 
 // resolveEngine fills what the routes that change the session need of its policy p: the
 // engine configuration and the summarizer.
-func (s *Server) resolveEngine(ctx context.Context, sess *session, p *policy.Policy) error {
+func (r *resolver) resolveEngine(ctx context.Context, sess *session, p *policy.Policy) error {
 	obj := sess.obj
-	if err := s.access().Check(p); err != nil {
+	if err := r.access.Check(p); err != nil {
 		return notReady(obj, err)
 	}
 	cfg, err := policy.EngineConfig(p.Spec, obj.Spec.ContextWindow)
@@ -199,7 +224,7 @@ func (s *Server) resolveEngine(ctx context.Context, sess *session, p *policy.Pol
 		return notReady(obj, err)
 	}
 	// The summarizer itself is built with the session's engine (engineFor), once per engine.
-	spec, err := p.SummarizerSpec(ctx, s.secrets, s.cfg.ClusterResourceNamespace, s.llmFor(p.Kind))
+	spec, err := p.SummarizerSpec(ctx, r.secrets, r.access.ClusterResourceNamespace, r.llmFor(p.Kind))
 	if err != nil {
 		return &apiError{http.StatusServiceUnavailable, ReasonSessionNotReady, err.Error()}
 	}
@@ -208,40 +233,32 @@ func (s *Server) resolveEngine(ctx context.Context, sess *session, p *policy.Pol
 	return nil
 }
 
-// access is what the operator's flags let policies use.
-func (s *Server) access() policy.Access {
-	return policy.Access{
-		ClusterResourceNamespace: s.cfg.ClusterResourceNamespace, ClusterSecretNamespaces: s.cfg.ClusterSecretNamespaces,
-		Endpoints: s.cfg.AllowedEndpoints, NamespacedEndpoints: s.cfg.NamespacedEndpoints,
-	}
-}
-
 // llmFor is the summarizer's HTTP client for a policy of kind: its connections are checked
 // against that kind's list.
-func (s *Server) llmFor(kind compactionv1alpha1.PolicyKind) *http.Client {
+func (r *resolver) llmFor(kind compactionv1alpha1.PolicyKind) *http.Client {
 	if kind == compactionv1alpha1.PolicyKindCluster {
-		return s.llm
+		return r.llm
 	}
-	return cmp.Or(s.llmNamespaced, s.llm)
+	return cmp.Or(r.llmNamespaced, r.llm)
 }
 
 // summarizerFor builds the policy's summarizer on this process's HTTP client. The API key
 // is read through the short-lived Secret cache, so a rotated key is used within its TTL.
-func (s *Server) summarizerFor(ctx context.Context, p *policy.Policy) (compaction.Summarizer, error) {
-	spec, err := p.SummarizerSpec(ctx, s.secrets, s.cfg.ClusterResourceNamespace, s.llmFor(p.Kind))
+func (r *resolver) summarizerFor(ctx context.Context, p *policy.Policy) (compaction.Summarizer, error) {
+	spec, err := p.SummarizerSpec(ctx, r.secrets, r.access.ClusterResourceNamespace, r.llmFor(p.Kind))
 	if err != nil {
 		return nil, err
 	}
-	return s.newSummarizer(spec)
+	return r.newSummarizer(spec)
 }
 
 // newSummarizer builds spec's summarizer, timed for the metrics.
-func (s *Server) newSummarizer(spec policy.SummarizerSpec) (compaction.Summarizer, error) {
-	sum, err := s.summarizers(spec)
+func (r *resolver) newSummarizer(spec policy.SummarizerSpec) (compaction.Summarizer, error) {
+	sum, err := r.summarizers(spec)
 	if err != nil {
 		return nil, err
 	}
-	return s.timed(sum), nil
+	return r.metrics.timed(sum), nil
 }
 
 // apiError is an answer with a status other than 500.
