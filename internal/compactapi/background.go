@@ -14,6 +14,7 @@ import (
 
 	compactionv1alpha1 "github.com/harness9/compaction-operator/api/v1alpha1"
 	"github.com/harness9/compaction-operator/compaction"
+	"github.com/harness9/compaction-operator/internal/metricsreg"
 )
 
 // Summaries made off the turn (compaction.WithBackground): a replica runs them on a few
@@ -217,13 +218,10 @@ func (b *background) gauge() {
 	}
 }
 
-// backgroundMetrics are the pool's metrics.
-func backgroundMetrics() (*prometheus.CounterVec, prometheus.Gauge) {
-	return prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "compaction_api_background_summaries_total",
-			Help: "Summarizations off the turn (prepared ahead or late) by what became of them: queued, rejected (queue full), done, cancelled (session deleted: dropped from the queue, stopped while running, or refused).",
-		}, []string{"result"}), prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "compaction_api_background_queue",
-			Help: "Summarizations off the turn waiting for a worker.",
-		})
+// backgroundMetrics are the pool's metrics, registered by r.
+func backgroundMetrics(r *metricsreg.Registrar) (*prometheus.CounterVec, prometheus.Gauge) {
+	return r.CounterVec("compaction_api_background_summaries_total",
+			"Summarizations off the turn (prepared ahead or late) by what became of them: queued, rejected (queue full), done, cancelled (session deleted: dropped from the queue, stopped while running, or refused).",
+			"result"),
+		r.Gauge("compaction_api_background_queue", "Summarizations off the turn waiting for a worker.")
 }

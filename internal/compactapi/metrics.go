@@ -7,6 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/harness9/compaction-operator/compaction"
+	"github.com/harness9/compaction-operator/internal/metricsreg"
 )
 
 // routeLabel names the API route (compact, toolresults, records, ...) in metrics and logs.
@@ -43,79 +44,54 @@ type Metrics struct {
 
 // NewMetrics creates the API's metrics and registers them on reg.
 func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
+	r := metricsreg.New(reg)
 	m := &Metrics{
-		Requests: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "compaction_api_requests_total", Help: "Compaction API requests by route and HTTP status code.",
-		}, []string{routeLabel, "code"}),
-		RequestDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name: "compaction_api_request_duration_seconds", Help: "Compaction API request latency by route.",
-			Buckets: []float64{.001, .0025, .005, .01, .02, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
-		}, []string{routeLabel}),
-		Compactions: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "compaction_compactions_total", Help: "Turns by the tier they reached (None: turns that needed no compaction), also those above None whose compaction waited and changed nothing (status.compactions counts only compactions that changed the view).",
-		}, []string{"tier"}),
-		CompressionRatio: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name: "compaction_compression_ratio", Help: "1 - tokensAfter/tokensBefore of compactions that changed the view.",
-			Buckets: prometheus.LinearBuckets(0, 0.1, 11),
-		}),
-		TokensSaved: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "compaction_tokens_saved_total", Help: "Estimated tokens removed from agents' views by compaction.",
-		}),
-		OffloadBytes: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "compaction_offload_bytes_total", Help: "Bytes of tool results offloaded to storage.",
-		}),
-		SummarizerErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "compaction_summarizer_errors_total", Help: "Failed summarizer calls (the compaction fell back), by summarizer.",
-		}, []string{summarizerLabel}),
-		SummarizerLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name: "compaction_summarizer_duration_seconds", Help: "Summarizer call latency, by summarizer.",
-			Buckets: []float64{.001, .005, .01, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60},
-		}, []string{summarizerLabel}),
-		SummarizerCalls: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "compaction_summarizer_calls_total",
-			Help: "Summarizer calls of compactions, as the compaction records count them, by the policy's summarizer.",
-		}, []string{summarizerLabel}),
-		SummarizerTokens: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "compaction_summarizer_tokens_total",
-			Help: "Tokens of the summarizer calls of compactions, by the policy's summarizer and direction (input: prompt, " +
+		Requests: r.CounterVec("compaction_api_requests_total", "Compaction API requests by route and HTTP status code.",
+			routeLabel, "code"),
+		RequestDuration: r.HistogramVec("compaction_api_request_duration_seconds", "Compaction API request latency by route.",
+			[]float64{.001, .0025, .005, .01, .02, .05, .1, .25, .5, 1, 2.5, 5, 10, 30}, routeLabel),
+		Compactions: r.CounterVec("compaction_compactions_total",
+			"Turns by the tier they reached (None: turns that needed no compaction), also those above None whose compaction waited and changed nothing (status.compactions counts only compactions that changed the view).",
+			"tier"),
+		CompressionRatio: r.Histogram("compaction_compression_ratio", "1 - tokensAfter/tokensBefore of compactions that changed the view.",
+			prometheus.LinearBuckets(0, 0.1, 11)),
+		TokensSaved:  r.Counter("compaction_tokens_saved_total", "Estimated tokens removed from agents' views by compaction."),
+		OffloadBytes: r.Counter("compaction_offload_bytes_total", "Bytes of tool results offloaded to storage."),
+		SummarizerErrors: r.CounterVec("compaction_summarizer_errors_total", "Failed summarizer calls (the compaction fell back), by summarizer.",
+			summarizerLabel),
+		SummarizerLatency: r.HistogramVec("compaction_summarizer_duration_seconds", "Summarizer call latency, by summarizer.",
+			[]float64{.001, .005, .01, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60}, summarizerLabel),
+		SummarizerCalls: r.CounterVec("compaction_summarizer_calls_total",
+			"Summarizer calls of compactions, as the compaction records count them, by the policy's summarizer.",
+			summarizerLabel),
+		SummarizerTokens: r.CounterVec("compaction_summarizer_tokens_total",
+			"Tokens of the summarizer calls of compactions, by the policy's summarizer and direction (input: prompt, "+
 				"output: completion): as the summarizer's server reported them, estimated when it reported none.",
-		}, []string{summarizerLabel, "direction"}),
-		StatusWrites: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "compaction_api_status_writes_total",
-			Help: "AgentSession status writes of the compaction API, by result (written, unchanged, failed and kept for a retry).",
-		}, []string{"result"}),
-		Throttled: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "compaction_api_throttled_requests_total",
-			Help: "Compaction API requests answered 429 because the in-flight budget (api.maxInflightBytes) could not take them, by route.",
-		}, []string{routeLabel}),
-		Inflight: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "compaction_api_inflight_bytes",
-			Help: "Bytes of the in-flight budget held by the compaction API requests being served (bodies and what decoding them holds).",
-		}),
-		TokenReviews: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "compaction_api_token_reviews_total",
-			Help: "TokenReviews of the compaction API's callers' tokens, by result (authenticated, rejected, error).",
-		}, []string{"result"}),
-		TokensRefused: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "compaction_api_tokens_refused_total",
-			Help: "Bearer tokens refused without a TokenReview, by reason (malformed: not a JWT; rate_limited: over api.reviews.newTokenRate, answered 429), and requests refused without a SubjectAccessReview (caller_rate_limited: the caller asked about more new sessions than its bucket allows, answered 429).",
-		}, []string{"reason"}),
-		PassThroughReports: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "compaction_api_passthrough_reports_total",
-			Help: "Pass-through reports of compaction-proxies (requests they forwarded to the LLM uncompacted), by reason (NotDecodable, StatefulRequest, TooLarge, UnsupportedRequest, CompactionFailed, WebSocket).",
-		}, []string{"reason"}),
-		PassThroughRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "compaction_api_passthrough_requests_total",
-			Help: "Requests compaction-proxies reported they forwarded to the LLM uncompacted (the count of their pass-through reports), by reason.",
-		}, []string{"reason"}),
+			summarizerLabel, "direction"),
+		StatusWrites: r.CounterVec("compaction_api_status_writes_total",
+			"AgentSession status writes of the compaction API, by result (written, unchanged, failed and kept for a retry).",
+			"result"),
+		Throttled: r.CounterVec("compaction_api_throttled_requests_total",
+			"Compaction API requests answered 429 because the in-flight budget (api.maxInflightBytes) could not take them, by route.",
+			routeLabel),
+		Inflight: r.Gauge("compaction_api_inflight_bytes",
+			"Bytes of the in-flight budget held by the compaction API requests being served (bodies and what decoding them holds)."),
+		TokenReviews: r.CounterVec("compaction_api_token_reviews_total",
+			"TokenReviews of the compaction API's callers' tokens, by result (authenticated, rejected, error).",
+			"result"),
+		TokensRefused: r.CounterVec("compaction_api_tokens_refused_total",
+			"Bearer tokens refused without a TokenReview, by reason (malformed: not a JWT; rate_limited: over api.reviews.newTokenRate, answered 429), and requests refused without a SubjectAccessReview (caller_rate_limited: the caller asked about more new sessions than its bucket allows, answered 429).",
+			"reason"),
+		PassThroughReports: r.CounterVec("compaction_api_passthrough_reports_total",
+			"Pass-through reports of compaction-proxies (requests they forwarded to the LLM uncompacted), by reason (NotDecodable, StatefulRequest, TooLarge, UnsupportedRequest, CompactionFailed, WebSocket).",
+			"reason"),
+		PassThroughRequests: r.CounterVec("compaction_api_passthrough_requests_total",
+			"Requests compaction-proxies reported they forwarded to the LLM uncompacted (the count of their pass-through reports), by reason.",
+			"reason"),
 	}
-	m.BackgroundSummaries, m.BackgroundQueue = backgroundMetrics()
-	for _, c := range []prometheus.Collector{m.TokenReviews, m.TokensRefused, m.Requests, m.RequestDuration, m.Compactions, m.CompressionRatio,
-		m.TokensSaved, m.OffloadBytes, m.SummarizerErrors, m.SummarizerLatency, m.SummarizerCalls, m.SummarizerTokens, m.StatusWrites,
-		m.Throttled, m.Inflight, m.PassThroughReports, m.PassThroughRequests, m.BackgroundSummaries, m.BackgroundQueue} {
-		if err := reg.Register(c); err != nil {
-			return nil, err
-		}
+	m.BackgroundSummaries, m.BackgroundQueue = backgroundMetrics(r)
+	if err := r.Err(); err != nil {
+		return nil, err
 	}
 	return m, nil
 }

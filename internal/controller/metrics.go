@@ -9,6 +9,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	compactionv1alpha1 "github.com/harness9/compaction-operator/api/v1alpha1"
+	"github.com/harness9/compaction-operator/internal/metricsreg"
 	"github.com/harness9/compaction-operator/internal/policy"
 )
 
@@ -23,24 +24,16 @@ type Metrics struct {
 
 // NewMetrics creates the metrics and registers them, with the cache-backed collectors, on reg.
 func NewMetrics(reg prometheus.Registerer, cache client.Reader) (*Metrics, error) {
+	r := metricsreg.New(reg)
 	m := &Metrics{
-		GCSessions: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "compaction_gc_sessions_total",
-			Help: "Deleted AgentSessions whose stored objects were removed.",
-		}),
-		GCDeletedObjects: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "compaction_gc_deleted_objects_total",
-			Help: "Stored objects removed by garbage collection of deleted AgentSessions.",
-		}),
-		GCFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "compaction_gc_failures_total",
-			Help: "Failed attempts to remove a deleted AgentSession's objects, by reason.",
-		}, []string{"reason"}),
+		GCSessions:       r.Counter("compaction_gc_sessions_total", "Deleted AgentSessions whose stored objects were removed."),
+		GCDeletedObjects: r.Counter("compaction_gc_deleted_objects_total", "Stored objects removed by garbage collection of deleted AgentSessions."),
+		GCFailures: r.CounterVec("compaction_gc_failures_total", "Failed attempts to remove a deleted AgentSession's objects, by reason.",
+			"reason"),
 	}
-	for _, c := range []prometheus.Collector{m.GCSessions, m.GCDeletedObjects, m.GCFailures, &cacheCollector{cache: cache}} {
-		if err := reg.Register(c); err != nil {
-			return nil, err
-		}
+	r.Register(&cacheCollector{cache: cache})
+	if err := r.Err(); err != nil {
+		return nil, err
 	}
 	return m, nil
 }

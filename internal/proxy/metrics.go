@@ -4,6 +4,8 @@ import (
 	"fmt"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/harness9/compaction-operator/internal/metricsreg"
 )
 
 // Metrics are the proxy's Prometheus metrics. A nil *Metrics counts nothing.
@@ -31,32 +33,25 @@ const labelResult = "result"
 
 // NewMetrics registers the metrics with reg.
 func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
+	r := metricsreg.New(reg)
 	m := &Metrics{
-		Requests: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "compaction_proxy_requests_total",
-			Help: "Chat requests by protocol and result: compacted, failed_open (sent upstream uncompacted after a failed compaction), not_decoded, too_large.",
-		}, []string{"protocol", labelResult}),
-		UpstreamErrors: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "compaction_proxy_upstream_errors_total",
-			Help: "Requests the upstream could not be reached for (answered 502).",
-		}),
-		OffloadHook: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "compaction_proxy_offload_hook_total",
-			Help: "New tool results over the hook threshold sent to the OffloadHook, by result: offloaded, kept, failed_open (kept in the request).",
-		}, []string{labelResult}),
-		ReadBacks: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "compaction_proxy_read_backs_total",
-			Help: "Requests of the read-back route (GET /compaction/v1/toolresults/{id}) by result: ok, not_found, bad_request, failed.",
-		}, []string{labelResult}),
-		HistoryReads: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "compaction_proxy_history_reads_total",
-			Help: "Requests of the history routes (GET /compaction/v1/history[/search]) by route (history, search) and result: ok, not_found, bad_request, failed.",
-		}, []string{"route", labelResult}),
+		Requests: r.CounterVec("compaction_proxy_requests_total",
+			"Chat requests by protocol and result: compacted, failed_open (sent upstream uncompacted after a failed compaction), not_decoded, too_large.",
+			"protocol", labelResult),
+		UpstreamErrors: r.Counter("compaction_proxy_upstream_errors_total",
+			"Requests the upstream could not be reached for (answered 502)."),
+		OffloadHook: r.CounterVec("compaction_proxy_offload_hook_total",
+			"New tool results over the hook threshold sent to the OffloadHook, by result: offloaded, kept, failed_open (kept in the request).",
+			labelResult),
+		ReadBacks: r.CounterVec("compaction_proxy_read_backs_total",
+			"Requests of the read-back route (GET /compaction/v1/toolresults/{id}) by result: ok, not_found, bad_request, failed.",
+			labelResult),
+		HistoryReads: r.CounterVec("compaction_proxy_history_reads_total",
+			"Requests of the history routes (GET /compaction/v1/history[/search]) by route (history, search) and result: ok, not_found, bad_request, failed.",
+			"route", labelResult),
 	}
-	for _, c := range []prometheus.Collector{m.Requests, m.UpstreamErrors, m.OffloadHook, m.ReadBacks, m.HistoryReads} {
-		if err := reg.Register(c); err != nil {
-			return nil, fmt.Errorf("register proxy metrics: %w", err)
-		}
+	if err := r.Err(); err != nil {
+		return nil, fmt.Errorf("register proxy metrics: %w", err)
 	}
 	return m, nil
 }
