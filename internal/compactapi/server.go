@@ -205,48 +205,20 @@ func New(mgr ctrl.Manager, cfg Config, stores policy.StoreOpener, summarizers po
 	if stores == nil || summarizers == nil {
 		return nil, errors.New("compaction API: no store opener or summarizer factory")
 	}
-	if cfg.MaxBodyBytes <= 0 {
-		cfg.MaxBodyBytes = DefaultMaxBodyBytes
-	}
-	if cfg.MaxInflightBytes <= 0 {
-		cfg.MaxInflightBytes = DefaultMaxInflightBytes
-	}
-	if cfg.MaxMessages <= 0 {
-		cfg.MaxMessages = DefaultMaxMessages
-	}
-	if cfg.RequestTimeout <= 0 {
-		cfg.RequestTimeout = DefaultRequestTimeout
-	}
-	if cfg.ReadTimeout <= 0 {
-		cfg.ReadTimeout = DefaultReadTimeout
-	}
-	if cfg.UsageInterval <= 0 {
-		cfg.UsageInterval = DefaultUsageInterval
-	}
-	if cfg.StatusFlushInterval <= 0 {
-		cfg.StatusFlushInterval = DefaultStatusFlush
-	}
-	if cfg.TokenAudience == "" {
-		cfg.TokenAudience = compactclient.DefaultTokenAudience
-	}
-	if cfg.ReviewQPS <= 0 {
-		cfg.ReviewQPS = DefaultReviewQPS
-	}
-	if cfg.ReviewBurst <= 0 {
-		cfg.ReviewBurst = DefaultReviewBurst
-	}
-	if cfg.NewTokenRate <= 0 {
-		cfg.NewTokenRate = DefaultNewTokenRate
-	}
-	if cfg.NewTokenBurst <= 0 {
-		cfg.NewTokenBurst = DefaultNewTokenBurst
-	}
-	if cfg.CallerReviewRate <= 0 {
-		cfg.CallerReviewRate = DefaultCallerReviewRate
-	}
-	if cfg.CallerReviewBurst <= 0 {
-		cfg.CallerReviewBurst = DefaultCallerReviewBurst
-	}
+	orDefault(&cfg.MaxBodyBytes, DefaultMaxBodyBytes)
+	orDefault(&cfg.MaxInflightBytes, DefaultMaxInflightBytes)
+	orDefault(&cfg.MaxMessages, DefaultMaxMessages)
+	orDefault(&cfg.RequestTimeout, DefaultRequestTimeout)
+	orDefault(&cfg.ReadTimeout, DefaultReadTimeout)
+	orDefault(&cfg.UsageInterval, DefaultUsageInterval)
+	orDefault(&cfg.StatusFlushInterval, DefaultStatusFlush)
+	cfg.TokenAudience = cmp.Or(cfg.TokenAudience, compactclient.DefaultTokenAudience)
+	orDefault(&cfg.ReviewQPS, DefaultReviewQPS)
+	orDefault(&cfg.ReviewBurst, DefaultReviewBurst)
+	orDefault(&cfg.NewTokenRate, DefaultNewTokenRate)
+	orDefault(&cfg.NewTokenBurst, DefaultNewTokenBurst)
+	orDefault(&cfg.CallerReviewRate, DefaultCallerReviewRate)
+	orDefault(&cfg.CallerReviewBurst, DefaultCallerReviewBurst)
 	if cfg.MaxInflightBytesPerCaller == 0 {
 		cfg.MaxInflightBytesPerCaller = cfg.MaxInflightBytes / DefaultCallerInflightShare
 	}
@@ -311,6 +283,14 @@ func New(mgr ctrl.Manager, cfg Config, stores policy.StoreOpener, summarizers po
 	}
 	s.status = newStatus(s)
 	return s, nil
+}
+
+// orDefault sets *v to def when it is not positive: a Config field left zero (or set to
+// a meaningless negative) takes its default.
+func orDefault[T int | int64 | float64 | time.Duration](v *T, def T) {
+	if *v <= 0 {
+		*v = def
+	}
 }
 
 // reviewClient is a client for TokenReviews and SubjectAccessReviews with a rate limiter of
