@@ -113,18 +113,12 @@ func (c *PolicyChecker) UpdateStatus(ctx context.Context, obj client.Object, p *
 	storage := probe.storage
 	storage.ObservedGeneration = p.Generation
 	meta.SetStatusCondition(&status.Conditions, storage)
-	var prevWrites metav1.Condition
-	if prev := meta.FindStatusCondition(status.Conditions, compactionv1alpha1.ConditionConditionalWrites); prev != nil {
-		prevWrites = *prev
-	}
+	prevWrites := conditionOf(status.Conditions, compactionv1alpha1.ConditionConditionalWrites)
 	writes := probe.writes
 	writes.ObservedGeneration = p.Generation
 	meta.SetStatusCondition(&status.Conditions, writes)
 
-	var prevReady metav1.Condition
-	if prev := meta.FindStatusCondition(status.Conditions, compactionv1alpha1.ConditionReady); prev != nil {
-		prevReady = *prev
-	}
+	prevReady := conditionOf(status.Conditions, compactionv1alpha1.ConditionReady)
 	ready := metav1.Condition{
 		Type: compactionv1alpha1.ConditionReady, Status: metav1.ConditionTrue,
 		Reason: compactionv1alpha1.ReasonReady, Message: "storage is reachable; sessions can use this policy",
@@ -169,6 +163,15 @@ func (c *PolicyChecker) UpdateStatus(ctx context.Context, obj client.Object, p *
 		next = min(next, c.secretRecheckInterval())
 	}
 	return next, events, nil
+}
+
+// conditionOf is the condition of type t in conditions, or the zero condition when there is
+// none: what a new condition is compared with to decide on an event.
+func conditionOf(conditions []metav1.Condition, t string) metav1.Condition {
+	if c := meta.FindStatusCondition(conditions, t); c != nil {
+		return *c
+	}
+	return metav1.Condition{}
 }
 
 func (c *PolicyChecker) secretRecheckInterval() time.Duration {
