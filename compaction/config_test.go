@@ -83,24 +83,3 @@ func TestTierText(t *testing.T) {
 		t.Error("unknown tier accepted")
 	}
 }
-
-// NoPreviewLines survives the defaults (0 takes the default of 10) and offloads show no line.
-func TestNoPreviewLines(t *testing.T) {
-	cfg := DefaultConfig(1000)
-	cfg.PreviewLines = NoPreviewLines
-	c, err := NewProgressiveCompactor(cfg, WithStore(newMemStore()), WithSessionID("s"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := c.Config().PreviewLines; got != NoPreviewLines {
-		t.Fatalf("PreviewLines = %d after defaults, want NoPreviewLines", got)
-	}
-	ph := Placeholder("id", "first line\nsecond\n", "ref", c.Config().PreviewLines)
-	if strings.Contains(ph, "first line") || strings.Contains(ph, "preview") {
-		t.Errorf("placeholder with NoPreviewLines shows a preview:\n%s", ph)
-	}
-	cfg.PreviewLines = -2
-	if cfg.Validate() == nil {
-		t.Error("PreviewLines -2 validated")
-	}
-}

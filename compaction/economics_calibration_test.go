@@ -1,4 +1,4 @@
-package compaction
+package compaction_test
 
 import (
 	"context"
@@ -6,6 +6,9 @@ import (
 	"math"
 	"strings"
 	"testing"
+
+	"github.com/harness9/compaction-operator/compaction"
+	"github.com/harness9/compaction-operator/compaction/storage/faultstore"
 )
 
 // Tests of the calibration of the token estimate from the caller's reported prompt sizes
@@ -13,18 +16,18 @@ import (
 
 // calStore serves a stored state whose calibration is cal (NaN and Inf cannot be JSON).
 type calStore struct {
-	*memStore
+	*faultstore.Store
 	cal float64
 }
 
-func (s *calStore) LoadState(context.Context, string) (*State, error) {
-	return &State{Calibration: s.cal}, nil
+func (s *calStore) LoadState(context.Context, string) (*compaction.State, error) {
+	return &compaction.State{Calibration: s.cal}, nil
 }
 
 // report runs a turn that tells the compactor the last prompt was ratio times its estimate.
-func report(t *testing.T, c *ProgressiveCompactor, msgs []Message, promptTokens int) *CompactionRecord {
+func report(t *testing.T, c *compaction.ProgressiveCompactor, msgs []compaction.Message, promptTokens int) *compaction.CompactionRecord {
 	t.Helper()
-	_, rec, err := compactDelta(context.Background(), c, Delta{PromptTokens: promptTokens}, msgs, false)
+	_, rec, err := compactDelta(context.Background(), c, compaction.Delta{PromptTokens: promptTokens}, msgs, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -35,7 +38,7 @@ func report(t *testing.T, c *ProgressiveCompactor, msgs []Message, promptTokens 
 // and an exponential moving average (weight 0.3) over reports.
 func TestCalibrationLearntFromReports(t *testing.T) {
 	msgs := fixture()
-	est := EstimateTokens(msgs)
+	est := compaction.EstimateTokens(msgs)
 	c, _ := newTestCompactor(t, est*100) // TierNone throughout
 	if rec := report(t, c, msgs, 0); rec.Calibration != 1 || rec.UsageBefore != float64(est)/float64(est*100) {
 		t.Fatalf("before any report: factor %v, usage %v", rec.Calibration, rec.UsageBefore)
@@ -68,25 +71,25 @@ func TestCalibrationLearntFromReports(t *testing.T) {
 func TestCalibrationChangesTier(t *testing.T) {
 	msgs := fixture()
 	window := windowFor(msgs, 0.5)
-	c, _ := newTestCompactor(t, window, WithSummarizer(&recordingSummarizer{output: goodSummary}))
+	c, _ := newTestCompactor(t, window, compaction.WithSummarizer(&recordingSummarizer{output: goodSummary}))
 	rec := report(t, c, msgs, 0)
-	if rec.Tier != TierNone {
+	if rec.Tier != compaction.TierNone {
 		t.Fatalf("uncalibrated tier %s at usage %.3f", rec.Tier, rec.UsageBefore)
 	}
 	est := rec.TokensAfter
 	rec = report(t, c, msgs, est*3/2)
-	if rec.Calibration != float64(est*3/2)/float64(est) || (rec.Tier != TierSoft && rec.Tier != TierFull) || math.Abs(rec.UsageBefore-0.75) > 0.01 {
+	if rec.Calibration != float64(est*3/2)/float64(est) || (rec.Tier != compaction.TierSoft && rec.Tier != compaction.TierFull) || math.Abs(rec.UsageBefore-0.75) > 0.01 {
 		t.Fatalf("factor %v, tier %s, usage %.3f", rec.Calibration, rec.Tier, rec.UsageBefore)
 	}
 	if rec.Summarized == 0 || rec.UsageAfter > c.Config().TargetThreshold {
 		t.Fatalf("summarized %d, calibrated usage after %.3f above the target", rec.Summarized, rec.UsageAfter)
 	}
-	if want := float64(calibrated(rec.TokensAfter, rec.Calibration)) / float64(window); rec.UsageAfter != want {
+	if want := float64(compaction.Calibrated(rec.TokensAfter, rec.Calibration)) / float64(window); rec.UsageAfter != want {
 		t.Fatalf("usage after %v, want %v", rec.UsageAfter, want)
 	}
 	// The same view at the same window without the report stays None.
 	c2, _ := newTestCompactor(t, window)
-	if rec := report(t, c2, msgs, 0); rec.Tier != TierNone {
+	if rec := report(t, c2, msgs, 0); rec.Tier != compaction.TierNone {
 		t.Fatalf("tier %s without the report", rec.Tier)
 	}
 }
@@ -95,32 +98,32 @@ func TestCalibrationChangesTier(t *testing.T) {
 // saved on a turn that saves nothing else only when it moved more than 10%.
 func TestCalibrationPersisted(t *testing.T) {
 	msgs := fixture()
-	est := EstimateTokens(msgs)
+	est := compaction.EstimateTokens(msgs)
 	window := est * 100
 	c, st := newTestCompactor(t, window)
 	report(t, c, msgs, 0)
-	if storedState(t, st) != nil {
+	if storedState(t, st, "s1") != nil {
 		t.Fatal("a None turn without a report saved a state")
 	}
 	report(t, c, msgs, 2*est)
-	if s := storedState(t, st); s == nil || s.Calibration != 2 {
+	if s := storedState(t, st, "s1"); s == nil || s.Calibration != 2 {
 		t.Fatalf("learnt factor not saved: %+v", s)
 	}
 	// 2 -> ~2.03: under 10%, not saved.
 	p := est * 21 / 10
 	f := 2 + 0.3*(float64(p)/float64(est)-2)
-	if rec := report(t, c, msgs, p); math.Abs(rec.Calibration-f) > 1e-9 || storedState(t, st).Calibration != 2 {
-		t.Fatalf("factor %v (want %v), stored %v", rec.Calibration, f, storedState(t, st).Calibration)
+	if rec := report(t, c, msgs, p); math.Abs(rec.Calibration-f) > 1e-9 || storedState(t, st, "s1").Calibration != 2 {
+		t.Fatalf("factor %v (want %v), stored %v", rec.Calibration, f, storedState(t, st, "s1").Calibration)
 	}
 	// ~2.03 -> ~2.32: more than 10% from the stored 2, saved.
 	f += 0.3 * (3 - f)
 	rec := report(t, c, msgs, 3*est)
-	if math.Abs(rec.Calibration-f) > 1e-9 || math.Abs(storedState(t, st).Calibration-f) > 1e-9 || f < 2.2 {
-		t.Fatalf("factor %v (want %v), stored %v", rec.Calibration, f, storedState(t, st).Calibration)
+	if math.Abs(rec.Calibration-f) > 1e-9 || math.Abs(storedState(t, st, "s1").Calibration-f) > 1e-9 || f < 2.2 {
+		t.Fatalf("factor %v (want %v), stored %v", rec.Calibration, f, storedState(t, st, "s1").Calibration)
 	}
 	// A restarted compactor uses the stored factor; the report of its first turn measured a
 	// view it did not return, so it is not used.
-	c2, err := NewProgressiveCompactor(DefaultConfig(window), WithStore(st), WithSessionID("s1"))
+	c2, err := compaction.NewProgressiveCompactor(compaction.DefaultConfig(window), compaction.WithStore(st), compaction.WithSessionID("s1"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,7 +140,7 @@ func TestCalibrationPersisted(t *testing.T) {
 // A stored factor that is NaN, infinite, negative or out of bounds is clamped when loaded.
 func TestCalibrationStoredStateClamped(t *testing.T) {
 	msgs := fixture()
-	window := EstimateTokens(msgs) * 100
+	window := compaction.EstimateTokens(msgs) * 100
 	for _, c := range []struct {
 		stored, want float64
 	}{
@@ -145,12 +148,12 @@ func TestCalibrationStoredStateClamped(t *testing.T) {
 		{1e9, 4}, {0.01, 0.25}, {1.7, 1.7},
 	} {
 		t.Run(fmt.Sprint(c.stored), func(t *testing.T) {
-			comp, err := NewProgressiveCompactor(DefaultConfig(window), WithStore(&calStore{memStore: newMemStore(), cal: c.stored}), WithSessionID("s1"))
+			comp, err := compaction.NewProgressiveCompactor(compaction.DefaultConfig(window), compaction.WithStore(&calStore{Store: newStore(), cal: c.stored}), compaction.WithSessionID("s1"))
 			if err != nil {
 				t.Fatal(err)
 			}
 			rec := report(t, comp, msgs, 0)
-			if rec.Calibration != c.want || math.IsNaN(rec.UsageBefore) || rec.UsageBefore != float64(calibrated(rec.TokensBefore, c.want))/float64(window) {
+			if rec.Calibration != c.want || math.IsNaN(rec.UsageBefore) || rec.UsageBefore != float64(compaction.Calibrated(rec.TokensBefore, c.want))/float64(window) {
 				t.Fatalf("factor %v, usage %v", rec.Calibration, rec.UsageBefore)
 			}
 			st, _ := comp.State(context.Background())
@@ -175,18 +178,18 @@ func TestCalibrationIsAWindowScale(t *testing.T) {
 	msgs := proseHistory([]int{700, 700, 700, 700, 700, 700, 700}, 250)
 	var anchors strings.Builder
 	anchors.WriteString("## Anchors\n")
-	for _, typ := range AnchorTypes {
+	for _, typ := range compaction.AnchorTypes {
 		fmt.Fprintf(&anchors, "- %s:\n", typ)
 		for i := range 20 {
 			fmt.Fprintf(&anchors, "  - %s item %02d: the parser keeps a stack of open brackets\n", typ, i)
 		}
 	}
 	output := anchors.String() + "\n## Summary\n" + proseText(20000)
-	compact := func(window, factor int) (*CompactionRecord, *State) {
-		c, _ := newTestCompactor(t, window, WithSummarizer(&recordingSummarizer{output: output}))
+	compact := func(window, factor int) (*compaction.CompactionRecord, *compaction.State) {
+		c, _ := newTestCompactor(t, window, compaction.WithSummarizer(&recordingSummarizer{output: output}))
 		rec := report(t, c, msgs, 0)
 		if factor > 1 {
-			if rec.Tier != TierNone {
+			if rec.Tier != compaction.TierNone {
 				t.Fatalf("setup: tier %s before the report", rec.Tier)
 			}
 			rec = report(t, c, msgs, factor*rec.TokensAfter)
@@ -199,12 +202,12 @@ func TestCalibrationIsAWindowScale(t *testing.T) {
 	}
 	// The estimate puts the view at 42% of 4000 tokens, the report at 84%; the same view
 	// without a factor is at 84% of 2000.
-	if u := float64(EstimateTokens(msgs)) / 4000; u < 0.40 || u > 0.45 {
+	if u := float64(compaction.EstimateTokens(msgs)) / 4000; u < 0.40 || u > 0.45 {
 		t.Fatalf("setup: estimated usage %.3f", u)
 	}
 	calib, calibState := compact(4000, 2)
 	small, smallState := compact(2000, 1)
-	if calib.Calibration != 2 || calib.Tier != TierFull || small.Tier != calib.Tier || calib.WatermarkAfter != small.WatermarkAfter || calib.Summarized == 0 {
+	if calib.Calibration != 2 || calib.Tier != compaction.TierFull || small.Tier != calib.Tier || calib.WatermarkAfter != small.WatermarkAfter || calib.Summarized == 0 {
 		t.Fatalf("factor %v: tier %s, watermark %d; without: tier %s, watermark %d", calib.Calibration, calib.Tier, calib.WatermarkAfter, small.Tier, small.WatermarkAfter)
 	}
 	a, b := len(calibState.CompactionMessage), len(smallState.CompactionMessage)

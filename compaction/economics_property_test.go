@@ -1,20 +1,23 @@
-package compaction
+package compaction_test
 
 import (
 	"context"
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/harness9/compaction-operator/compaction"
 )
 
 // econStats gathers what the economics replay measured over all sessions, and where each
 // property failed.
 type econStats struct {
 	sessions, turns, summarizations, offloadBatches, deferred int
-	tiers                                                     map[Tier]int
+	tiers                                                     map[compaction.Tier]int
 	// minSaving is the smallest share of the view a non-Emergency compaction that changed
 	// the view saved.
 	minSaving float64
@@ -44,7 +47,7 @@ func econReplay(t *testing.T) *econStats {
 			seeds = 10
 		}
 		windows := []int{8000, 12000, 16000, 24000, 32000}
-		s := &econStats{tiers: map[Tier]int{}, minSaving: math.Inf(1), minGapRatio: math.Inf(1), minGapTokens: math.Inf(1)}
+		s := &econStats{tiers: map[compaction.Tier]int{}, minSaving: math.Inf(1), minGapRatio: math.Inf(1), minGapTokens: math.Inf(1)}
 		for seed := uint64(1); seed <= uint64(seeds); seed++ {
 			if err := runEconomicsSession(seed, windows[int(seed)%len(windows)], s); err != nil {
 				t.Fatal(err)
@@ -88,7 +91,7 @@ func TestEconomicsProperties(t *testing.T) {
 	if s.summarizations < s.sessions || s.gaps < s.sessions || s.offloadBatches == 0 {
 		t.Errorf("too little exercised: %+v", *s)
 	}
-	for tier := TierNone; tier <= TierEmergency; tier++ {
+	for tier := compaction.TierNone; tier <= compaction.TierEmergency; tier++ {
 		if s.tiers[tier] == 0 {
 			t.Errorf("no turn in tier %s: %v", tier, s.tiers)
 		}
@@ -98,7 +101,7 @@ func TestEconomicsProperties(t *testing.T) {
 	t.Logf("minimum gap between summarizations: %.2fx the tokens needed to reach Soft (%d measured), %.0f tokens over it",
 		s.minGapRatio, s.gaps, s.minGapTokens)
 	t.Logf("minimum saving of a non-Emergency compaction that changed the view: %.3f of the view (MinSaving %.2f, %d below it)",
-		s.minSaving, DefaultConfig(1).MinSaving, len(s.saving))
+		s.minSaving, compaction.DefaultConfig(1).MinSaving, len(s.saving))
 }
 
 // TestEconomicsMinSavingProperty is the third property of the replay: every compaction
@@ -117,8 +120,8 @@ func runEconomicsSession(seed uint64, window int, s *econStats) error {
 	ctx := context.Background()
 	r := rand.New(rand.NewPCG(seed, seed*7919))
 	full := genSession(r, 250+r.IntN(250))
-	cfg := DefaultConfig(window)
-	c, err := NewProgressiveCompactor(cfg, WithStore(newMemStore()), WithSessionID("econ"))
+	cfg := compaction.DefaultConfig(window)
+	c, err := compaction.NewProgressiveCompactor(cfg, compaction.WithStore(newStore()), compaction.WithSessionID("econ"))
 	if err != nil {
 		return err
 	}
@@ -131,7 +134,7 @@ func runEconomicsSession(seed uint64, window int, s *econStats) error {
 	var last *summarization
 	wm := 0
 	for i := 2; i < len(full); i++ {
-		if full[i].Role != RoleAssistant {
+		if full[i].Role != compaction.RoleAssistant {
 			continue
 		}
 		history := full[:i:i]
@@ -148,13 +151,13 @@ func runEconomicsSession(seed uint64, window int, s *econStats) error {
 		if hasNote(rec, "summarization deferred") || hasNote(rec, "offload deferred") {
 			s.deferred++
 		}
-		if len(rec.Offloaded) > 0 && rec.Tier == TierWarn {
+		if len(rec.Offloaded) > 0 && rec.Tier == compaction.TierWarn {
 			s.offloadBatches++
 		}
 
 		// 3. A change is worth its cost. TokensBefore and TokensAfter are floors of bytes/4:
 		// one token of rounding.
-		if changed && rec.Tier != TierEmergency {
+		if changed && rec.Tier != compaction.TierEmergency {
 			saved := rec.TokensBefore - rec.TokensAfter
 			share := float64(saved) / float64(rec.TokensBefore)
 			s.minSaving = math.Min(s.minSaving, share)
@@ -171,7 +174,7 @@ func runEconomicsSession(seed uint64, window int, s *econStats) error {
 		s.summarizations++
 
 		// 1. Soft and Full converge to the target, unless what they must keep is above it.
-		if rec.Tier == TierSoft || rec.Tier == TierFull {
+		if rec.Tier == compaction.TierSoft || rec.Tier == compaction.TierFull {
 			if rec.UsageAfter >= cfg.EmergencyThreshold {
 				s.target = append(s.target, fmt.Sprintf("%s: tier %s ended at usage %.3f, at or above Emergency", where, rec.Tier, rec.UsageAfter))
 			}
@@ -198,9 +201,9 @@ func runEconomicsSession(seed uint64, window int, s *econStats) error {
 		// floors of bytes/4 (the first view's and the appended messages'): two tokens.
 		if last != nil && last.usage <= cfg.TargetThreshold {
 			appended := history[last.histLen:]
-			got := float64(EstimateTokens(appended))
+			got := float64(compaction.EstimateTokens(appended))
 			need := (cfg.SoftThreshold - last.usage) * float64(window)
-			slack := float64(charsOf(closeView(appended))-charsOf(appended))/4 + 2
+			slack := float64(charsOf(compaction.CloseView(appended))-charsOf(appended))/4 + 2
 			if got < need-slack {
 				s.gap = append(s.gap, fmt.Sprintf("%s: summarized again (tier %s, usage %.3f) after %.0f tokens appended since the summarization at %d ended at usage %.3f: %.0f needed to reach Soft (slack %.1f)",
 					where, rec.Tier, rec.UsageBefore, got, last.at, last.usage, need, slack))
@@ -217,12 +220,12 @@ func runEconomicsSession(seed uint64, window int, s *econStats) error {
 // preservedUsage is the usage of what a summarization must keep: the system messages, the
 // pins, the compaction message and the minimal tail after the watermark, as the view shows
 // them (known offloads applied, closed).
-func preservedUsage(c *ProgressiveCompactor, history []Message, rec *CompactionRecord) (float64, error) {
+func preservedUsage(c *compaction.ProgressiveCompactor, history []compaction.Message, rec *compaction.CompactionRecord) (float64, error) {
 	st, err := c.State(context.Background())
 	if err != nil {
 		return 0, err
 	}
-	_, tail := splitRest(history[rec.WatermarkAfter:], c.Config().MinTailMessages)
-	kept := concat(history[:systemPrefixLen(history)], pinMessages(st.Pins), []Message{user(st.CompactionMessage)}, tail)
-	return c.Config().Usage(calibrated(EstimateTokens(closeView(c.Offloader().ApplyKnown(kept))), rec.Calibration)), nil
+	_, tail := compaction.SplitRest(history[rec.WatermarkAfter:], c.Config().MinTailMessages)
+	kept := slices.Concat(history[:compaction.SystemPrefixLen(history)], compaction.PinMessages(st.Pins), []compaction.Message{user(st.CompactionMessage)}, tail)
+	return c.Config().Usage(compaction.Calibrated(compaction.EstimateTokens(compaction.CloseView(c.Offloader().ApplyKnown(kept))), rec.Calibration)), nil
 }

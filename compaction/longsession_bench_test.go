@@ -1,4 +1,4 @@
-package compaction
+package compaction_test
 
 import (
 	"context"
@@ -6,6 +6,8 @@ import (
 	"math/rand/v2"
 	"testing"
 	"time"
+
+	"github.com/harness9/compaction-operator/compaction"
 )
 
 // BenchmarkLongSession replays one agent session that grows to 50x the context window and
@@ -20,13 +22,13 @@ func BenchmarkLongSession(b *testing.B) {
 	// The history an agent holds: tool results pass the OffloadHook as they arrive, so the
 	// session's length is measured after it.
 	r := rand.New(rand.NewPCG(7, 7))
-	hook := NewOffloader(discardResults{}, "bench", DefaultConfig(window).OffloadThreshold, DefaultConfig(window).PreviewLines)
-	var full []Message
-	for EstimateTokens(full) < 52*window {
+	hook := compaction.NewOffloader(discardResults{}, "bench", compaction.DefaultConfig(window).OffloadThreshold, compaction.DefaultConfig(window).PreviewLines)
+	var full []compaction.Message
+	for compaction.EstimateTokens(full) < 52*window {
 		full = genHistory(r, len(full)+400)
 		for i := range full {
-			if full[i].Role == RoleTool {
-				full[i], _, _ = hook.Hook(context.Background(), full[i], DefaultConfig(window).HookThreshold)
+			if full[i].Role == compaction.RoleTool {
+				full[i], _, _ = hook.Hook(context.Background(), full[i], compaction.DefaultConfig(window).HookThreshold)
 			}
 		}
 	}
@@ -42,23 +44,23 @@ func BenchmarkLongSession(b *testing.B) {
 			inBytes := make([]float64, len(marks))
 			inN := make([]int, len(marks))
 			for b.Loop() {
-				cfg := DefaultConfig(window)
+				cfg := compaction.DefaultConfig(window)
 				cfg.RawHistory = raw
 				sum := &measuringBucketSummarizer{}
 				// Records go nowhere: a store that keeps them in memory would grow the heap,
 				// and the GC work with it, with the session's length.
-				st := newMemStore()
-				c, err := NewProgressiveCompactor(cfg, WithToolResultStore(discardResults{}), WithStateStore(st), WithSessionID("bench"), WithSummarizer(sum))
+				st := newStore()
+				c, err := compaction.NewProgressiveCompactor(cfg, compaction.WithToolResultStore(discardResults{}), compaction.WithStateStore(st), compaction.WithSessionID("bench"), compaction.WithSummarizer(sum))
 				if err != nil {
 					b.Fatal(err)
 				}
 				ctx := context.Background()
-				var history []Message
+				var history []compaction.Message
 				historyBytes := 0
 				for i, m := range full {
 					historyBytes += m.Chars()
 					history = append(history, m)
-					if i+1 >= len(full) || full[i+1].Role != RoleAssistant {
+					if i+1 >= len(full) || full[i+1].Role != compaction.RoleAssistant {
 						continue
 					}
 					bucket := -1
@@ -97,12 +99,12 @@ func BenchmarkLongSession(b *testing.B) {
 
 // measuringBucketSummarizer is the extractive summarizer, remembering the input of its last call.
 type measuringBucketSummarizer struct {
-	ExtractiveSummarizer
+	compaction.ExtractiveSummarizer
 	input int
 }
 
-func (m *measuringBucketSummarizer) Summarize(ctx context.Context, req SummaryRequest) (string, error) {
-	m.input = charsOf(req.Messages) + len(req.PreviousSummary) + len(formatAnchors(req.PreviousAnchors))
+func (m *measuringBucketSummarizer) Summarize(ctx context.Context, req compaction.SummaryRequest) (string, error) {
+	m.input = charsOf(req.Messages) + len(req.PreviousSummary) + len(compaction.FormatAnchors(req.PreviousAnchors))
 	return m.ExtractiveSummarizer.Summarize(ctx, req)
 }
 
@@ -114,5 +116,5 @@ func (discardResults) PutToolResult(_ context.Context, _, id string, _ []byte) (
 }
 
 func (discardResults) GetToolResult(context.Context, string, string) ([]byte, error) {
-	return nil, ErrNotFound
+	return nil, compaction.ErrNotFound
 }

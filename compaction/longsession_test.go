@@ -1,4 +1,4 @@
-package compaction
+package compaction_test
 
 import (
 	"context"
@@ -7,16 +7,19 @@ import (
 	"math/rand/v2"
 	"strings"
 	"testing"
+
+	"github.com/harness9/compaction-operator/compaction"
+	"github.com/harness9/compaction-operator/compaction/storage/faultstore"
 )
 
 // measuringSummarizer wraps the extractive summarizer and keeps the largest input it saw.
 type measuringSummarizer struct {
-	ExtractiveSummarizer
+	compaction.ExtractiveSummarizer
 	calls    int
 	maxInput int
 }
 
-func (m *measuringSummarizer) Summarize(ctx context.Context, req SummaryRequest) (string, error) {
+func (m *measuringSummarizer) Summarize(ctx context.Context, req compaction.SummaryRequest) (string, error) {
 	m.calls++
 	if n := charsOf(req.Messages) + len(req.PreviousSummary); n > m.maxInput {
 		m.maxInput = n
@@ -27,19 +30,19 @@ func (m *measuringSummarizer) Summarize(ctx context.Context, req SummaryRequest)
 // replay runs an agent loop over full: tool results pass the OffloadHook as they enter the
 // history, and before every assistant message the history so far is compacted. check is
 // called with every turn's view and record.
-func replay(t *testing.T, c *ProgressiveCompactor, full []Message, check func(i int, view []Message, rec *CompactionRecord)) {
+func replay(t *testing.T, c *compaction.ProgressiveCompactor, full []compaction.Message, check func(i int, view []compaction.Message, rec *compaction.CompactionRecord)) {
 	t.Helper()
 	ctx := context.Background()
-	history := make([]Message, 0, len(full))
+	history := make([]compaction.Message, 0, len(full))
 	for i, m := range full {
-		if m.Role == RoleTool && c.Offloader() != nil {
+		if m.Role == compaction.RoleTool && c.Offloader() != nil {
 			var err error
 			if m, _, err = c.Offloader().Hook(ctx, m, c.Config().HookThreshold); err != nil {
 				t.Fatal(err)
 			}
 		}
 		history = append(history, m)
-		if i+1 < len(full) && full[i+1].Role == RoleAssistant && len(history) > 1 {
+		if i+1 < len(full) && full[i+1].Role == compaction.RoleAssistant && len(history) > 1 {
 			view, rec, err := c.CompactWithRecord(ctx, history)
 			if err != nil {
 				t.Fatalf("turn at message %d: %v", i, err)
@@ -57,25 +60,25 @@ func TestLongSessionCyclesThroughTiers(t *testing.T) {
 	for seed := uint64(1); seed <= 3; seed++ {
 		r := rand.New(rand.NewPCG(seed, 99))
 		full := genHistory(r, 900)
-		window := EstimateTokens(full) / 50
+		window := compaction.EstimateTokens(full) / 50
 		sum := &measuringSummarizer{}
-		c, err := NewProgressiveCompactor(DefaultConfig(window), WithStore(newMemStore()), WithSessionID("long"), WithSummarizer(sum))
+		c, err := compaction.NewProgressiveCompactor(compaction.DefaultConfig(window), compaction.WithStore(newStore()), compaction.WithSessionID("long"), compaction.WithSummarizer(sum))
 		if err != nil {
 			t.Fatal(err)
 		}
-		tiers := map[Tier]int{}
+		tiers := map[compaction.Tier]int{}
 		lastWM, falls := 0, 0
 		prevUsage := 0.0
-		replay(t, c, full, func(i int, view []Message, rec *CompactionRecord) {
+		replay(t, c, full, func(i int, view []compaction.Message, rec *compaction.CompactionRecord) {
 			tiers[rec.Tier]++
 			if rec.WatermarkAfter < lastWM || rec.WatermarkBefore != lastWM {
 				t.Fatalf("seed %d message %d: watermark %d -> %d after %d", seed, i, rec.WatermarkBefore, rec.WatermarkAfter, lastWM)
 			}
 			lastWM = rec.WatermarkAfter
-			if EstimateTokens(view) > window {
-				t.Fatalf("seed %d message %d: view of %d tokens exceeds the window %d (tier %s)", seed, i, EstimateTokens(view), window, rec.Tier)
+			if compaction.EstimateTokens(view) > window {
+				t.Fatalf("seed %d message %d: view of %d tokens exceeds the window %d (tier %s)", seed, i, compaction.EstimateTokens(view), window, rec.Tier)
 			}
-			if hasOrphans(view) || Validate(view) != nil {
+			if compaction.HasOrphans(view) || compaction.Validate(view) != nil {
 				t.Fatalf("seed %d message %d: broken tool pairs in the view", seed, i)
 			}
 			usage := float64(rec.TokensBefore) / float64(window)
@@ -87,20 +90,20 @@ func TestLongSessionCyclesThroughTiers(t *testing.T) {
 				t.Fatalf("history %d tokens < view %d", rec.HistoryTokens, rec.TokensBefore)
 			}
 		})
-		if tiers[TierFull]+tiers[TierSoft] < 10 || falls < 10 {
+		if tiers[compaction.TierFull]+tiers[compaction.TierSoft] < 10 || falls < 10 {
 			t.Fatalf("seed %d: no cycles: tiers %v, usage fell %d times", seed, tiers, falls)
 		}
-		if tiers[TierEmergency] > tiers[TierFull]/10 {
+		if tiers[compaction.TierEmergency] > tiers[compaction.TierFull]/10 {
 			t.Fatalf("seed %d: too many emergencies: %v", seed, tiers)
 		}
 		if sum.maxInput > window*4 {
 			t.Fatalf("seed %d: summarizer input %d bytes exceeds the window (%d bytes)", seed, sum.maxInput, window*4)
 		}
 		st, _ := c.State(context.Background())
-		if intent := anchorMap(st.LastAnchors)[AnchorUserIntent]; !strings.Contains(intent, "Fix the failing test in parser.go") {
+		if intent := anchorMap(st.LastAnchors)[compaction.AnchorUserIntent]; !strings.Contains(intent, "Fix the failing test in parser.go") {
 			t.Fatalf("seed %d: user intent lost: %q", seed, intent)
 		}
-		t.Logf("seed %d: window %d tokens, history %d tokens, tiers %v, summarizer calls %d, max input %d bytes", seed, window, EstimateTokens(full), tiers, sum.calls, sum.maxInput)
+		t.Logf("seed %d: window %d tokens, history %d tokens, tiers %v, summarizer calls %d, max input %d bytes", seed, window, compaction.EstimateTokens(full), tiers, sum.calls, sum.maxInput)
 	}
 }
 
@@ -112,7 +115,7 @@ func TestPrefixChangeStartsOver(t *testing.T) {
 		t.Fatal("no watermark after Full")
 	}
 	// The agent reset its history: same system prompt, a different conversation.
-	other := []Message{msgs[0], user("A new task."), asst("ok"), user("go"), asst("working"), user("more"), asst("done"), user("next"), asst("sure"), user("again"), asst("yes"), user("one more"), asst("fine")}
+	other := []compaction.Message{msgs[0], user("A new task."), asst("ok"), user("go"), asst("working"), user("more"), asst("done"), user("next"), asst("sure"), user("again"), asst("yes"), user("one more"), asst("fine")}
 	view, rec, err := c.CompactWithRecord(ctx, other)
 	if err != nil {
 		t.Fatal(err)
@@ -120,14 +123,14 @@ func TestPrefixChangeStartsOver(t *testing.T) {
 	if rec.WatermarkBefore != 0 || len(rec.Notes) != 1 || !strings.Contains(rec.Notes[0], "history prefix changed") {
 		t.Fatalf("reset not reported: %+v", rec)
 	}
-	if len(view) != len(other) || strings.HasPrefix(view[1].Content, CompactionHeader) {
+	if len(view) != len(other) || strings.HasPrefix(view[1].Content, compaction.CompactionHeader) {
 		t.Fatal("the old summary leaked into a reset history")
 	}
 	state, _ := c.State(ctx)
 	if state.Watermark != 0 || state.LastSummary != "" {
 		t.Fatalf("state not reset: %+v", state)
 	}
-	if !strings.Contains(string(st.states["s1"]), `"watermark":0`) {
+	if !strings.Contains(string(stateJSON(t, st)), `"watermark":0`) {
 		t.Fatal("reset state not persisted")
 	}
 }
@@ -138,17 +141,17 @@ func TestDeltaRequest(t *testing.T) {
 	delta, _ := newTestCompactor(t, windowFor(msgs, 0.85))
 	ctx := context.Background()
 	_, rec1, _ := full.CompactWithRecord(ctx, msgs)
-	_, drec1, _ := compactDelta(ctx, delta, Delta{}, msgs, false)
+	_, drec1, _ := compactDelta(ctx, delta, compaction.Delta{}, msgs, false)
 	if rec1.PrefixHash == "" || drec1.PrefixHash != rec1.PrefixHash || drec1.WatermarkAfter != rec1.WatermarkAfter {
 		t.Fatalf("zero delta differs from a full request: %q vs %q", drec1.PrefixHash, rec1.PrefixHash)
 	}
-	grown := append(append([]Message(nil), msgs...), user("next step please"), call("", "z1"), result("z1", "done"))
+	grown := append(append([]compaction.Message(nil), msgs...), user("next step please"), call("", "z1"), result("z1", "done"))
 	wantView, _, err := full.CompactWithRecord(ctx, grown)
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := Delta{Watermark: drec1.WatermarkAfter, PrefixHash: drec1.PrefixHash}
-	body := append([]Message{grown[0]}, grown[d.Watermark:]...)
+	d := compaction.Delta{Watermark: drec1.WatermarkAfter, PrefixHash: drec1.PrefixHash}
+	body := append([]compaction.Message{grown[0]}, grown[d.Watermark:]...)
 	d.PromptTokens = 4321
 	gotView, drec, err := compactDelta(ctx, delta, d, body, false)
 	if err != nil {
@@ -162,8 +165,8 @@ func TestDeltaRequest(t *testing.T) {
 	}
 	// Stale watermark: a clear error, nothing changed.
 	before, _ := delta.State(ctx)
-	_, _, err = compactDelta(ctx, delta, Delta{Watermark: 3, PrefixHash: "nope"}, body, false)
-	if !errors.Is(err, ErrStaleWatermark) || !strings.Contains(err.Error(), "session has 11") {
+	_, _, err = compactDelta(ctx, delta, compaction.Delta{Watermark: 3, PrefixHash: "nope"}, body, false)
+	if !errors.Is(err, compaction.ErrStaleWatermark) || !strings.Contains(err.Error(), "session has 11") {
 		t.Fatalf("stale watermark: %v", err)
 	}
 	after, _ := delta.State(ctx)
@@ -177,13 +180,13 @@ func TestEmergencySummarizesWhatItDrops(t *testing.T) {
 	c, _ := newTestCompactor(t, windowFor(msgs, 0.97))
 	ctx := context.Background()
 	_, rec, _ := c.CompactWithRecord(ctx, msgs)
-	if rec.Tier != TierEmergency || rec.WatermarkAfter != 11 {
+	if rec.Tier != compaction.TierEmergency || rec.WatermarkAfter != 11 {
 		t.Fatalf("tier %s watermark %d", rec.Tier, rec.WatermarkAfter)
 	}
-	grown := append(append([]Message(nil), msgs...), user("and now?"))
+	grown := append(append([]compaction.Message(nil), msgs...), user("and now?"))
 	view, rec2, _ := c.CompactWithRecord(ctx, grown)
 	// The task is pinned, the dropped messages are summarized: nothing is gone without a trace.
-	if rec2.Tier == TierEmergency || view[1].Content != msgs[1].Content || !strings.Contains(view[3].Content, "- user_intent: ") ||
+	if rec2.Tier == compaction.TierEmergency || view[1].Content != msgs[1].Content || !strings.Contains(view[3].Content, "- user_intent: ") ||
 		!strings.Contains(view[3].Content, "Compacted 10 messages") || strings.Contains(view[3].Content, "no summary") {
 		t.Fatalf("next turn: tier %s, view %v", rec2.Tier, ids(view))
 	}
@@ -194,44 +197,44 @@ func TestEmergencySummarizesWhatItDrops(t *testing.T) {
 func TestRawHistoryModeIsTheSpecBehaviour(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 99))
 	full := genHistory(r, 300)
-	cfg := DefaultConfig(EstimateTokens(full) / 10)
+	cfg := compaction.DefaultConfig(compaction.EstimateTokens(full) / 10)
 	cfg.RawHistory = true
-	c, err := NewProgressiveCompactor(cfg, WithStore(newMemStore()), WithSessionID("raw"))
+	c, err := compaction.NewProgressiveCompactor(cfg, compaction.WithStore(newStore()), compaction.WithSessionID("raw"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	tiers := map[Tier]int{}
-	replay(t, c, full, func(_ int, _ []Message, rec *CompactionRecord) {
+	tiers := map[compaction.Tier]int{}
+	replay(t, c, full, func(_ int, _ []compaction.Message, rec *compaction.CompactionRecord) {
 		tiers[rec.Tier]++
 		if rec.WatermarkAfter != 0 {
 			t.Fatal("raw-history mode set a watermark")
 		}
 	})
-	if tiers[TierEmergency] < tiers[TierNone] {
+	if tiers[compaction.TierEmergency] < tiers[compaction.TierNone] {
 		t.Fatalf("expected the raw-history session to live in Emergency: %v", tiers)
 	}
 }
 
 // conflictingStates is a state store whose saves always lose to another writer.
-type conflictingStates struct{ *memStore }
+type conflictingStates struct{ *faultstore.Store }
 
-func (conflictingStates) SaveState(context.Context, string, *State) error {
-	return fmt.Errorf("save: %w", ErrConflict)
+func (conflictingStates) SaveState(context.Context, string, *compaction.State) error {
+	return fmt.Errorf("save: %w", compaction.ErrConflict)
 }
 
 func TestStateConflictRecordsNothing(t *testing.T) {
 	msgs := fixture()
-	st := newMemStore()
-	c, err := NewProgressiveCompactor(DefaultConfig(windowFor(msgs, 0.85)),
-		WithToolResultStore(st), WithRecordStore(st), WithStateStore(conflictingStates{st}), WithSessionID("s1"))
+	st := newStore()
+	c, err := compaction.NewProgressiveCompactor(compaction.DefaultConfig(windowFor(msgs, 0.85)),
+		compaction.WithToolResultStore(st), compaction.WithRecordStore(st), compaction.WithStateStore(conflictingStates{st}), compaction.WithSessionID("s1"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, rec, err := c.CompactWithRecord(context.Background(), msgs)
-	if !errors.Is(err, ErrStateConflict) || rec != nil {
+	if !errors.Is(err, compaction.ErrStateConflict) || rec != nil {
 		t.Fatalf("compaction whose state save conflicts: rec %v, err %v; want ErrStateConflict", rec, err)
 	}
-	if len(st.records) != 0 {
-		t.Fatalf("%d records appended for a compaction that lost its state save", len(st.records))
+	if st.Appends() != 0 {
+		t.Fatalf("%d records appended for a compaction that lost its state save", st.Appends())
 	}
 }

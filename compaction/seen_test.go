@@ -1,4 +1,4 @@
-package compaction
+package compaction_test
 
 import (
 	"context"
@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/harness9/compaction-operator/compaction"
 )
 
 // TestSeenDeltaViewsMatchFullHistory replays histories turn by turn (AssistantTurns, the rule
@@ -21,26 +23,26 @@ import (
 func TestSeenDeltaViewsMatchFullHistory(t *testing.T) {
 	for seed := uint64(1); seed <= 6; seed++ {
 		history := genHistory(rand.New(rand.NewPCG(seed, seed*7919)), 40)
-		requireBoth(t, fmt.Sprintf("seed %d", seed), history, DefaultConfig(windowFor(history, 0.9)))
+		requireBoth(t, fmt.Sprintf("seed %d", seed), history, compaction.DefaultConfig(windowFor(history, 0.9)))
 	}
 	for _, name := range []string{"coding-agent-small.jsonl", "parallel-tools.jsonl", "long-session.jsonl"} {
 		f, err := os.Open(filepath.Join("..", "testdata", name))
 		if err != nil {
 			t.Fatal(err)
 		}
-		history, err := DecodeTranscript(f, DecodeOptions{})
+		history, err := compaction.DecodeTranscript(f, compaction.DecodeOptions{})
 		_ = f.Close()
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, usage := range []float64{1.5, 4} {
-			requireBoth(t, fmt.Sprintf("%s at %.0f%%", name, usage*100), history, DefaultConfig(windowFor(history, usage)))
+			requireBoth(t, fmt.Sprintf("%s at %.0f%%", name, usage*100), history, compaction.DefaultConfig(windowFor(history, usage)))
 		}
 	}
 }
 
 // requireBoth replays history (replaySeen) and requires seen deltas answered and refused.
-func requireBoth(t *testing.T, name string, history []Message, cfg Config) {
+func requireBoth(t *testing.T, name string, history []compaction.Message, cfg compaction.Config) {
 	t.Helper()
 	if deltas, stale := replaySeen(t, name, history, cfg); deltas == 0 || stale == 0 {
 		t.Fatalf("%s: %d seen deltas answered, %d stale; want both (turns before the first compaction, then the turn that compacts)", name, deltas, stale)
@@ -49,7 +51,7 @@ func requireBoth(t *testing.T, name string, history []Message, cfg Config) {
 
 // replaySeen replays history's turns with the full history and with seen deltas, comparing
 // them, and counts the seen deltas answered and refused (stale).
-func replaySeen(t *testing.T, name string, history []Message, cfg Config) (deltas, stale int) {
+func replaySeen(t *testing.T, name string, history []compaction.Message, cfg compaction.Config) (deltas, stale int) {
 	t.Helper()
 	ctx := context.Background()
 	now := time.Date(2026, 12, 4, 12, 0, 0, 0, time.UTC)
@@ -58,24 +60,24 @@ func replaySeen(t *testing.T, name string, history []Message, cfg Config) (delta
 	seen := revalidating(t, cfg, newVersionedStore(), "s", clock, time.Minute)
 	var hash string
 	seenN := 0
-	for _, end := range AssistantTurns(history) {
+	for _, end := range compaction.AssistantTurns(history) {
 		msgs := history[:end]
 		now = now.Add(2 * time.Second)
 		want, wantRec, err := full.CompactWithRecord(ctx, msgs)
 		if err != nil {
 			t.Fatalf("%s, %d messages, full: %v", name, end, err)
 		}
-		var got []Message
-		var rec *CompactionRecord
+		var got []compaction.Message
+		var rec *compaction.CompactionRecord
 		if seenN > 0 {
-			p := systemPrefixLen(msgs)
-			delta := append(append([]Message(nil), msgs[:p]...), msgs[seenN:]...)
-			part, drec, err := compactDelta(ctx, seen, Delta{Seen: seenN, PrefixHash: hash}, delta, false)
+			p := compaction.SystemPrefixLen(msgs)
+			delta := append(append([]compaction.Message(nil), msgs[:p]...), msgs[seenN:]...)
+			part, drec, err := compactDelta(ctx, seen, compaction.Delta{Seen: seenN, PrefixHash: hash}, delta, false)
 			switch {
 			case err == nil:
 				deltas++
-				got, rec = append(append([]Message(nil), msgs[:seenN]...), part...), drec
-			case errors.Is(err, ErrStaleWatermark):
+				got, rec = append(append([]compaction.Message(nil), msgs[:seenN]...), part...), drec
+			case errors.Is(err, compaction.ErrStaleWatermark):
 				stale++
 			default:
 				t.Fatalf("%s, %d messages, seen delta: %v", name, end, err)
@@ -92,11 +94,11 @@ func replaySeen(t *testing.T, name string, history []Message, cfg Config) (delta
 				rec.Tier, rec.TokensBefore, rec.MsgsBefore, rec.HistoryTokens, rec.UsageAfter,
 				wantRec.Tier, wantRec.TokensBefore, wantRec.MsgsBefore, wantRec.HistoryTokens, wantRec.UsageAfter)
 		}
-		if !EqualMessages(got, want) {
+		if !compaction.EqualMessages(got, want) {
 			t.Fatalf("%s, %d messages: the seen view differs from the full history's", name, end)
 		}
 		seenN, hash = rec.Seen, rec.SeenHash
-		if rec.Seen > 0 && (rec.Tier != TierNone || rec.WatermarkAfter != 0 || rec.Seen != end) {
+		if rec.Seen > 0 && (rec.Tier != compaction.TierNone || rec.WatermarkAfter != 0 || rec.Seen != end) {
 			t.Fatalf("%s, %d messages: seen %d on a %s turn at watermark %d", name, end, rec.Seen, rec.Tier, rec.WatermarkAfter)
 		}
 	}
@@ -109,21 +111,21 @@ func replaySeen(t *testing.T, name string, history []Message, cfg Config) (delta
 // seen history at all.
 func TestSeenDeltaRefused(t *testing.T) {
 	ctx := context.Background()
-	cfg := DefaultConfig(10000)
+	cfg := compaction.DefaultConfig(10000)
 	now := time.Date(2026, 12, 4, 12, 0, 0, 0, time.UTC)
 	clock := func() time.Time { return now }
 	store := newVersionedStore()
 	c := revalidating(t, cfg, store, "s", clock, 0)
-	history := []Message{sys("You are a coding agent."), user("Fix the failing parser test."), call("Running it.", "c1"), result("c1", "FAIL: parser_test.go:12")}
+	history := []compaction.Message{sys("You are a coding agent."), user("Fix the failing parser test."), call("Running it.", "c1"), result("c1", "FAIL: parser_test.go:12")}
 	_, rec, err := c.CompactWithRecord(ctx, history)
 	if err != nil || rec.Seen != len(history) || rec.SeenHash == "" {
 		t.Fatalf("a None turn on the raw history: seen %d (%q), %v; want %d", rec.Seen, rec.SeenHash, err, len(history))
 	}
-	d := Delta{Seen: rec.Seen, PrefixHash: rec.SeenHash}
-	next := []Message{sys("You are a coding agent."), asst("The parser drops the last token.")}
-	stale := func(what string, d Delta, msgs []Message, force bool) {
+	d := compaction.Delta{Seen: rec.Seen, PrefixHash: rec.SeenHash}
+	next := []compaction.Message{sys("You are a coding agent."), asst("The parser drops the last token.")}
+	stale := func(what string, d compaction.Delta, msgs []compaction.Message, force bool) {
 		t.Helper()
-		if _, _, err := compactDelta(ctx, c, d, msgs, force); !errors.Is(err, ErrStaleWatermark) {
+		if _, _, err := compactDelta(ctx, c, d, msgs, force); !errors.Is(err, compaction.ErrStaleWatermark) {
 			t.Fatalf("%s: %v, want ErrStaleWatermark", what, err)
 		}
 		// The seen point is gone: the caller sends the full history, which gives it again.
@@ -132,22 +134,20 @@ func TestSeenDeltaRefused(t *testing.T) {
 			t.Fatalf("%s, then the full history: seen %d, %v", what, rec.Seen, err)
 		}
 	}
-	stale("another seen point", Delta{Seen: 3, PrefixHash: d.PrefixHash}, next, false)
-	stale("another hash", Delta{Seen: d.Seen, PrefixHash: "0123456789abcdef"}, next, false)
+	stale("another seen point", compaction.Delta{Seen: 3, PrefixHash: d.PrefixHash}, next, false)
+	stale("another hash", compaction.Delta{Seen: d.Seen, PrefixHash: "0123456789abcdef"}, next, false)
 	stale("forced", d, next, true)
-	stale("a result whose call the seen history answered", d, []Message{result("c1", "again")}, false)
-	stale("other system messages", d, []Message{asst("no system message")}, false)
-	stale("both a watermark and a seen history", Delta{Watermark: 2, PrefixHash: d.PrefixHash, Seen: d.Seen}, next, false)
+	stale("a result whose call the seen history answered", d, []compaction.Message{result("c1", "again")}, false)
+	stale("other system messages", d, []compaction.Message{asst("no system message")}, false)
+	stale("both a watermark and a seen history", compaction.Delta{Watermark: 2, PrefixHash: d.PrefixHash, Seen: d.Seen}, next, false)
 
 	// Another compactor saves a state (its offloads at watermark 0): without trust, the
 	// conditional read sees it and the seen delta is refused.
 	other := revalidating(t, cfg, store, "s", clock, 0)
-	other.state = &State{}
-	other.stateLoaded = true
-	if err := other.saveState(ctx, &CompactionRecord{}); err != nil {
+	if err := other.SaveEmptyState(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := compactDelta(ctx, c, d, next, false); !errors.Is(err, ErrStaleWatermark) {
+	if _, _, err := compactDelta(ctx, c, d, next, false); !errors.Is(err, compaction.ErrStaleWatermark) {
 		t.Fatalf("a state saved by another compactor since: %v, want ErrStaleWatermark", err)
 	}
 	if got := store.storedWatermark(t, "s"); got != 0 {
@@ -156,24 +156,24 @@ func TestSeenDeltaRefused(t *testing.T) {
 
 	// A seen delta continues, and gives the next seen point.
 	_, rec, _ = c.CompactWithRecord(ctx, history)
-	part, rec2, err := compactDelta(ctx, c, Delta{Seen: rec.Seen, PrefixHash: rec.SeenHash}, next, false)
-	if err != nil || rec2.Tier != TierNone || len(part) != 1 || !part[0].Equal(&next[1]) || rec2.Seen != len(history)+1 || rec2.SeenHash == rec.SeenHash {
+	part, rec2, err := compactDelta(ctx, c, compaction.Delta{Seen: rec.Seen, PrefixHash: rec.SeenHash}, next, false)
+	if err != nil || rec2.Tier != compaction.TierNone || len(part) != 1 || !part[0].Equal(&next[1]) || rec2.Seen != len(history)+1 || rec2.SeenHash == rec.SeenHash {
 		t.Fatalf("a seen delta: %v, %+v, %v", part, rec2, err)
 	}
 
 	// Views that are not the raw history give no seen point: an unanswered call (closed
 	// with a synthetic result), a pinned message (its mark taken off).
-	for name, msgs := range map[string][]Message{
+	for name, msgs := range map[string][]compaction.Message{
 		"unanswered call": {sys("s"), user("task"), call("Running it.", "c2")},
-		"pinned":          {sys("s"), {Role: RoleUser, Content: "Never touch the vendor directory.", Pinned: true}},
+		"pinned":          {sys("s"), {Role: compaction.RoleUser, Content: "Never touch the vendor directory.", Pinned: true}},
 	} {
 		_, rec, err := revalidating(t, cfg, newVersionedStore(), "v", clock, 0).CompactWithRecord(ctx, msgs)
-		if err != nil || rec.Tier != TierNone || rec.Seen != 0 {
+		if err != nil || rec.Tier != compaction.TierNone || rec.Seen != 0 {
 			t.Fatalf("%s: %s, seen %d, %v; want a None turn without a seen point", name, rec.Tier, rec.Seen, err)
 		}
 	}
 	// Neither does a compactor built for one request (without WithStateRevalidation).
-	once, err := NewProgressiveCompactor(cfg, WithStore(newVersionedStore()))
+	once, err := compaction.NewProgressiveCompactor(cfg, compaction.WithStore(newVersionedStore()))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,14 +1,45 @@
-package compaction
+package compaction_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/harness9/compaction-operator/compaction"
+	"github.com/harness9/compaction-operator/compaction/storage/faultstore"
 )
+
+// withNullContent is m as a client sends it with an explicit "content": null.
+func withNullContent(t *testing.T, m compaction.Message) compaction.Message {
+	t.Helper()
+	b, err := json.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fields map[string]any
+	if err := json.Unmarshal(b, &fields); err != nil {
+		t.Fatal(err)
+	}
+	fields["content"] = nil
+	if b, err = json.Marshal(fields); err != nil {
+		t.Fatal(err)
+	}
+	var out compaction.Message
+	if err := json.Unmarshal(b, &out); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := json.Marshal(out); err != nil || !bytes.Contains(b, []byte(`"content":null`)) {
+		t.Fatalf("%s does not keep its null content (%v)", b, err)
+	}
+	return out
+}
 
 // TestForcedCompactionWithPendingCallKeepsSessionUsable is the regression test of issue 12's
 // first finding: a forced compaction whose kept tail ends with an assistant message whose
@@ -16,17 +47,16 @@ import (
 // every later turn failed with "orphaned tool result".
 func TestForcedCompactionWithPendingCallKeepsSessionUsable(t *testing.T) {
 	ctx := context.Background()
-	msgs := []Message{sys("You are a coding agent."), user("Fix the failing test.")}
+	msgs := []compaction.Message{sys("You are a coding agent."), user("Fix the failing test.")}
 	for i := 1; i <= 8; i++ {
 		id := fmt.Sprintf("c%d", i)
 		msgs = append(msgs, call("", id), result(id, strings.Repeat("y", 959)+"\n"))
 	}
-	pending := call("", "pending")
-	pending.nullContent = true
+	pending := withNullContent(t, call("", "pending"))
 	msgs = append(msgs, pending)
 
-	st := newMemStore()
-	c, err := NewProgressiveCompactor(DefaultConfig(128000), WithStore(st), WithSessionID("s"))
+	st := newStore()
+	c, err := compaction.NewProgressiveCompactor(compaction.DefaultConfig(128000), compaction.WithStore(st), compaction.WithSessionID("s"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,7 +69,7 @@ func TestForcedCompactionWithPendingCallKeepsSessionUsable(t *testing.T) {
 	}
 	assertProviderValid(t, view)
 	last := view[len(view)-1]
-	if last.Role != RoleTool || last.ToolCallID != "pending" || last.Content != InterruptedResult {
+	if last.Role != compaction.RoleTool || last.ToolCallID != "pending" || last.Content != compaction.InterruptedResult {
 		t.Fatalf("the pending call must be closed by a synthetic result in the view, got %v", ids(view))
 	}
 	if len(msgs[18].ToolCalls) != 1 || len(msgs) != 19 {
@@ -48,7 +78,7 @@ func TestForcedCompactionWithPendingCallKeepsSessionUsable(t *testing.T) {
 
 	// The pending result arrives, the agent answers, and the next turn works (it failed with
 	// "orphaned tool result" on every later turn).
-	grown := append(append([]Message(nil), msgs...), result("pending", "done"), asst("ok"))
+	grown := append(append([]compaction.Message(nil), msgs...), result("pending", "done"), asst("ok"))
 	for i := 0; i < 3; i++ {
 		view, _, err := c.CompactWithRecord(ctx, grown)
 		if err != nil {
@@ -58,7 +88,7 @@ func TestForcedCompactionWithPendingCallKeepsSessionUsable(t *testing.T) {
 		grown = append(grown, user("next"), asst("ok"))
 	}
 	// And from a fresh compactor on the same store (a restarted manager).
-	c2, _ := NewProgressiveCompactor(DefaultConfig(128000), WithStore(st), WithSessionID("s"))
+	c2, _ := compaction.NewProgressiveCompactor(compaction.DefaultConfig(128000), compaction.WithStore(st), compaction.WithSessionID("s"))
 	if _, _, err := c2.CompactWithRecord(ctx, grown); err != nil {
 		t.Fatalf("after a restart: %v", err)
 	}
@@ -69,18 +99,18 @@ func TestForcedCompactionWithPendingCallKeepsSessionUsable(t *testing.T) {
 // every tier, and the history itself is never changed.
 func TestUnansweredCallsClosedInEveryTier(t *testing.T) {
 	ctx := context.Background()
-	msgs := []Message{sys("s"), user("task"), call("", "a"), result("a", strings.Repeat("out\n", 300)),
+	msgs := []compaction.Message{sys("s"), user("task"), call("", "a"), result("a", strings.Repeat("out\n", 300)),
 		call("", "lost1", "lost2"), result("lost2", "half"), user("the pod restarted, go on"),
 		call("", "b"), result("b", strings.Repeat("more\n", 300)), asst("thinking"), user("ok"), call("", "now")}
 	before := snapshot(t, msgs)
 	for _, usage := range []float64{0.3, 0.65, 0.75, 0.85, 0.97} {
-		c, _ := NewProgressiveCompactor(Config{ContextWindow: windowFor(msgs, usage), MinTailMessages: 2}, WithStore(newMemStore()), WithSessionID("s"))
+		c, _ := compaction.NewProgressiveCompactor(compaction.Config{ContextWindow: windowFor(msgs, usage), MinTailMessages: 2}, compaction.WithStore(newStore()), compaction.WithSessionID("s"))
 		view, rec, err := c.CompactWithRecord(ctx, msgs)
 		if err != nil {
 			t.Fatal(err)
 		}
 		assertProviderValid(t, view)
-		if last := view[len(view)-1]; last.ToolCallID != "now" || last.Content != InterruptedResult {
+		if last := view[len(view)-1]; last.ToolCallID != "now" || last.Content != compaction.InterruptedResult {
 			t.Fatalf("tier %s: the open call is not closed: %v", rec.Tier, ids(view))
 		}
 	}
@@ -94,27 +124,27 @@ func TestUnansweredCallsClosedInEveryTier(t *testing.T) {
 // and never breaks the session; a result for a call nobody made is still rejected.
 func TestLateResultAfterWatermark(t *testing.T) {
 	ctx := context.Background()
-	msgs := []Message{sys("s"), user("task"), call("", "slow"), user("meanwhile, also fix the docs")}
+	msgs := []compaction.Message{sys("s"), user("task"), call("", "slow"), user("meanwhile, also fix the docs")}
 	for i := 0; i < 8; i++ {
 		id := fmt.Sprintf("c%d", i)
 		msgs = append(msgs, call("", id), result(id, strings.Repeat("z", 500)))
 	}
-	c, _ := NewProgressiveCompactor(Config{ContextWindow: 100000, MinTailMessages: 4}, WithStore(newMemStore()), WithSessionID("s"))
+	c, _ := compaction.NewProgressiveCompactor(compaction.Config{ContextWindow: 100000, MinTailMessages: 4}, compaction.WithStore(newStore()), compaction.WithSessionID("s"))
 	_, rec, err := compactForce(ctx, c, msgs)
 	if err != nil || rec.WatermarkAfter <= 2 {
 		t.Fatalf("forced compaction: %v, watermark %d", err, rec.WatermarkAfter)
 	}
-	grown := append(append([]Message(nil), msgs...), result("slow", "the slow result"))
+	grown := append(append([]compaction.Message(nil), msgs...), result("slow", "the slow result"))
 	view, _, err := c.CompactWithRecord(ctx, grown)
 	if err != nil {
 		t.Fatalf("late result rejected: %v", err)
 	}
 	assertProviderValid(t, view)
-	if last := view[len(view)-1]; last.Role != RoleUser || !strings.Contains(last.Content, "the slow result") {
+	if last := view[len(view)-1]; last.Role != compaction.RoleUser || !strings.Contains(last.Content, "the slow result") {
 		t.Fatalf("late result not shown as a user message: %v", ids(view))
 	}
 	_, _, err = c.CompactWithRecord(ctx, append(grown, result("nobody", "x")))
-	var ve *ValidationError
+	var ve *compaction.ValidationError
 	if !errors.As(err, &ve) || !strings.Contains(err.Error(), "orphaned tool result") {
 		t.Fatalf("a result for a call never made: %v", err)
 	}
@@ -131,11 +161,11 @@ func TestChainedTurnsNeverBreak(t *testing.T) {
 	if testing.Short() {
 		seeds = 15
 	}
-	stats := map[Tier]int{}
+	stats := map[compaction.Tier]int{}
 	for seed := uint64(1); seed <= uint64(seeds); seed++ {
 		runChainedSession(t, seed, stats)
 	}
-	for tier := TierWarn; tier <= TierEmergency; tier++ {
+	for tier := compaction.TierWarn; tier <= compaction.TierEmergency; tier++ {
 		if stats[tier] == 0 {
 			t.Errorf("no turn reached tier %s: %v", tier, stats)
 		}
@@ -143,17 +173,17 @@ func TestChainedTurnsNeverBreak(t *testing.T) {
 	t.Logf("tiers over all turns: %v", stats)
 }
 
-func runChainedSession(t *testing.T, seed uint64, stats map[Tier]int) {
+func runChainedSession(t *testing.T, seed uint64, stats map[compaction.Tier]int) {
 	ctx := context.Background()
 	r := rand.New(rand.NewPCG(seed, seed*31))
 	full := genSession(r, 60+r.IntN(120))
-	cfg := DefaultConfig(EstimateTokens(full) / (4 + r.IntN(8)))
+	cfg := compaction.DefaultConfig(compaction.EstimateTokens(full) / (4 + r.IntN(8)))
 	cfg.MinTailMessages = 1 + r.IntN(8)
 	cfg.OffloadThreshold = 1000 + r.IntN(6000)
-	store := &flakyStore{memStore: newMemStore(), r: r}
+	store := &flakyStore{Store: newStore(), r: r}
 	sum := &flakySummarizer{r: r}
-	newCompactor := func() *ProgressiveCompactor {
-		c, err := NewProgressiveCompactor(cfg, WithStore(store), WithSessionID("chain"), WithSummarizer(sum))
+	newCompactor := func() *compaction.ProgressiveCompactor {
+		c, err := compaction.NewProgressiveCompactor(cfg, compaction.WithStore(store), compaction.WithSessionID("chain"), compaction.WithSummarizer(sum))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -161,9 +191,9 @@ func runChainedSession(t *testing.T, seed uint64, stats map[Tier]int) {
 	}
 	c := newCompactor()
 	task := full[1].Content
-	var last *CompactionRecord
+	var last *compaction.CompactionRecord
 	for i := 2; i < len(full); i++ {
-		if full[i].Role != RoleAssistant {
+		if full[i].Role != compaction.RoleAssistant {
 			continue
 		}
 		history := full[:i:i]
@@ -177,27 +207,27 @@ func runChainedSession(t *testing.T, seed uint64, stats map[Tier]int) {
 		store.setFailing(r.IntN(8) == 0)
 		sum.failing = r.IntN(5) == 0
 		force := r.IntN(20) == 0
-		var view []Message
-		var rec *CompactionRecord
+		var view []compaction.Message
+		var rec *compaction.CompactionRecord
 		var err error
 		if last != nil && last.WatermarkAfter > 0 && r.IntN(2) == 0 {
-			d := Delta{Watermark: last.WatermarkAfter, PrefixHash: last.PrefixHash}
-			body := concat(history[:systemPrefixLen(history)], history[d.Watermark:])
+			d := compaction.Delta{Watermark: last.WatermarkAfter, PrefixHash: last.PrefixHash}
+			body := slices.Concat(history[:compaction.SystemPrefixLen(history)], history[d.Watermark:])
 			view, rec, err = compactDelta(ctx, c, d, body, force)
 			if err != nil {
 				// The documented answer to a delta the session cannot use: send it all.
 				store.setFailing(false)
-				view, rec, err = compactDelta(ctx, c, Delta{}, history, force)
+				view, rec, err = compactDelta(ctx, c, compaction.Delta{}, history, force)
 			}
 		} else {
-			view, rec, err = compactDelta(ctx, c, Delta{}, history, force)
+			view, rec, err = compactDelta(ctx, c, compaction.Delta{}, history, force)
 		}
 		if err != nil {
 			fail("%v", err)
 		}
 		stats[rec.Tier]++
 		assertProviderValidf(fail, view)
-		if view[0].Role != RoleSystem || view[0].Content != full[0].Content {
+		if view[0].Role != compaction.RoleSystem || view[0].Content != full[0].Content {
 			fail("system message lost")
 		}
 		if rec.WatermarkAfter > rec.WatermarkBefore && (rec.Summarized == 0 || strings.TrimSpace(rec.SummaryText) == "") {
@@ -215,21 +245,21 @@ func runChainedSession(t *testing.T, seed uint64, stats map[Tier]int) {
 
 // assertProviderValid fails unless view is what OpenAI and Anthropic accept: valid, every
 // tool call answered right after its assistant message, no orphaned result, no pin mark.
-func assertProviderValid(t *testing.T, view []Message) {
+func assertProviderValid(t *testing.T, view []compaction.Message) {
 	t.Helper()
 	assertProviderValidf(func(format string, args ...any) { t.Helper(); t.Fatalf(format, args...) }, view)
 }
 
-func assertProviderValidf(fail func(string, ...any), view []Message) {
-	if err := Validate(view); err != nil {
+func assertProviderValidf(fail func(string, ...any), view []compaction.Message) {
+	if err := compaction.Validate(view); err != nil {
 		fail("view invalid: %v (%v)", err, ids(view))
 	}
-	if hasOrphans(view) || !viewClosed(view) {
+	if compaction.HasOrphans(view) || !compaction.ViewClosed(view) {
 		fail("view has an unanswered call or a misplaced result: %v", ids(view))
 	}
 }
 
-func containsContent(view []Message, content string) bool {
+func containsContent(view []compaction.Message, content string) bool {
 	for i := range view {
 		if view[i].Content == content {
 			return true
@@ -241,8 +271,8 @@ func containsContent(view []Message, content string) bool {
 // genSession is genHistory with what real sessions also do: interrupted tool calls (the
 // next message is the user's), results that arrive after other messages, repeated harness
 // reminders, and messages the agent marks pinned.
-func genSession(r *rand.Rand, turns int) []Message {
-	msgs := []Message{sys("You are a coding agent."), user("Fix the failing test in parser.go; keep the public API unchanged.")}
+func genSession(r *rand.Rand, turns int) []compaction.Message {
+	msgs := []compaction.Message{sys("You are a coding agent."), user("Fix the failing test in parser.go; keep the public API unchanged.")}
 	id := 0
 	next := func() string { id++; return fmt.Sprintf("call_%d", id) }
 	var pendingLate []string
@@ -290,7 +320,7 @@ func genSession(r *rand.Rand, turns int) []Message {
 
 // flakyStore fails state loads and saves and offload writes while failing is set.
 type flakyStore struct {
-	*memStore
+	*faultstore.Store
 	mu      sync.Mutex // the offloader writes from several goroutines
 	r       *rand.Rand
 	failing bool
@@ -314,21 +344,21 @@ func (s *flakyStore) PutToolResult(ctx context.Context, sid, id string, content 
 	if s.fail() {
 		return "", errInjected
 	}
-	return s.memStore.PutToolResult(ctx, sid, id, content)
+	return s.Store.PutToolResult(ctx, sid, id, content)
 }
 
-func (s *flakyStore) LoadState(ctx context.Context, sid string) (*State, error) {
+func (s *flakyStore) LoadState(ctx context.Context, sid string) (*compaction.State, error) {
 	if s.fail() {
 		return nil, errInjected
 	}
-	return s.memStore.LoadState(ctx, sid)
+	return s.Store.LoadState(ctx, sid)
 }
 
-func (s *flakyStore) SaveState(ctx context.Context, sid string, st *State) error {
+func (s *flakyStore) SaveState(ctx context.Context, sid string, st *compaction.State) error {
 	if s.fail() {
 		return errInjected
 	}
-	return s.memStore.SaveState(ctx, sid, st)
+	return s.Store.SaveState(ctx, sid, st)
 }
 
 // flakySummarizer is the extractive summarizer that fails while failing is set.
@@ -339,9 +369,9 @@ type flakySummarizer struct {
 
 func (s *flakySummarizer) Name() string { return "flaky" }
 
-func (s *flakySummarizer) Summarize(ctx context.Context, req SummaryRequest) (string, error) {
+func (s *flakySummarizer) Summarize(ctx context.Context, req compaction.SummaryRequest) (string, error) {
 	if s.failing {
 		return "", errors.New("injected summarizer failure")
 	}
-	return ExtractiveSummarizer{}.Summarize(ctx, req)
+	return compaction.ExtractiveSummarizer{}.Summarize(ctx, req)
 }

@@ -1,21 +1,23 @@
-package compaction
+package compaction_test
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/harness9/compaction-operator/compaction"
+	"github.com/harness9/compaction-operator/compaction/storage/faultstore"
 )
 
-// versionedStore is memStore with versioned states, as the S3 store has them: conditional
+// versionedStore is an in-memory store with versioned states, as the S3 store has them: conditional
 // saves (ErrConflict when the state changed since it was loaded) and conditional reads
 // (LoadStateIfChanged). It counts the state reads of each kind.
 type versionedStore struct {
-	*memStore
+	*faultstore.Store
 	vmu          sync.Mutex
 	version      map[string]int
 	reads, revs  int
@@ -23,18 +25,18 @@ type versionedStore struct {
 }
 
 func newVersionedStore() *versionedStore {
-	return &versionedStore{memStore: newMemStore(), version: map[string]int{}}
+	return &versionedStore{Store: newStore(), version: map[string]int{}}
 }
 
-func (s *versionedStore) LoadState(ctx context.Context, sid string) (*State, error) {
+func (s *versionedStore) LoadState(ctx context.Context, sid string) (*compaction.State, error) {
 	s.vmu.Lock()
 	defer s.vmu.Unlock()
 	s.reads++
 	return s.load(ctx, sid)
 }
 
-func (s *versionedStore) load(ctx context.Context, sid string) (*State, error) {
-	st, err := s.memStore.LoadState(ctx, sid)
+func (s *versionedStore) load(ctx context.Context, sid string) (*compaction.State, error) {
+	st, err := s.Store.LoadState(ctx, sid)
 	if err != nil {
 		return nil, err
 	}
@@ -42,7 +44,7 @@ func (s *versionedStore) load(ctx context.Context, sid string) (*State, error) {
 	return st, nil
 }
 
-func (s *versionedStore) LoadStateIfChanged(ctx context.Context, sid, version string) (*State, error) {
+func (s *versionedStore) LoadStateIfChanged(ctx context.Context, sid, version string) (*compaction.State, error) {
 	s.vmu.Lock()
 	defer s.vmu.Unlock()
 	s.revs++
@@ -53,13 +55,13 @@ func (s *versionedStore) LoadStateIfChanged(ctx context.Context, sid, version st
 	return s.load(ctx, sid)
 }
 
-func (s *versionedStore) SaveState(ctx context.Context, sid string, st *State) error {
+func (s *versionedStore) SaveState(ctx context.Context, sid string, st *compaction.State) error {
 	s.vmu.Lock()
 	defer s.vmu.Unlock()
 	if cur := s.version[sid]; cur != 0 && st.Version != strconv.Itoa(cur) {
-		return ErrConflict
+		return compaction.ErrConflict
 	}
-	if err := s.memStore.SaveState(ctx, sid, st); err != nil {
+	if err := s.Store.SaveState(ctx, sid, st); err != nil {
 		return err
 	}
 	s.version[sid]++
@@ -76,13 +78,7 @@ func (s *versionedStore) counts() (reads, revalidations int) {
 // storedWatermark is the watermark of the stored state of sid.
 func (s *versionedStore) storedWatermark(t *testing.T, sid string) int {
 	t.Helper()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var st State
-	if err := json.Unmarshal(s.states[sid], &st); err != nil {
-		t.Fatal(err)
-	}
-	return st.Watermark
+	return mustLoad(t, s.Store, sid).Watermark
 }
 
 // TestStateTrust: with WithStateTrust, a delta call that continues from the state the
@@ -94,7 +90,7 @@ func TestStateTrust(t *testing.T) {
 	ctx := context.Background()
 	// About 9,000 estimated tokens in a window of 10,000: Full.
 	history := proseHistory([]int{4000, 4000, 4000, 4000, 4000, 4000, 4000, 4000}, 500)
-	cfg := DefaultConfig(10000)
+	cfg := compaction.DefaultConfig(10000)
 	now := time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
 	clock := func() time.Time { return now }
 	store := newVersionedStore()
@@ -106,12 +102,12 @@ func TestStateTrust(t *testing.T) {
 	// The agent's next turn: the leading system message and what came after the watermark,
 	// plus one short exchange (a None turn).
 	next := append(append(history[:1:1], history[first.WatermarkAfter:]...), user("ok?"), asst("ok."))
-	d := Delta{Watermark: first.WatermarkAfter, PrefixHash: first.PrefixHash}
+	d := compaction.Delta{Watermark: first.WatermarkAfter, PrefixHash: first.PrefixHash}
 	reads, revs := store.counts()
 
 	now = now.Add(30 * time.Second)
 	_, rec, err := compactDelta(ctx, a, d, next, false)
-	if err != nil || rec.Tier != TierNone {
+	if err != nil || rec.Tier != compaction.TierNone {
 		t.Fatalf("delta call within the trust: %v, %v; want a None turn", rec, err)
 	}
 	if r, v := store.counts(); r != reads || v != revs {
@@ -144,7 +140,7 @@ func TestStateTrust(t *testing.T) {
 
 	// Another compactor (another replica) saves a new state: a longer history compacted again.
 	b := revalidating(t, cfg, store, "s", clock, 0)
-	longer := append(append([]Message{}, history...), proseHistory([]int{4000, 4000, 4000, 4000, 4000, 4000, 4000, 4000}, 500)[2:]...)
+	longer := append(append([]compaction.Message{}, history...), proseHistory([]int{4000, 4000, 4000, 4000, 4000, 4000, 4000, 4000}, 500)[2:]...)
 	_, byB, err := b.CompactWithRecord(ctx, longer)
 	if err != nil || byB.WatermarkAfter <= first.WatermarkAfter {
 		t.Fatalf("b: watermark %d, %v; want past %d", byB.WatermarkAfter, err, first.WatermarkAfter)
@@ -152,7 +148,7 @@ func TestStateTrust(t *testing.T) {
 	// a is asked to force a compaction from its kept state, within its trust: it skips the
 	// read, and its conditional write conflicts instead of overwriting b's state.
 	_, _, err = compactDelta(ctx, a, d, next, true)
-	if !errors.Is(err, ErrStateConflict) {
+	if !errors.Is(err, compaction.ErrStateConflict) {
 		t.Fatalf("forced compaction from a stale kept state: %v, want ErrStateConflict", err)
 	}
 	if got := store.storedWatermark(t, "s"); got != byB.WatermarkAfter {
@@ -160,11 +156,11 @@ func TestStateTrust(t *testing.T) {
 	}
 	// Run again (as the server does), it reads the stored state: the caller's watermark is
 	// no longer the session's.
-	if _, _, err := compactDelta(ctx, a, d, next, true); !errors.Is(err, ErrStaleWatermark) {
+	if _, _, err := compactDelta(ctx, a, d, next, true); !errors.Is(err, compaction.ErrStaleWatermark) {
 		t.Fatalf("the same call run again: %v, want ErrStaleWatermark", err)
 	}
 	// A caller that got b's answer continues from b's state on a.
-	dB := Delta{Watermark: byB.WatermarkAfter, PrefixHash: byB.PrefixHash}
+	dB := compaction.Delta{Watermark: byB.WatermarkAfter, PrefixHash: byB.PrefixHash}
 	_, byA, err := compactDelta(ctx, a, dB, append(longer[:1:1], longer[byB.WatermarkAfter:]...), false)
 	if err != nil || byA.WatermarkBefore != byB.WatermarkAfter {
 		t.Fatalf("a after b's save: %v, %v; want it to start from b's watermark %d", byA, err, byB.WatermarkAfter)
@@ -191,16 +187,16 @@ func TestStateTrust(t *testing.T) {
 // never overwritten: the write conflicts, and the call run again starts from that state.
 func TestStateTrustNoStateYet(t *testing.T) {
 	ctx := context.Background()
-	cfg := DefaultConfig(10000)
+	cfg := compaction.DefaultConfig(10000)
 	now := time.Date(2026, 12, 4, 12, 0, 0, 0, time.UTC)
 	clock := func() time.Time { return now }
 	store := newVersionedStore()
 	a := revalidating(t, cfg, store, "s", clock, time.Minute)
-	short := make([]Message, 0, 5)
+	short := make([]compaction.Message, 0, 5)
 	short = append(short, sys("You are a coding agent."), user("Fix the failing parser test."), asst("Looking."))
-	none := func(msgs []Message) {
+	none := func(msgs []compaction.Message) {
 		t.Helper()
-		if _, rec, err := a.CompactWithRecord(ctx, msgs); err != nil || rec.Tier != TierNone {
+		if _, rec, err := a.CompactWithRecord(ctx, msgs); err != nil || rec.Tier != compaction.TierNone {
 			t.Fatalf("short history: %v, %v; want a None turn", rec, err)
 		}
 	}
@@ -229,7 +225,7 @@ func TestStateTrustNoStateYet(t *testing.T) {
 		t.Fatalf("b: watermark %d, %v; want a compaction", byB.WatermarkAfter, err)
 	}
 	now = now.Add(time.Second)
-	if _, _, err := a.CompactWithRecord(ctx, long); !errors.Is(err, ErrStateConflict) {
+	if _, _, err := a.CompactWithRecord(ctx, long); !errors.Is(err, compaction.ErrStateConflict) {
 		t.Fatalf("a compacting over b's first save from its kept \"no state\": %v, want ErrStateConflict", err)
 	}
 	if got := store.storedWatermark(t, "s"); got != byB.WatermarkAfter {
@@ -243,16 +239,16 @@ func TestStateTrustNoStateYet(t *testing.T) {
 	// A state of offloads only (Warn keeps the watermark at 0) is trusted likewise: the next
 	// full history, within the trust, is answered from it without a read.
 	warned := warnHistory(20000, 12000, 6000, 6000)
-	w := revalidating(t, DefaultConfig(windowFor(warned, 0.62)), store, "w", clock, time.Minute)
+	w := revalidating(t, compaction.DefaultConfig(windowFor(warned, 0.62)), store, "w", clock, time.Minute)
 	_, rec, err := w.CompactWithRecord(ctx, warned)
-	if err != nil || rec.Tier != TierWarn || len(rec.Offloaded) == 0 || rec.WatermarkAfter != 0 {
+	if err != nil || rec.Tier != compaction.TierWarn || len(rec.Offloaded) == 0 || rec.WatermarkAfter != 0 {
 		t.Fatalf("warn: %+v, %v; want offloads at watermark 0", rec, err)
 	}
 	r0, v0 := store.counts()
 	now = now.Add(10 * time.Second)
 	warned = append(warned, user("and?"))
 	_, rec, err = w.CompactWithRecord(ctx, warned)
-	if err != nil || rec.Tier != TierNone {
+	if err != nil || rec.Tier != compaction.TierNone {
 		t.Fatalf("the turn after the offloads: %+v, %v; want None from the kept offloads", rec, err)
 	}
 	if r, v := store.counts(); r != r0 || v != v0 {
@@ -261,17 +257,15 @@ func TestStateTrustNoStateYet(t *testing.T) {
 
 	// A store without versions (no conditional writes) is never trusted: the second call
 	// reads it, and fails open on the read error.
-	mem := newMemStore()
-	u, err := NewProgressiveCompactor(cfg, WithStore(mem), WithSessionID("u"), WithClock(clock), WithStateRevalidation(), WithStateTrust(time.Minute))
+	mem := newStore()
+	u, err := compaction.NewProgressiveCompactor(cfg, compaction.WithStore(mem), compaction.WithSessionID("u"), compaction.WithClock(clock), compaction.WithStateRevalidation(), compaction.WithStateTrust(time.Minute))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, _, err := u.CompactWithRecord(ctx, short); err != nil {
 		t.Fatal(err)
 	}
-	mem.mu.Lock()
-	mem.failLoad = errors.New("store down")
-	mem.mu.Unlock()
+	mem.FailLoad(errors.New("store down"))
 	if _, rec, err := u.CompactWithRecord(ctx, short); err != nil || !strings.Contains(rec.Error, "store down") {
 		t.Fatalf("a store without versions, within the trust: %v, record error %q; want the store read", err, rec.Error)
 	}
@@ -291,13 +285,13 @@ func TestStateTrustNoStateYet(t *testing.T) {
 
 // revalidating is a compactor of session sid on store that starts every call from the stored
 // state, trusting its kept copy for trust (0: never).
-func revalidating(t *testing.T, cfg Config, store *versionedStore, sid string, clock func() time.Time, trust time.Duration) *ProgressiveCompactor {
+func revalidating(t *testing.T, cfg compaction.Config, store *versionedStore, sid string, clock func() time.Time, trust time.Duration) *compaction.ProgressiveCompactor {
 	t.Helper()
-	opts := []Option{WithStore(store), WithSessionID(sid), WithClock(clock), WithStateRevalidation()}
+	opts := []compaction.Option{compaction.WithStore(store), compaction.WithSessionID(sid), compaction.WithClock(clock), compaction.WithStateRevalidation()}
 	if trust > 0 {
-		opts = append(opts, WithStateTrust(trust))
+		opts = append(opts, compaction.WithStateTrust(trust))
 	}
-	c, err := NewProgressiveCompactor(cfg, opts...)
+	c, err := compaction.NewProgressiveCompactor(cfg, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}

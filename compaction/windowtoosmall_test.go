@@ -1,10 +1,12 @@
-package compaction
+package compaction_test
 
 import (
 	"context"
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/harness9/compaction-operator/compaction"
 )
 
 // TestWindowTooSmallForTheFixedPart is issue 27 item 7: a system prompt alone over the
@@ -15,15 +17,15 @@ func TestWindowTooSmallForTheFixedPart(t *testing.T) {
 	ctx := context.Background()
 	const window = 1000
 	system := sys(strings.Repeat("You are a coding agent with many tools. ", 100)) // about 1,000 tokens
-	c, err := NewProgressiveCompactor(Config{ContextWindow: window, MinTailMessages: 4}, WithStore(newMemStore()), WithSessionID("small"))
+	c, err := compaction.NewProgressiveCompactor(compaction.Config{ContextWindow: window, MinTailMessages: 4}, compaction.WithStore(newStore()), compaction.WithSessionID("small"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	const turns = 12
-	history := make([]Message, 0, 2+2*turns)
+	history := make([]compaction.Message, 0, 2+2*turns)
 	history = append(history, system, user("fix the tests"))
 	emergencies, skipped := 0, 0
-	var last []Message
+	var last []compaction.Message
 	for i := range turns {
 		id := fmt.Sprintf("c%d", i)
 		history = append(history, call("", id), result(id, fmt.Sprintf("output %d: %s", i, strings.Repeat("x", 200))))
@@ -35,14 +37,14 @@ func TestWindowTooSmallForTheFixedPart(t *testing.T) {
 			t.Fatalf("turn %d: record WindowTooSmall %v, FixedTokens %d; want true and the system prompt's size", i, rec.WindowTooSmall, rec.FixedTokens)
 		}
 		switch rec.Tier {
-		case TierEmergency:
+		case compaction.TierEmergency:
 			if rec.Summarized > 0 {
 				emergencies++
 			}
 			if skipped > 0 {
 				t.Fatalf("turn %d: Emergency again after turns were left alone", i)
 			}
-		case TierNone:
+		case compaction.TierNone:
 			if emergencies == 0 {
 				t.Fatalf("turn %d: left alone before the first compaction", i)
 			}
