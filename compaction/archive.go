@@ -38,12 +38,12 @@ func (c *ProgressiveCompactor) archiveSpan(ctx context.Context, t *turn, rec *Co
 		return // not a span of this turn's messages (cannot happen: advance moves within t.rest)
 	}
 	span := c.shown(t.rest[:n])
-	var buf bytes.Buffer
-	if err := EncodeJSONL(&buf, span); err != nil {
+	body, err := appendJSONL(span)
+	if err != nil {
 		rec.addError("archive of messages %d-%d: %v", from, to, err)
 		return
 	}
-	ref, err := c.archive.PutArchive(ctx, c.sessionID, from, to, buf.Bytes())
+	ref, err := c.archive.PutArchive(ctx, c.sessionID, from, to, body)
 	if err != nil {
 		rec.addError("archive of messages %d-%d: %v", from, to, err)
 		return

@@ -181,6 +181,29 @@ func EncodeJSONL(w io.Writer, msgs []Message) error {
 	return bw.Flush()
 }
 
+// appendJSONL is EncodeJSONL into one buffer sized for it up front: an archive of a
+// long span is megabytes, which a growing buffer copied several times over.
+func appendJSONL(msgs []Message) ([]byte, error) {
+	size := 0
+	for i := range msgs {
+		size += msgs[i].jsonSize() + 1
+	}
+	dst := make([]byte, 0, size)
+	for i := range msgs {
+		n := len(dst)
+		b, ok := msgs[i].appendJSON(dst)
+		if !ok {
+			slow, err := msgs[i].marshalSlow()
+			if err != nil {
+				return nil, fmt.Errorf("encode message %d: %w", i, err)
+			}
+			b = append(dst[:n], slow...)
+		}
+		dst = append(b, '\n')
+	}
+	return dst, nil
+}
+
 // AssistantTurns are the indexes of the assistant messages after the first user message: the
 // turns of a transcript, an agent compacting history[:i] before producing message i.
 // compactctl simulate and eval, the demo and the tests all replay transcripts by this rule.
