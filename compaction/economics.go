@@ -207,9 +207,7 @@ func (c *ProgressiveCompactor) predictSaving(t *turn, span []Message) int {
 	// What the summarizer reads: the span once its large results are offloaded.
 	summarized := spanChars
 	if c.offloader != nil {
-		for i := range shownSpan {
-			summarized -= c.offloader.offloadSaving(&shownSpan[i])
-		}
+		summarized -= c.offloader.offloadSavings(shownSpan)
 	}
 	old := c.compactionChars(t)
 	// The merged message grows by a few percent of the span in most compactions, up to a

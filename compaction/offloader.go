@@ -3,6 +3,7 @@ package compaction
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"strings"
 	"sync"
 
@@ -318,6 +319,32 @@ func (o *Offloader) offloadSaving(m *Message) int {
 	o.measured.Add(m.ToolCallID, measuredShown{len(m.Content), contentCRC(m.Content), shown})
 	o.mu.Unlock()
 	return len(m.Content) - len(placeholderOf(m.ToolCallID, m.Content, strings.Repeat("r", 96), shown))
+}
+
+// offloadSavings is the sum of offloadSaving over msgs. The placeholders of a head's
+// large results are rendered on every core: each reads its whole result for failure lines,
+// and a first Full compaction of a long session renders dozens.
+func (o *Offloader) offloadSavings(msgs []Message) int {
+	saved := make([]int, len(msgs))
+	var g errgroup.Group
+	g.SetLimit(runtime.GOMAXPROCS(0))
+	for i := range msgs {
+		m := &msgs[i]
+		if m.ContentParts != nil || m.Role != RoleTool || len(m.Content) <= o.threshold {
+			saved[i] = o.offloadSaving(m) // images (their scans are remembered), or nothing
+			continue
+		}
+		g.Go(func() error {
+			saved[i] = o.offloadSaving(m)
+			return nil
+		})
+	}
+	_ = g.Wait() // the functions return no error
+	total := 0
+	for _, n := range saved {
+		total += n
+	}
+	return total
 }
 
 // measuredShown is what a result's placeholder shows, for the result of that size and CRC.
