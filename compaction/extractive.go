@@ -11,7 +11,6 @@ import (
 	"github.com/harness9/compaction-operator/compaction/internal/shellscan"
 	"github.com/harness9/compaction-operator/compaction/internal/textcut"
 	"github.com/harness9/compaction-operator/compaction/internal/toolargs"
-	"github.com/harness9/compaction-operator/compaction/internal/toolout"
 )
 
 // ExtractiveSummarizer is the default summarizer: deterministic, no network, no model. It
@@ -29,7 +28,12 @@ import (
 //
 // It describes only the span it is given: the engine merges the result into the session's
 // anchors with mergeAnchors. The previous summary's timeline is carried over, bounded.
-type ExtractiveSummarizer struct{}
+//
+// The zero value reads every message on every call; the compactor's own remembers what it
+// read of each message (see extractMemo), as the session's summaries read most of them again.
+type ExtractiveSummarizer struct {
+	memo *extractMemo
+}
 
 // Name is "extractive".
 func (ExtractiveSummarizer) Name() string { return "extractive" }
@@ -62,11 +66,11 @@ func (e ExtractiveSummarizer) Summarize(ctx context.Context, req SummaryRequest)
 
 // SummarizeResult answers the anchors and prose as values: the engine takes them as they
 // are, with nothing rendered to text and parsed back.
-func (ExtractiveSummarizer) SummarizeResult(ctx context.Context, req SummaryRequest) (SummaryResult, error) {
+func (e ExtractiveSummarizer) SummarizeResult(ctx context.Context, req SummaryRequest) (SummaryResult, error) {
 	if err := ctx.Err(); err != nil {
 		return SummaryResult{}, err
 	}
-	x := newExtraction(&req)
+	x := newExtraction(&req, e.memo)
 	x.forward()
 	x.backward()
 	// The merge with nothing bounds and de-duplicates the items exactly as the engine's
@@ -80,6 +84,7 @@ func (ExtractiveSummarizer) SummarizeResult(ctx context.Context, req SummaryRequ
 // extraction is the state of one Summarize call.
 type extraction struct {
 	req       *SummaryRequest
+	memo      *extractMemo
 	calls     map[string]*ToolCall
 	editFile  map[string]string // SWE-agent "edit N:M" calls: the file they edited
 	pending   map[string][]trailEntry
@@ -106,10 +111,10 @@ type trailEntry struct {
 	path string
 }
 
-func newExtraction(req *SummaryRequest) *extraction {
+func newExtraction(req *SummaryRequest, memo *extractMemo) *extraction {
 	// One summary of a long span (a Full compaction) keeps as much as several short ones would.
 	maxItems := min(max(extractMaxItems, len(req.Messages)/extractItemsPer), extractMaxItemsCap)
-	return &extraction{req: req, maxItems: maxItems, calls: map[string]*ToolCall{}, editFile: map[string]string{}, pending: map[string][]trailEntry{}, scripts: map[string]bool{}}
+	return &extraction{req: req, memo: memo, maxItems: maxItems, calls: map[string]*ToolCall{}, editFile: map[string]string{}, pending: map[string][]trailEntry{}, scripts: map[string]bool{}}
 }
 
 // forward reads every message once: counts, the task and later instructions, the tool
@@ -157,7 +162,6 @@ func (x *extraction) forward() {
 			for j := range m.ToolCalls {
 				tc := &m.ToolCalls[j]
 				x.calls[tc.ID] = tc
-				x.counts.add(countName(tc.Function.Name), 1)
 				x.noteCall(tc)
 			}
 		case RoleTool:
@@ -238,22 +242,23 @@ func (x *extraction) addTrail(e trailEntry) {
 	x.trail.add(e.kind, e.path)
 }
 
-// noteCall records the files a tool call reads or writes, applied when its result shows
-// that it did not fail.
+// noteCall counts a tool call and records the files it reads or writes, applied when its
+// result shows that it did not fail.
 func (x *extraction) noteCall(tc *ToolCall) {
-	args := textcut.Head(tc.Function.Arguments, extractArgBytes)
-	name := strings.ToLower(tc.Function.Name)
-	cmd, _ := toolargs.StringField(args, "command", "cmd")
-	if path, ok := toolargs.StringField(args, "path", "file_path", "filename", "file"); ok && path != "" {
-		if kind, ok := editorKind(name, cmd, path); ok {
-			x.pending[tc.ID] = append(x.pending[tc.ID], trailEntry{kind, path})
-		}
-		return
+	p := x.memo.call(tc)
+	x.counts.add(p.countName, 1)
+	if len(p.entries) > 0 {
+		x.pending[tc.ID] = append(x.pending[tc.ID], p.entries...)
 	}
-	if cmd == "" {
-		return
+	switch p.swe {
+	case sweOpens:
+		x.openFile = p.open
+	case sweEdits:
+		x.editFile[tc.ID] = x.openFile // the result may name the file: see noteResult
 	}
-	x.noteShell(tc.ID, cmd)
+	if p.shell {
+		x.scripts[tc.ID] = p.script
+	}
 }
 
 // editorKind classifies a file tool's call (str_replace_editor and the like) by its name
@@ -275,27 +280,25 @@ func editorKind(name, sub, path string) (int, bool) {
 // readVerbs print files named as arguments.
 var readVerbs = map[string]bool{"cat": true, "nl": true, "head": true, "tail": true, "less": true, "more": true, "bat": true}
 
-// noteShell reads a shell command for the files it reads and writes: cat/nl/head/tail and
+// planShell reads a shell command for the files it reads and writes: cat/nl/head/tail and
 // sed -n read, sed -i edits, redirections write, rm deletes, a Python script given inline
 // edits what it open()s for writing; and the SWE-agent commands open, create and edit.
-func (x *extraction) noteShell(id, cmd string) {
-	lines := strings.Split(cmd, "\n")
-	if w := strings.Fields(lines[0]); len(w) > 0 {
+func (p *callPlan) planShell(cmd string) {
+	first, _, _ := strings.Cut(cmd, "\n")
+	if w := strings.Fields(first); len(w) > 0 {
 		switch w[0] {
-		case "open":
+		case sweOpen, sweCreate:
 			if len(w) > 1 {
-				x.pending[id] = append(x.pending[id], trailEntry{trailRead, shellscan.Unquote(w[1])})
-				x.openFile = shellscan.Unquote(w[1])
-			}
-			return
-		case "create":
-			if len(w) > 1 {
-				x.pending[id] = append(x.pending[id], trailEntry{trailCreated, shellscan.Unquote(w[1])})
-				x.openFile = shellscan.Unquote(w[1])
+				kind := trailRead
+				if w[0] == sweCreate {
+					kind = trailCreated
+				}
+				p.entries = append(p.entries, trailEntry{kind, shellscan.Unquote(w[1])})
+				p.swe, p.open = sweOpens, shellscan.Unquote(w[1])
 			}
 			return
 		case sweEdit:
-			x.editFile[id] = x.openFile // the result may name the file: see noteResult
+			p.swe = sweEdits
 			return
 		}
 	}
@@ -303,38 +306,42 @@ func (x *extraction) noteShell(id, cmd string) {
 	for _, l := range shellscan.Lines(cmd, 200) {
 		for _, sc := range shellscan.SplitSimple(l.Text) {
 			if w := shellscan.Words(sc); len(w) > 0 {
-				x.noteSimple(id, w, l.Body)
+				p.noteSimple(w, l.Body)
 				commands++
 			}
 		}
 	}
-	x.scripts[id] = commands > 1
+	p.shell, p.script = true, commands > 1
 }
 
-// sweEdit is SWE-agent's edit command.
-const sweEdit = "edit"
+// SWE-agent's file commands that open, create and edit a file.
+const (
+	sweOpen   = "open"
+	sweCreate = "create"
+	sweEdit   = "edit"
+)
 
-func (x *extraction) noteSimple(id string, words []string, body string) {
+func (p *callPlan) noteSimple(words []string, body string) {
 	words = shellscan.StripCommandPrefix(words)
 	if len(words) == 0 {
 		return
 	}
 	verb := words[0][strings.LastIndexByte(words[0], '/')+1:]
-	args, script := x.noteRedirects(id, words)
+	args, script := p.noteRedirects(words)
 	switch {
 	case readVerbs[verb]:
-		x.addFiles(id, trailRead, shellscan.NonOptions(args))
+		p.addFiles(trailRead, shellscan.NonOptions(args))
 	case verb == "sed":
 		inPlace, files := shellscan.SedFiles(args)
 		if inPlace {
-			x.addFiles(id, trailEdited, files)
+			p.addFiles(trailEdited, files)
 		} else {
-			x.addFiles(id, trailRead, files)
+			p.addFiles(trailRead, files)
 		}
 	case verb == "rm":
-		x.addFiles(id, trailDeleted, shellscan.NonOptions(args))
+		p.addFiles(trailDeleted, shellscan.NonOptions(args))
 	case verb == "touch":
-		x.addFiles(id, trailCreated, shellscan.NonOptions(args))
+		p.addFiles(trailCreated, shellscan.NonOptions(args))
 	case strings.HasPrefix(verb, "python"):
 		code := body
 		for i, a := range args {
@@ -342,28 +349,28 @@ func (x *extraction) noteSimple(id string, words []string, body string) {
 				code = args[i+1]
 			}
 		}
-		x.notePyWrites(id, code)
+		p.notePyWrites(code)
 	}
 	if script && body != "" && !strings.HasPrefix(verb, "python") {
-		x.notePyWrites(id, body)
+		p.notePyWrites(body)
 	}
 }
 
 // noteRedirects notes the files a simple command's output redirections write, and returns
 // its other arguments and whether it writes a Python script (from a heredoc: what that
 // script writes is edited when it runs).
-func (x *extraction) noteRedirects(id string, words []string) (args []string, script bool) {
+func (p *callPlan) noteRedirects(words []string) (args []string, script bool) {
 	for i := 1; i < len(words); i++ {
 		w := words[i]
 		switch {
 		case w == ">" || w == ">>" || w == "1>" || w == "1>>":
 			if i+1 < len(words) {
-				x.noteWrite(id, words[i+1])
+				p.noteWrite(words[i+1])
 				script = script || strings.HasSuffix(words[i+1], ".py")
 				i++
 			}
 		case strings.HasPrefix(w, ">") || strings.HasPrefix(w, "1>"):
-			x.noteWrite(id, strings.TrimLeft(w, "1>"))
+			p.noteWrite(strings.TrimLeft(w, "1>"))
 			script = script || strings.HasSuffix(w, ".py")
 		case w == "<" || w == "<<" || w == "<<-" || w == "2>" || w == "2>>" || w == "&>":
 			i++
@@ -376,24 +383,24 @@ func (x *extraction) noteRedirects(id string, words []string) (args []string, sc
 }
 
 // addFiles queues the files that look like paths as kind, pending call id's result.
-func (x *extraction) addFiles(id string, kind int, files []string) {
+func (p *callPlan) addFiles(kind int, files []string) {
 	for _, f := range files {
 		if shellscan.LooksLikePath(f) {
-			x.pending[id] = append(x.pending[id], trailEntry{kind, f})
+			p.entries = append(p.entries, trailEntry{kind, f})
 		}
 	}
 }
 
 // notePyWrites notes the files Python code opens for writing as edited.
-func (x *extraction) notePyWrites(id, code string) {
-	x.addFiles(id, trailEdited, shellscan.PythonWrites(code))
+func (p *callPlan) notePyWrites(code string) {
+	p.addFiles(trailEdited, shellscan.PythonWrites(code))
 }
 
-func (x *extraction) noteWrite(id, target string) {
+func (p *callPlan) noteWrite(target string) {
 	if target == "" || target == "/dev/null" || strings.HasPrefix(target, "&") || !shellscan.LooksLikePath(target) {
 		return
 	}
-	x.pending[id] = append(x.pending[id], trailEntry{trailCreated, target})
+	p.entries = append(p.entries, trailEntry{trailCreated, target})
 }
 
 var (
@@ -405,48 +412,41 @@ var (
 // noteResult applies the pending trail entries of the call a result answers, unless the
 // result says the call failed, and reads the files a diff or patch in it names.
 func (x *extraction) noteResult(m *Message) {
-	content := m.Content
-	status := toolout.StatusFailed(content)
-	failed := status || toolout.ExitFailed(content) && !x.scripts[m.ToolCallID]
-	footer := ""
-	if tail := textcut.Tail(content, 512); strings.Contains(tail, "(Open file: ") {
-		if o := sweOpenFile.FindStringSubmatch(tail); o != nil && o[1] != "n/a" {
-			footer = o[1]
-		}
-	}
+	f := x.memo.result(m.Content)
+	failed := f.status || f.exitFailed && !x.scripts[m.ToolCallID]
 	if file, ok := x.editFile[m.ToolCallID]; ok {
 		// The file an edit changed: the result's header names it, else its footer (the
 		// file open when it ran), else the file opened last in this span.
-		if h := sweFileHeader.FindStringSubmatch(textcut.Head(content, 1024)); h != nil {
-			file = h[1]
-		} else if footer != "" {
-			file = footer
+		if f.hasHeader {
+			file = f.header
+		} else if f.footer != "" {
+			file = f.footer
 		}
 		x.editFile[m.ToolCallID] = file
 		if file != "" && !failed {
 			x.addTrail(trailEntry{trailEdited, file})
 		}
 	}
-	listing := strings.Contains(toolout.StatusLine(content), "files and directories")
 	for _, e := range x.pending[m.ToolCallID] {
-		if e.kind == trailRead && !status && !listing || e.kind != trailRead && !failed {
+		if e.kind == trailRead && !f.status && !f.listing || e.kind != trailRead && !failed {
 			x.addTrail(e)
 		}
 	}
 	delete(x.pending, m.ToolCallID)
-	if footer != "" {
-		x.openFile = footer
+	if f.footer != "" {
+		x.openFile = f.footer
 	}
-	head := textcut.Head(content, 1024)
-	if !failed && strings.Contains(head, "patching file ") {
-		head = textcut.Head(content, 4096)
-		for _, p := range patchedFile.FindAllStringSubmatch(head, 20) {
-			x.addTrail(trailEntry{trailEdited, p[1]})
+	// A patch's files are read from the first 4 KB, and then so is a diff's header.
+	diff := f.diffShort
+	if !failed && f.patching {
+		for _, p := range f.patched {
+			x.addTrail(trailEntry{trailEdited, p})
 		}
+		diff = f.diffLong
 	}
-	if strings.Contains(head, "diff --git a/") {
-		for _, f := range toolout.DiffFiles(textcut.Head(content, extractDiffBytes), 200) {
-			x.addTrail(trailEntry{trailEdited, f})
+	if diff {
+		for _, d := range f.diffs {
+			x.addTrail(trailEntry{trailEdited, d})
 		}
 	}
 }
@@ -476,18 +476,17 @@ func (x *extraction) backward() {
 				continue
 			}
 			answers++
-			text := prose.CleanAssistant(m.Content)
 			if latest == "" {
-				latest = text
+				latest = prose.CleanAssistant(m.Content)
 			}
 			if planSearch > 0 {
 				planSearch--
-				if p := prose.StatedPlan(text); p != "" {
+				if p := x.memo.plan(m.Content); p != "" {
 					x.nextStep, planSearch = p, 0
 				}
 			}
 			if len(x.decisions) < decisionPool*x.maxItems {
-				ds := prose.DecisionSentences(text)
+				ds := x.memo.decisions(m.Content)
 				for j := len(ds) - 1; j >= 0 && len(x.decisions) < decisionPool*x.maxItems; j-- {
 					x.decisions = append(x.decisions, ds[j])
 				}
@@ -501,17 +500,12 @@ func (x *extraction) backward() {
 			if tc == nil {
 				continue
 			}
-			runs := x.runs(tc)
-			content, offloaded := m.Content, ""
-			if strings.HasPrefix(content, PlaceholderPrefix) {
-				// Only the preview's first lines are here: an exit code or an error line
-				// in them still tells how the command went; the rest is read back by ID.
-				content, offloaded = placeholderPreview(content), " (full result: "+m.ToolCallID+")"
+			runs := x.memo.call(tc).runs
+			offloaded := ""
+			if strings.HasPrefix(m.Content, PlaceholderPrefix) {
+				offloaded = " (full result: " + m.ToolCallID + ")"
 			}
-			r := toolout.Read(content, runs)
-			if offloaded != "" {
-				r.Tests, r.Last = "", ""
-			}
+			r := x.memo.readOf(m.Content, runs)
 			what := x.shortCall(tc)
 			if len(x.outcomes) < x.maxItems && runs {
 				if o := r.Outcome(); o != "" {
@@ -591,18 +585,14 @@ func itemsContent(items []string) string {
 // "cd DIR &&" and heredoc bodies, an editor's sub-command and path, otherwise
 // name(arguments).
 func (x *extraction) shortCall(tc *ToolCall) string {
-	args := textcut.Head(tc.Function.Arguments, extractArgBytes)
-	cmd, _ := toolargs.StringField(args, "command", "cmd")
-	if path, ok := toolargs.StringField(args, "path", "file_path", "filename", "file"); ok {
-		return textcut.Clip(strings.TrimSpace(tc.Function.Name+" "+shellscan.FirstWord(cmd)+" "+path), 140)
+	p := x.memo.call(tc)
+	if p.fixedShort {
+		return p.short
 	}
-	if cmd == "" {
-		return describeCall(*tc)
+	if f := x.editFile[tc.ID]; f != "" || p.editCmd {
+		return textcut.Clip(p.firstLine+" ("+f+")", 120) // SWE-agent's edit: the rest is the new text
 	}
-	if f := x.editFile[tc.ID]; f != "" || shellscan.FirstWord(cmd) == sweEdit {
-		return textcut.Clip(textcut.FirstLine(cmd)+" ("+f+")", 120) // SWE-agent's edit: the rest is the new text
-	}
-	return textcut.Clip(strings.Join(shellscan.CommandLines(cmd, 3), "; "), 120)
+	return p.short
 }
 
 // Verbs that only look: their outcome is no progress worth listing.
@@ -610,19 +600,18 @@ var lookVerbs = map[string]bool{
 	"cat": true, "nl": true, "head": true, "tail": true, "less": true, "more": true, "bat": true, "ls": true, "find": true,
 	"grep": true, "rg": true, "ag": true, "wc": true, "pwd": true, "echo": true, "printf": true, "tree": true, "file": true,
 	"stat": true, "du": true, "which": true, "type": true, "cd": true, "git": true, "diff": true, "awk": true, "sort": true,
-	"uniq": true, "xargs": true, "sed": true, "open": true, "goto": true, "scroll_down": true, "scroll_up": true,
-	"search_file": true, "search_dir": true, "find_file": true, "submit": true, "create": true, sweEdit: true,
+	"uniq": true, "xargs": true, "sed": true, sweOpen: true, "goto": true, "scroll_down": true, "scroll_up": true,
+	"search_file": true, "search_dir": true, "find_file": true, "submit": true, sweCreate: true, sweEdit: true,
 	"rm": true, "mv": true, "cp": true, "mkdir": true, "touch": true, "chmod": true,
 }
 
 // sweCommands are SWE-agent's own file commands, typed into its bash tool.
-var sweCommands = map[string]bool{"open": true, "create": true, sweEdit: true, "goto": true, "scroll_down": true, "scroll_up": true,
+var sweCommands = map[string]bool{sweOpen: true, sweCreate: true, sweEdit: true, "goto": true, "scroll_down": true, "scroll_up": true,
 	"search_file": true, "search_dir": true, "find_file": true, "submit": true}
 
-// runs reports whether a call ran something (a script, tests, a build), not only looked at
+// runsCommand reports whether a call (the head of its arguments) ran something (a script, tests, a build), not only looked at
 // or wrote files.
-func (x *extraction) runs(tc *ToolCall) bool {
-	args := textcut.Head(tc.Function.Arguments, extractArgBytes)
+func runsCommand(args string) bool {
 	if _, ok := toolargs.StringField(args, "path", "file_path", "filename", "file"); ok {
 		return false
 	}

@@ -460,8 +460,8 @@ func TestShellTrail(t *testing.T) {
 		{"python -m pytest tests/test_a.py", ""},
 	}
 	for _, c := range cases {
-		x := newExtraction(&SummaryRequest{})
-		x.noteShell("c", c.cmd)
+		x := newExtraction(&SummaryRequest{}, nil)
+		x.noteCall(&ToolCall{ID: "c", Function: FunctionCall{Name: "bash", Arguments: jsonArgs("command", c.cmd)}})
 		x.noteResult(&Message{Role: RoleTool, ToolCallID: "c", Content: "<returncode>0</returncode>"})
 		got := ""
 		if !x.trail.empty() {
@@ -478,8 +478,8 @@ func TestShellTrail(t *testing.T) {
 		{"cat src/b.py", "files read: src/b.py"},
 		{"sed -i 's/a/b/' src/a.py && python -m pytest", "files edited: src/a.py"},
 	} {
-		x := newExtraction(&SummaryRequest{})
-		x.noteShell("c", c.cmd)
+		x := newExtraction(&SummaryRequest{}, nil)
+		x.noteCall(&ToolCall{ID: "c", Function: FunctionCall{Name: "bash", Arguments: jsonArgs("command", c.cmd)}})
 		x.noteResult(&Message{Role: RoleTool, ToolCallID: "c", Content: "<returncode>2</returncode>\nsed: can't read src/a.py"})
 		got := ""
 		if !x.trail.empty() {

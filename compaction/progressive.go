@@ -38,11 +38,15 @@ type ProgressiveCompactor struct {
 	records    RecordStore
 	states     StateStore
 	// archive keeps the spans the watermark passes (nil: not archived).
-	archive   ArchiveStore
-	extractor MemoryExtractor
-	todos     TodoInjector
-	log       logr.Logger
-	now       func() time.Time
+	archive ArchiveStore
+	// extractMemo is what the extractive summarizer read of each message, with RawHistory,
+	// where every turn summarizes the head again (nil otherwise: a message the watermark
+	// passed is not summarized again).
+	extractMemo *extractMemo
+	extractor   MemoryExtractor
+	todos       TodoInjector
+	log         logr.Logger
+	now         func() time.Time
 
 	// revalidate: every call starts from the stored state (WithStateRevalidation).
 	revalidate bool
@@ -190,6 +194,9 @@ func NewProgressiveCompactor(cfg Config, opts ...Option) (*ProgressiveCompactor,
 	}
 	if err := ValidateSessionID(c.sessionID); err != nil {
 		return nil, err
+	}
+	if cfg.RawHistory {
+		c.extractMemo = newExtractMemo()
 	}
 	if c.fallback == nil {
 		c.fallback = TokenBudgetCompactor{Budget: int(float64(cfg.ContextWindow) * cfg.WarnThreshold), MinTailMessages: cfg.MinTailMessages}

@@ -90,6 +90,9 @@ func (c *ProgressiveCompactor) summarizeOnto(ctx context.Context, s Summarizer, 
 		PreviousSummary: prevSummary, PreviousAnchors: prevAnchors,
 		MaxSummaryChars: c.cfg.MaxSummaryChars,
 	}
+	if _, ok := s.(ExtractiveSummarizer); ok {
+		s = ExtractiveSummarizer{memo: c.extractMemo}
+	}
 	res, err := Summarize(ctx, s, req)
 	if count {
 		rec.countSummarizer(req, res)

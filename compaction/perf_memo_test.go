@@ -1,0 +1,67 @@
+package compaction
+
+import (
+	"context"
+	"math/rand/v2"
+	"os"
+	"reflect"
+	"testing"
+)
+
+// TestExtractMemoSameSummary: a summary read from the memo is the summary read afresh, for
+// spans cut anywhere in the test histories and the repository's transcripts (so the state
+// a call's reading depends on, such as the file an editor has open, differs between spans
+// holding the same messages), with and without previous anchors.
+func TestExtractMemoSameSummary(t *testing.T) {
+	// The same result text answering a call that runs something and one that only looks:
+	// what is read of it differs.
+	same := "FAILED tests/test_a.py::test_b - KeyError: 'k'\n===== 1 failed, 2 passed in 0.1s =====\n<returncode>1</returncode>"
+	twice := []Message{user("Fix the test."),
+		asstCalls("Running the tests.", tcall("r1", "bash", jsonArgs("command", "python -m pytest"))),
+		{Role: RoleTool, ToolCallID: "r1", Content: same},
+		asstCalls("Looking at the log.", tcall("r2", "bash", jsonArgs("command", "cat log.txt"))),
+		{Role: RoleTool, ToolCallID: "r2", Content: same},
+	}
+	transcripts := []string{"../testdata/long-session.jsonl", "../testdata/coding-agent-small.jsonl", "../testdata/parallel-tools.jsonl"}
+	histories := make([][]Message, 0, 5+len(transcripts))
+	histories = append(histories, twice, sweAgentHistory(), miniSWEHistory(), openHandsHistory(), benchSpan(40))
+	for _, name := range transcripts {
+		f, err := os.Open(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		msgs, err := DecodeTranscript(f, DecodeOptions{})
+		_ = f.Close()
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		histories = append(histories, msgs)
+	}
+	ctx := context.Background()
+	memo := newExtractMemo()
+	rng := rand.New(rand.NewPCG(13, 14))
+	for h, msgs := range histories {
+		var prev []Anchor
+		for range 40 {
+			from := rng.IntN(len(msgs))
+			to := from + 1 + rng.IntN(len(msgs)-from)
+			req := SummaryRequest{Messages: msgs[from:to], PreviousAnchors: prev}
+			want, err := ExtractiveSummarizer{}.SummarizeResult(ctx, req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for pass := range 2 { // the first fills the memo, the second reads it
+				got, err := ExtractiveSummarizer{memo: memo}.SummarizeResult(ctx, req)
+				if err != nil || !reflect.DeepEqual(got, want) {
+					t.Fatalf("history %d, messages %d-%d, pass %d: with the memo\n%+v\nwithout\n%+v", h, from, to, pass, got, want)
+				}
+			}
+			if rng.IntN(2) == 0 {
+				prev = want.Anchors
+			}
+		}
+	}
+	if memo.entries.Len() == 0 {
+		t.Fatal("the memo holds nothing: the test compared no reading from it")
+	}
+}
