@@ -8,13 +8,15 @@ import (
 
 // TestErrorLineMatch: errorLineMatch matches exactly the lines errorLineRE does.
 func TestErrorLineMatch(t *testing.T) {
-	cases := []string{
+	fixed := []string{
 		"", "error", "error:", "error: x", "Error: x", "ERROR:  \t", "xerror: y", " error: y", ":error: y", "fatal[E0425]: x",
 		"panic: runtime error", "error[E1]:x", "error[E1 x", "error in foo.py: bad", "errors: 3", "error_x: y",
 		"error " + strings.Repeat("a", 59) + ": x", "error " + strings.Repeat("a", 60) + ": x", "cat: x: No such file or directory",
 		"bash: foo: command not found", "SyntaxError: bad", "NameError: name 'x' is not defined", "no ſuch file or directory",
 		"ERROR: ſ", "error: \n x", "error:\n", "error [x]: y", "Error (x):\t\ty",
 	}
+	cases := append(make([]string, 0, len(fixed)+50000), fixed...)
+
 	rng := rand.New(rand.NewPCG(9, 10))
 	pieces := []string{"error", "ERROR", "fatal", "Panic", "[", "]", ":", " ", "\t", "\n", "x", "_", "é", "ſ", "\xff",
 		"no such file or directory", "Is Not Defined", "syntax", "e", strings.Repeat("a", 30)}

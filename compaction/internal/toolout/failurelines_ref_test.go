@@ -20,8 +20,9 @@ func TestFailureLinesJumps(t *testing.T) {
 		"<returncode>2</returncode>", "ERROR: test_x (pkg.T)", "test_y (pkg.T) ... ERROR", "FooException: x\r",
 	}
 	for range 3000 {
-		var lines []string
-		for range rng.IntN(40) {
+		n := rng.IntN(40)
+		lines := make([]string, 0, n)
+		for range n {
 			lines = append(lines, pieces[rng.IntN(len(pieces))])
 		}
 		content := strings.Join(lines, "\n")
