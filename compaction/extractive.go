@@ -500,7 +500,7 @@ func (x *extraction) backward() {
 			if tc == nil {
 				continue
 			}
-			runs := x.memo.call(tc).runs
+			runs := x.memo.runs(tc)
 			offloaded := ""
 			if strings.HasPrefix(m.Content, PlaceholderPrefix) {
 				offloaded = " (full result: " + m.ToolCallID + ")"
@@ -585,14 +585,14 @@ func itemsContent(items []string) string {
 // "cd DIR &&" and heredoc bodies, an editor's sub-command and path, otherwise
 // name(arguments).
 func (x *extraction) shortCall(tc *ToolCall) string {
-	p := x.memo.call(tc)
-	if p.fixedShort {
-		return p.short
+	n := x.memo.name(tc)
+	if n.fixed {
+		return n.short
 	}
-	if f := x.editFile[tc.ID]; f != "" || p.editCmd {
-		return textcut.Clip(p.firstLine+" ("+f+")", 120) // SWE-agent's edit: the rest is the new text
+	if f := x.editFile[tc.ID]; f != "" || n.editCmd {
+		return textcut.Clip(n.firstLine+" ("+f+")", 120) // SWE-agent's edit: the rest is the new text
 	}
-	return p.short
+	return n.short
 }
 
 // Verbs that only look: their outcome is no progress worth listing.

@@ -42,6 +42,8 @@ type memoKind uint8
 
 const (
 	memoCall memoKind = iota
+	memoRuns
+	memoShort
 	memoResult
 	memoRead
 	memoReadRuns
@@ -94,13 +96,15 @@ type callPlan struct {
 	open      string
 	shell     bool // a shell command: whether it is a script of several commands is known
 	script    bool
-	runs      bool // it ran something (see runs)
-	// How an anchor item names the call: short, unless the call may be SWE-agent's edit
-	// (editCmd, or an edit noted for its ID), then its first line and the file.
-	fixedShort bool
-	short      string
-	editCmd    bool
-	firstLine  string
+}
+
+// callName is how an anchor item names a call: short, unless the call may be SWE-agent's
+// edit (editCmd, or an edit noted for its ID), then its first line and the file.
+type callName struct {
+	fixed     bool
+	short     string
+	editCmd   bool
+	firstLine string
 }
 
 const (
@@ -114,8 +118,39 @@ func (m *extractMemo) call(tc *ToolCall) *callPlan {
 	return memoGet(m, memoCall, func() *callPlan { return planCall(tc.Function.Name, args) }, tc.Function.Name, args)
 }
 
-// planCall reads a call's name and the head of its arguments (describeCall reads their
+// runs is runsCommand of a call's arguments.
+func (m *extractMemo) runs(tc *ToolCall) bool {
+	args := textcut.Head(tc.Function.Arguments, extractArgBytes)
+	return memoGet(m, memoRuns, func() bool { return runsCommand(args) }, args)
+}
+
+// name is how an anchor item names a call (see callName).
+func (m *extractMemo) name(tc *ToolCall) callName {
+	args := textcut.Head(tc.Function.Arguments, extractArgBytes)
+	return memoGet(m, memoShort, func() callName { return nameCall(tc.Function.Name, args) }, tc.Function.Name, args)
+}
+
+// nameCall reads a call's name and the head of its arguments (describeCall reads their
 // first 400 bytes, which the head holds).
+func nameCall(name, args string) callName {
+	cmd, _ := toolargs.StringField(args, "command", "cmd")
+	path, hasPath := toolargs.StringField(args, "path", "file_path", "filename", "file")
+	var n callName
+	switch {
+	case hasPath:
+		n.fixed, n.short = true, textcut.Clip(strings.TrimSpace(name+" "+shellscan.FirstWord(cmd)+" "+path), 140)
+	case cmd == "":
+		n.fixed, n.short = true, describeCall(ToolCall{Function: FunctionCall{Name: name, Arguments: args}})
+	default:
+		n.editCmd = shellscan.FirstWord(cmd) == sweEdit
+		n.firstLine = strings.Clone(textcut.FirstLine(cmd))
+		n.short = textcut.Clip(strings.Join(shellscan.CommandLines(cmd, 3), "; "), 120)
+	}
+	n.short = strings.Clone(n.short)
+	return n
+}
+
+// planCall reads a call's name and the head of its arguments.
 func planCall(name, args string) *callPlan {
 	p := &callPlan{countName: countName(name)}
 	lower := strings.ToLower(name)
@@ -129,17 +164,6 @@ func planCall(name, args string) *callPlan {
 	case cmd != "":
 		p.planShell(cmd)
 	}
-	p.runs = runsCommand(args)
-	switch {
-	case hasPath:
-		p.fixedShort, p.short = true, textcut.Clip(strings.TrimSpace(name+" "+shellscan.FirstWord(cmd)+" "+path), 140)
-	case cmd == "":
-		p.fixedShort, p.short = true, describeCall(ToolCall{Function: FunctionCall{Name: name, Arguments: args}})
-	default:
-		p.editCmd = shellscan.FirstWord(cmd) == sweEdit
-		p.firstLine = textcut.FirstLine(cmd)
-		p.short = textcut.Clip(strings.Join(shellscan.CommandLines(cmd, 3), "; "), 120)
-	}
 	return p.clone()
 }
 
@@ -149,7 +173,7 @@ func (p *callPlan) clone() *callPlan {
 	for i := range p.entries {
 		p.entries[i].path = strings.Clone(p.entries[i].path)
 	}
-	p.countName, p.open, p.short, p.firstLine = strings.Clone(p.countName), strings.Clone(p.open), strings.Clone(p.short), strings.Clone(p.firstLine)
+	p.countName, p.open = strings.Clone(p.countName), strings.Clone(p.open)
 	return p
 }
 
