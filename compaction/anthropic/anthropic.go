@@ -23,7 +23,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"unicode/utf8"
 
@@ -396,33 +395,10 @@ func (r *Request) Encode(view []compaction.Message) ([]byte, error) {
 			msg[k] = v
 		}
 		msg["role"], msg["content"] = rawjson.MustMarshal(g.role), content
-		messages = append(messages, object(msg))
+		messages = append(messages, rawjson.Object(msg))
 	}
 	out["messages"] = rawjson.JoinArray(messages)
-	return object(out), nil
-}
-
-// object writes fields as a JSON object, keys sorted, values verbatim: the request's own
-// bytes are not scanned and rewritten again.
-func object(fields map[string]json.RawMessage) json.RawMessage {
-	keys := make([]string, 0, len(fields))
-	n := 2
-	for k, v := range fields {
-		keys = append(keys, k)
-		n += len(k) + len(v) + 4
-	}
-	slices.Sort(keys)
-	out := make(json.RawMessage, 0, n)
-	out = append(out, '{')
-	for i, k := range keys {
-		if i > 0 {
-			out = append(out, ',')
-		}
-		out = append(out, rawjson.MustMarshal(k)...)
-		out = append(out, ':')
-		out = append(out, fields[k]...)
-	}
-	return append(out, '}')
+	return rawjson.Object(out), nil
 }
 
 // plainText is the string content of a message made of one view message that was a string

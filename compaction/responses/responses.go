@@ -44,7 +44,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"unicode/utf8"
 
@@ -709,7 +708,7 @@ func screenshot(raw json.RawMessage) json.RawMessage {
 		return nil
 	}
 	shot["type"] = rawjson.MustMarshal("input_image")
-	return partsOf(rawjson.JoinArray([]json.RawMessage{object(shot)}))
+	return partsOf(rawjson.JoinArray([]json.RawMessage{rawjson.Object(shot)}))
 }
 
 func (r *Request) add(m compaction.Message, src *source) {
@@ -765,7 +764,7 @@ func (r *Request) Encode(view []compaction.Message) ([]byte, error) {
 	case r.hasInput || len(items) > 0:
 		out["input"] = rawjson.JoinArray(items)
 	}
-	return object(out), nil
+	return rawjson.Object(out), nil
 }
 
 func validRole(r compaction.Role) bool {
@@ -798,7 +797,7 @@ func (r *Request) build(m *compaction.Message) ([]json.RawMessage, error) {
 
 // messageItem is a message item of role with content c (JSON).
 func messageItem(role string, c json.RawMessage) json.RawMessage {
-	return object(map[string]json.RawMessage{"type": rawjson.MustMarshal("message"), "role": rawjson.MustMarshal(role), "content": c})
+	return rawjson.Object(map[string]json.RawMessage{"type": rawjson.MustMarshal("message"), "role": rawjson.MustMarshal(role), "content": c})
 }
 
 // textContent is content made of one text part of type typ.
@@ -960,28 +959,5 @@ func (r *Request) buildOutput(m *compaction.Message) ([]json.RawMessage, error) 
 		}
 		return nil, nil
 	}
-	return []json.RawMessage{object(fields)}, nil
-}
-
-// object writes fields as a JSON object, keys sorted, values verbatim: the request's own
-// bytes are not scanned and rewritten again.
-func object(fields map[string]json.RawMessage) json.RawMessage {
-	keys := make([]string, 0, len(fields))
-	n := 2
-	for k, v := range fields {
-		keys = append(keys, k)
-		n += len(k) + len(v) + 4
-	}
-	slices.Sort(keys)
-	out := make(json.RawMessage, 0, n)
-	out = append(out, '{')
-	for i, k := range keys {
-		if i > 0 {
-			out = append(out, ',')
-		}
-		out = append(out, rawjson.MustMarshal(k)...)
-		out = append(out, ':')
-		out = append(out, fields[k]...)
-	}
-	return append(out, '}')
+	return []json.RawMessage{rawjson.Object(fields)}, nil
 }

@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"slices"
 )
 
 // IsNull reports whether raw is the JSON null.
@@ -29,6 +30,29 @@ func JoinArray(items []json.RawMessage) json.RawMessage {
 		out = append(out, it...)
 	}
 	return append(out, ']')
+}
+
+// Object writes fields as a JSON object, keys sorted, values verbatim: the request's own
+// bytes are not scanned and rewritten again.
+func Object(fields map[string]json.RawMessage) json.RawMessage {
+	keys := make([]string, 0, len(fields))
+	n := 2
+	for k, v := range fields {
+		keys = append(keys, k)
+		n += len(k) + len(v) + 4
+	}
+	slices.Sort(keys)
+	out := make(json.RawMessage, 0, n)
+	out = append(out, '{')
+	for i, k := range keys {
+		if i > 0 {
+			out = append(out, ',')
+		}
+		out = append(out, MustMarshal(k)...)
+		out = append(out, ':')
+		out = append(out, fields[k]...)
+	}
+	return append(out, '}')
 }
 
 // Marshal is json.Marshal without its HTML escaping, which would rewrite the <, > and & of

@@ -20,6 +20,13 @@ func TestRawJSON(t *testing.T) {
 			t.Errorf("IsNull(%q) = %v", raw, !want)
 		}
 	}
+	obj := Object(map[string]json.RawMessage{"b": json.RawMessage(`[1, 2]`), "a<": json.RawMessage(`"x"`), "": json.RawMessage(`null`)})
+	if got := string(obj); got != `{"":null,"a<":"x","b":[1, 2]}` {
+		t.Errorf("Object = %s: keys sorted and written as JSON, values verbatim", got)
+	}
+	if got := string(Object(nil)); got != `{}` {
+		t.Errorf("Object(nil) = %s", got)
+	}
 	if _, err := Marshal(func() {}); err == nil {
 		t.Error("Marshal of a func must fail")
 	}
