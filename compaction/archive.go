@@ -37,8 +37,10 @@ func (c *ProgressiveCompactor) archiveSpan(ctx context.Context, t *turn, rec *Co
 	if n <= 0 || n > len(t.rest) {
 		return // not a span of this turn's messages (cannot happen: advance moves within t.rest)
 	}
-	span := c.shown(t.rest[:n])
-	body, err := appendJSONL(span)
+	body, err := c.archiveEncoding.take(from, to)
+	if body == nil && err == nil {
+		body, err = appendJSONL(c.shown(t.rest[:n]))
+	}
 	if err != nil {
 		rec.addError("archive of messages %d-%d: %v", from, to, err)
 		return
@@ -49,6 +51,57 @@ func (c *ProgressiveCompactor) archiveSpan(ctx context.Context, t *turn, rec *Co
 		return
 	}
 	rec.Archive, rec.ArchiveFrom = ref, from
+}
+
+// encodeAhead starts encoding the archive of t.rest[:n], the span summarizeSpan is about
+// to summarize, beside the summary: on a second core, a long span's archive (megabytes of
+// JSON) is ready when archiveSpan needs it instead of after the summary. Nothing the
+// summary does changes what the span shows (its results are offloaded before).
+func (c *ProgressiveCompactor) encodeAhead(t *turn, n int) {
+	if c.archive == nil || c.cfg.RawHistory || n <= 0 || n > len(t.rest) {
+		return
+	}
+	c.archiveEncoding.wait() // a span of the same turn before it (Soft, then Full): not archived alone
+	span := c.shown(t.rest[:n])
+	e := &c.archiveEncoding
+	e.from, e.to, e.done = t.base, t.base+n, make(chan struct{})
+	go func(done chan struct{}) {
+		defer close(done)
+		e.body, e.err = appendJSONL(span)
+	}(e.done)
+}
+
+// archiveEncoding is an archive encoded ahead of archiveSpan (see encodeAhead).
+type archiveEncoding struct {
+	from, to int
+	done     chan struct{} // closed when body and err are set; nil when none was started
+	body     []byte
+	err      error
+}
+
+// take returns the encoding of messages [from, to) when one was started for exactly them
+// (nil and nil otherwise), and forgets it.
+func (e *archiveEncoding) take(from, to int) ([]byte, error) {
+	if e.done == nil {
+		return nil, nil
+	}
+	<-e.done
+	match := e.from == from && e.to == to
+	body, err := e.body, e.err
+	*e = archiveEncoding{}
+	if !match {
+		return nil, nil
+	}
+	return body, err
+}
+
+// wait waits for an encoding started ahead, so that no turn ends with one still running,
+// and forgets it.
+func (e *archiveEncoding) wait() {
+	if e.done != nil {
+		<-e.done
+	}
+	*e = archiveEncoding{}
 }
 
 // ArchivedMessage is one message read back from a session's archive.

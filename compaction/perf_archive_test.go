@@ -31,3 +31,32 @@ func TestAppendJSONLIsEncodeJSONL(t *testing.T) {
 		t.Fatalf("an unknown field that is not JSON: appendJSONL error %v, EncodeJSONL must fail too", err)
 	}
 }
+
+// TestArchiveEncodingAhead: an encoding started ahead is used only for exactly its span,
+// and waited for either way.
+func TestArchiveEncodingAhead(t *testing.T) {
+	msgs := []Message{{Role: RoleUser, Content: "a"}, {Role: RoleAssistant, Content: "b"}, {Role: RoleUser, Content: "c"}}
+	want, err := appendJSONL(msgs[:2])
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &ProgressiveCompactor{archive: nopArchive{}}
+	tr := &turn{rest: msgs, base: 10}
+	c.encodeAhead(tr, 2)
+	if got, err := c.archiveEncoding.take(10, 12); err != nil || !bytes.Equal(got, want) {
+		t.Fatalf("take of the span encoded ahead = %q, %v; want %q", got, err, want)
+	}
+	if got, err := c.archiveEncoding.take(10, 12); got != nil || err != nil {
+		t.Fatalf("a second take = %q, %v: the encoding is used once", got, err)
+	}
+	c.encodeAhead(tr, 2)
+	if got, err := c.archiveEncoding.take(10, 13); got != nil || err != nil || c.archiveEncoding.done != nil {
+		t.Fatalf("take of another span = %q, %v, and must forget the one encoded", got, err)
+	}
+	c.cfg.RawHistory = true
+	if c.encodeAhead(tr, 2); c.archiveEncoding.done != nil {
+		t.Fatal("RawHistory archives nothing: nothing to encode ahead")
+	}
+}
+
+type nopArchive struct{ ArchiveStore }

@@ -43,10 +43,13 @@ type ProgressiveCompactor struct {
 	// where every turn summarizes the head again (nil otherwise: a message the watermark
 	// passed is not summarized again).
 	extractMemo *extractMemo
-	extractor   MemoryExtractor
-	todos       TodoInjector
-	log         logr.Logger
-	now         func() time.Time
+	// archiveEncoding is the archive of the span being summarized, encoded beside the
+	// summary; a turn waits for it before it ends.
+	archiveEncoding archiveEncoding
+	extractor       MemoryExtractor
+	todos           TodoInjector
+	log             logr.Logger
+	now             func() time.Time
 
 	// revalidate: every call starts from the stored state (WithStateRevalidation).
 	revalidate bool
@@ -363,6 +366,7 @@ func (c *ProgressiveCompactor) compact(ctx context.Context, msgs []Message, d *D
 		PromptTokens: promptTokens}
 
 	c.seen = seenPrefix{}
+	defer c.archiveEncoding.wait()
 	stateOK := true
 	if err := c.loadState(ctx, d); err != nil {
 		if d != nil {

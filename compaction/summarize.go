@@ -25,6 +25,7 @@ func (c *ProgressiveCompactor) summarizeSpan(ctx context.Context, t *turn, span,
 		}
 	}
 	offloaded := c.offload(ctx, t, span, rec)
+	c.encodeAhead(t, len(span))
 	pins := c.pinsAfter(ctx, t, len(span), rec)
 	var msg Message
 	var merged []Anchor
