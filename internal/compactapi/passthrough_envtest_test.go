@@ -88,6 +88,7 @@ func TestPassThroughReports(t *testing.T) { //nolint:gocyclo // one story: repor
 	s.cfg = Config{MaxBodyBytes: DefaultMaxBodyBytes, MaxMessages: DefaultMaxMessages, RequestTimeout: DefaultRequestTimeout,
 		UsageInterval: DefaultUsageInterval, TokenAudience: compactclient.DefaultTokenAudience, PassThroughQuiet: time.Hour}
 	s.cache, s.apiReader, s.writer = c, c, c
+	s.sessions = testResolver(s, nil) // a report reads only the session: no Secret
 	s.auth = authz.New(c, compactclient.DefaultTokenAudience, 0, 0)
 	s.recorder, s.log = events.NewFakeRecorder(100), logr.Discard()
 	s.status = newStatus(s)
