@@ -143,22 +143,43 @@ func contentPartsChars(raw json.RawMessage) int {
 	}
 	n := 0
 	for _, p := range parts {
-		var part struct {
-			Type string `json:"type"`
-			Text string `json:"text"`
-		}
-		switch {
-		case json.Unmarshal(p, &part) != nil:
-			n += len(p)
-		case part.Type == partText:
-			n += len(part.Text)
-		case imageTypes[part.Type]:
+		switch kind, text := readPart(p); kind {
+		case partIsText:
+			n += len(text)
+		case partIsImage:
 			n += ImageTokens * 4
 		default:
 			n += len(p)
 		}
 	}
 	return n
+}
+
+// partKind is how the engine reads a content part: its text, an image, or its JSON.
+type partKind int
+
+const (
+	partIsOther partKind = iota
+	partIsText
+	partIsImage
+)
+
+// readPart reads one content part: a text part's text, an image, or another part (or one
+// that is not an object).
+func readPart(p json.RawMessage) (partKind, string) {
+	var part struct {
+		Type string `json:"type"`
+		Text string `json:"text"`
+	}
+	switch {
+	case json.Unmarshal(p, &part) != nil:
+		return partIsOther, ""
+	case part.Type == partText:
+		return partIsText, part.Text
+	case imageTypes[part.Type]:
+		return partIsImage, ""
+	}
+	return partIsOther, ""
 }
 
 // EstimateTokens is the spec's estimate: total characters divided by four, where a character

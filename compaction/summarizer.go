@@ -265,16 +265,10 @@ func renderParts(raw json.RawMessage) string {
 	}
 	lines := make([]string, 0, len(parts))
 	for _, p := range parts {
-		var part struct {
-			Type string `json:"type"`
-			Text string `json:"text"`
-		}
-		switch {
-		case json.Unmarshal(p, &part) != nil:
-			lines = append(lines, string(p))
-		case part.Type == partText:
-			lines = append(lines, part.Text)
-		case imageTypes[part.Type]:
+		switch kind, text := readPart(p); kind {
+		case partIsText:
+			lines = append(lines, text)
+		case partIsImage:
 			lines = append(lines, "[image]")
 		default:
 			lines = append(lines, string(p))

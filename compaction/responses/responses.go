@@ -45,7 +45,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/harness9/compaction-operator/compaction"
 	"github.com/harness9/compaction-operator/compaction/internal/rawjson"
@@ -200,15 +199,9 @@ func invalid(format string, args ...any) error {
 // ErrStateful for a request that continues server-side state, and one wrapping
 // ErrInvalidRequest for a body it cannot decode.
 func DecodeRequest(body []byte) (*Request, error) {
-	if !utf8.Valid(body) {
-		return nil, invalid("the body is not valid UTF-8")
-	}
-	var fields map[string]json.RawMessage
-	if err := json.Unmarshal(body, &fields); err != nil {
-		return nil, invalid("the body is not a JSON object: %v", err)
-	}
-	if fields == nil {
-		return nil, invalid("the body is null")
+	fields, err := rawjson.DecodeBody(body)
+	if err != nil {
+		return nil, invalid("%v", err)
 	}
 	if err := stateful(fields); err != nil {
 		return nil, err

@@ -6,9 +6,27 @@ package rawjson
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
+	"unicode/utf8"
 )
+
+// DecodeBody decodes a request body that must be a JSON object in valid UTF-8; the error
+// says what it is instead.
+func DecodeBody(body []byte) (map[string]json.RawMessage, error) {
+	if !utf8.Valid(body) {
+		return nil, errors.New("the body is not valid UTF-8")
+	}
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(body, &fields); err != nil {
+		return nil, fmt.Errorf("the body is not a JSON object: %w", err)
+	}
+	if fields == nil {
+		return nil, errors.New("the body is null")
+	}
+	return fields, nil
+}
 
 // IsNull reports whether raw is the JSON null.
 func IsNull(raw json.RawMessage) bool {

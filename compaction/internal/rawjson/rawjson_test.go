@@ -2,6 +2,7 @@ package rawjson
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 )
 
@@ -36,4 +37,16 @@ func TestRawJSON(t *testing.T) {
 		}
 	}()
 	MustMarshal(make(chan int))
+}
+
+// TestDecodeBody: a body that is not a JSON object in valid UTF-8 is an error saying so.
+func TestDecodeBody(t *testing.T) {
+	if f, err := DecodeBody([]byte(`{"a": 1}`)); err != nil || string(f["a"]) != "1" {
+		t.Fatalf("DecodeBody of an object = %v, %v", f, err)
+	}
+	for body, want := range map[string]string{"\xff{}": "not valid UTF-8", "[1]": "not a JSON object", "null": "the body is null", "": "not a JSON object"} {
+		if _, err := DecodeBody([]byte(body)); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("DecodeBody(%q) = %v, want an error saying %q", body, err, want)
+		}
+	}
 }
