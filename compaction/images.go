@@ -212,29 +212,15 @@ func (o *Offloader) scanImages(m *Message) imageScan {
 		return sc
 	}
 	sc = imageScan{gen: gen}
-	var items []json.RawMessage
-	if json.Unmarshal(m.ContentParts, &items) != nil {
+	var parsed bool
+	sc.parts, sc.ids, parsed = o.placeImages(m.ContentParts, func(im *image) (OffloadEntry, bool) {
+		if len(im.data) > o.imageThreshold {
+			sc.fresh++
+		}
+		return OffloadEntry{}, false
+	})
+	if !parsed {
 		return sc
-	}
-	changed := false
-	for i, item := range items {
-		im, ok := parseImage(item)
-		if !ok {
-			continue
-		}
-		e, known := o.knownImage(im.key())
-		if !known {
-			if len(im.data) > o.imageThreshold {
-				sc.fresh++
-			}
-			continue
-		}
-		items[i] = imageTextPart(im.textType, ImagePlaceholder(e))
-		sc.ids = append(sc.ids, e.ToolCallID)
-		changed = true
-	}
-	if changed {
-		sc.parts = rawjson.JoinArray(items)
 	}
 	o.mu.Lock()
 	o.scans.Add(k, sc)
@@ -251,36 +237,49 @@ func (o *Offloader) offloadImages(ctx context.Context, m *Message, at int) (part
 	if sc.fresh == 0 {
 		return sc.parts, nil, nil
 	}
-	var items []json.RawMessage
-	if json.Unmarshal(m.ContentParts, &items) != nil {
-		return nil, nil, nil
-	}
-	changed := false
 	var errs []error
+	parts, _, _ = o.placeImages(m.ContentParts, func(im *image) (OffloadEntry, bool) {
+		if len(im.data) <= o.imageThreshold {
+			return OffloadEntry{}, false
+		}
+		e, werr := o.putImage(ctx, im, at)
+		if werr != nil {
+			errs = append(errs, werr)
+			return OffloadEntry{}, false
+		}
+		created = append(created, e)
+		return e, true
+	})
+	return parts, created, errors.Join(errs...)
+}
+
+// placeImages replaces in content parts each image offloaded before by its placeholder, and
+// each other image for which place answers an entry. It returns the parts when it replaced
+// an image (nil otherwise) and the IDs of the images it replaced; ok is false when raw is
+// not a JSON array.
+func (o *Offloader) placeImages(raw json.RawMessage, place func(im *image) (OffloadEntry, bool)) (parts json.RawMessage, ids []string, ok bool) {
+	var items []json.RawMessage
+	if json.Unmarshal(raw, &items) != nil {
+		return nil, nil, false
+	}
 	for i, item := range items {
-		im, ok := parseImage(item)
-		if !ok {
+		im, isImage := parseImage(item)
+		if !isImage {
 			continue
 		}
 		e, known := o.knownImage(im.key())
 		if !known {
-			if len(im.data) <= o.imageThreshold {
+			if e, known = place(&im); !known {
 				continue
 			}
-			var werr error
-			if e, werr = o.putImage(ctx, &im, at); werr != nil {
-				errs = append(errs, werr)
-				continue
-			}
-			created = append(created, e)
 		}
 		items[i] = imageTextPart(im.textType, ImagePlaceholder(e))
-		changed = true
+		ids = append(ids, e.ToolCallID)
 	}
-	if changed {
-		parts = rawjson.JoinArray(items)
+	if len(ids) == 0 {
+		return nil, nil, true
 	}
-	return parts, created, errors.Join(errs...)
+	return rawjson.JoinArray(items), ids, true
 }
 
 // imageSaving estimates, without writing, how many characters of the estimate offloading m's
