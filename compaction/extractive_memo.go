@@ -2,6 +2,7 @@ package compaction
 
 import (
 	"hash/maphash"
+	"slices"
 	"strings"
 	"sync"
 
@@ -59,9 +60,10 @@ func newExtractMemo() *extractMemo {
 	return &extractMemo{seed: maphash.MakeSeed(), entries: entries}
 }
 
-// get returns what read returns for the text of parts, from the memo when it has it. A nil
-// memo reads every time.
-func memoGet[V any](m *extractMemo, kind memoKind, read func() V, parts ...string) V {
+// memoGet returns what read returns for the text of parts, from the memo when it has it. A
+// nil memo reads every time. own copies what the memo keeps out of the text it was read from
+// (nil: nothing to copy), so a kept value holds no request's memory.
+func memoGet[V any](m *extractMemo, kind memoKind, parts []string, read func() V, own func(V) V) V {
 	if m == nil {
 		return read()
 	}
@@ -81,6 +83,9 @@ func memoGet[V any](m *extractMemo, kind memoKind, read func() V, parts ...strin
 		return v.(V)
 	}
 	out := read()
+	if own != nil {
+		out = own(out)
+	}
 	m.mu.Lock()
 	m.entries.Add(k, out)
 	m.mu.Unlock()
@@ -113,21 +118,24 @@ const (
 	sweEdits
 )
 
-func (m *extractMemo) call(tc *ToolCall) *callPlan {
+func (m *extractMemo) call(tc *ToolCall) callPlan {
 	args := textcut.Head(tc.Function.Arguments, extractArgBytes)
-	return memoGet(m, memoCall, func() *callPlan { return planCall(tc.Function.Name, args) }, tc.Function.Name, args)
+	return memoGet(m, memoCall, []string{tc.Function.Name, args}, func() callPlan { return planCall(tc.Function.Name, args) }, callPlan.clone)
 }
 
 // runs is runsCommand of a call's arguments.
 func (m *extractMemo) runs(tc *ToolCall) bool {
 	args := textcut.Head(tc.Function.Arguments, extractArgBytes)
-	return memoGet(m, memoRuns, func() bool { return runsCommand(args) }, args)
+	return memoGet(m, memoRuns, []string{args}, func() bool { return runsCommand(args) }, nil)
 }
 
 // name is how an anchor item names a call (see callName).
 func (m *extractMemo) name(tc *ToolCall) callName {
 	args := textcut.Head(tc.Function.Arguments, extractArgBytes)
-	return memoGet(m, memoShort, func() callName { return nameCall(tc.Function.Name, args) }, tc.Function.Name, args)
+	return memoGet(m, memoShort, []string{tc.Function.Name, args}, func() callName { return nameCall(tc.Function.Name, args) }, func(n callName) callName {
+		n.short, n.firstLine = strings.Clone(n.short), strings.Clone(n.firstLine)
+		return n
+	})
 }
 
 // nameCall reads a call's name and the head of its arguments (describeCall reads their
@@ -143,16 +151,15 @@ func nameCall(name, args string) callName {
 		n.fixed, n.short = true, describeCall(ToolCall{Function: FunctionCall{Name: name, Arguments: args}})
 	default:
 		n.editCmd = shellscan.FirstWord(cmd) == sweEdit
-		n.firstLine = strings.Clone(textcut.FirstLine(cmd))
+		n.firstLine = textcut.FirstLine(cmd)
 		n.short = textcut.Clip(strings.Join(shellscan.CommandLines(cmd, 3), "; "), 120)
 	}
-	n.short = strings.Clone(n.short)
 	return n
 }
 
 // planCall reads a call's name and the head of its arguments.
-func planCall(name, args string) *callPlan {
-	p := &callPlan{countName: countName(name)}
+func planCall(name, args string) callPlan {
+	p := callPlan{countName: countName(name)}
 	lower := strings.ToLower(name)
 	cmd, _ := toolargs.StringField(args, "command", "cmd")
 	path, hasPath := toolargs.StringField(args, "path", "file_path", "filename", "file")
@@ -164,12 +171,13 @@ func planCall(name, args string) *callPlan {
 	case cmd != "":
 		p.planShell(cmd)
 	}
-	return p.clone()
+	return p
 }
 
 // clone copies the plan's strings, which may be slices of a request's arguments: the memo
 // keeps only what it read.
-func (p *callPlan) clone() *callPlan {
+func (p callPlan) clone() callPlan {
+	p.entries = slices.Clone(p.entries)
 	for i := range p.entries {
 		p.entries[i].path = strings.Clone(p.entries[i].path)
 	}
@@ -192,33 +200,38 @@ type resultFacts struct {
 	diffs              []string // the files the diff names (when diffLong)
 }
 
-func (m *extractMemo) result(content string) *resultFacts {
-	return memoGet(m, memoResult, func() *resultFacts { return readResult(content) }, content)
+func (m *extractMemo) result(content string) resultFacts {
+	return memoGet(m, memoResult, []string{content}, func() resultFacts { return readResult(content) }, resultFacts.clone)
 }
 
-func readResult(content string) *resultFacts {
-	f := &resultFacts{status: toolout.StatusFailed(content), exitFailed: toolout.ExitFailed(content)}
+func readResult(content string) resultFacts {
+	f := resultFacts{status: toolout.StatusFailed(content), exitFailed: toolout.ExitFailed(content)}
 	if tail := textcut.Tail(content, 512); strings.Contains(tail, "(Open file: ") {
 		if o := sweOpenFile.FindStringSubmatch(tail); o != nil && o[1] != "n/a" {
-			f.footer = strings.Clone(o[1])
+			f.footer = o[1]
 		}
 	}
 	if h := sweFileHeader.FindStringSubmatch(textcut.Head(content, 1024)); h != nil {
-		f.header, f.hasHeader = strings.Clone(h[1]), true
+		f.header, f.hasHeader = h[1], true
 	}
 	f.listing = strings.Contains(toolout.StatusLine(content), "files and directories")
 	head, long := textcut.Head(content, 1024), textcut.Head(content, 4096)
 	if f.patching = strings.Contains(head, "patching file "); f.patching {
 		for _, p := range patchedFile.FindAllStringSubmatch(long, 20) {
-			f.patched = append(f.patched, strings.Clone(p[1]))
+			f.patched = append(f.patched, p[1])
 		}
 	}
 	f.diffShort, f.diffLong = strings.Contains(head, "diff --git a/"), strings.Contains(long, "diff --git a/")
 	if f.diffLong {
-		for _, d := range toolout.DiffFiles(textcut.Head(content, extractDiffBytes), 200) {
-			f.diffs = append(f.diffs, strings.Clone(d))
-		}
+		f.diffs = toolout.DiffFiles(textcut.Head(content, extractDiffBytes), 200)
 	}
+	return f
+}
+
+// clone copies the facts' strings out of the result's text.
+func (f resultFacts) clone() resultFacts {
+	f.footer, f.header = strings.Clone(f.footer), strings.Clone(f.header)
+	f.patched, f.diffs = cloneStrings(f.patched), cloneStrings(f.diffs)
 	return f
 }
 
@@ -228,7 +241,7 @@ func (m *extractMemo) readOf(content string, runs bool) toolout.Result {
 	if runs {
 		kind = memoReadRuns
 	}
-	return memoGet(m, kind, func() toolout.Result {
+	return memoGet(m, kind, []string{content}, func() toolout.Result {
 		offloaded := strings.HasPrefix(content, PlaceholderPrefix)
 		text := content
 		if offloaded {
@@ -240,20 +253,22 @@ func (m *extractMemo) readOf(content string, runs bool) toolout.Result {
 		if offloaded {
 			r.Tests, r.Last = "", ""
 		}
+		return r
+	}, func(r toolout.Result) toolout.Result {
 		r.Tests, r.Err, r.Last = strings.Clone(r.Tests), strings.Clone(r.Err), strings.Clone(r.Last)
 		r.Failing = cloneStrings(r.Failing)
 		return r
-	}, content)
+	})
 }
 
 // plan is prose.StatedPlan of an assistant message's cleaned text.
 func (m *extractMemo) plan(content string) string {
-	return memoGet(m, memoPlan, func() string { return strings.Clone(prose.StatedPlan(prose.CleanAssistant(content))) }, content)
+	return memoGet(m, memoPlan, []string{content}, func() string { return prose.StatedPlan(prose.CleanAssistant(content)) }, strings.Clone)
 }
 
 // decisions is prose.DecisionSentences of an assistant message's cleaned text.
 func (m *extractMemo) decisions(content string) []string {
-	return memoGet(m, memoDecisions, func() []string { return cloneStrings(prose.DecisionSentences(prose.CleanAssistant(content))) }, content)
+	return memoGet(m, memoDecisions, []string{content}, func() []string { return prose.DecisionSentences(prose.CleanAssistant(content)) }, cloneStrings)
 }
 
 func cloneStrings(ss []string) []string {
