@@ -6,16 +6,14 @@ package sources
 
 import (
 	"bytes"
-	"crypto/sha256"
 	"encoding/json"
-	"fmt"
 	"strings"
 
 	"github.com/harness9/compaction-operator/compaction"
 )
 
-// key identifies a message by what the engine reads of it.
-type key [sha256.Size]byte
+// key identifies a message by what the engine reads of it (a 128-bit hash, in hex).
+type key string
 
 // Index maps each message added to what it was decoded from, S (a dialect's source record).
 // The zero Index is not usable: use New.
@@ -61,25 +59,18 @@ func (ix Index[S]) Match(view []compaction.Message) []S {
 	return out
 }
 
-// fingerprint identifies a message by what the engine reads of it. The pin mark is left
+// fingerprint identifies a message by what the engine reads of it: the engine's own
+// PrefixHash of the message alone, with the parts in canonical form. The pin mark is left
 // out: views never carry it.
 func fingerprint(m *compaction.Message) key {
-	h := sha256.New()
-	field := func(s string) {
-		_, _ = fmt.Fprintf(h, "%d:%s", len(s), s) // a hash.Hash never fails to write
+	c := compaction.Message{
+		Role:         m.Role,
+		Content:      m.Content,
+		ContentParts: json.RawMessage(canonical(m.ContentParts)),
+		ToolCallID:   m.ToolCallID,
+		ToolCalls:    m.ToolCalls,
 	}
-	field(string(m.Role))
-	field(m.Content)
-	field(canonical(m.ContentParts))
-	field(m.ToolCallID)
-	for _, tc := range m.ToolCalls {
-		field(tc.ID)
-		field(tc.Function.Name)
-		field(tc.Function.Arguments)
-	}
-	var k key
-	h.Sum(k[:0])
-	return k
+	return key(compaction.PrefixHash(nil, 0, &c))
 }
 
 // canonical is raw without insignificant whitespace and with <, > and & unescaped: the form
