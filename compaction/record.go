@@ -36,6 +36,26 @@ type OffloadEntry struct {
 // OffloadKindImage is OffloadEntry.Kind of an offloaded image.
 const OffloadKindImage = "image"
 
+// OffTurnWork is what one compaction did with summaries made off the turn (WithBackground),
+// part of its CompactionRecord.
+type OffTurnWork struct {
+	// SummarizerDeferred: this compaction did not wait for the summarizer and summarized
+	// extractively. PreparedStarted: it started a summarization off the turn, "ahead" (for
+	// the next Soft) or "late" (of what it just summarized extractively). PreparedUsed and
+	// PreparedWasted count the summaries made off the turn this compaction used or discarded
+	// (their calls and tokens are counted in the record's SummarizerCalls and token fields;
+	// the wasted tokens in PreparedWastedTokens); PreparedCovered is how many messages of the
+	// span a prepared summary covered; PreparedLateMerged says a late summary was merged into
+	// the anchors and prose.
+	SummarizerDeferred   bool   `json:"summarizerDeferred,omitempty"`
+	PreparedStarted      string `json:"preparedStarted,omitempty"`
+	PreparedUsed         int    `json:"preparedUsed,omitempty"`
+	PreparedWasted       int    `json:"preparedWasted,omitempty"`
+	PreparedWastedTokens int    `json:"preparedWastedTokens,omitempty"`
+	PreparedCovered      int    `json:"preparedCovered,omitempty"`
+	PreparedLateMerged   bool   `json:"preparedLateMerged,omitempty"`
+}
+
 // CompactionRecord is the audit entry of one compaction (spec 5.1), written as one JSONL line.
 type CompactionRecord struct {
 	ID               string         `json:"id"`
@@ -81,21 +101,8 @@ type CompactionRecord struct {
 	// SummarizerThrottled says the session's summarizer budget (SummarizerCallsPerHour)
 	// was used up: this compaction was summarized extractively instead.
 	SummarizerThrottled bool `json:"summarizerThrottled,omitempty"`
-	// Summaries made off the turn (WithBackground). SummarizerDeferred: this compaction did
-	// not wait for the summarizer and summarized extractively. PreparedStarted: it started a
-	// summarization off the turn, "ahead" (for the next Soft) or "late" (of what it just
-	// summarized extractively). PreparedUsed and PreparedWasted count the summaries made off
-	// the turn this compaction used or discarded (their calls and tokens are counted in
-	// SummarizerCalls and the token fields here; the wasted tokens in PreparedWastedTokens);
-	// PreparedCovered is how many messages of the span a prepared summary covered;
-	// PreparedLateMerged says a late summary was merged into the anchors and prose.
-	SummarizerDeferred   bool   `json:"summarizerDeferred,omitempty"`
-	PreparedStarted      string `json:"preparedStarted,omitempty"`
-	PreparedUsed         int    `json:"preparedUsed,omitempty"`
-	PreparedWasted       int    `json:"preparedWasted,omitempty"`
-	PreparedWastedTokens int    `json:"preparedWastedTokens,omitempty"`
-	PreparedCovered      int    `json:"preparedCovered,omitempty"`
-	PreparedLateMerged   bool   `json:"preparedLateMerged,omitempty"`
+	// What this compaction did with summaries made off the turn (WithBackground).
+	OffTurnWork
 	// WatermarkBefore and WatermarkAfter are how many leading raw messages the compaction
 	// message stood for before and after this compaction; PrefixHash fingerprints the
 	// history up to WatermarkAfter. A caller sends both back for a delta request.

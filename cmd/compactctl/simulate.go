@@ -37,29 +37,7 @@ type turnResult struct {
 	turnCost
 	// What the turn did with summaries made off the turn (--summarizer-latency); all absent
 	// without it.
-	offTurnTurn
-}
-
-// offTurnTurn is what one turn's record says of summaries made off the turn (issue 29).
-type offTurnTurn struct {
-	// SummarizerDeferred: no prepared summary was ready, the compaction summarized
-	// extractively at once. PreparedStarted: "ahead" or "late", a summarization started off
-	// the turn. PreparedUsed, PreparedWasted and PreparedWastedTokens: summaries made off the
-	// turn this compaction used or discarded. PreparedCovered: the messages a summary
-	// prepared ahead covered. PreparedLateMerged: a late summary was merged.
-	SummarizerDeferred   bool   `json:"summarizerDeferred,omitempty"`
-	PreparedStarted      string `json:"preparedStarted,omitempty"`
-	PreparedUsed         int    `json:"preparedUsed,omitempty"`
-	PreparedWasted       int    `json:"preparedWasted,omitempty"`
-	PreparedWastedTokens int    `json:"preparedWastedTokens,omitempty"`
-	PreparedCovered      int    `json:"preparedCovered,omitempty"`
-	PreparedLateMerged   bool   `json:"preparedLateMerged,omitempty"`
-}
-
-func offTurnOf(rec *compaction.CompactionRecord) offTurnTurn {
-	return offTurnTurn{SummarizerDeferred: rec.SummarizerDeferred, PreparedStarted: rec.PreparedStarted, PreparedUsed: rec.PreparedUsed,
-		PreparedWasted: rec.PreparedWasted, PreparedWastedTokens: rec.PreparedWastedTokens, PreparedCovered: rec.PreparedCovered,
-		PreparedLateMerged: rec.PreparedLateMerged}
+	compaction.OffTurnWork
 }
 
 // simStats is the closing summary of a simulation.
@@ -342,7 +320,7 @@ func replay(ctx context.Context, c *compaction.ProgressiveCompactor, hook *hookO
 				turnCost: cost.turn(view, history[:len(history):len(history)], rec),
 			}
 			if bg != nil {
-				tr.offTurnTurn = offTurnOf(rec)
+				tr.OffTurnWork = rec.OffTurnWork
 				stats.offTurn.add(rec)
 			}
 			series = append(series, tr)

@@ -63,10 +63,10 @@ func TestStatusWriteSummarizerUsage(t *testing.T) {
 	now := time.Now()
 	s.status.RecordTurn(sess.statusSession(), sess.statusTurn(&compaction.CompactionRecord{ID: "1", Timestamp: now, Tier: compaction.TierSoft, TokensBefore: 70000, TokensAfter: 52000,
 		Calibration: 1.05, UsageBefore: 0.735, UsageAfter: 0.546, SummarizerCalls: 1, SummarizerInputTokens: 900, SummarizerOutputTokens: 120,
-		PreparedUsed: 1, PreparedCovered: 12}))
+		OffTurnWork: compaction.OffTurnWork{PreparedUsed: 1, PreparedCovered: 12}}))
 	s.status.RecordTurn(sess.statusSession(), sess.statusTurn(&compaction.CompactionRecord{ID: "2", Timestamp: now, Tier: compaction.TierFull, TokensBefore: 78000, TokensAfter: 40000,
 		Calibration: 1.05, UsageBefore: 0.819, UsageAfter: 0.42, SummarizerCalls: 2, SummarizerInputTokens: 2100, SummarizerOutputTokens: 260,
-		PreparedWasted: 1, PreparedWastedTokens: 800, SummarizerDeferred: true, PreparedStarted: "late"}))
+		OffTurnWork: compaction.OffTurnWork{PreparedWasted: 1, PreparedWastedTokens: 800, SummarizerDeferred: true, PreparedStarted: "late"}}))
 	if failed := s.status.Flush(ctx); failed != 0 {
 		t.Fatalf("%d status writes failed", failed)
 	}
@@ -94,7 +94,7 @@ func TestStatusWriteSummarizerUsage(t *testing.T) {
 	s.status.UsageWritten(obj.UID) // counts it as written now
 	s.status.RecordTurn(sess.statusSession(), sess.statusTurn(&compaction.CompactionRecord{ID: "3", Timestamp: now, Tier: compaction.TierNone, TokensBefore: 41000, TokensAfter: 41000,
 		Calibration: 1.05, UsageBefore: 0.43, UsageAfter: 0.43, SummarizerCalls: 1, SummarizerInputTokens: 500, SummarizerOutputTokens: 40,
-		PreparedStarted: "ahead"}))
+		OffTurnWork: compaction.OffTurnWork{PreparedStarted: "ahead"}}))
 	if failed := s.status.Flush(ctx); failed != 0 {
 		t.Fatalf("%d status writes failed", failed)
 	}

@@ -217,17 +217,18 @@ func TestRecordStatusCountsPrepared(t *testing.T) {
 	key := types.NamespacedName{Namespace: "ns", Name: "s"}
 
 	b.RecordTurn(sess, turn(&compaction.CompactionRecord{Tier: compaction.TierNone, TokensBefore: 55000, TokensAfter: 55000})) // due: the first
-	b.RecordTurn(sess, turn(&compaction.CompactionRecord{Tier: compaction.TierNone, TokensBefore: 61000, TokensAfter: 61000, PreparedStarted: "ahead"}))
+	b.RecordTurn(sess, turn(&compaction.CompactionRecord{Tier: compaction.TierNone, TokensBefore: 61000, TokensAfter: 61000, OffTurnWork: compaction.OffTurnWork{PreparedStarted: "ahead"}}))
 	p := b.pending[key]
 	if p == nil || p.summarizer != (summarizerWork{preparedCalls: 1}) || p.usage != "0.55" {
 		t.Fatalf("after a None turn that started a summary ahead: %+v, want 1 prepared call and the usage of the due turn (0.55)", p)
 	}
 	for _, rec := range []*compaction.CompactionRecord{
 		{Tier: compaction.TierSoft, TokensBefore: 71000, TokensAfter: 48000, SummarizerCalls: 1, SummarizerInputTokens: 1000,
-			SummarizerOutputTokens: 100, PreparedUsed: 1, PreparedCovered: 20},
-		{Tier: compaction.TierFull, TokensBefore: 81000, TokensAfter: 45000, SummarizerDeferred: true, PreparedStarted: "late"},
+			SummarizerOutputTokens: 100, OffTurnWork: compaction.OffTurnWork{PreparedUsed: 1, PreparedCovered: 20}},
+		{Tier: compaction.TierFull, TokensBefore: 81000, TokensAfter: 45000, OffTurnWork: compaction.OffTurnWork{SummarizerDeferred: true, PreparedStarted: "late"}},
 		{Tier: compaction.TierSoft, TokensBefore: 72000, TokensAfter: 47000, SummarizerCalls: 2, SummarizerInputTokens: 1600,
-			SummarizerOutputTokens: 200, PreparedUsed: 1, PreparedWasted: 1, PreparedWastedTokens: 700, PreparedLateMerged: true},
+			SummarizerOutputTokens: 200,
+			OffTurnWork:            compaction.OffTurnWork{PreparedUsed: 1, PreparedWasted: 1, PreparedWastedTokens: 700, PreparedLateMerged: true}},
 	} {
 		b.RecordTurn(sess, turn(rec))
 	}
@@ -249,7 +250,7 @@ func TestRecordStatusCountsPrepared(t *testing.T) {
 		t.Errorf("status.summarizer %+v, want %+v", st, want)
 	}
 	// A negative count (never written by the engine) would fail every status write: 0.
-	if w := summarizerUsage(&compaction.CompactionRecord{PreparedUsed: -1, PreparedWasted: -2, PreparedWastedTokens: -3}); w != (summarizerWork{}) {
+	if w := summarizerUsage(&compaction.CompactionRecord{OffTurnWork: compaction.OffTurnWork{PreparedUsed: -1, PreparedWasted: -2, PreparedWastedTokens: -3}}); w != (summarizerWork{}) {
 		t.Errorf("negative counts made %+v", w)
 	}
 }
