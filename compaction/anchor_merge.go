@@ -25,6 +25,12 @@ import (
 //   - next_step is the newest plan when the new anchors have one: a plan supersedes the
 //     one before it.
 func mergeAnchors(old, new []Anchor) []Anchor {
+	return (*extractMemo)(nil).mergeAnchors(old, new)
+}
+
+// mergeAnchors is the package's mergeAnchors, with each item's key read from m when m has
+// it: a session's merges key the same kept items turn after turn.
+func (m *extractMemo) mergeAnchors(old, new []Anchor) []Anchor {
 	found := make(map[AnchorType]string, len(AnchorTypes))
 	for _, t := range AnchorTypes {
 		oldList := listsOf(old, t)
@@ -35,7 +41,7 @@ func mergeAnchors(old, new []Anchor) []Anchor {
 		if len(oldList.items)+len(newList.items) == 0 {
 			continue
 		}
-		found[t] = mergeItems(t, oldList, newList)
+		found[t] = m.mergeItems(t, oldList, newList)
 	}
 	return fillAnchors(found)
 }
@@ -83,7 +89,7 @@ func anchorBounds(t AnchorType) (head, tail int) {
 const maxMergeItems = 200
 
 // mergeItems de-duplicates old then new items and renders the bounded list.
-func mergeItems(t AnchorType, old, new itemList) string {
+func (m *extractMemo) mergeItems(t AnchorType, old, new itemList) string {
 	old = capItems(old)
 	new = capItems(new)
 	var trail *fileTrail
@@ -107,7 +113,7 @@ func mergeItems(t AnchorType, old, new itemList) string {
 				return
 			}
 		}
-		k := itemKey(t, it)
+		k := m.itemKey(t, it)
 		if k == "" {
 			return
 		}

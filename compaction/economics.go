@@ -231,11 +231,11 @@ func (c *ProgressiveCompactor) predictSaving(t *turn, span []Message) int {
 // countSummarizer counts one summarizer call with its tokens: the server's usage when it
 // reported one, otherwise estimated from the prompt an LLM summarizer would be sent and the
 // answer.
-func (r *CompactionRecord) countSummarizer(req SummaryRequest, res SummaryResult) {
+func (r *CompactionRecord) countSummarizer(m *extractMemo, req SummaryRequest, res SummaryResult) {
 	in, out := res.Usage.InputTokens, res.Usage.OutputTokens
 	if in <= 0 {
 		// The prompt an LLM summarizer is sent (each message bounded, see BuildSummaryPrompt).
-		in = (len(SummaryInstructions) + summaryPromptLen(req)) / 4
+		in = (len(SummaryInstructions) + summaryPromptLen(m, req)) / 4
 	}
 	if out <= 0 {
 		out = res.size() / 4

@@ -76,7 +76,7 @@ func (e ExtractiveSummarizer) SummarizeResult(ctx context.Context, req SummaryRe
 	// The merge with nothing bounds and de-duplicates the items exactly as the engine's
 	// merge will, so the text Summarize writes parses back to these values.
 	return SummaryResult{
-		Anchors: mergeAnchors(nil, x.anchors()),
+		Anchors: x.memo.mergeAnchors(nil, x.anchors()),
 		Prose:   strings.TrimSpace(extractiveProse(&req, x.nUser, x.nAsst, x.nTool, x.nOffload)),
 	}, nil
 }

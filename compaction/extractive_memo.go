@@ -50,6 +50,8 @@ const (
 	memoReadRuns
 	memoPlan
 	memoDecisions
+	memoItemKey
+	memoAnchorsLen
 )
 
 func newExtractMemo() *extractMemo {
@@ -221,7 +223,10 @@ func readResult(content string) resultFacts {
 			f.patched = append(f.patched, p[1])
 		}
 	}
-	f.diffShort, f.diffLong = strings.Contains(head, "diff --git a/"), strings.Contains(long, "diff --git a/")
+	// head is a prefix of long: the first "diff --git a/" of long is in head or none is.
+	const diffMark = "diff --git a/"
+	d := strings.Index(long, diffMark)
+	f.diffShort, f.diffLong = d >= 0 && d+len(diffMark) <= len(head), d >= 0
 	if f.diffLong {
 		f.diffs = toolout.DiffFiles(textcut.Head(content, extractDiffBytes), 200)
 	}
@@ -280,4 +285,19 @@ func cloneStrings(ss []string) []string {
 		out[i] = strings.Clone(s)
 	}
 	return out
+}
+
+// itemKey is itemKey(t, it); the key is a fresh string, not part of it.
+func (m *extractMemo) itemKey(t AnchorType, it string) string {
+	return memoGet(m, memoItemKey, []string{string(t), it}, func() string { return itemKey(t, it) }, nil)
+}
+
+// anchorsLen is the length of anchors as a summary prompt shows them: formatted after a
+// merge with nothing.
+func (m *extractMemo) anchorsLen(anchors []Anchor) int {
+	parts := make([]string, 0, 2*len(anchors))
+	for _, a := range anchors {
+		parts = append(parts, string(a.Type), a.Content)
+	}
+	return memoGet(m, memoAnchorsLen, parts, func() int { return len(formatAnchors(m.mergeAnchors(nil, anchors))) }, nil)
 }

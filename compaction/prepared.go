@@ -337,7 +337,7 @@ func runPrepared(ctx context.Context, s Summarizer, states StateStore, id string
 	}
 	res, err := Summarize(ctx, s, req)
 	var rec CompactionRecord
-	rec.countSummarizer(req, res)
+	rec.countSummarizer(nil, req, res)
 	job.Summarizer, job.InputTokens, job.OutputTokens = s.Name(), rec.SummarizerInputTokens, rec.SummarizerOutputTokens
 	job.Owner, job.Until, job.At = "", time.Time{}, now()
 	if err == nil {

@@ -96,7 +96,7 @@ func (c *ProgressiveCompactor) summarizeOnto(ctx context.Context, s Summarizer, 
 	}
 	res, err := Summarize(ctx, s, req)
 	if count {
-		rec.countSummarizer(req, res)
+		rec.countSummarizer(c.extractMemo, req, res)
 	}
 	if err != nil {
 		return nil, "", err
@@ -108,7 +108,7 @@ func (c *ProgressiveCompactor) summarizeOnto(ctx context.Context, s Summarizer, 
 	if summary == "" && CountAvailable(anchors) == 0 {
 		return nil, "", errors.New("output holds no anchors and no summary")
 	}
-	return mergeAnchors(prevAnchors, anchors), summary, nil
+	return c.extractMemo.mergeAnchors(prevAnchors, anchors), summary, nil
 }
 
 // summaryMessage builds the compaction message for span from the merged anchors and the

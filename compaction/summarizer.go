@@ -184,10 +184,11 @@ func BuildSummaryPrompt(req SummaryRequest, maxChars int) string {
 // summaryPromptLen is len(BuildSummaryPrompt(req, 0)), counted without building the
 // prompt: every compaction's record counts what an LLM summarizer would be sent, and
 // building a prompt of a long span to measure it cost a quarter of a Full compaction.
-func summaryPromptLen(req SummaryRequest) int {
+// The memo m, when not nil, keeps the length of the previous anchors.
+func summaryPromptLen(m *extractMemo, req SummaryRequest) int {
 	n := 0
 	if req.PreviousSummary != "" || CountAvailable(req.PreviousAnchors) > 0 {
-		n += len("Previous anchors:\n") + len(formatAnchors(mergeAnchors(nil, req.PreviousAnchors))) +
+		n += len("Previous anchors:\n") + m.anchorsLen(req.PreviousAnchors) +
 			len("\nPrevious summary:\n") + len(req.PreviousSummary) + len("\n\n")
 	}
 	n += len("Conversation excerpt to merge (") + decimalLen(len(req.Messages)) + len(" messages):\n\n")

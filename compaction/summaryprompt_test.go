@@ -49,9 +49,16 @@ func TestSummaryPromptLen(t *testing.T) {
 		}
 	}
 	cases["random, 2000 messages"] = SummaryRequest{Messages: msgs}
+	memo := newExtractMemo()
 	for name, req := range cases {
-		if got, want := summaryPromptLen(req), len(BuildSummaryPrompt(req, 0)); got != want {
+		want := len(BuildSummaryPrompt(req, 0))
+		if got := summaryPromptLen(nil, req); got != want {
 			t.Errorf("%s: summaryPromptLen = %d, the prompt is %d bytes", name, got, want)
+		}
+		for pass := range 2 { // the memo's first read, then its kept length
+			if got := summaryPromptLen(memo, req); got != want {
+				t.Errorf("%s: summaryPromptLen with a memo (pass %d) = %d, the prompt is %d bytes", name, pass, got, want)
+			}
 		}
 	}
 	for _, n := range []int{0, 7, 10, 99, 100, 12345, -3} {

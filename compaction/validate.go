@@ -33,7 +33,11 @@ func Validate(msgs []Message) error {
 // validate is Validate for the messages after a watermark: open holds the tool calls the
 // compacted part made and did not answer, so their late results are not orphans.
 func validate(msgs []Message, open []string) error {
-	calls := make(map[string]bool, len(open)) // call ID -> answered
+	n := len(open)
+	for i := range msgs {
+		n += len(msgs[i].ToolCalls)
+	}
+	calls := make(map[string]bool, n) // call ID -> answered; sized once, not grown per call
 	for _, id := range open {
 		calls[id] = false
 	}
