@@ -467,11 +467,16 @@ const (
 // needed, and puts it in place as mode says, so a reader never sees half an object.
 func writeFile(path string, data []byte, mode writeMode) error {
 	dir := filepath.Dir(path)
-	if err := os.MkdirAll(dir, dirPerm); err != nil {
-		return err
-	}
-	// CreateTemp creates the file with mode 0o600, which is filePerm: no chmod needed.
+	// CreateTemp creates the file with mode 0o600, which is filePerm: no chmod needed. The
+	// directory is made only when it is missing: a session's writes after its first would
+	// otherwise each pay for a stat of every parent.
 	f, err := os.CreateTemp(dir, tempPrefix+"*")
+	if errors.Is(err, iofs.ErrNotExist) {
+		if err := os.MkdirAll(dir, dirPerm); err != nil {
+			return err
+		}
+		f, err = os.CreateTemp(dir, tempPrefix+"*")
+	}
 	if err != nil {
 		return err
 	}
