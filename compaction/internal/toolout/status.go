@@ -12,19 +12,20 @@ import (
 func DiffFiles(diff string, max int) []string {
 	const marker = "diff --git a/"
 	var out []string
-	for start := 0; len(out) < max; {
-		i := strings.Index(diff[start:], marker)
-		if i < 0 {
-			break
+	// Line by line: a search for the marker, whose first byte is common in a diff, cost
+	// more than the rest of reading a result.
+	for len(diff) > 0 && len(out) < max {
+		line := diff
+		if i := strings.IndexByte(diff, '\n'); i >= 0 {
+			line, diff = diff[:i], diff[i+1:]
+		} else {
+			diff = ""
 		}
-		i += start
-		start = i + len(marker)
-		if i > 0 && diff[i-1] != '\n' {
+		rest, ok := strings.CutPrefix(line, marker)
+		if !ok {
 			continue
 		}
-		rest := diff[start:]
-		end := strings.IndexAny(rest, " \n")
-		if end > 0 && strings.HasPrefix(rest[end:], " b/") {
+		if end := strings.IndexByte(rest, ' '); end > 0 && strings.HasPrefix(rest[end:], " b/") {
 			out = append(out, rest[:end])
 		}
 	}
