@@ -17,7 +17,7 @@ import (
 	"strings"
 	"unsafe"
 
-	"github.com/harness9/compaction-operator/compaction/internal/rawjson"
+	"github.com/harness9/compaction-operator/internal/rawjson"
 )
 
 // Images are offloaded like tool results: an agent that takes a screenshot every turn sends

@@ -35,7 +35,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/harness9/compaction-operator/compaction"
-	"github.com/harness9/compaction-operator/compaction/internal/rawjson"
+	"github.com/harness9/compaction-operator/internal/rawjson"
 	"github.com/harness9/compaction-operator/compaction/internal/sources"
 )
 

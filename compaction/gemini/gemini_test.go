@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/harness9/compaction-operator/compaction"
-	"github.com/harness9/compaction-operator/compaction/internal/rawjson"
+	"github.com/harness9/compaction-operator/internal/rawjson"
 	"github.com/harness9/compaction-operator/compaction/storage/mem"
 )
 

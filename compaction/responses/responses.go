@@ -47,7 +47,7 @@ import (
 	"strings"
 
 	"github.com/harness9/compaction-operator/compaction"
-	"github.com/harness9/compaction-operator/compaction/internal/rawjson"
+	"github.com/harness9/compaction-operator/internal/rawjson"
 	"github.com/harness9/compaction-operator/compaction/internal/sources"
 )
 

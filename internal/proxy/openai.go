@@ -7,10 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"sort"
 
 	"github.com/harness9/compaction-operator/compaction"
 	"github.com/harness9/compaction-operator/internal/compactrequest"
+	"github.com/harness9/compaction-operator/internal/rawjson"
 )
 
 // openAIProtocol is OpenAI Chat Completions (POST /v1/chat/completions).
@@ -79,7 +79,7 @@ func (r *openAIRequest) rewrite(view []compaction.Message) ([]byte, error) {
 		key, _ := json.Marshal("compaction-" + r.conversation())
 		fields["prompt_cache_key"] = key
 	}
-	return encodeObject(fields), nil
+	return rawjson.Object(fields), nil
 }
 
 // encodeMessages is the JSON array of msgs. Each message's own encoding is valid, compact
@@ -99,31 +99,6 @@ func encodeMessages(msgs []compaction.Message) (json.RawMessage, error) {
 		out = append(out, m...)
 	}
 	return append(out, ']'), nil
-}
-
-// encodeObject is the JSON object of fields, keys sorted as json.Marshal sorts them, values
-// as they are: each came from the request (valid JSON, checked when it was decoded) or from
-// the proxy's own encoding.
-func encodeObject(fields map[string]json.RawMessage) []byte {
-	keys := make([]string, 0, len(fields))
-	size := 2
-	for k, v := range fields {
-		keys = append(keys, k)
-		size += len(k) + len(v) + 4
-	}
-	sort.Strings(keys)
-	out := make([]byte, 0, size)
-	out = append(out, '{')
-	for i, k := range keys {
-		if i > 0 {
-			out = append(out, ',')
-		}
-		name, _ := json.Marshal(k) // a string always encodes
-		out = append(out, name...)
-		out = append(out, ':')
-		out = append(out, fields[k]...)
-	}
-	return append(out, '}')
 }
 
 // conversationOf names the conversation msgs belong to: a hash of its opening, the leading
