@@ -35,8 +35,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/harness9/compaction-operator/compaction"
-	"github.com/harness9/compaction-operator/internal/rawjson"
 	"github.com/harness9/compaction-operator/compaction/internal/sources"
+	"github.com/harness9/compaction-operator/internal/rawjson"
 )
 
 // ErrInvalidRequest is wrapped by every error DecodeRequest and Encode return for a request

@@ -10,8 +10,8 @@ import (
 	"testing"
 
 	"github.com/harness9/compaction-operator/compaction"
-	"github.com/harness9/compaction-operator/internal/rawjson"
 	"github.com/harness9/compaction-operator/compaction/storage/mem"
+	"github.com/harness9/compaction-operator/internal/rawjson"
 )
 
 // cli is a request as Gemini CLI sends it through @google/genai (members in the SDK's order:
