@@ -114,7 +114,11 @@ type trailEntry struct {
 func newExtraction(req *SummaryRequest, memo *extractMemo) *extraction {
 	// One summary of a long span (a Full compaction) keeps as much as several short ones would.
 	maxItems := min(max(extractMaxItems, len(req.Messages)/extractItemsPer), extractMaxItemsCap)
-	return &extraction{req: req, memo: memo, maxItems: maxItems, calls: map[string]*ToolCall{}, editFile: map[string]string{}, pending: map[string][]trailEntry{}, scripts: map[string]bool{}}
+	nCalls := 0
+	for i := range req.Messages {
+		nCalls += len(req.Messages[i].ToolCalls)
+	}
+	return &extraction{req: req, memo: memo, maxItems: maxItems, calls: make(map[string]*ToolCall, nCalls), editFile: map[string]string{}, pending: map[string][]trailEntry{}, scripts: map[string]bool{}}
 }
 
 // forward reads every message once: counts, the task and later instructions, the tool

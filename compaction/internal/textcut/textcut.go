@@ -5,6 +5,7 @@ package textcut
 
 import (
 	"strings"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -42,7 +43,32 @@ func FirstLine(s string) string {
 
 // OneLine folds every run of white space in s, newlines included, into one space.
 func OneLine(s string) string {
-	return strings.Join(strings.Fields(s), " ")
+	// strings.Join(strings.Fields(s), " ") in one pass: the engine folds every user message
+	// and item it keeps, and the slice of fields cost more than the text.
+	var b strings.Builder
+	b.Grow(len(s))
+	space := false
+	for i := 0; i < len(s); {
+		size, isSpace := 1, false
+		if c := s[i]; c < utf8.RuneSelf {
+			isSpace = c == ' ' || '\t' <= c && c <= '\r'
+		} else {
+			var r rune
+			r, size = utf8.DecodeRuneInString(s[i:])
+			isSpace = unicode.IsSpace(r)
+		}
+		if isSpace {
+			space = b.Len() > 0
+		} else {
+			if space {
+				b.WriteByte(' ')
+				space = false
+			}
+			b.WriteString(s[i : i+size])
+		}
+		i += size
+	}
+	return b.String()
 }
 
 // Clip trims s and cuts it to n bytes, marking a cut with "...".

@@ -1,6 +1,7 @@
 package textcut
 
 import (
+	"strings"
 	"testing"
 	"unicode/utf8"
 )
@@ -66,4 +67,16 @@ func TestClip(t *testing.T) {
 			t.Errorf("Clip(%q, %d) = %q, want %q", c.s, c.n, got, c.want)
 		}
 	}
+}
+
+// FuzzOneLine: OneLine is strings.Join(strings.Fields(s), " "), whatever the bytes.
+func FuzzOneLine(f *testing.F) {
+	for _, s := range []string{"", " ", "a", " a  b\tc\n", "x\u00a0y\u2003z\u0085", "\xff \xfe\n\xc3", "tab\v\fform\r\n", "héllo  wörld "} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		if got, want := OneLine(s), strings.Join(strings.Fields(s), " "); got != want {
+			t.Fatalf("OneLine(%q) = %q, want %q", s, got, want)
+		}
+	})
 }
