@@ -90,6 +90,7 @@ FUZZ_TARGETS := \
 	./compaction/:FuzzDecodeTranscript:75000x \
 	./compaction/:FuzzSafeKey:300000x \
 	./compaction/:FuzzRepairToolPairs:6000x \
+	./compaction/:FuzzAppendJSONString:100000x \
 	./compaction/anthropic/:FuzzAnthropicRoundTrip:100000x \
 	./compaction/responses/:FuzzResponsesRoundTrip:100000x \
 	./compaction/gemini/:FuzzGeminiRoundTrip:100000x \
