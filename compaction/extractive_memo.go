@@ -1,6 +1,7 @@
 package compaction
 
 import (
+	"encoding/binary"
 	"hash/maphash"
 	"slices"
 	"strings"
@@ -73,9 +74,13 @@ func memoGet[V any](m *extractMemo, kind memoKind, parts []string, read func() V
 	h.SetSeed(m.seed)
 	n := 0
 	for _, p := range parts {
-		_, _ = h.WriteString(p) // never fails
-		_ = h.WriteByte(0)
-		n += len(p) + 1
+		// Each part after its length, so no two lists of parts write the same bytes (with
+		// a separator, "a\x00b" alone would read as "a" then "b").
+		var size [8]byte
+		binary.LittleEndian.PutUint64(size[:], uint64(len(p)))
+		_, _ = h.Write(size[:]) // never fails
+		_, _ = h.WriteString(p)
+		n += len(p) + len(size)
 	}
 	k := memoKey{h.Sum64(), n, kind}
 	m.mu.Lock()

@@ -65,3 +65,16 @@ func TestExtractMemoSameSummary(t *testing.T) {
 		t.Fatal("the memo holds nothing: the test compared no reading from it")
 	}
 }
+
+// TestExtractMemoKeysDoNotCollide: two different lists of parts whose bytes joined with a
+// separator are the same (a tool name holding a NUL byte against a name and arguments) get
+// two entries, not one read for the other.
+func TestExtractMemoKeysDoNotCollide(t *testing.T) {
+	m := newExtractMemo()
+	if got := memoGet(m, memoCall, []string{"a\x00b"}, func() string { return "one part" }, nil); got != "one part" {
+		t.Fatalf("first read = %q", got)
+	}
+	if got := memoGet(m, memoCall, []string{"a", "b"}, func() string { return "two parts" }, nil); got != "two parts" {
+		t.Errorf(`the parts "a", "b" read the entry of "a\x00b": %q`, got)
+	}
+}
