@@ -5,7 +5,10 @@ import (
 	"math/rand/v2"
 	"os"
 	"reflect"
+	"strings"
 	"testing"
+
+	"github.com/harness9/compaction-operator/compaction/internal/textcut"
 )
 
 // TestExtractMemoSameSummary: a summary read from the memo is the summary read afresh, for
@@ -76,5 +79,21 @@ func TestExtractMemoKeysDoNotCollide(t *testing.T) {
 	}
 	if got := memoGet(m, memoCall, []string{"a", "b"}, func() string { return "two parts" }, nil); got != "two parts" {
 		t.Errorf(`the parts "a", "b" read the entry of "a\x00b": %q`, got)
+	}
+}
+
+// TestReadResultDiffHeads: one search for the diff header tells a header in the first KB
+// from one in the first 4 KB, as a search of each head did, wherever the header stands
+// (across the first KB's end too).
+func TestReadResultDiffHeads(t *testing.T) {
+	const mark = "diff --git a/x.py b/x.py\n"
+	for _, at := range []int{0, 500, 1024 - len("diff --git a/"), 1024 - len("diff --git a/") + 1, 1020, 1024, 2000, 4096 - len("diff --git a/"), 4090, 5000} {
+		content := strings.Repeat("d", at) + mark + strings.Repeat("z", 6000)
+		f := readResult(content)
+		short := strings.Contains(textcut.Head(content, 1024), "diff --git a/")
+		long := strings.Contains(textcut.Head(content, 4096), "diff --git a/")
+		if f.diffShort != short || f.diffLong != long {
+			t.Errorf("header at %d: diffShort %v, diffLong %v; the heads say %v, %v", at, f.diffShort, f.diffLong, short, long)
+		}
 	}
 }

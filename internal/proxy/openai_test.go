@@ -5,8 +5,10 @@ import (
 	"testing"
 )
 
-// TestOpenAIRewriteKeepsFieldBytes: the fields a rewrite does not touch keep their bytes,
-// keys included: no HTML escaping of <, > and & (the same JSON, but not what the agent sent).
+// TestOpenAIRewriteKeepsFieldBytes: the fields a rewrite does not touch keep their value
+// bytes, and their keys are not HTML-escaped (<, > and & stay as they are: the same JSON, but
+// not what the agent sent). A key is decoded and written again, so one the agent escaped
+// itself comes back unescaped.
 func TestOpenAIRewriteKeepsFieldBytes(t *testing.T) {
 	body := []byte(`{"model":"m","metadata":{"a<b":"x&y"},"x<y>":"<z>","messages":[{"role":"user","content":"hi"}]}`)
 	req, err := openAIProtocol{}.decode(nil, body)

@@ -1,6 +1,6 @@
-// Package rawjson writes JSON for the request dialects (anthropic, gemini, responses) the
-// way they keep what they do not rewrite: values joined as they are, and nothing escaped
-// that the agent did not escape.
+// Package rawjson writes JSON the way the request dialects (anthropic, gemini, responses),
+// the engine's image parts and compaction-proxy keep what they do not rewrite: values joined
+// as they are, and nothing escaped that the agent did not escape.
 package rawjson
 
 import (

@@ -295,3 +295,38 @@ func TestOversizedFiles(t *testing.T) {
 		t.Errorf("took %v", took)
 	}
 }
+
+// TestToolResultDirectories: the directory of a session's results is made at its first
+// write and again after it was removed; a file where it should be fails the write (the
+// file is left as it is) instead of writing elsewhere.
+func TestToolResultDirectories(t *testing.T) {
+	ctx := context.Background()
+	s := newStore(t)
+	dir := filepath.Dir(s.ToolResultPath("s1", "call_1"))
+	if _, err := s.PutToolResult(ctx, "s1", "call_1", []byte("one")); err != nil {
+		t.Fatalf("first write: %v", err)
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.PutToolResult(ctx, "s1", "call_2", []byte("two")); err != nil {
+		t.Fatalf("write after the directory was removed: %v", err)
+	}
+	if got, err := os.ReadFile(s.ToolResultPath("s1", "call_2")); err != nil || string(got) != "two" {
+		t.Fatalf("read back %q, %v", got, err)
+	}
+
+	blocked := filepath.Dir(s.ToolResultPath("s2", "call_1"))
+	if err := os.MkdirAll(filepath.Dir(blocked), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(blocked, []byte("not a directory"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.PutToolResult(ctx, "s2", "call_1", []byte("x")); err == nil {
+		t.Error("a write under a file succeeded")
+	}
+	if got, err := os.ReadFile(blocked); err != nil || string(got) != "not a directory" {
+		t.Errorf("the file in the way is now %q, %v", got, err)
+	}
+}
