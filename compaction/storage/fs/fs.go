@@ -34,6 +34,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/harness9/compaction-operator/compaction"
 	"github.com/harness9/compaction-operator/compaction/storage/internal/bounded"
@@ -61,6 +62,10 @@ type Store struct {
 	// appendMu serialises record appends and the reads of a trail's length, so a reader
 	// only ever sees whole lines written by this store.
 	appendMu sync.Mutex
+
+	// noTmpfile is set once the filesystem has refused an O_TMPFILE write (linkNew): the
+	// store writes the portable way from then on.
+	noTmpfile atomic.Bool
 }
 
 var (
@@ -144,7 +149,7 @@ func (s *Store) PutToolResult(ctx context.Context, sessionID, toolCallID string,
 		return "", fmt.Errorf("fs store: put tool result %q of session %s: %w", toolCallID, sessionID,
 			bounded.TooLarge("tool result", path, int64(len(content)), bounded.ToolResultBytes))
 	}
-	err := writeFile(path, content, createOnly)
+	err := s.writeFile(path, content, createOnly)
 	if errors.Is(err, iofs.ErrExist) {
 		// Never replace an original: the same bytes again are a success. No more than
 		// content's length is read back: a longer one is different anyway.
@@ -265,7 +270,7 @@ func (s *Store) PutArchive(ctx context.Context, sessionID string, from, to int, 
 	if err := storeargs.ArchiveData(ctx, backend, sessionID, from, to, data, path); err != nil {
 		return "", err
 	}
-	if err := writeFile(path(), data, replace); err != nil {
+	if err := s.writeFile(path(), data, replace); err != nil {
 		return "", fmt.Errorf("fs store: put archive of session %s: %w", sessionID, err)
 	}
 	return path(), nil
@@ -348,7 +353,7 @@ func (s *Store) SaveState(ctx context.Context, sessionID string, st *compaction.
 	if err != nil {
 		return err
 	}
-	if err := writeFile(s.StatePath(sessionID), data, replaceDurably); err != nil {
+	if err := s.writeFile(s.StatePath(sessionID), data, replaceDurably); err != nil {
 		return fmt.Errorf("fs store: save state of session %s: %w", sessionID, err)
 	}
 	return nil
@@ -465,8 +470,13 @@ const (
 
 // writeFile writes data to a temporary file in path's directory, creating the directory if
 // needed, and puts it in place as mode says, so a reader never sees half an object.
-func writeFile(path string, data []byte, mode writeMode) error {
+func (s *Store) writeFile(path string, data []byte, mode writeMode) error {
 	dir := filepath.Dir(path)
+	if mode == createOnly {
+		if handled, err := s.linkNew(dir, path, data); handled {
+			return err
+		}
+	}
 	// CreateTemp creates the file with mode 0o600, which is filePerm: no chmod needed. The
 	// directory is made only when it is missing: a session's writes after its first would
 	// otherwise each pay for a stat of every parent.

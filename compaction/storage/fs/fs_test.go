@@ -8,6 +8,8 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -15,6 +17,7 @@ import (
 	"github.com/harness9/compaction-operator/compaction"
 	"github.com/harness9/compaction-operator/compaction/storage/fs"
 	"github.com/harness9/compaction-operator/compaction/storage/storetest"
+	"golang.org/x/sync/errgroup"
 )
 
 func newStore(t *testing.T) *fs.Store {
@@ -26,8 +29,30 @@ func newStore(t *testing.T) *fs.Store {
 	return s
 }
 
+// newStoreWriting is a store that writes tool results the portable way (a named temporary
+// file), or else the fastest way the system offers (O_TMPFILE on Linux).
+func newStoreWriting(t *testing.T, portable bool) *fs.Store {
+	t.Helper()
+	s := newStore(t)
+	if portable {
+		fs.PortableWrites(s)
+	}
+	return s
+}
+
+func writePath(portable bool) string {
+	if portable {
+		return "portable"
+	}
+	return "fast"
+}
+
 func TestConformance(t *testing.T) {
-	storetest.Run(t, func(t *testing.T) compaction.Store { return newStore(t) })
+	for _, portable := range []bool{false, true} {
+		t.Run(writePath(portable), func(t *testing.T) {
+			storetest.Run(t, func(t *testing.T) compaction.Store { return newStoreWriting(t, portable) })
+		})
+	}
 }
 
 func TestLayout(t *testing.T) {
@@ -300,8 +325,14 @@ func TestOversizedFiles(t *testing.T) {
 // write and again after it was removed; a file where it should be fails the write (the
 // file is left as it is) instead of writing elsewhere.
 func TestToolResultDirectories(t *testing.T) {
+	for _, portable := range []bool{false, true} {
+		t.Run(writePath(portable), func(t *testing.T) { testToolResultDirectories(t, portable) })
+	}
+}
+
+func testToolResultDirectories(t *testing.T, portable bool) {
 	ctx := context.Background()
-	s := newStore(t)
+	s := newStoreWriting(t, portable)
 	dir := filepath.Dir(s.ToolResultPath("s1", "call_1"))
 	if _, err := s.PutToolResult(ctx, "s1", "call_1", []byte("one")); err != nil {
 		t.Fatalf("first write: %v", err)
@@ -328,5 +359,104 @@ func TestToolResultDirectories(t *testing.T) {
 	}
 	if got, err := os.ReadFile(blocked); err != nil || string(got) != "not a directory" {
 		t.Errorf("the file in the way is now %q, %v", got, err)
+	}
+	if runtime.GOOS == "linux" && !portable && fs.WritesPortably(s) {
+		t.Error("a missing or blocked directory made the store give up O_TMPFILE writes")
+	}
+}
+
+// TestToolResultWrites: whichever way a result is written, the directory ends up holding the
+// results alone (no temporary file), each readable by the owner only, an existing result is
+// never replaced, and on Linux the fast path (O_TMPFILE) is the one used: none of this
+// makes the store give it up.
+func TestToolResultWrites(t *testing.T) {
+	ctx := context.Background()
+	for _, portable := range []bool{false, true} {
+		t.Run(writePath(portable), func(t *testing.T) {
+			s := newStoreWriting(t, portable)
+			for i, content := range []string{"one", strings.Repeat("long result\n", 10000), ""} {
+				id := "call_" + string(rune('a'+i))
+				if _, err := s.PutToolResult(ctx, "s1", id, []byte(content)); err != nil {
+					t.Fatalf("put %s: %v", id, err)
+				}
+				if _, err := s.PutToolResult(ctx, "s1", id, []byte(content)); err != nil {
+					t.Fatalf("the same content again under %s: %v", id, err)
+				}
+			}
+			if _, err := s.PutToolResult(ctx, "s1", "call_a", []byte("other")); !errors.Is(err, compaction.ErrToolResultExists) {
+				t.Fatalf("other content under call_a: %v, want ErrToolResultExists", err)
+			}
+			dir := filepath.Dir(s.ToolResultPath("s1", "call_a"))
+			entries, err := os.ReadDir(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var names []string
+			for _, e := range entries {
+				names = append(names, e.Name())
+				info, err := e.Info()
+				if err != nil {
+					t.Fatal(err)
+				}
+				if perm := info.Mode().Perm(); perm&0o077 != 0 {
+					t.Errorf("%s has mode %v: others can read it", e.Name(), perm)
+				}
+			}
+			if want := []string{"call_a.txt", "call_b.txt", "call_c.txt"}; strings.Join(names, ",") != strings.Join(want, ",") {
+				t.Errorf("directory holds %q, want %q", names, want)
+			}
+			if got, err := s.GetToolResult(ctx, "s1", "call_a"); err != nil || string(got) != "one" {
+				t.Errorf("call_a reads back %q, %v", got, err)
+			}
+			if runtime.GOOS == "linux" && !portable && fs.WritesPortably(s) {
+				t.Error("the store gave up O_TMPFILE writes on a Linux filesystem that has them")
+			}
+		})
+	}
+}
+
+// BenchmarkPutToolResults writes what a first Full compaction of 1,000 messages offloads
+// (60 results of about 22 KB, 8 at a time, as the engine does) into a new session's
+// directory, the fast way and the portable way. BENCH_STORE_DIR roots the stores (a tmpfs
+// measures the system calls, not the disk):
+//
+//	BENCH_STORE_DIR=/dev/shm go test -run '^$' -bench PutToolResults -benchtime 200x ./compaction/storage/fs/
+func BenchmarkPutToolResults(b *testing.B) {
+	ctx := context.Background()
+	content := []byte(strings.Repeat("tests/test_sniffing.py::test_roundtrip[empty-0] PASSED [  0%]\n", 22000/64))
+	for _, portable := range []bool{false, true} {
+		b.Run(writePath(portable), func(b *testing.B) {
+			root := b.TempDir()
+			if base := os.Getenv("BENCH_STORE_DIR"); base != "" {
+				dir, err := os.MkdirTemp(base, "fs-bench-")
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.Cleanup(func() { _ = os.RemoveAll(dir) })
+				root = dir
+			}
+			s, err := fs.New(root)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if portable {
+				fs.PortableWrites(s)
+			}
+			b.SetBytes(60 * int64(len(content)))
+			for i := 0; b.Loop(); i++ {
+				sid := "s" + strconv.Itoa(i)
+				var g errgroup.Group
+				g.SetLimit(8)
+				for k := range 60 {
+					g.Go(func() error {
+						_, err := s.PutToolResult(ctx, sid, "call_"+strconv.Itoa(k), content)
+						return err
+					})
+				}
+				if err := g.Wait(); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }
