@@ -307,7 +307,7 @@ func (o *Offloader) knownImage(k imageKey) (OffloadEntry, bool) {
 func (o *Offloader) putImage(ctx context.Context, im *image, at int) (OffloadEntry, error) {
 	id := im.id()
 	payload := im.header() + im.data
-	ref, err := o.store.PutToolResult(ctx, o.sessionID, id, []byte(payload))
+	ref, err := o.store.PutToolResult(ctx, o.sessionID, id, payload)
 	if err != nil {
 		return OffloadEntry{}, fmt.Errorf("offload image %s: %w", id, err)
 	}

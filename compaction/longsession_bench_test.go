@@ -111,7 +111,7 @@ func (m *measuringBucketSummarizer) Summarize(ctx context.Context, req compactio
 // discardResults is a tool-result store that keeps nothing.
 type discardResults struct{}
 
-func (discardResults) PutToolResult(_ context.Context, _, id string, _ []byte) (string, error) {
+func (discardResults) PutToolResult(_ context.Context, _, id, _ string) (string, error) {
 	return "discard://" + id, nil
 }
 

@@ -219,7 +219,7 @@ func (o *Offloader) offload(ctx context.Context, m *Message) (placeholder string
 		}
 		return ph, cached, false, nil
 	}
-	ref, err := o.store.PutToolResult(ctx, o.sessionID, m.ToolCallID, []byte(m.Content))
+	ref, err := o.store.PutToolResult(ctx, o.sessionID, m.ToolCallID, m.Content)
 	if err != nil {
 		return "", OffloadEntry{}, false, fmt.Errorf("offload %s: %w", m.ToolCallID, err)
 	}

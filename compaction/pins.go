@@ -220,7 +220,7 @@ func (c *ProgressiveCompactor) shortenPin(ctx context.Context, p Pin, size int, 
 	id := fmt.Sprintf("%s%d", pinIDPrefix, p.Index)
 	where := "its full text could not be stored"
 	if c.store != nil {
-		ref, err := c.store.PutToolResult(ctx, c.sessionID, id, []byte(full))
+		ref, err := c.store.PutToolResult(ctx, c.sessionID, id, full)
 		if err != nil {
 			rec.addError("offload of pinned message %d: %v", p.Index, err)
 		} else {

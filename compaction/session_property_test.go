@@ -340,7 +340,7 @@ func (s *flakyStore) setFailing(v bool) {
 
 var errInjected = errors.New("injected storage failure")
 
-func (s *flakyStore) PutToolResult(ctx context.Context, sid, id string, content []byte) (string, error) {
+func (s *flakyStore) PutToolResult(ctx context.Context, sid, id, content string) (string, error) {
 	if s.fail() {
 		return "", errInjected
 	}

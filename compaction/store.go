@@ -40,7 +40,9 @@ type ToolResultStore interface {
 	// PutToolResult stores content and returns a reference that says where it lives. It
 	// never replaces a stored result: the same content again succeeds with the same
 	// reference, different content fails with an error wrapping ErrToolResultExists.
-	PutToolResult(ctx context.Context, sessionID, toolCallID string, content []byte) (ref string, err error)
+	// content is a string, as the engine holds it: a first compaction offloads megabytes of
+	// results, and a []byte would copy every one of them.
+	PutToolResult(ctx context.Context, sessionID, toolCallID, content string) (ref string, err error)
 	// GetToolResult returns the stored bytes, or an error wrapping ErrNotFound.
 	GetToolResult(ctx context.Context, sessionID, toolCallID string) ([]byte, error)
 }

@@ -66,7 +66,7 @@ func TestReadsOutliveThePolicy(t *testing.T) {
 	store, err := s3.New(ctx, s3.Config{Endpoint: m.Endpoint, Bucket: "reads", Insecure: true, AccessKey: m.AccessKey, SecretKey: m.SecretKey})
 	must(err)
 	must(store.EnsureBucket(ctx, true))
-	_, err = store.PutToolResult(ctx, "uid-reads", "call_1", []byte("the full tool output\n"))
+	_, err = store.PutToolResult(ctx, "uid-reads", "call_1", "the full tool output\n")
 	must(err)
 	must(store.AppendRecord(ctx, &compaction.CompactionRecord{ID: "rec-1", SessionID: "uid-reads", Timestamp: time.Now(), Tier: compaction.TierWarn}))
 

@@ -620,7 +620,7 @@ func (e *env) putSessionObjects(t *testing.T, sid string) {
 	ctx := context.Background()
 	st := e.storeFor(t)
 	for i := range 3 {
-		if _, err := st.PutToolResult(ctx, sid, fmt.Sprintf("call_%d", i), []byte("output "+sid)); err != nil {
+		if _, err := st.PutToolResult(ctx, sid, fmt.Sprintf("call_%d", i), "output "+sid); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -530,7 +530,7 @@ func testKilledMidGC(t *testing.T, cl *operator.Cluster, m *testenv.MinIO, mgr *
 		go func() {
 			defer wg.Done()
 			for i := range ids {
-				if _, err := store.PutToolResult(ctx, sid, fmt.Sprintf("call_%05d", i), []byte("output")); err != nil {
+				if _, err := store.PutToolResult(ctx, sid, fmt.Sprintf("call_%05d", i), "output"); err != nil {
 					t.Error(err)
 				}
 			}

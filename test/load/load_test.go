@@ -565,7 +565,7 @@ func (e *env) testToolResultReaders(t *testing.T) {
 	sess := e.cl.CreateReadySession(ns, "reader", policy)
 	line := []byte("a line of the build log that the agent offloaded\n")
 	content := bytes.Repeat(line, size/len(line))
-	if _, err := e.store(t).PutToolResult(context.Background(), sess.Status.SessionID, callID, content); err != nil {
+	if _, err := e.store(t).PutToolResult(context.Background(), sess.Status.SessionID, callID, string(content)); err != nil {
 		t.Fatal(err)
 	}
 	e.resetPeak(t)

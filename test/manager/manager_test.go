@@ -81,7 +81,7 @@ func TestManagerWithGeneratedRBAC(t *testing.T) {
 	store, err := s3.New(ctx, s3.Config{Endpoint: m.Endpoint, Bucket: "agent-context", Insecure: true, AccessKey: m.AccessKey, SecretKey: m.SecretKey})
 	testenv.Must(t, err)
 	sid := session.Status.SessionID
-	_, err = store.PutToolResult(ctx, sid, "call_1", []byte("big output"))
+	_, err = store.PutToolResult(ctx, sid, "call_1", "big output")
 	testenv.Must(t, err)
 	testenv.Must(t, store.AppendRecord(ctx, &compaction.CompactionRecord{ID: "r1", SessionID: sid, Timestamp: time.Now()}))
 	testenv.Must(t, c.Delete(ctx, session))

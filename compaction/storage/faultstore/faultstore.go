@@ -90,7 +90,7 @@ func (s *Store) Saves() int {
 }
 
 // PutToolResult stores content in the wrapped store and counts it, or returns the put failure.
-func (s *Store) PutToolResult(ctx context.Context, sessionID, toolCallID string, content []byte) (string, error) {
+func (s *Store) PutToolResult(ctx context.Context, sessionID, toolCallID, content string) (string, error) {
 	if err := s.fault(&s.failPut); err != nil {
 		return "", err
 	}

@@ -35,15 +35,15 @@ func TestCounts(t *testing.T) {
 	ctx := context.Background()
 	s := faultstore.New(mem.New())
 	for _, id := range []string{"c1", "c2", "c1"} {
-		if _, err := s.PutToolResult(ctx, "s1", id, []byte("out")); err != nil {
+		if _, err := s.PutToolResult(ctx, "s1", id, "out"); err != nil {
 			t.Fatal(err)
 		}
 	}
 	// The wrapped store refuses different content under a stored ID: not counted.
-	if _, err := s.PutToolResult(ctx, "s1", "c2", []byte("other")); !errors.Is(err, compaction.ErrToolResultExists) {
+	if _, err := s.PutToolResult(ctx, "s1", "c2", "other"); !errors.Is(err, compaction.ErrToolResultExists) {
 		t.Fatalf("replacing put: %v", err)
 	}
-	if _, err := s.PutToolResult(ctx, "s2", "c3", []byte("out")); err != nil {
+	if _, err := s.PutToolResult(ctx, "s2", "c3", "out"); err != nil {
 		t.Fatal(err)
 	}
 	if got, want := s.PutsByID(), map[string]int{"c1": 2, "c2": 1, "c3": 1}; s.Puts() != 4 || !maps.Equal(got, want) {
@@ -80,7 +80,7 @@ func TestFailures(t *testing.T) {
 	s.FailAppend(boom)
 	s.FailLoad(boom)
 	s.FailSave(boom)
-	if _, err := s.PutToolResult(ctx, "s1", "c1", []byte("out")); !errors.Is(err, boom) {
+	if _, err := s.PutToolResult(ctx, "s1", "c1", "out"); !errors.Is(err, boom) {
 		t.Errorf("put: %v", err)
 	}
 	if err := s.AppendRecord(ctx, storetest.NewRecord(t, "s1", time.Now(), 0)); !errors.Is(err, boom) {
@@ -111,7 +111,7 @@ func TestFailures(t *testing.T) {
 	if st, err := s.LoadState(ctx, "s1"); err != nil || st.LastSummary != "kept" {
 		t.Fatalf("state after a failed save: %+v, %v", st, err)
 	}
-	if _, err := s.PutToolResult(ctx, "s1", "c1", []byte("out")); err != nil {
+	if _, err := s.PutToolResult(ctx, "s1", "c1", "out"); err != nil {
 		t.Errorf("put after the failure ended: %v", err)
 	}
 	if err := s.AppendRecord(ctx, storetest.NewRecord(t, "s1", time.Now(), 0)); err != nil {
@@ -133,7 +133,7 @@ func TestConcurrent(t *testing.T) {
 	for i := range 8 {
 		wg.Go(func() {
 			id := string(rune('a' + i))
-			_, _ = s.PutToolResult(ctx, "s1", id, []byte(id))
+			_, _ = s.PutToolResult(ctx, "s1", id, id)
 			s.FailPut(nil)
 			_, _ = s.LoadState(ctx, "s1")
 			_ = s.Puts()

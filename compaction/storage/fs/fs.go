@@ -23,7 +23,6 @@
 package fs
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -35,6 +34,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"unsafe"
 
 	"github.com/harness9/compaction-operator/compaction"
 	"github.com/harness9/compaction-operator/compaction/storage/internal/bounded"
@@ -140,7 +140,7 @@ func (s *Store) conversationsDir(session string) string {
 // agent's own history still holds the original text, so a crash can lose at most this copy,
 // while syncing every result made a compaction that offloads dozens of them many times
 // slower on real disks.
-func (s *Store) PutToolResult(ctx context.Context, sessionID, toolCallID string, content []byte) (string, error) {
+func (s *Store) PutToolResult(ctx context.Context, sessionID, toolCallID, content string) (string, error) {
 	if err := check(ctx, "put tool result", sessionID); err != nil {
 		return "", err
 	}
@@ -149,7 +149,10 @@ func (s *Store) PutToolResult(ctx context.Context, sessionID, toolCallID string,
 		return "", fmt.Errorf("fs store: put tool result %q of session %s: %w", toolCallID, sessionID,
 			bounded.TooLarge("tool result", path, int64(len(content)), bounded.ToolResultBytes))
 	}
-	err := s.writeFile(path, content, createOnly)
+	// The file is written from the string's own bytes: write(2) only reads them, and a
+	// first compaction offloads megabytes of results that a []byte would copy.
+	data := unsafe.Slice(unsafe.StringData(content), len(content))
+	err := s.writeFile(path, data, createOnly)
 	if errors.Is(err, iofs.ErrExist) {
 		// Never replace an original: the same bytes again are a success. No more than
 		// content's length is read back: a longer one is different anyway.
@@ -159,7 +162,7 @@ func (s *Store) PutToolResult(ctx context.Context, sessionID, toolCallID string,
 			err = compaction.ErrToolResultExists
 		case rerr != nil:
 			err = fmt.Errorf("exists, and reading it back failed: %w", rerr)
-		case bytes.Equal(stored, content):
+		case string(stored) == content:
 			err = nil
 		default:
 			err = compaction.ErrToolResultExists

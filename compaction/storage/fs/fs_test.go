@@ -68,7 +68,7 @@ func TestLayout(t *testing.T) {
 		t.Fatalf("Dir = %q, want %q", s.Dir(), base)
 	}
 
-	ref, err := s.PutToolResult(ctx, sid, "../call/1", []byte("output"))
+	ref, err := s.PutToolResult(ctx, sid, "../call/1", "output")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -167,7 +167,7 @@ func TestRelativeRootGivesAbsoluteRefs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ref, err := s.PutToolResult(context.Background(), "sess-1", "call_1", []byte("x"))
+	ref, err := s.PutToolResult(context.Background(), "sess-1", "call_1", "x")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -313,7 +313,7 @@ func TestOversizedFiles(t *testing.T) {
 	if _, err := s.GetToolResult(ctx, sid, "call_1"); !errors.Is(err, compaction.ErrObjectTooLarge) {
 		t.Errorf("GetToolResult of a 1 GiB result: %v; want ErrObjectTooLarge", err)
 	}
-	if _, err := s.PutToolResult(ctx, sid, "call_1", []byte("x")); !errors.Is(err, compaction.ErrToolResultExists) {
+	if _, err := s.PutToolResult(ctx, sid, "call_1", "x"); !errors.Is(err, compaction.ErrToolResultExists) {
 		t.Errorf("PutToolResult over a 1 GiB result: %v; want ErrToolResultExists", err)
 	}
 	if took := time.Since(start); took > 5*time.Second {
@@ -334,13 +334,13 @@ func testToolResultDirectories(t *testing.T, portable bool) {
 	ctx := context.Background()
 	s := newStoreWriting(t, portable)
 	dir := filepath.Dir(s.ToolResultPath("s1", "call_1"))
-	if _, err := s.PutToolResult(ctx, "s1", "call_1", []byte("one")); err != nil {
+	if _, err := s.PutToolResult(ctx, "s1", "call_1", "one"); err != nil {
 		t.Fatalf("first write: %v", err)
 	}
 	if err := os.RemoveAll(dir); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.PutToolResult(ctx, "s1", "call_2", []byte("two")); err != nil {
+	if _, err := s.PutToolResult(ctx, "s1", "call_2", "two"); err != nil {
 		t.Fatalf("write after the directory was removed: %v", err)
 	}
 	if got, err := os.ReadFile(s.ToolResultPath("s1", "call_2")); err != nil || string(got) != "two" {
@@ -354,7 +354,7 @@ func testToolResultDirectories(t *testing.T, portable bool) {
 	if err := os.WriteFile(blocked, []byte("not a directory"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.PutToolResult(ctx, "s2", "call_1", []byte("x")); err == nil {
+	if _, err := s.PutToolResult(ctx, "s2", "call_1", "x"); err == nil {
 		t.Error("a write under a file succeeded")
 	}
 	if got, err := os.ReadFile(blocked); err != nil || string(got) != "not a directory" {
@@ -376,14 +376,14 @@ func TestToolResultWrites(t *testing.T) {
 			s := newStoreWriting(t, portable)
 			for i, content := range []string{"one", strings.Repeat("long result\n", 10000), ""} {
 				id := "call_" + string(rune('a'+i))
-				if _, err := s.PutToolResult(ctx, "s1", id, []byte(content)); err != nil {
+				if _, err := s.PutToolResult(ctx, "s1", id, content); err != nil {
 					t.Fatalf("put %s: %v", id, err)
 				}
-				if _, err := s.PutToolResult(ctx, "s1", id, []byte(content)); err != nil {
+				if _, err := s.PutToolResult(ctx, "s1", id, content); err != nil {
 					t.Fatalf("the same content again under %s: %v", id, err)
 				}
 			}
-			if _, err := s.PutToolResult(ctx, "s1", "call_a", []byte("other")); !errors.Is(err, compaction.ErrToolResultExists) {
+			if _, err := s.PutToolResult(ctx, "s1", "call_a", "other"); !errors.Is(err, compaction.ErrToolResultExists) {
 				t.Fatalf("other content under call_a: %v, want ErrToolResultExists", err)
 			}
 			dir := filepath.Dir(s.ToolResultPath("s1", "call_a"))
@@ -423,7 +423,7 @@ func TestToolResultWrites(t *testing.T) {
 //	BENCH_STORE_DIR=/dev/shm go test -run '^$' -bench PutToolResults -benchtime 200x ./compaction/storage/fs/
 func BenchmarkPutToolResults(b *testing.B) {
 	ctx := context.Background()
-	content := []byte(strings.Repeat("tests/test_sniffing.py::test_roundtrip[empty-0] PASSED [  0%]\n", 22000/64))
+	content := strings.Repeat("tests/test_sniffing.py::test_roundtrip[empty-0] PASSED [  0%]\n", 22000/64)
 	for _, portable := range []bool{false, true} {
 		b.Run(writePath(portable), func(b *testing.B) {
 			root := b.TempDir()

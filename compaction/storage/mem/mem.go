@@ -32,7 +32,7 @@ type Store struct {
 }
 
 type session struct {
-	results  map[string][]byte                 // tool call ID -> content
+	results  map[string]string                 // tool call ID -> content
 	records  [][]byte                          // JSON lines, each ending in '\n'
 	state    []byte                            // JSON, nil when never saved
 	archives map[compaction.ArchiveSpan][]byte // range -> JSONL
@@ -52,14 +52,15 @@ func New() *Store {
 func (s *Store) sessionLocked(id string, create bool) *session {
 	sess, ok := s.sessions[id]
 	if !ok && create {
-		sess = &session{results: map[string][]byte{}, archives: map[compaction.ArchiveSpan][]byte{}}
+		sess = &session{results: map[string]string{}, archives: map[compaction.ArchiveSpan][]byte{}}
 		s.sessions[id] = sess
 	}
 	return sess
 }
 
-// PutToolResult keeps a copy of content and returns mem://{sessionID}/{SafeKey(toolCallID)}.
-func (s *Store) PutToolResult(ctx context.Context, sessionID, toolCallID string, content []byte) (string, error) {
+// PutToolResult keeps content (a string: nothing to copy) and returns
+// mem://{sessionID}/{SafeKey(toolCallID)}.
+func (s *Store) PutToolResult(ctx context.Context, sessionID, toolCallID, content string) (string, error) {
 	if err := check(ctx, "put tool result", sessionID); err != nil {
 		return "", err
 	}
@@ -74,10 +75,10 @@ func (s *Store) PutToolResult(ctx context.Context, sessionID, toolCallID string,
 	results := s.sessionLocked(sessionID, true).results
 	// A stored result is never replaced (compaction.ToolResultStore): the same bytes again
 	// are a success, different ones an error.
-	if stored, ok := results[toolCallID]; ok && !bytes.Equal(stored, content) {
+	if stored, ok := results[toolCallID]; ok && stored != content {
 		return "", fmt.Errorf("memory store: put tool result %q of session %s: %w", toolCallID, sessionID, compaction.ErrToolResultExists)
 	} else if !ok {
-		results[toolCallID] = bytes.Clone(content)
+		results[toolCallID] = content
 	}
 	return RefScheme + sessionID + "/" + compaction.SafeKey(toolCallID), nil
 }
@@ -91,10 +92,7 @@ func (s *Store) GetToolResult(ctx context.Context, sessionID, toolCallID string)
 	defer s.mu.Unlock()
 	if sess := s.sessionLocked(sessionID, false); sess != nil {
 		if data, ok := sess.results[toolCallID]; ok {
-			if data == nil {
-				return []byte{}, nil
-			}
-			return bytes.Clone(data), nil
+			return append([]byte{}, data...), nil // a copy, never nil
 		}
 	}
 	return nil, fmt.Errorf("memory store: get tool result %q of session %s: %w", toolCallID, sessionID, compaction.ErrNotFound)

@@ -38,7 +38,7 @@ func TestErrorsDoNotEchoTheBody(t *testing.T) {
 				t.Fatal(err)
 			}
 			ctx := context.Background()
-			_, putErr := st.PutToolResult(ctx, "s1", "call_1", []byte("x"))
+			_, putErr := st.PutToolResult(ctx, "s1", "call_1", "x")
 			_, getErr := st.GetToolResult(ctx, "s1", "call_1")
 			for op, err := range map[string]error{
 				"EnsureBucket": st.EnsureBucket(ctx, false), "Ping": st.Ping(ctx), "PutToolResult": putErr, "GetToolResult": getErr,

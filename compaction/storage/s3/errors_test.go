@@ -47,7 +47,7 @@ func TestTypedErrors(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			_, err = st.PutToolResult(context.Background(), "s1", "call_1", []byte("x"))
+			_, err = st.PutToolResult(context.Background(), "s1", "call_1", "x")
 			if err == nil {
 				t.Fatal("PutToolResult against an endpoint answering errors succeeded")
 			}
@@ -89,7 +89,7 @@ func TestTypedErrorsFromMinIO(t *testing.T) {
 	}
 
 	gone := srv.store(t, "no-such-bucket", "")
-	if _, err := gone.PutToolResult(c, "s1", "call_1", []byte("x")); !errors.Is(err, ErrBucketNotFound) || errors.Is(err, ErrAccessDenied) {
+	if _, err := gone.PutToolResult(c, "s1", "call_1", "x"); !errors.Is(err, ErrBucketNotFound) || errors.Is(err, ErrAccessDenied) {
 		t.Errorf("PutToolResult into a missing bucket = %v; want ErrBucketNotFound", err)
 	}
 }

@@ -44,7 +44,7 @@ func BenchmarkDeleteSession10k(b *testing.B) {
 			go func() {
 				defer wg.Done()
 				for j := range ids {
-					if _, err := st.PutToolResult(ctx, "session-1", fmt.Sprintf("call_%05d", j), []byte("x")); err != nil {
+					if _, err := st.PutToolResult(ctx, "session-1", fmt.Sprintf("call_%05d", j), "x"); err != nil {
 						b.Error(err)
 					}
 				}

@@ -300,7 +300,7 @@ func TestHostileStoredToolResultNotReadWhole(t *testing.T) {
 	h := &hostileS3{objectBytes: gib, declare: false, putConflict: true}
 	st := startHostileS3(t, h)
 	err := checkBounded(t, "PutToolResult", 30*time.Second, 64<<20, func(ctx context.Context) error {
-		_, err := st.PutToolResult(ctx, "s1", "call_1", []byte("xxxx"))
+		_, err := st.PutToolResult(ctx, "s1", "call_1", "xxxx")
 		return err
 	})
 	if !errors.Is(err, compaction.ErrToolResultExists) {

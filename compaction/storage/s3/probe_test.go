@@ -56,17 +56,17 @@ func TestProbeConditionalWrites(t *testing.T) {
 			}
 
 			// The hazard: there a reused tool-call ID replaces the original without an error.
-			if _, err := st.PutToolResult(ctx(t), "s1", "call_0", []byte("first result")); err != nil {
+			if _, err := st.PutToolResult(ctx(t), "s1", "call_0", "first result"); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := st.PutToolResult(ctx(t), "s1", "call_0", []byte("other result")); err != nil {
+			if _, err := st.PutToolResult(ctx(t), "s1", "call_0", "other result"); err != nil {
 				t.Fatalf("second put through the proxy: %v (the proxy does not model an ignoring backend)", err)
 			}
 			if got, err := srv.store(t, bucket, prefix).GetToolResult(ctx(t), "s1", "call_0"); err != nil || string(got) != "other result" {
 				t.Errorf("stored %q, %v; want the original replaced", got, err)
 			}
 			// Straight to MinIO the same write is refused: the proxy is what differs.
-			_, err = srv.store(t, bucket, prefix).PutToolResult(ctx(t), "s1", "call_0", []byte("third result"))
+			_, err = srv.store(t, bucket, prefix).PutToolResult(ctx(t), "s1", "call_0", "third result")
 			if !errors.Is(err, compaction.ErrToolResultExists) {
 				t.Errorf("on MinIO: %v, want ErrToolResultExists", err)
 			}

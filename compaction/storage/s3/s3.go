@@ -298,7 +298,7 @@ func (s *Store) key(rel string) string { return s.prefix + rel }
 func (s *Store) ref(key string) string { return "s3://" + s.bucket + "/" + key }
 
 // PutToolResult stores content and returns its s3:// URL.
-func (s *Store) PutToolResult(ctx context.Context, sessionID, toolCallID string, content []byte) (string, error) {
+func (s *Store) PutToolResult(ctx context.Context, sessionID, toolCallID, content string) (string, error) {
 	if err := validate("put tool result", sessionID); err != nil {
 		return "", err
 	}
@@ -312,7 +312,7 @@ func (s *Store) PutToolResult(ctx context.Context, sessionID, toolCallID string,
 	// only this object holds. The same bytes again (a retry, another replica) are a success.
 	opts := minio.PutObjectOptions{ContentType: "text/plain; charset=utf-8"}
 	opts.SetMatchETagExcept("*")
-	if _, err := s.client.PutObject(ctx, s.bucket, key, bytes.NewReader(content), int64(len(content)), opts); err != nil {
+	if _, err := s.client.PutObject(ctx, s.bucket, key, strings.NewReader(content), int64(len(content)), opts); err != nil {
 		var resp minio.ErrorResponse
 		if !errors.As(err, &resp) || resp.Code != "PreconditionFailed" {
 			return "", fmt.Errorf("s3 store: put tool result %q of session %s: put %s: %w", toolCallID, sessionID, s.ref(key), mapErr(err))
@@ -323,7 +323,7 @@ func (s *Store) PutToolResult(ctx context.Context, sessionID, toolCallID string,
 		if gerr != nil && !tooLong {
 			return "", fmt.Errorf("s3 store: put tool result %q of session %s: exists, and reading it back failed: %w", toolCallID, sessionID, mapErr(gerr))
 		}
-		if tooLong || !bytes.Equal(stored, content) {
+		if tooLong || string(stored) != content {
 			return "", fmt.Errorf("s3 store: put tool result %q of session %s: %w", toolCallID, sessionID, compaction.ErrToolResultExists)
 		}
 	}

@@ -198,7 +198,7 @@ func TestRefAndKeys(t *testing.T) {
 	st := srv.store(t, bucket, "/tenant-a/")
 	c := ctx(t)
 	sid := storetest.SessionID(t)
-	ref, err := st.PutToolResult(c, sid, "call/1", []byte("out"))
+	ref, err := st.PutToolResult(c, sid, "call/1", "out")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -231,7 +231,7 @@ func TestOpenToolResult(t *testing.T) {
 	c := ctx(t)
 	sid := storetest.SessionID(t)
 	content := bytes.Repeat([]byte("a line of a long build log\n"), 100_000) // 2.7 MB
-	if _, err := st.PutToolResult(c, sid, "call/1", content); err != nil {
+	if _, err := st.PutToolResult(c, sid, "call/1", string(content)); err != nil {
 		t.Fatal(err)
 	}
 	rc, size, err := st.OpenToolResult(c, sid, "call/1")
@@ -274,7 +274,7 @@ func TestPrefixesIsolate(t *testing.T) {
 	sid := "same-session"
 	now := time.Date(2026, 2, 1, 0, 0, 0, 0, time.UTC)
 	for name, st := range stores {
-		if _, err := st.PutToolResult(c, sid, "call_1", []byte("from "+name)); err != nil {
+		if _, err := st.PutToolResult(c, sid, "call_1", "from "+name); err != nil {
 			t.Fatal(err)
 		}
 		for i := range 2 {
@@ -370,7 +370,7 @@ func TestDeleteSessionUsesBatchDelete(t *testing.T) {
 	now := time.Date(2026, 2, 1, 0, 0, 0, 0, time.UTC)
 	for _, sid := range []string{"victim", "victim2", "victim.json"} {
 		for i := range 3 {
-			if _, err := st.PutToolResult(c, sid, fmt.Sprintf("call_%d", i), []byte(sid)); err != nil {
+			if _, err := st.PutToolResult(c, sid, fmt.Sprintf("call_%d", i), sid); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -519,7 +519,7 @@ func TestServerOutage(t *testing.T) {
 	c := ctx(t)
 	sid := storetest.SessionID(t)
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	if _, err := st.PutToolResult(c, sid, "call_1", []byte("kept")); err != nil {
+	if _, err := st.PutToolResult(c, sid, "call_1", "kept"); err != nil {
 		t.Fatal(err)
 	}
 	if err := st.AppendRecord(c, storetest.NewRecord(t, sid, now, 0)); err != nil {
@@ -536,7 +536,7 @@ func TestServerOutage(t *testing.T) {
 			return st.EnsureBucket(ctx, true)
 		},
 		"PutToolResult": func(ctx context.Context) error {
-			_, err := st.PutToolResult(ctx, sid, "call_2", []byte("x"))
+			_, err := st.PutToolResult(ctx, sid, "call_2", "x")
 			return err
 		},
 		"GetToolResult": func(ctx context.Context) error {
@@ -624,7 +624,7 @@ func TestConversationKeys(t *testing.T) {
 	const victim = "0b8e5a7c-victim"
 	populate := func(sid string) {
 		t.Helper()
-		if _, err := st.PutToolResult(c, sid, "call_1", []byte(sid)); err != nil {
+		if _, err := st.PutToolResult(c, sid, "call_1", sid); err != nil {
 			t.Fatal(err)
 		}
 		if err := st.AppendRecord(c, storetest.NewRecord(t, sid, now, 1)); err != nil {

@@ -17,7 +17,7 @@ func testDeleteSession(t *testing.T, s compaction.Store) {
 	populate := func(sid string) {
 		t.Helper()
 		for _, id := range []string{callID, slashCallID} {
-			if _, err := s.PutToolResult(ctx, sid, id, []byte(sid+" "+id)); err != nil {
+			if _, err := s.PutToolResult(ctx, sid, id, sid+" "+id); err != nil {
 				t.Fatalf("PutToolResult(%s): %v", sid, err)
 			}
 		}
@@ -99,7 +99,7 @@ func testConversations(t *testing.T, s compaction.Store) {
 		for i, conv := range convs {
 			sid := compaction.ConversationSessionID(session, conv)
 			for _, id := range []string{callID, slashCallID} {
-				if _, err := s.PutToolResult(ctx, sid, id, []byte(sid+" "+id)); err != nil {
+				if _, err := s.PutToolResult(ctx, sid, id, sid+" "+id); err != nil {
 					t.Fatalf("PutToolResult(%s): %v", sid, err)
 				}
 			}

@@ -179,7 +179,7 @@ func WriteInvalid(t *testing.T, s compaction.Store) {
 				t.Errorf("%s(%q) = %v; an invalid id must not look like a missing object", method, sid, err)
 			}
 		}
-		_, err := s.PutToolResult(ctx, sid, callID, []byte("x"))
+		_, err := s.PutToolResult(ctx, sid, callID, "x")
 		check("PutToolResult", err)
 		_, err = s.GetToolResult(ctx, sid, callID)
 		check("GetToolResult", err)
@@ -231,7 +231,7 @@ func testToolResultRoundTrip(t *testing.T, s compaction.Store) {
 		{"\x00\xff", []byte("non-UTF-8 id")},
 	}
 	for _, c := range cases {
-		ref, err := s.PutToolResult(ctx, sid, c.id, c.content)
+		ref, err := s.PutToolResult(ctx, sid, c.id, string(c.content))
 		if err != nil {
 			t.Fatalf("PutToolResult(%q): %v", c.id, err)
 		}
@@ -259,7 +259,7 @@ func testToolResultLarge(t *testing.T, s compaction.Store) {
 	for i := range content {
 		content[i] = byte(rng.Uint32())
 	}
-	if _, err := s.PutToolResult(ctx, sid, "big", content); err != nil {
+	if _, err := s.PutToolResult(ctx, sid, "big", string(content)); err != nil {
 		t.Fatalf("PutToolResult(1 MiB): %v", err)
 	}
 	got, err := s.GetToolResult(ctx, sid, "big")
@@ -277,15 +277,15 @@ func testToolResultLarge(t *testing.T, s compaction.Store) {
 func testToolResultNeverReplaced(t *testing.T, s compaction.Store) {
 	ctx := opCtx(t)
 	sid := SessionID(t)
-	ref, err := s.PutToolResult(ctx, sid, callID, []byte("the original, only here"))
+	ref, err := s.PutToolResult(ctx, sid, callID, "the original, only here")
 	if err != nil {
 		t.Fatalf("PutToolResult: %v", err)
 	}
-	again, err := s.PutToolResult(ctx, sid, callID, []byte("the original, only here"))
+	again, err := s.PutToolResult(ctx, sid, callID, "the original, only here")
 	if err != nil || again != ref {
 		t.Fatalf("the same content again: ref %q, %v; want %q and no error", again, err, ref)
 	}
-	if _, err := s.PutToolResult(ctx, sid, callID, []byte("another result under the same ID")); !errors.Is(err, compaction.ErrToolResultExists) {
+	if _, err := s.PutToolResult(ctx, sid, callID, "another result under the same ID"); !errors.Is(err, compaction.ErrToolResultExists) {
 		t.Fatalf("different content under the same ID: %v, want ErrToolResultExists", err)
 	}
 	got, err := s.GetToolResult(ctx, sid, callID)
@@ -303,7 +303,7 @@ func testToolResultNotFound(t *testing.T, s compaction.Store) {
 	if _, err := s.GetToolResult(ctx, sid, callID); !errors.Is(err, compaction.ErrNotFound) {
 		t.Fatalf("GetToolResult in an unknown session: err = %v, want ErrNotFound", err)
 	}
-	if _, err := s.PutToolResult(ctx, sid, callID, []byte("x")); err != nil {
+	if _, err := s.PutToolResult(ctx, sid, callID, "x"); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.GetToolResult(ctx, sid, "call_2"); !errors.Is(err, compaction.ErrNotFound) {
@@ -494,7 +494,7 @@ func testCanceledContext(t *testing.T, s compaction.Store) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	sid := SessionID(t)
-	if _, err := s.PutToolResult(ctx, sid, callID, []byte("x")); err == nil {
+	if _, err := s.PutToolResult(ctx, sid, callID, "x"); err == nil {
 		t.Error("PutToolResult with a canceled context succeeded")
 	}
 	if _, err := s.GetToolResult(ctx, sid, callID); err == nil || errors.Is(err, compaction.ErrNotFound) {
@@ -583,7 +583,7 @@ func testObjectCaps(t *testing.T, s compaction.Store) {
 	}
 
 	content := make([]byte, bounded.ToolResultBytes+1)
-	if _, err := s.PutToolResult(ctx, sid, callID, content); !errors.Is(err, compaction.ErrObjectTooLarge) {
+	if _, err := s.PutToolResult(ctx, sid, callID, string(content)); !errors.Is(err, compaction.ErrObjectTooLarge) {
 		t.Errorf("PutToolResult of %d bytes: %v; want ErrObjectTooLarge", len(content), err)
 	}
 	if _, err := s.GetToolResult(ctx, sid, callID); !errors.Is(err, compaction.ErrNotFound) {
@@ -591,10 +591,10 @@ func testObjectCaps(t *testing.T, s compaction.Store) {
 	}
 	// A longer result already stored under the ID is different, and found so without
 	// reading more of it than the new content's length.
-	if _, err := s.PutToolResult(ctx, sid, callID, []byte("a longer result")); err != nil {
+	if _, err := s.PutToolResult(ctx, sid, callID, "a longer result"); err != nil {
 		t.Fatalf("PutToolResult: %v", err)
 	}
-	if _, err := s.PutToolResult(ctx, sid, callID, []byte("a long")); !errors.Is(err, compaction.ErrToolResultExists) {
+	if _, err := s.PutToolResult(ctx, sid, callID, "a long"); !errors.Is(err, compaction.ErrToolResultExists) {
 		t.Errorf("PutToolResult of a prefix of the stored result: %v; want ErrToolResultExists", err)
 	}
 }

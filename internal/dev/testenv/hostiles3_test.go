@@ -43,7 +43,7 @@ func TestHostileS3(t *testing.T) {
 		if err := s.SaveState(ctx, sid, &compaction.State{LastSummary: "y"}); !errors.Is(err, compaction.ErrConflict) {
 			t.Errorf("second create-only SaveState: %v, want ErrConflict", err)
 		}
-		if _, err := s.PutToolResult(ctx, sid, "call_1", []byte("out")); err != nil {
+		if _, err := s.PutToolResult(ctx, sid, "call_1", "out"); err != nil {
 			t.Error(err)
 		}
 		if _, err := s.LoadState(ctx, sid); !errors.Is(err, compaction.ErrNotFound) {
