@@ -98,7 +98,8 @@ FUZZ_TARGETS := \
 	./internal/jsonscan/:FuzzScan:100000x \
 	./compaction/internal/toolout/:FuzzExceptionLine:50000x \
 	./compaction/internal/toolout/:FuzzErrorLineMatch:20000x \
-	./compaction/internal/textcut/:FuzzOneLine:100000x
+	./compaction/internal/textcut/:FuzzOneLine:100000x \
+	./compaction/internal/toolargs/:FuzzDecodeString:100000x
 
 .PHONY: fuzz
 fuzz: ## Fuzz every target for its execution count (or FUZZTIME); fails if any target fails or is not listed.

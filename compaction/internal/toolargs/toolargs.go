@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/harness9/compaction-operator/internal/jsonscan"
 )
 
 // jsonKeyWindow is how far into a tool call's arguments a key is looked for: models write
@@ -52,8 +54,7 @@ func StringField(js string, keys ...string) (string, bool) {
 				return raw[1:], true // nothing to unescape: what Unmarshal would return
 			}
 			for k := 0; k < 8 && len(raw) > 1; k++ { // cut short: drop a partial escape
-				var s string
-				if json.Unmarshal([]byte(raw+`"`), &s) == nil {
+				if s, ok := decodeString(raw + `"`); ok {
 					return s, true
 				}
 				raw = raw[:len(raw)-1]
@@ -74,4 +75,22 @@ func plainJSONString(s string) bool {
 		}
 	}
 	return utf8.ValidString(s)
+}
+
+// decodeString is what json.Unmarshal decodes the JSON string q to, and whether q is one:
+// the module's scanner when q is valid UTF-8 (most arguments with escapes are), else
+// encoding/json, which replaces each invalid byte its own way.
+func decodeString(q string) (string, bool) {
+	b := []byte(q)
+	if len(b) < 2 || b[0] != '"' {
+		return "", false
+	}
+	if end, _, ok := jsonscan.ScanString(b, 0); !ok || end != len(b) {
+		return "", false
+	}
+	if utf8.Valid(b) {
+		return jsonscan.DecodeString(b), true
+	}
+	var s string
+	return s, json.Unmarshal(b, &s) == nil
 }

@@ -55,3 +55,21 @@ func TestStringField(t *testing.T) {
 		}
 	}
 }
+
+// FuzzDecodeString: decodeString accepts exactly the JSON strings encoding/json does (a
+// string literal alone: no space around it, not null) and decodes them to the same text
+// (escapes, surrogates, invalid UTF-8, control characters).
+func FuzzDecodeString(f *testing.F) {
+	for _, s := range []string{`"plain"`, `"a\"b\\c\/d\b\f\n\r\t"`, `"caf\u00e9"`, `"\ud83d\ude00"`, `"\ud83d"`, `"\ud83dx"`,
+		`"\udc00\ud800"`, "\"a\xffb\"", "\"\xed\xa0\x80\"", "\"a\tb\"", `"bad\u12"`, `"bad\x"`, `"unterminated`, `"a"b"`, `""`} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, q string) {
+		got, ok := decodeString(q)
+		var want string
+		wantOK := json.Unmarshal([]byte(q), &want) == nil && strings.HasPrefix(q, `"`) && strings.HasSuffix(q, `"`)
+		if ok != wantOK || ok && got != want {
+			t.Fatalf("decodeString(%q) = %q, %v; json.Unmarshal gives %q, %v", q, got, ok, want, wantOK)
+		}
+	})
+}
