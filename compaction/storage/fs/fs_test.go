@@ -14,10 +14,11 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sync/errgroup"
+
 	"github.com/harness9/compaction-operator/compaction"
 	"github.com/harness9/compaction-operator/compaction/storage/fs"
 	"github.com/harness9/compaction-operator/compaction/storage/storetest"
-	"golang.org/x/sync/errgroup"
 )
 
 func newStore(t *testing.T) *fs.Store {
@@ -391,7 +392,7 @@ func TestToolResultWrites(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var names []string
+			names := make([]string, 0, len(entries))
 			for _, e := range entries {
 				names = append(names, e.Name())
 				info, err := e.Info()
