@@ -98,6 +98,7 @@ FUZZ_TARGETS := \
 	./internal/jsonscan/:FuzzScan:100000x \
 	./compaction/internal/toolout/:FuzzExceptionLine:50000x \
 	./compaction/internal/toolout/:FuzzErrorLineMatch:20000x \
+	./compaction/internal/toolout/:FuzzRankTriggers:100000x \
 	./compaction/internal/textcut/:FuzzOneLine:100000x \
 	./compaction/internal/toolargs/:FuzzDecodeString:100000x
 

@@ -200,6 +200,12 @@ func failureRank(line string) int {
 	if !rankTriggers.InFoldASCII(line) {
 		return rankNone // none of the words any test below needs: one pass for most lines
 	}
+	return classifyLine(line)
+}
+
+// classifyLine is failureRank without its first test, which it needs one of rankTriggers
+// to pass (TestRankTriggersCoverClassify).
+func classifyLine(line string) int {
 	t := strings.TrimLeft(line, " \t")
 	if strings.Contains(t, "FAIL") || strings.HasPrefix(t, "ERROR") || strings.HasSuffix(t, " ... ERROR") {
 		switch {
@@ -248,9 +254,10 @@ func mayBeErrorLine(line string) bool {
 }
 
 // rankTriggers are the words, ASCII case folded, of which failureRank's tests need one:
-// "FAIL", "ERROR" and "Error" ("error" is in errorWords), exitFailedLine's "xit" and
-// "eturn", "Exception", and mayBeErrorLine's words.
-var rankTriggers = markerset.New(append([]string{"fail", "xit", "eturn", "exception"}, errorWords[:]...)...)
+// "FAIL", "ERROR" and "Error" ("error" is in errorWords), the phrases exitFailedLine and
+// exitCode look for, "Exception", and mayBeErrorLine's words. The phrases whole, not
+// "xit" and "eturn": every "return" in source code read back was a line to classify.
+var rankTriggers = markerset.New(append([]string{"fail", "xit code", "xit status", "eturncode", "eturn code", "eturned non-zero", "exception"}, errorWords[:]...)...)
 
 // errorLineWords are the words of mayBeErrorLine, found in one pass.
 var errorLineWords = markerset.New(append(slices.DeleteFunc(slices.Clone(errorWords[:]), func(w string) bool { return w == "error" }),

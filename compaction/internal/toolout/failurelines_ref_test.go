@@ -143,3 +143,51 @@ func failureLinesRef(content string, from, to int, shown string) (lines []string
 	}
 	return lines, left
 }
+
+// rankTriggerPieces build lines for TestRankTriggersCoverClassify and seed its fuzz target:
+// every kind of line classifyLine ranks, in several spellings, and words that come close.
+var rankTriggerPieces = []string{
+	"exit status 1", "exit status 0", "Exit code 2", "exit code: 3", "EXIT CODE 4", "exited with", "xit", "Xit code 5",
+	"returned non-zero exit status 1", "<returncode>1</returncode>", "<returncode>0</returncode>", "returncode=2",
+	"return code 3", "Return code: 4", "return x", "returned", "non-zero", "--- FAIL: TestX (0.00s)", "FAIL", "FAILED",
+	"tests/a.py::b FAILED [ 45%]", "test_y (pkg.T) ... ERROR", "ERROR: x", "ERROR", "error: cannot open", "Error",
+	"ValueError: bad", "java.io.IOException: closed", "Exception in thread", "FooException", "panic: boom", "fatal:",
+	"No such file or directory", "not found", "Permission denied", "No module named x", "cannot import name",
+	"is not defined", "No replacement", "verbatim", "SyntaxError", "error[E0308]", "  ", "\t", ":", " ", "1", "x",
+	"line", "\xff", "İ", "K",
+}
+
+// TestRankTriggersCoverClassify: a line classifyLine ranks holds one of rankTriggers, so
+// the prefilter of failureRank and the jumps of FailureLines skip no line that counts.
+func TestRankTriggersCoverClassify(t *testing.T) {
+	rng := rand.New(rand.NewPCG(13, 14))
+	for range 200000 {
+		var b strings.Builder
+		for range 1 + rng.IntN(4) {
+			b.WriteString(rankTriggerPieces[rng.IntN(len(rankTriggerPieces))])
+			if rng.IntN(2) == 0 {
+				b.WriteByte(' ')
+			}
+		}
+		checkRankTriggers(t, b.String())
+	}
+}
+
+func checkRankTriggers(t *testing.T, line string) {
+	t.Helper()
+	if rank := classifyLine(line); rank != rankNone && !rankTriggers.InFoldASCII(line) {
+		t.Fatalf("classifyLine(%q) = %d, but the line holds none of rankTriggers", line, rank)
+	}
+}
+
+func FuzzRankTriggers(f *testing.F) {
+	for _, p := range rankTriggerPieces {
+		f.Add(p)
+	}
+	f.Fuzz(func(t *testing.T, line string) {
+		if strings.Contains(line, "\n") {
+			return // one line at a time, as FailureLines classifies them
+		}
+		checkRankTriggers(t, line)
+	})
+}
