@@ -64,8 +64,9 @@ type Store struct {
 	appendMu sync.Mutex
 
 	// noTmpfile is set once the filesystem has refused an O_TMPFILE write (linkNew): the
-	// store writes the portable way from then on.
-	noTmpfile atomic.Bool
+	// store writes the portable way from then on. fastWrites counts the writes linkNew made.
+	noTmpfile  atomic.Bool
+	fastWrites atomic.Int64
 }
 
 var (

@@ -5,6 +5,7 @@ package fs
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strconv"
 
@@ -45,6 +46,9 @@ func (s *Store) linkNew(dir, path string, data []byte) (handled bool, err error)
 		if errors.Is(err, unix.EINTR) {
 			continue
 		}
+		if err == nil && n == 0 {
+			err = io.ErrShortWrite // never for a regular file; not a loop forever if it were
+		}
 		if err != nil {
 			return true, fmt.Errorf("write %s: %w", path, err)
 		}
@@ -56,17 +60,31 @@ func (s *Store) linkNew(dir, path string, data []byte) (handled bool, err error)
 	case errors.Is(err, unix.EEXIST):
 		return true, &os.LinkError{Op: "link", Old: "(unnamed)", New: path, Err: err}
 	case err != nil:
-		// Nothing is in place. With the directory still there, the link itself cannot be
-		// made (no /proc, a filesystem that refuses it): stop trying.
-		if _, serr := os.Stat(dir); serr == nil {
+		// Nothing is in place: the portable path writes this one. Only an error that says
+		// the link cannot be made here at all stops the fast path for good; a full disk or
+		// a directory removed meanwhile is this write's alone.
+		if linkUnsupported(err) {
 			s.noTmpfile.Store(true)
 		}
 		return false, nil
 	}
 	closed = true
 	if err := unix.Close(fd); err != nil {
-		_ = os.Remove(path) // never leave a file that may be incomplete under its name
+		// The bytes were written and named before: the file stays (a concurrent write of the
+		// same content may have been told it exists), and the error is reported.
 		return true, fmt.Errorf("close %s: %w", path, err)
 	}
+	s.fastWrites.Add(1)
 	return true, nil
+}
+
+// linkUnsupported reports whether linkat's err means that an O_TMPFILE file cannot be named
+// through /proc on this system: /proc is not mounted, or the filesystem or a security
+// policy refuses the link.
+func linkUnsupported(err error) bool {
+	if errors.Is(err, unix.ENOENT) {
+		_, serr := os.Stat("/proc/self/fd")
+		return serr != nil
+	}
+	return errors.Is(err, unix.EPERM) || errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.EXDEV) || errors.Is(err, unix.EACCES)
 }
