@@ -58,8 +58,9 @@ func (s *Store) sessionLocked(id string, create bool) *session {
 	return sess
 }
 
-// PutToolResult keeps content (a string: nothing to copy) and returns
-// mem://{sessionID}/{SafeKey(toolCallID)}.
+// PutToolResult keeps a copy of content and returns mem://{sessionID}/{SafeKey(toolCallID)}.
+// A copy, not the string: the caller's may be part of a larger buffer (a request body) that
+// keeping it would hold in memory.
 func (s *Store) PutToolResult(ctx context.Context, sessionID, toolCallID, content string) (string, error) {
 	if err := check(ctx, "put tool result", sessionID); err != nil {
 		return "", err
@@ -78,7 +79,7 @@ func (s *Store) PutToolResult(ctx context.Context, sessionID, toolCallID, conten
 	if stored, ok := results[toolCallID]; ok && stored != content {
 		return "", fmt.Errorf("memory store: put tool result %q of session %s: %w", toolCallID, sessionID, compaction.ErrToolResultExists)
 	} else if !ok {
-		results[toolCallID] = content
+		results[toolCallID] = strings.Clone(content)
 	}
 	return RefScheme + sessionID + "/" + compaction.SafeKey(toolCallID), nil
 }
