@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"regexp"
+	"runtime"
 	"slices"
 	"strings"
 
@@ -71,14 +72,18 @@ func (e ExtractiveSummarizer) SummarizeResult(ctx context.Context, req SummaryRe
 		return SummaryResult{}, err
 	}
 	x := newExtraction(&req, e.memo)
-	x.forward()
-	x.backward()
-	// The merge with nothing bounds and de-duplicates the items exactly as the engine's
-	// merge will, so the text Summarize writes parses back to these values.
+	x.read(len(req.Messages) >= concurrentSpan && runtime.GOMAXPROCS(0) > 1)
+	return x.result(), nil
+}
+
+// result is what the extraction read, as the summarizer answers it. The merge with nothing
+// bounds and de-duplicates the items exactly as the engine's merge will, so the text
+// Summarize writes parses back to these values.
+func (x *extraction) result() SummaryResult {
 	return SummaryResult{
 		Anchors: x.memo.mergeAnchors(nil, x.anchors()),
-		Prose:   strings.TrimSpace(extractiveProse(&req, x.nUser, x.nAsst, x.nTool, x.nOffload)),
-	}, nil
+		Prose:   strings.TrimSpace(extractiveProse(x.req, x.nUser, x.nAsst, x.nTool, x.nOffload)),
+	}
 }
 
 // extraction is the state of one Summarize call.
@@ -104,6 +109,19 @@ type extraction struct {
 	decisions []string
 	nextStep  string
 	maxItems  int // outcomes, failures and decisions kept
+
+	// What backward found, named by name once forward is done: a SWE-agent edit is named
+	// after the file forward saw open.
+	outcomeCalls []callItem
+	failureCalls []callItem
+	lastCall     *ToolCall // the last call made
+	latest       string    // the last thing the assistant said
+}
+
+// callItem is an outcome or a failure of a call, before the call is named.
+type callItem struct {
+	tc   *ToolCall
+	text string // what follows the call's name
 }
 
 type trailEntry struct {
@@ -118,7 +136,39 @@ func newExtraction(req *SummaryRequest, memo *extractMemo) *extraction {
 	for i := range req.Messages {
 		nCalls += len(req.Messages[i].ToolCalls)
 	}
-	return &extraction{req: req, memo: memo, maxItems: maxItems, calls: make(map[string]*ToolCall, nCalls), editFile: map[string]string{}, pending: map[string][]trailEntry{}, scripts: map[string]bool{}}
+	// Filled here, not by forward: backward looks up the call of each result it reads.
+	calls := make(map[string]*ToolCall, nCalls)
+	for i := range req.Messages {
+		if m := &req.Messages[i]; m.Role == RoleAssistant {
+			for j := range m.ToolCalls {
+				calls[m.ToolCalls[j].ID] = &m.ToolCalls[j]
+			}
+		}
+	}
+	return &extraction{req: req, memo: memo, maxItems: maxItems, calls: calls, editFile: map[string]string{}, pending: map[string][]trailEntry{}, scripts: map[string]bool{}}
+}
+
+// concurrentSpan is the span from which forward and backward run on two cores: each then
+// reads hundreds of microseconds' worth of messages, far more than a goroutine costs.
+const concurrentSpan = 64
+
+// read runs forward and backward, which share only what newExtraction prepared, then names
+// the calls backward found. A first Full compaction of a long session reads a thousand
+// messages both ways: concurrently, on two cores, they take the time of one.
+func (x *extraction) read(concurrent bool) {
+	if !concurrent {
+		x.forward()
+		x.backward()
+	} else {
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			x.backward()
+		}()
+		x.forward()
+		<-done
+	}
+	x.name()
 }
 
 // forward reads every message once: counts, the task and later instructions, the tool
@@ -164,9 +214,7 @@ func (x *extraction) forward() {
 		case RoleAssistant:
 			x.nAsst++
 			for j := range m.ToolCalls {
-				tc := &m.ToolCalls[j]
-				x.calls[tc.ID] = tc
-				x.noteCall(tc)
+				x.noteCall(&m.ToolCalls[j])
 			}
 		case RoleTool:
 			x.nTool++
@@ -457,15 +505,15 @@ func (x *extraction) noteResult(m *Message) {
 
 // backward reads the span from its end for the latest outcomes, failures, decisions and
 // plan, and stops once it has them (or has read extractMaxResults results): a long span
-// costs no more than a short one.
+// costs no more than a short one. It may run beside forward (see read), so it reads only
+// what newExtraction prepared and writes only its own fields; name finishes its items.
 func (x *extraction) backward() {
 	msgs := x.req.Messages
 	seenFail := map[string]bool{}
-	lastAction, latest := "", "" // the last call made, the last thing said
-	planSearch := 10             // assistant messages searched for the latest stated plan
+	planSearch := 10 // assistant messages searched for the latest stated plan
 	results, answers := 0, 0
 	for i := len(msgs) - 1; i >= 0; i-- {
-		resultsDone := results >= extractMaxResults || len(x.outcomes) >= x.maxItems && len(x.failures) >= x.maxItems
+		resultsDone := results >= extractMaxResults || len(x.outcomeCalls) >= x.maxItems && len(x.failureCalls) >= x.maxItems
 		answersDone := answers >= extractMaxResults || len(x.decisions) >= decisionPool*x.maxItems && planSearch == 0
 		if resultsDone && answersDone {
 			break
@@ -473,15 +521,15 @@ func (x *extraction) backward() {
 		m := &msgs[i]
 		switch m.Role {
 		case RoleAssistant:
-			if lastAction == "" && len(m.ToolCalls) > 0 {
-				lastAction = x.shortCall(&m.ToolCalls[len(m.ToolCalls)-1])
+			if x.lastCall == nil && len(m.ToolCalls) > 0 {
+				x.lastCall = &m.ToolCalls[len(m.ToolCalls)-1]
 			}
 			if answersDone {
 				continue
 			}
 			answers++
-			if latest == "" {
-				latest = prose.CleanAssistant(m.Content)
+			if x.latest == "" {
+				x.latest = prose.CleanAssistant(m.Content)
 			}
 			if planSearch > 0 {
 				planSearch--
@@ -510,26 +558,40 @@ func (x *extraction) backward() {
 				offloaded = " (full result: " + m.ToolCallID + ")"
 			}
 			r := x.memo.readOf(m.Content, runs)
-			what := x.shortCall(tc)
-			if len(x.outcomes) < x.maxItems && runs {
+			if len(x.outcomeCalls) < x.maxItems && runs {
 				if o := r.Outcome(); o != "" {
-					x.outcomes = append(x.outcomes, textcut.Clip(what, 120)+" -> "+o+offloaded)
+					x.outcomeCalls = append(x.outcomeCalls, callItem{tc, " -> " + o + offloaded})
 				}
 			}
-			if len(x.failures) < x.maxItems {
+			if len(x.failureCalls) < x.maxItems {
 				if f := r.Failure(runs); f != "" && !seenFail[strings.ToLower(f)] {
 					seenFail[strings.ToLower(f)] = true
-					x.failures = append(x.failures, textcut.Clip(what, 120)+" -> "+f+offloaded)
+					x.failureCalls = append(x.failureCalls, callItem{tc, " -> " + f + offloaded})
 				}
 			}
 		}
 	}
-	slices.Reverse(x.outcomes)
-	slices.Reverse(x.failures)
 	x.decisions = prose.PickDecisions(x.decisions, x.maxItems)
 	slices.Reverse(x.decisions)
-	if ss := prose.SplitSentences(latest); x.nextStep == "" && len(ss) > 0 {
+	if ss := prose.SplitSentences(x.latest); x.nextStep == "" && len(ss) > 0 {
 		x.nextStep = textcut.Clip(textcut.OneLine(ss[len(ss)-1]), 320) // no plan stated: what was said last
+	}
+}
+
+// name names the calls of backward's outcomes and failures, latest last, and adds the last
+// call to the next step.
+func (x *extraction) name() {
+	for i := len(x.outcomeCalls) - 1; i >= 0; i-- {
+		it := x.outcomeCalls[i]
+		x.outcomes = append(x.outcomes, textcut.Clip(x.shortCall(it.tc), 120)+it.text)
+	}
+	for i := len(x.failureCalls) - 1; i >= 0; i-- {
+		it := x.failureCalls[i]
+		x.failures = append(x.failures, textcut.Clip(x.shortCall(it.tc), 120)+it.text)
+	}
+	lastAction := ""
+	if x.lastCall != nil {
+		lastAction = x.shortCall(x.lastCall)
 	}
 	switch {
 	case x.nextStep != "" && lastAction != "":

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -567,5 +569,35 @@ func TestExtractiveNamesFailingTestsOfOffloadedLogs(t *testing.T) {
 	items := splitItems(m[AnchorTriedSolution]).items
 	if last := items[len(items)-1]; !strings.Contains(last, "test_case_262") || strings.Contains(last, "test_case_211") {
 		t.Errorf("tried_solution's last item is not the latest run: %q", last)
+	}
+}
+
+// forward and backward run concurrently on a long span (read), so backward must not read
+// what forward writes: run in either order, or at once, they give the same summary. The
+// SWE-agent history names an edit by the file forward finds open, which backward's items
+// need, so it fails if backward names its calls itself.
+func TestExtractiveReadOrderFree(t *testing.T) {
+	long := slices.Concat(sweAgentHistory()[1:], miniSWEHistory()[1:], openHandsHistory()[1:])
+	for name, msgs := range map[string][]Message{
+		"swe-agent": sweAgentHistory()[1:], "mini-swe-agent": miniSWEHistory()[1:], "openhands": openHandsHistory()[1:], "all three": long,
+	} {
+		req := SummaryRequest{Messages: msgs, MaxSummaryChars: 3000}
+		forwardFirst := newExtraction(&req, nil)
+		forwardFirst.forward()
+		forwardFirst.backward()
+		forwardFirst.name()
+		want := forwardFirst.result()
+
+		backwardFirst := newExtraction(&req, nil)
+		backwardFirst.backward()
+		backwardFirst.forward()
+		backwardFirst.name()
+		concurrent := newExtraction(&req, newExtractMemo())
+		concurrent.read(true)
+		for order, got := range map[string]SummaryResult{"backward first": backwardFirst.result(), "concurrently": concurrent.result()} {
+			if !reflect.DeepEqual(got, want) {
+				t.Errorf("%s, %s: the summary differs from forward then backward:\n got %+v\nwant %+v", name, order, got, want)
+			}
+		}
 	}
 }
