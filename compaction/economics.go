@@ -151,8 +151,8 @@ func (c *ProgressiveCompactor) summarizeToTarget(ctx context.Context, t *turn, v
 	minChars := int(c.cfg.MinSaving * float64(viewChars))
 	if rec.Tier == TierSoft {
 		soft, kept := splitHalf(head)
-		s := c.predictSaving(t, soft)
-		if s >= minChars && viewChars-s <= target {
+		s, ok := c.predicts(t, soft, func(s int) bool { return s >= minChars && viewChars-s <= target })
+		if ok {
 			// Everything after the new compaction message is new to the provider's cache
 			// anyway: the large results of the kept half go to storage in the same rewrite.
 			kept = c.offload(ctx, t, kept, rec)
@@ -175,7 +175,7 @@ func (c *ProgressiveCompactor) summarizeToTarget(ctx context.Context, t *turn, v
 			100*float64(viewChars-s)/float64(c.windowChars()), 100*c.cfg.TargetThreshold))
 		rec.Tier = TierFull
 	}
-	if s := c.predictSaving(t, head); s < minChars {
+	if s, ok := c.predicts(t, head, func(s int) bool { return s >= minChars }); !ok {
 		rec.Notes = append(rec.Notes, fmt.Sprintf("summarization deferred: the whole head would save %.0f%% of the view, under the %.0f%% minimum",
 			100*float64(s)/float64(max(viewChars, 1)), 100*c.cfg.MinSaving))
 		return t.view()
@@ -197,17 +197,32 @@ func (c *ProgressiveCompactor) noteSmallSaving(out []Message, viewChars int, rec
 	}
 }
 
+// predicts reports whether the predicted saving of summarizing span is enough, and that
+// prediction (predictSaving). A lower bound is tried first: when it is enough, so is the
+// prediction (ok only grows with the saving, and the saving with what offloading saves),
+// and the large results' placeholders are rendered beside the writes that store them
+// instead of before. Only an answer of no needs them now, for the prediction's exact value.
+func (c *ProgressiveCompactor) predicts(t *turn, span []Message, ok func(saving int) bool) (int, bool) {
+	if s := c.predictSaving(t, span, false); ok(s) {
+		return s, true
+	}
+	s := c.predictSaving(t, span, true)
+	return s, ok(s)
+}
+
 // predictSaving estimates, before any call or write, how many characters summarizing span
 // (the first messages of t.rest) takes out of the view: the span as shown and the compaction
 // message it replaces, less the new compaction message and the pins the span adds. The new
-// message is a guess on the safe side, which the Soft flow corrects after the call.
-func (c *ProgressiveCompactor) predictSaving(t *turn, span []Message) int {
+// message is a guess on the safe side, which the Soft flow corrects after the call. Unless
+// exact, what offloading the span's results saves is a lower bound (offloadSavings), and so
+// is the estimate.
+func (c *ProgressiveCompactor) predictSaving(t *turn, span []Message, exact bool) int {
 	shownSpan := c.shown(span)
 	spanChars := charsOf(shownSpan)
 	// What the summarizer reads: the span once its large results are offloaded.
 	summarized := spanChars
 	if c.offloader != nil {
-		summarized -= c.offloader.offloadSavings(shownSpan)
+		summarized -= c.offloader.offloadSavings(shownSpan, exact)
 	}
 	old := c.compactionChars(t)
 	// The merged message grows by a few percent of the span in most compactions, up to a

@@ -196,7 +196,7 @@ func (o *Offloader) shouldOffload(m *Message, threshold int) bool {
 
 // maxShownBytes bounds what placeholderShown returns: the preview (which stops past
 // maxPreviewBytes, so one line more), the failure lines (invalid UTF-8 made valid can grow
-// one by half), the last lines, the notes of cut lines and the headings.
+// one to twice its length), the last lines, the notes of cut lines and the headings.
 const maxShownBytes = maxPreviewBytes + (1+previewTailLines)*(maxPreviewLineBytes+60) +
 	toolout.KeyLines*(2*toolout.KeyLineBytes+60) + 200
 
@@ -321,10 +321,28 @@ func (o *Offloader) offloadSaving(m *Message) int {
 	return len(m.Content) - len(placeholderOf(m.ToolCallID, m.Content, strings.Repeat("r", 96), shown))
 }
 
-// offloadSavings is the sum of offloadSaving over msgs. The placeholders of a head's
-// large results are rendered on every core: each reads its whole result for failure lines,
-// and a first Full compaction of a long session renders dozens.
-func (o *Offloader) offloadSavings(msgs []Message) int {
+// offloadSavingAtLeast is a lower bound of offloadSaving(m) for a result over the threshold
+// that takes no rendering: what its content exceeds the largest placeholder it could have
+// by. ok is false for a result too close to that size to tell without rendering.
+func (o *Offloader) offloadSavingAtLeast(m *Message) (saving int, ok bool) {
+	largest := placeholderOverhead + len(m.ToolCallID) + maxRefBytes + maxShownBytes
+	if len(m.Content) <= largest {
+		return 0, false
+	}
+	o.mu.Lock()
+	_, known := o.cache[m.ToolCallID]
+	o.mu.Unlock()
+	if known || !o.shouldOffload(m, o.threshold) {
+		return 0, true
+	}
+	return len(m.Content) - largest, true
+}
+
+// offloadSavings is the sum of offloadSaving over msgs, or, unless exact, a lower bound of
+// it that renders only the placeholders of results close to the threshold. Those rendered
+// are rendered on every core: each reads its whole result for failure lines, and a first
+// Full compaction of a long session renders dozens.
+func (o *Offloader) offloadSavings(msgs []Message, exact bool) int {
 	saved := make([]int, len(msgs))
 	var g errgroup.Group
 	g.SetLimit(runtime.GOMAXPROCS(0))
@@ -333,6 +351,12 @@ func (o *Offloader) offloadSavings(msgs []Message) int {
 		if m.ContentParts != nil || m.Role != RoleTool || len(m.Content) <= o.threshold {
 			saved[i] = o.offloadSaving(m) // images (their scans are remembered), or nothing
 			continue
+		}
+		if !exact {
+			if b, ok := o.offloadSavingAtLeast(m); ok {
+				saved[i] = b
+				continue
+			}
 		}
 		g.Go(func() error {
 			saved[i] = o.offloadSaving(m)

@@ -1,6 +1,7 @@
 package compaction
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -27,5 +28,53 @@ func TestPlaceholderPreviewIsBounded(t *testing.T) {
 	}
 	if ph := Placeholder("id", "a\nb\n", "ref", 0); strings.Contains(ph, "preview") {
 		t.Fatal("PreviewLines 0 must show no preview")
+	}
+}
+
+// maxShownBytes bounds what a placeholder shows, and offloadSavingAtLeast what offloading a
+// result saves, without rendering: the Soft and Full predictions take the bound when it is
+// enough. The contents come close to the bound's terms: long preview and closing lines,
+// eight long failure lines of alternating invalid bytes (made valid, each grows to twice
+// its length), more failures than are shown.
+func TestPlaceholderBoundsHold(t *testing.T) {
+	long := func(c string) string { return strings.Repeat(c, 1000) + "\n" }
+	// Failure lines that differ (a repeated one is shown once), of alternating invalid bytes.
+	failures := func(n int) string {
+		var b strings.Builder
+		for i := range n {
+			fmt.Fprintf(&b, "ERROR %d: %s\n", i, strings.Repeat("\xffa", 400))
+		}
+		return b.String()
+	}
+	contents := map[string]string{
+		"long lines":   strings.Repeat(long("w"), 200),
+		"worst case":   strings.Repeat(long("w"), 12) + failures(20) + strings.Repeat(long("v"), 3),
+		"one failure":  strings.Repeat("x\n", 20) + failures(1) + strings.Repeat("y\n", 20),
+		"short lines":  strings.Repeat("--- FAIL: TestX\n", 3000),
+		"one line":     strings.Repeat("Traceback error ", 10_000),
+		"many repeats": strings.Repeat("z\n", 20) + strings.Repeat("FAILED test_"+strings.Repeat("n", 300)+"\n", 20_000) + "y\n",
+	}
+	for n := 5_000; n <= 60_000; n += 5_000 { // around the size where rendering is needed
+		contents[fmt.Sprintf("%d bytes", n)] = strings.Repeat(long("p"), 10) + failures(n/1000) + strings.Repeat(long("q"), 3)
+	}
+	o := NewOffloader(nil, "s", 4000, 10)
+	for name, content := range contents {
+		shown := placeholderShown(content, o.previewLines)
+		t.Logf("%s: %d bytes shown", name, len(shown))
+		if len(shown) > maxShownBytes {
+			t.Errorf("%s: the placeholder shows %d bytes, over maxShownBytes %d", name, len(shown), maxShownBytes)
+		}
+		if !strings.Contains(shown, "failure and error lines") && strings.Contains(content, "ERROR") {
+			t.Errorf("%s: no failure lines shown: the content does not test their bound", name)
+		}
+		m := Message{Role: RoleTool, ToolCallID: "call_" + strings.Repeat("i", 40), Content: content}
+		atLeast, ok := o.offloadSavingAtLeast(&m)
+		exact := o.offloadSaving(&m)
+		if ok && atLeast > exact {
+			t.Errorf("%s: the lower bound %d is over the saving %d", name, atLeast, exact)
+		}
+		if !ok && len(content) > 20_000 {
+			t.Errorf("%s: a %d-byte result had to be rendered for its bound", name, len(content))
+		}
 	}
 }
