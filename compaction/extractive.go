@@ -114,8 +114,9 @@ type extraction struct {
 	// after the file forward saw open.
 	outcomeCalls []callItem
 	failureCalls []callItem
-	lastCall     *ToolCall // the last call made
-	latest       string    // the last thing the assistant said
+	lastCalls    []*ToolCall // the last call made, and earlier ones while it may have no name
+	lastNamed    bool        // the latest of lastCalls has a name
+	latest       string      // the last thing the assistant said
 }
 
 // callItem is an outcome or a failure of a call, before the call is named.
@@ -521,8 +522,10 @@ func (x *extraction) backward() {
 		m := &msgs[i]
 		switch m.Role {
 		case RoleAssistant:
-			if x.lastCall == nil && len(m.ToolCalls) > 0 {
-				x.lastCall = &m.ToolCalls[len(m.ToolCalls)-1]
+			if len(m.ToolCalls) > 0 && !x.lastNamed {
+				tc := &m.ToolCalls[len(m.ToolCalls)-1]
+				x.lastCalls = append(x.lastCalls, tc)
+				x.lastNamed = hasName(x.memo.name(tc))
 			}
 			if answersDone {
 				continue
@@ -578,8 +581,13 @@ func (x *extraction) backward() {
 	}
 }
 
+// hasName reports whether shortCall names a call of this callName whatever forward finds:
+// the last action is the latest call with a name (one that only runs a comment has none),
+// and only a call without a short name may be named after the file forward saw open.
+func hasName(n callName) bool { return n.short != "" || n.editCmd }
+
 // name names the calls of backward's outcomes and failures, latest last, and adds the last
-// call to the next step.
+// call with a name to the next step.
 func (x *extraction) name() {
 	for i := len(x.outcomeCalls) - 1; i >= 0; i-- {
 		it := x.outcomeCalls[i]
@@ -590,8 +598,10 @@ func (x *extraction) name() {
 		x.failures = append(x.failures, textcut.Clip(x.shortCall(it.tc), 120)+it.text)
 	}
 	lastAction := ""
-	if x.lastCall != nil {
-		lastAction = x.shortCall(x.lastCall)
+	for _, tc := range x.lastCalls {
+		if lastAction = x.shortCall(tc); lastAction != "" {
+			break
+		}
 	}
 	switch {
 	case x.nextStep != "" && lastAction != "":

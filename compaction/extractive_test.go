@@ -601,3 +601,22 @@ func TestExtractiveReadOrderFree(t *testing.T) {
 		}
 	}
 }
+
+// The last action of next_step is the latest call that has a name: one that only runs a
+// comment has none, and an earlier call is named instead, on a short span and on a long one
+// (whose passes run at once).
+func TestExtractiveLastActionSkipsNamelessCalls(t *testing.T) {
+	turn := func(id, say, cmd, out string) []Message {
+		return []Message{asstCalls(say, tcall(id, "bash", jsonArgs("command", cmd))), result(id, out)}
+	}
+	for _, n := range []int{1, 40} {
+		msgs := []Message{user("Fix the failing test in pkg/foo.")}
+		for i := range n {
+			msgs = append(msgs, turn(fmt.Sprintf("c%d", i), "I will run the tests.", "pytest tests/test_foo.py",
+				"FAILED tests/test_foo.py::test_x - AssertionError\n1 failed in 0.1s")...)
+		}
+		msgs = append(msgs, turn("think", "Hmm.", "# just thinking", "")...)
+		m, _ := summarize(t, SummaryRequest{Messages: msgs, MaxSummaryChars: 3000})
+		mustContain(t, fmt.Sprintf("next_step of %d messages", len(msgs)), m[AnchorNextStep], "(last action: pytest tests/test_foo.py)")
+	}
+}
