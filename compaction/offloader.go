@@ -195,8 +195,9 @@ func (o *Offloader) shouldOffload(m *Message, threshold int) bool {
 }
 
 // maxShownBytes bounds what placeholderShown returns: the preview (which stops past
-// maxPreviewBytes, so one line more), the failure lines (invalid UTF-8 made valid can grow
-// one to twice its length), the last lines, the notes of cut lines and the headings.
+// maxPreviewBytes, so one line more), the failure lines (invalid UTF-8 made valid can double
+// a cut line; 60 bytes a line cover the rest), the last lines, the notes of cut lines and
+// the headings (TestPlaceholderBoundsHold).
 const maxShownBytes = maxPreviewBytes + (1+previewTailLines)*(maxPreviewLineBytes+60) +
 	toolout.KeyLines*(2*toolout.KeyLineBytes+60) + 200
 

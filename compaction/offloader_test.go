@@ -46,9 +46,20 @@ func TestPlaceholderBoundsHold(t *testing.T) {
 		}
 		return b.String()
 	}
+	// The same, with the line's whole cut head invalid every other byte, and a preview that
+	// is under maxPreviewBytes by a few bytes before its last, longest line.
+	worstFailures := func(n int) string {
+		var b strings.Builder
+		for i := range n {
+			fmt.Fprintf(&b, "%s FAILED test_%s\n", strings.Repeat("\xffa", 100), strings.Repeat("x", i))
+		}
+		return b.String()
+	}
+	worstPreview := strings.Repeat(long("w"), 8) + strings.Repeat("u", 300) + "\n" + long("w")
 	contents := map[string]string{
 		"long lines":   strings.Repeat(long("w"), 200),
-		"worst case":   strings.Repeat(long("w"), 12) + failures(20) + strings.Repeat(long("v"), 3),
+		"worst case":   worstPreview + worstFailures(20) + strings.Repeat(long("v"), 3),
+		"many lines":   strings.Repeat(long("w"), 12) + failures(20) + strings.Repeat(long("v"), 3),
 		"one failure":  strings.Repeat("x\n", 20) + failures(1) + strings.Repeat("y\n", 20),
 		"short lines":  strings.Repeat("--- FAIL: TestX\n", 3000),
 		"one line":     strings.Repeat("Traceback error ", 10_000),
@@ -64,7 +75,7 @@ func TestPlaceholderBoundsHold(t *testing.T) {
 		if len(shown) > maxShownBytes {
 			t.Errorf("%s: the placeholder shows %d bytes, over maxShownBytes %d", name, len(shown), maxShownBytes)
 		}
-		if !strings.Contains(shown, "failure and error lines") && strings.Contains(content, "ERROR") {
+		if !strings.Contains(shown, "failure and error lines") && (strings.Contains(content, "ERROR") || strings.Contains(content, " FAILED")) {
 			t.Errorf("%s: no failure lines shown: the content does not test their bound", name)
 		}
 		m := Message{Role: RoleTool, ToolCallID: "call_" + strings.Repeat("i", 40), Content: content}
