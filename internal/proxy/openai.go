@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 
 	"github.com/harness9/compaction-operator/compaction"
 	"github.com/harness9/compaction-operator/internal/compactrequest"
@@ -39,11 +40,66 @@ func (o openAIProtocol) decode(_ *http.Request, body []byte) (request, error) {
 	if len(msgs) == 0 {
 		return nil, errors.New("no messages")
 	}
+	developer := asSystem(msgs)
 	var stream bool
 	if s, ok := fields["stream"]; ok {
 		_ = json.Unmarshal(s, &stream) // anything but true is a complete answer
 	}
-	return &openAIRequest{fields: fields, msgs: msgs, stream: stream, cacheKey: o.cacheKey}, nil
+	return &openAIRequest{fields: fields, msgs: msgs, developer: developer, stream: stream, cacheKey: o.cacheKey}, nil
+}
+
+// roleDeveloper is the role OpenAI's reasoning models (o1 and later, gpt-5) take system
+// instructions in; the Vercel AI SDK sends it for them, and OpenAI's own docs recommend it.
+// The engine knows it as a system message.
+const roleDeveloper compaction.Role = "developer"
+
+// asSystem makes msgs' developer messages system messages, and returns what they hold
+// (messageKey), so that rewrite sends them back as developer messages.
+func asSystem(msgs []compaction.Message) map[string]bool {
+	var developer map[string]bool
+	for i := range msgs {
+		if msgs[i].Role != roleDeveloper {
+			continue
+		}
+		if developer == nil {
+			developer = map[string]bool{}
+		}
+		msgs[i].Role = compaction.RoleSystem
+		developer[messageKey(&msgs[i])] = true
+	}
+	return developer
+}
+
+// asDeveloper returns view with the system messages that were developer messages in the
+// request (the view keeps system messages verbatim) made developer messages again. view
+// itself is returned when there are none.
+func asDeveloper(view []compaction.Message, developer map[string]bool) []compaction.Message {
+	if len(developer) == 0 {
+		return view
+	}
+	var out []compaction.Message
+	for i := range view {
+		if view[i].Role != compaction.RoleSystem || !developer[messageKey(&view[i])] {
+			continue
+		}
+		if out == nil {
+			out = slices.Clone(view)
+		}
+		out[i].Role = roleDeveloper
+	}
+	if out == nil {
+		return view
+	}
+	return out
+}
+
+// messageKey is what a message holds: its text or its parts. A system and a developer
+// message that hold the same are the same instruction to the model.
+func messageKey(m *compaction.Message) string {
+	if m.ContentParts != nil {
+		return "parts\x00" + string(m.ContentParts)
+	}
+	return "text\x00" + m.Content
 }
 
 func (openAIProtocol) usageReader(req request) usageReader {
@@ -54,17 +110,18 @@ func (openAIProtocol) usageReader(req request) usageReader {
 }
 
 type openAIRequest struct {
-	fields   map[string]json.RawMessage
-	msgs     []compaction.Message
-	stream   bool
-	cacheKey bool
+	fields    map[string]json.RawMessage
+	msgs      []compaction.Message
+	developer map[string]bool // the messages that were developer messages (asSystem)
+	stream    bool
+	cacheKey  bool
 }
 
 func (r *openAIRequest) history() []compaction.Message { return r.msgs }
 func (r *openAIRequest) conversation() string          { return conversationOf(r.msgs) }
 
 func (r *openAIRequest) rewrite(view []compaction.Message) ([]byte, error) {
-	msgs, err := encodeMessages(view)
+	msgs, err := encodeMessages(asDeveloper(view, r.developer))
 	if err != nil {
 		return nil, fmt.Errorf("encode view: %w", err)
 	}
