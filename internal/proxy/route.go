@@ -83,9 +83,9 @@ func lastSegment(path string) string {
 //
 // The OpenAI and Anthropic upstreams are base URLs with their version (https://api.openai.com/v1,
 // https://api.anthropic.com/v1, https://gateway.example/openai/v1): a request under /v1 has
-// that segment replaced by the base's path. Any other Anthropic path (Claude Code's
+// that segment replaced by the base's path. An Anthropic path under /api (Claude Code's
 // /api/hello) goes beside the version, under the base's path without a last /v1 segment; any
-// other OpenAI path under the base's path. The Gemini upstream
+// other path under the base's path. The Gemini upstream
 // is a base URL without version (https://generativelanguage.googleapis.com): the request's
 // path, version included, goes under it as it is.
 func upstreamPath(base *url.URL, s surface, path string) string {
@@ -95,11 +95,13 @@ func upstreamPath(base *url.URL, s surface, path string) string {
 	if rest, ok := strings.CutPrefix(path, "/v1"); ok && (rest == "" || rest[0] == '/') {
 		return joinPath(base.Path, rest)
 	}
-	if s == surfaceAnthropic {
+	if s == surfaceAnthropic && hasSegmentPrefix(path, "/api") {
 		return joinPath(strings.TrimSuffix(strings.TrimRight(base.Path, "/"), "/v1"), path)
 	}
-	// An OpenAI client whose base URL lacks the /v1 (http://127.0.0.1:4141) asks for
-	// /chat/completions: it goes under the base as it did before the proxy.
+	// A client whose base URL lacks the /v1 (http://127.0.0.1:4141) asks for
+	// /chat/completions or /messages: it takes its base URL for a versioned one, as the
+	// Vercel AI SDK takes ANTHROPIC_BASE_URL, so the request goes under the base with its
+	// version, as it did before the proxy.
 	return joinPath(base.Path, path)
 }
 

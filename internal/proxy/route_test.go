@@ -13,7 +13,7 @@ import (
 )
 
 // TestRoutes: the paths the real agents send (Claude Code 2.1, Codex 0.17, Gemini CLI 0.61,
-// the OpenAI SDKs and Agents SDK) reach their provider's upstream at the right path, and the
+// the OpenAI SDKs and Agents SDK, the Vercel AI SDK) reach their provider's upstream at the right path, and the
 // conversation requests among them are compacted by their protocol. A prefix is stripped only
 // at a segment boundary: /v1beta is not /v1 + "beta".
 func TestRoutes(t *testing.T) {
@@ -41,6 +41,8 @@ func TestRoutes(t *testing.T) {
 		{"Claude Code", "HEAD", "/api/hello", nil, p, "https://api.anthropic.com/api/hello", ""},
 		{"Claude Code", "POST", "/api/event_logging/batch", nil, p, "https://api.anthropic.com/api/event_logging/batch", ""},
 		{"Claude Code", "GET", "/v1/models?limit=1000", map[string]string{"anthropic-version": "2023-06-01"}, p, "https://api.anthropic.com/v1/models", ""},
+		{"AI SDK, ANTHROPIC_BASE_URL without /v1", "POST", "/messages", map[string]string{"anthropic-version": "2023-06-01"}, p, "https://api.anthropic.com/v1/messages", "anthropic"},
+		{"AI SDK, ANTHROPIC_BASE_URL without /v1", "POST", "/messages/count_tokens", map[string]string{"anthropic-version": "2023-06-01"}, p, "https://api.anthropic.com/v1/messages/count_tokens", "anthropic"},
 		{"Anthropic SDK", "POST", "/v1/messages/batches", map[string]string{"anthropic-version": "2023-06-01"}, p, "https://api.anthropic.com/v1/messages/batches", ""},
 		{"Codex", "POST", "/v1/responses", nil, p, "https://api.openai.com/v1/responses", "responses"},
 		{"Codex", "GET", "/v1/models?client_version=0.171.0", nil, p, "https://api.openai.com/v1/models", ""},
