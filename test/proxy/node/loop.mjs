@@ -18,6 +18,7 @@
 import { parseArgs } from 'node:util';
 import OpenAI from 'openai';
 import Anthropic from '@anthropic-ai/sdk';
+import { toolOutput } from './tool.mjs';
 
 const { values: opts } = parseArgs({
   options: {
@@ -36,21 +37,6 @@ const finalText = 'All tests pass. Done.';
 
 function emit(obj) {
   process.stdout.write(JSON.stringify(obj) + '\n');
-}
-
-// toolOutput is the result of the agent's tool on turn i: test/proxy's toolOutput, the same
-// bytes (one or two KB of test log, every fifth large enough to be offloaded).
-function toolOutput(dir, i) {
-  let out = `$ pytest -k case${i}\n`;
-  let lines = 30 + (i % 3) * 20;
-  if (i % 5 === 0) {
-    lines = 160;
-  }
-  for (let j = 0; j < lines; j++) {
-    out += `${dir}/test_case${i}.py::test_${j} PASSED [${Math.floor((100 * j) / lines)}%]\n`;
-  }
-  out += `==== ${lines - 1} passed, 1 failed: ${dir}/test_edge.py::test_edge${i} AssertionError: expected 4, got 5 ====\n`;
-  return out;
 }
 
 function expectArgs(turn, got) {
