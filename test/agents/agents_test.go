@@ -1,10 +1,11 @@
 // Package agents drives real coding agents, installed from npm at pinned versions
 // (test/agents/node/package-lock.json, installed by `make tools`), through compaction-proxy:
-// Claude Code, Codex CLI, Gemini CLI and an OpenAI Agents SDK script. Each runs headless
-// against a scripted model of the test's own (model_test.go) that speaks the provider's
-// protocol, streaming included, and asks the agent to run its own tools on files in a
-// temporary workspace until the context crosses the session's Warn and Full thresholds;
-// the manager binary on a real kube-apiserver and MinIO serves the compaction API.
+// Claude Code, Codex CLI, Gemini CLI, an OpenAI Agents SDK script and a Vercel AI SDK
+// script. Each runs headless against a scripted model of the test's own (model_test.go)
+// that speaks the provider's protocol, streaming included, and asks the agent to run its own
+// tools on files in a temporary workspace until the context crosses the session's Warn and
+// Full thresholds; the manager binary on a real kube-apiserver and MinIO serves the
+// compaction API.
 //
 //	go test -race -count=1 ./test/agents/ -run 'TestAgents/claude-code' -v
 package agents
@@ -362,6 +363,8 @@ func TestAgents(t *testing.T) {
 	t.Run("gemini-cli", func(t *testing.T) { geminiCLI(t, s) })
 	t.Run("agents-sdk", func(t *testing.T) { agentsSDK(t, s, true) })
 	t.Run("agents-sdk-plain", func(t *testing.T) { agentsSDK(t, s, false) })
+	t.Run("ai-sdk", func(t *testing.T) { aiSDK(t, s, true) })
+	t.Run("ai-sdk-plain", func(t *testing.T) { aiSDK(t, s, false) })
 }
 
 // claudeCode runs Claude Code (@anthropic-ai/claude-code: its native binary, from the
@@ -515,6 +518,30 @@ func agentsSDK(t *testing.T, s *suite, stream bool) {
 	base := s.serve(t, name, window, newResponsesModel(m, sdkTools), false)
 	env, _ := baseEnv(t, node)
 	args := []string{filepath.Join(filepath.Dir(dir), "sdkagent.mjs"), "--base-url", base + "/v1", "--api-key", "sk-agents-e2e",
+		"--task", "Check every step log in " + filepath.Join(ws.dir, "logs") + " with read_log, one step at a time as asked."}
+	if stream {
+		args = append(args, "--stream")
+	}
+	out := run(t, ws.dir, 3*time.Minute, env, node, args...)
+	s.check(t, name, m, out)
+}
+
+// aiSDK runs node/aisdkagent.mjs, an agent of the Vercel AI SDK on its default OpenAI model
+// (the Responses API) with one function tool, streamed or not, configured only by the
+// environment the injection sets.
+func aiSDK(t *testing.T, s *suite, stream bool) {
+	const steps, window = 30, 24000
+	name := "ai-sdk"
+	if !stream {
+		name = "ai-sdk-plain"
+	}
+	node, dir := s.modules(t, filepath.Join("ai", "package.json"), filepath.Join("@ai-sdk", "openai", "package.json"))
+	ws := newWorkspace(t, steps)
+	m := newModel(t, ws, steps)
+	base := s.serve(t, name, window, newResponsesModel(m, sdkTools), false)
+	env, _ := baseEnv(t, node)
+	env = append(env, "OPENAI_BASE_URL="+base+"/v1", "OPENAI_API_KEY=sk-agents-e2e")
+	args := []string{filepath.Join(filepath.Dir(dir), "aisdkagent.mjs"),
 		"--task", "Check every step log in " + filepath.Join(ws.dir, "logs") + " with read_log, one step at a time as asked."}
 	if stream {
 		args = append(args, "--stream")
