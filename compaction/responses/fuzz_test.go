@@ -18,6 +18,7 @@ func FuzzResponsesRoundTrip(f *testing.F) {
 	f.Add(codex)
 	f.Add(agentsSDK)
 	f.Add(opaque)
+	f.Add(aiSDK)
 	f.Add(`{"model": "m", "input": "hi"}`)
 	f.Add(`{"instructions": "x", "input": [{"role": "developer", "content": "x"}, {"role": "user", "content": []}]}`)
 	f.Add(`{"input": [{"role": "user", "content": "a"}, {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "a"}]}]}`)

@@ -19,7 +19,11 @@
 //     message's source and are written back with it, in their order.
 //   - A call's output (function_call_output, custom_tool_call_output, ...,
 //     mcp_approval_response) is a tool message answering the call's call_id.
-//   - Items the engine cannot represent (a provider's opaque "compaction" item, an
+//   - An item_reference to a reasoning item, or to a message right after an assistant-side
+//     item (the Vercel AI SDK sends the reasoning and text of a reasoning model's earlier
+//     outputs so), is an assistant-side item of that turn, kept like reasoning (see
+//     references).
+//   - Items the engine cannot represent (a provider's opaque "compaction" item, any other
 //     item_reference, additional_tools, unknown types, an output whose call is not in the
 //     request): see opaque below.
 //
@@ -136,6 +140,7 @@ func (k itemKind) assistantSide() bool {
 
 // Item types the code names outside the tables below.
 const (
+	typeItemReference        = "item_reference"
 	typeFunctionCall         = "function_call"
 	typeLocalShellCall       = "local_shell_call"
 	typeLocalShellCallOutput = "local_shell_call_output"
@@ -268,6 +273,7 @@ type item struct {
 	role   string
 	kind   itemKind
 	callID string // the call a kindCall makes or a kindOutput answers
+	ref    string // the id an item_reference names
 }
 
 // decodeItems decodes the input array.
@@ -279,6 +285,7 @@ func (r *Request) decodeItems(raws []json.RawMessage) error {
 		}
 	}
 	r.pair(items)
+	references(items)
 	end := prefixEnd(items)
 	leading := true // only system messages so far
 	for i := 0; i < len(items); {
@@ -368,11 +375,12 @@ func decodeItem(raw json.RawMessage, it *item) error {
 		if _, ok := it.fields["content"]; !ok {
 			return fmt.Errorf(`a message without "content"`)
 		}
-	case it.typ == "":
-		if _, ok := it.fields["id"]; !ok {
+	case it.typ == "" || it.typ == typeItemReference:
+		if _, ok := it.fields["id"]; !ok && it.typ == "" {
 			return fmt.Errorf(`an item without "type", "role" or "id"`)
 		}
-		it.kind = kindOpaque // an item reference
+		it.kind = kindOpaque                      // an item reference, until references places it
+		_ = stringField(it.fields, "id", &it.ref) // an id that is no string stays opaque
 	case asideTypes[it.typ]:
 		it.kind = kindAside
 	default:
@@ -445,6 +453,27 @@ func (r *Request) pair(items []item) {
 				continue
 			}
 			called[it.callID] = true
+		}
+	}
+}
+
+// references settles what the item references of a turn stand for. The Vercel AI SDK, on a
+// reasoning model with "store" not false (its default), sends the reasoning and the text of
+// the model's earlier outputs as references to them, by id. A reference to a reasoning item
+// (OpenAI's ids start "rs_") is a reasoning item of the turn it is in, and one to a message
+// ("msg_") right after an assistant-side item is that turn's text. The engine reads neither,
+// as it reads no reasoning: they stay in the turn's source, are written back with it, and
+// go with it when a summary covers the turn (without the text it cannot see). Any other
+// reference may stand for anything, a user message or a call answered later, and stays
+// opaque.
+func references(items []item) {
+	for i := range items {
+		it := &items[i]
+		if it.kind != kindOpaque || it.ref == "" {
+			continue
+		}
+		if strings.HasPrefix(it.ref, "rs_") || strings.HasPrefix(it.ref, "msg_") && i > 0 && items[i-1].kind.assistantSide() {
+			it.kind = kindAside
 		}
 	}
 }
