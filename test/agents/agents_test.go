@@ -474,6 +474,7 @@ exporter = "none"
 		"exec", "--dangerously-bypass-approvals-and-sandbox", "--skip-git-repo-check", "--color", "never",
 		"Check every step log in logs/ with your tools, one step at a time as asked.")
 	s.check(t, name, m, out)
+	requireSent(t, m, `"encrypted_content":"gAAAA`) // the model's reasoning, sent back
 }
 
 // geminiCLI runs Gemini CLI (@google/gemini-cli: bundle/gemini.js on the pinned Node) in
@@ -524,6 +525,7 @@ func agentsSDK(t *testing.T, s *suite, stream bool) {
 	}
 	out := run(t, ws.dir, 3*time.Minute, env, node, args...)
 	s.check(t, name, m, out)
+	requireSent(t, m, `"type":"reasoning"`) // the model's reasoning items, sent back with their ids
 }
 
 // aiSDK runs node/aisdkagent.mjs, an agent of the Vercel AI SDK on its default OpenAI model
@@ -548,4 +550,19 @@ func aiSDK(t *testing.T, s *suite, stream bool) {
 	}
 	out := run(t, ws.dir, 3*time.Minute, env, node, args...)
 	s.check(t, name, m, out)
+	// On a reasoning model, with "store" left to its default, the SDK sends the reasoning of
+	// the model's earlier outputs as item references: the views must have kept them.
+	requireSent(t, m, `"type":"item_reference"`)
+}
+
+// requireSent fails the test unless some tool-loop request the model received holds what.
+func requireSent(t *testing.T, m *model, what string) {
+	t.Helper()
+	main, _ := m.requests()
+	for _, e := range main {
+		if bytes.Contains(e.raw, []byte(what)) {
+			return
+		}
+	}
+	t.Errorf("no request of the agent holds %s", what)
 }

@@ -1,28 +1,54 @@
 package agents
 
 import (
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/harness9/compaction-operator/compaction"
 	"github.com/harness9/compaction-operator/compaction/responses"
 )
 
-// responsesModel is the scripted model on the OpenAI Responses API, as Codex and the OpenAI
-// Agents SDK call it: POST /v1/responses, streamed (the events response.created,
-// response.in_progress, response.output_item.added, response.output_text.delta,
-// response.function_call_arguments.delta and .done, response.output_item.done,
-// response.completed with usage) or not; GET /v1/models. A WebSocket upgrade (Codex tries
-// one first) is refused with 426 Upgrade Required, as a server without WebSockets does.
+// responsesModel is the scripted model on the OpenAI Responses API, as Codex, the OpenAI
+// Agents SDK and the Vercel AI SDK call it: POST /v1/responses, streamed (the events
+// response.created, response.in_progress, response.output_item.added,
+// response.output_text.delta, response.function_call_arguments.delta and .done,
+// response.output_item.done, response.completed with usage) or not; GET /v1/models. A
+// WebSocket upgrade (Codex tries one first) is refused with 426 Upgrade Required, as a
+// server without WebSockets does.
+//
+// Like a reasoning model (gpt-5.5), it answers with a reasoning item before the call or
+// message, with its encrypted_content when the request includes
+// "reasoning.encrypted_content", and it keeps what OpenAI keeps of a response it stores
+// (see items): a request that refers to an item it does not have, or separates a reasoning
+// item from the item it preceded, gets the 400 OpenAI answers.
 type responsesModel struct {
 	*model
 	// tools are the tools the script asks for, in order of preference, each with the
 	// arguments of the command or read of a step.
 	tools []responsesTool
+	items *storedItems
+}
+
+// storedItems are the output items of the model's responses: by id, those of every response
+// to a request without "store": false (which item_reference may name), and the encrypted
+// content of every reasoning item.
+type storedItems struct {
+	mu        sync.Mutex
+	byID      map[string]storedItem
+	encrypted map[string]string // reasoning id -> encrypted_content
+}
+
+// storedItem is a stored output item: its type, and the reasoning item before it or the
+// item after it (a reasoning item's).
+type storedItem struct {
+	typ, reasoning, following string
 }
 
 type responsesTool struct {
@@ -52,7 +78,7 @@ func newResponsesModel(m *model, tools []responsesTool) responsesModel {
 		}
 		return req.Messages, nil
 	}
-	return responsesModel{model: m, tools: tools}
+	return responsesModel{model: m, tools: tools, items: &storedItems{byID: map[string]storedItem{}, encrypted: map[string]string{}}}
 }
 
 func (m responsesModel) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -74,13 +100,21 @@ func (m responsesModel) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 func (m responsesModel) responses(w http.ResponseWriter, r *http.Request, raw []byte) {
 	var req struct {
-		Model  string            `json:"model"`
-		Tools  []json.RawMessage `json:"tools"`
-		Stream bool              `json:"stream"`
+		Model   string            `json:"model"`
+		Tools   []json.RawMessage `json:"tools"`
+		Stream  bool              `json:"stream"`
+		Store   *bool             `json:"store"`
+		Include []string          `json:"include"`
+		Input   json.RawMessage   `json:"input"`
 	}
 	if err := json.Unmarshal(raw, &req); err != nil {
 		m.problem("POST /v1/responses: undecodable body (%v): %.300s", err, raw)
 		writeJSON(w, http.StatusBadRequest, map[string]any{"error": map[string]any{"message": err.Error(), "type": "invalid_request_error"}})
+		return
+	}
+	if refused := m.items.check(req.Input); refused != "" {
+		m.problem("POST /v1/responses: %s", refused)
+		writeJSON(w, http.StatusBadRequest, map[string]any{"error": map[string]any{"message": refused, "type": "invalid_request_error", "param": "input"}})
 		return
 	}
 	declared := toolNames(req.Tools)
@@ -103,6 +137,7 @@ func (m responsesModel) responses(w http.ResponseWriter, r *http.Request, raw []
 		items = []map[string]any{{"id": fmt.Sprintf("fc_%s_%d", respID, ask), "type": "function_call", "status": "completed",
 			"call_id": fmt.Sprintf("call_step%d_%d", ask, now.UnixNano()%1e6), "name": tool.name, "arguments": mustJSON(tool.args(m.model, ask))}}
 	}
+	items = m.items.reason(respID, items, slices.Contains(req.Include, "reasoning.encrypted_content"), req.Store == nil || *req.Store)
 	usage := map[string]any{"input_tokens": promptTokens(raw), "input_tokens_details": map[string]any{"cached_tokens": 0},
 		"output_tokens": 24, "output_tokens_details": map[string]any{"reasoning_tokens": 0}, "total_tokens": promptTokens(raw) + 24}
 	response := func(status string, output []map[string]any, usage any) map[string]any {
@@ -126,6 +161,9 @@ func (m responsesModel) responses(w http.ResponseWriter, r *http.Request, raw []
 	event(map[string]any{"type": "response.in_progress", "response": response("in_progress", []map[string]any{}, nil)})
 	for i, item := range items {
 		switch item["type"] {
+		case "reasoning":
+			event(map[string]any{"type": "response.output_item.added", "output_index": i,
+				"item": map[string]any{"id": item["id"], "type": "reasoning", "summary": []any{}}})
 		case "message":
 			text := item["content"].([]map[string]any)[0]["text"].(string)
 			event(map[string]any{"type": "response.output_item.added", "output_index": i,
@@ -153,6 +191,91 @@ func (m responsesModel) responses(w http.ResponseWriter, r *http.Request, raw []
 	}
 	event(map[string]any{"type": "response.completed", "response": response("completed", items, usage)})
 	writeSSE(w, b.String())
+}
+
+// reason puts a reasoning item before the item of the response respID, as a reasoning model
+// answers, with its encrypted content when include asks for it, and stores them unless the
+// request said "store": false.
+func (s *storedItems) reason(respID string, items []map[string]any, include, store bool) []map[string]any {
+	rs := map[string]any{"id": "rs_" + respID, "type": "reasoning", "summary": []any{}}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	enc := "gAAAA" + hex.EncodeToString([]byte(respID))
+	s.encrypted[rs["id"].(string)] = enc
+	if include {
+		rs["encrypted_content"] = enc
+	}
+	if store {
+		next := items[0]["id"].(string)
+		s.byID[rs["id"].(string)] = storedItem{typ: "reasoning", following: next}
+		s.byID[next] = storedItem{typ: items[0]["type"].(string), reasoning: rs["id"].(string)}
+	}
+	return append([]map[string]any{rs}, items...)
+}
+
+// check checks a request's input as OpenAI does against what it stored: an item_reference
+// names a stored item; a reasoning item is followed by the item it preceded, and that item
+// preceded by it when it has an id; a reasoning item's encrypted content is the one the model
+// sent. It returns OpenAI's message for a request it refuses, "" for one it accepts.
+func (s *storedItems) check(input json.RawMessage) string {
+	var raws []json.RawMessage
+	if len(input) == 0 || input[0] != '[' {
+		return "" // a string: one user message
+	}
+	if err := json.Unmarshal(input, &raws); err != nil {
+		return "input: " + err.Error()
+	}
+	type item struct {
+		Type             string  `json:"type"`
+		ID               string  `json:"id"`
+		EncryptedContent *string `json:"encrypted_content"`
+	}
+	items := make([]item, len(raws))
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i, raw := range raws {
+		if err := json.Unmarshal(raw, &items[i]); err != nil {
+			return fmt.Sprintf("input[%d]: %v", i, err)
+		}
+		it := &items[i]
+		switch it.Type {
+		case "":
+			it.Type = "message" // an item with a role only
+		case "item_reference":
+			stored, ok := s.byID[it.ID]
+			if !ok {
+				return fmt.Sprintf("Item with id '%s' not found.", it.ID)
+			}
+			it.Type = stored.typ
+		case "reasoning":
+			if it.EncryptedContent != nil && *it.EncryptedContent != s.encrypted[it.ID] {
+				return fmt.Sprintf("The encrypted content for item %s could not be verified.", it.ID)
+			}
+		}
+	}
+	for i, it := range items {
+		stored, ok := s.byID[it.ID]
+		if !ok || it.ID == "" {
+			continue
+		}
+		// The following item is the one stored, or one of its type without an id (the AI SDK
+		// sends function calls without theirs), as OpenAI accepts.
+		if stored.following != "" && (i+1 == len(items) || !s.follows(items[i+1].ID, items[i+1].Type, stored.following)) {
+			return fmt.Sprintf("Item '%s' of type '%s' was provided without its required following item.", it.ID, it.Type)
+		}
+		if stored.reasoning != "" && (i == 0 || items[i-1].ID != stored.reasoning) {
+			return fmt.Sprintf("Item '%s' of type '%s' was provided without its required 'reasoning' item: '%s'.", it.ID, it.Type, stored.reasoning)
+		}
+	}
+	return ""
+}
+
+// follows reports whether an input item of id and typ can be the stored item following.
+func (s *storedItems) follows(id, typ, following string) bool {
+	if id != "" {
+		return id == following
+	}
+	return typ == s.byID[following].typ
 }
 
 func messageItem(respID, text string) map[string]any {
