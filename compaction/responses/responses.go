@@ -19,10 +19,9 @@
 //     message's source and are written back with it, in their order.
 //   - A call's output (function_call_output, custom_tool_call_output, ...,
 //     mcp_approval_response) is a tool message answering the call's call_id.
-//   - An item_reference to a reasoning item, or to a message right after an assistant-side
-//     item (the Vercel AI SDK sends the reasoning and text of a reasoning model's earlier
-//     outputs so), is an assistant-side item of that turn, kept like reasoning (see
-//     references).
+//   - An item_reference to a reasoning item, or to a message after the first user message
+//     (the Vercel AI SDK sends the reasoning and text of the model's earlier outputs so), is
+//     an assistant-side item, kept like reasoning (see references).
 //   - Items the engine cannot represent (a provider's opaque "compaction" item, any other
 //     item_reference, additional_tools, unknown types, an output whose call is not in the
 //     request): see opaque below.
@@ -457,22 +456,26 @@ func (r *Request) pair(items []item) {
 	}
 }
 
-// references settles what the item references of a turn stand for. The Vercel AI SDK, on a
-// reasoning model with "store" not false (its default), sends the reasoning and the text of
-// the model's earlier outputs as references to them, by id. A reference to a reasoning item
-// (OpenAI's ids start "rs_") is a reasoning item of the turn it is in, and one to a message
-// ("msg_") right after an assistant-side item is that turn's text. The engine reads neither,
-// as it reads no reasoning: they stay in the turn's source, are written back with it, and
-// go with it when a summary covers the turn (without the text it cannot see). Any other
-// reference may stand for anything, a user message or a call answered later, and stays
-// opaque.
+// references settles what the item references of a request stand for. The Vercel AI SDK,
+// with "store" not false (its default), sends the reasoning and the text of the model's
+// earlier outputs as references to them, by id. A reference to a reasoning item (OpenAI's
+// ids start "rs_") is a reasoning item of the turn it is in, and one to a message ("msg_")
+// after the first user message is an assistant turn's text (the SDK refers to no other
+// message). The engine reads neither, as it reads no reasoning: they stay in the turn's
+// source, are written back with it, and go with it when a summary covers the turn (without
+// the text it cannot see). Any other reference may stand for anything, the task or a call
+// answered later, and stays opaque.
 func references(items []item) {
+	user := false // a user message came before
 	for i := range items {
 		it := &items[i]
+		if it.kind == kindUser {
+			user = true
+		}
 		if it.kind != kindOpaque || it.ref == "" {
 			continue
 		}
-		if strings.HasPrefix(it.ref, "rs_") || strings.HasPrefix(it.ref, "msg_") && i > 0 && items[i-1].kind.assistantSide() {
+		if strings.HasPrefix(it.ref, "rs_") || strings.HasPrefix(it.ref, "msg_") && user {
 			it.kind = kindAside
 		}
 	}

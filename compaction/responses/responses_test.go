@@ -196,6 +196,17 @@ func TestDecode(t *testing.T) {
 			"assistant ",
 			"user Now c.",
 		}},
+		{"a message reference before the task", `{"input": [
+			{"type": "item_reference", "id": "msg_00"},
+			{"role": "user", "content": "go"},
+			{"type": "item_reference", "id": "msg_01"},
+			{"role": "user", "content": "again"}
+		]}`, []string{
+			`system {"type": "item_reference", "id": "msg_00"}`,
+			"user go",
+			"assistant ",
+			"user again",
+		}},
 		{"string input", `{"model": "gpt-5", "input": "Write a haiku."}`, []string{"user Write a haiku."}},
 		{"hosted tools and other calls", `{"input": [
 			{"role": "user", "content": "go"},
@@ -524,7 +535,7 @@ const opaque = `{"model": "gpt-5.1-codex", "store": true, "input": [
   {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "Refactor the parser."}]},
   {"type": "compaction", "encrypted_content": "gAAAAABcompacted-history"},
   {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "Continue."}]},
-  {"id": "msg_stored_1"},
+  {"id": "ws_stored_1"},
   {"type": "function_call", "call_id": "call_X", "name": "shell", "arguments": "{}"},
   {"type": "future_item", "payload": {"x": 1}},
   {"type": "function_call_output", "call_id": "call_X", "output": "done"},
