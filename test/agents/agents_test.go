@@ -363,8 +363,9 @@ func TestAgents(t *testing.T) {
 	t.Run("gemini-cli", func(t *testing.T) { geminiCLI(t, s) })
 	t.Run("agents-sdk", func(t *testing.T) { agentsSDK(t, s, true) })
 	t.Run("agents-sdk-plain", func(t *testing.T) { agentsSDK(t, s, false) })
-	t.Run("ai-sdk", func(t *testing.T) { aiSDK(t, s, true) })
-	t.Run("ai-sdk-plain", func(t *testing.T) { aiSDK(t, s, false) })
+	t.Run("ai-sdk", func(t *testing.T) { aiSDK(t, s, "ai-sdk", "gpt-5.5", true) })
+	t.Run("ai-sdk-plain", func(t *testing.T) { aiSDK(t, s, "ai-sdk-plain", "gpt-5.5", false) })
+	t.Run("ai-sdk-gpt-4.1", func(t *testing.T) { aiSDK(t, s, "ai-sdk-gpt-4-1", "gpt-4.1", true) })
 }
 
 // claudeCode runs Claude Code (@anthropic-ai/claude-code: its native binary, from the
@@ -528,31 +529,31 @@ func agentsSDK(t *testing.T, s *suite, stream bool) {
 	requireSent(t, m, `"type":"reasoning"`) // the model's reasoning items, sent back with their ids
 }
 
-// aiSDK runs node/aisdkagent.mjs, an agent of the Vercel AI SDK on its default OpenAI model
-// (the Responses API) with one function tool, streamed or not, configured only by the
-// environment the injection sets.
-func aiSDK(t *testing.T, s *suite, stream bool) {
+// aiSDK runs node/aisdkagent.mjs, an agent of the Vercel AI SDK on an OpenAI model (the
+// Responses API) with one function tool, streamed or not, configured only by the
+// environment the injection sets, as the session name.
+func aiSDK(t *testing.T, s *suite, name, modelName string, stream bool) {
 	const steps, window = 30, 24000
-	name := "ai-sdk"
-	if !stream {
-		name = "ai-sdk-plain"
-	}
 	node, dir := s.modules(t, filepath.Join("ai", "package.json"), filepath.Join("@ai-sdk", "openai", "package.json"))
 	ws := newWorkspace(t, steps)
 	m := newModel(t, ws, steps)
 	base := s.serve(t, name, window, newResponsesModel(m, sdkTools), false)
 	env, _ := baseEnv(t, node)
 	env = append(env, "OPENAI_BASE_URL="+base+"/v1", "OPENAI_API_KEY=sk-agents-e2e")
-	args := []string{filepath.Join(filepath.Dir(dir), "aisdkagent.mjs"),
+	args := []string{filepath.Join(filepath.Dir(dir), "aisdkagent.mjs"), "--model", modelName,
 		"--task", "Check every step log in " + filepath.Join(ws.dir, "logs") + " with read_log, one step at a time as asked."}
 	if stream {
 		args = append(args, "--stream")
 	}
 	out := run(t, ws.dir, 3*time.Minute, env, node, args...)
 	s.check(t, name, m, out)
-	// On a reasoning model, with "store" left to its default, the SDK sends the reasoning of
-	// the model's earlier outputs as item references: the views must have kept them.
-	requireSent(t, m, `"type":"item_reference"`)
+	// With "store" left to its default, the SDK sends the reasoning (of a reasoning model)
+	// and the text of the model's earlier outputs as item references: the views must have
+	// kept them.
+	requireSent(t, m, `{"type":"item_reference","id":"msg_`)
+	if strings.HasPrefix(modelName, "gpt-5") {
+		requireSent(t, m, `{"type":"item_reference","id":"rs_`)
+	}
 }
 
 // requireSent fails the test unless some tool-loop request the model received holds what.

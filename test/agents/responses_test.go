@@ -23,10 +23,10 @@ import (
 // WebSocket upgrade (Codex tries one first) is refused with 426 Upgrade Required, as a
 // server without WebSockets does.
 //
-// Like a reasoning model (gpt-5.5), it answers with a reasoning item before the call or
-// message, with its encrypted_content when the request includes
-// "reasoning.encrypted_content", and it keeps what OpenAI keeps of a response it stores
-// (see items): a request that refers to an item it does not have, or separates a reasoning
+// Like a reasoning model (gpt-5.5, the o-series), it answers with a reasoning item before
+// the call or message, with its encrypted_content when the request includes
+// "reasoning.encrypted_content"; every third call comes after a short message, as gpt-5
+// models write one. It keeps what OpenAI keeps of a response it stores (see items): a request that refers to an item it does not have, or separates a reasoning
 // item from the item it preceded, gets the 400 OpenAI answers.
 type responsesModel struct {
 	*model
@@ -136,8 +136,13 @@ func (m responsesModel) responses(w http.ResponseWriter, r *http.Request, raw []
 	} else {
 		items = []map[string]any{{"id": fmt.Sprintf("fc_%s_%d", respID, ask), "type": "function_call", "status": "completed",
 			"call_id": fmt.Sprintf("call_step%d_%d", ask, now.UnixNano()%1e6), "name": tool.name, "arguments": mustJSON(tool.args(m.model, ask))}}
+		if ask%3 == 0 {
+			// A preamble before the call now and then, as gpt-5 models write one.
+			items = append([]map[string]any{messageItem(respID+"_c", fmt.Sprintf("Reading the log of step %d.", ask))}, items...)
+		}
 	}
-	items = m.items.reason(respID, items, slices.Contains(req.Include, "reasoning.encrypted_content"), req.Store == nil || *req.Store)
+	reasons := strings.HasPrefix(req.Model, "gpt-5") || strings.HasPrefix(req.Model, "o")
+	items = m.items.answer(respID, items, reasons, slices.Contains(req.Include, "reasoning.encrypted_content"), req.Store == nil || *req.Store)
 	usage := map[string]any{"input_tokens": promptTokens(raw), "input_tokens_details": map[string]any{"cached_tokens": 0},
 		"output_tokens": 24, "output_tokens_details": map[string]any{"reasoning_tokens": 0}, "total_tokens": promptTokens(raw) + 24}
 	response := func(status string, output []map[string]any, usage any) map[string]any {
@@ -193,24 +198,34 @@ func (m responsesModel) responses(w http.ResponseWriter, r *http.Request, raw []
 	writeSSE(w, b.String())
 }
 
-// reason puts a reasoning item before the item of the response respID, as a reasoning model
-// answers, with its encrypted content when include asks for it, and stores them unless the
-// request said "store": false.
-func (s *storedItems) reason(respID string, items []map[string]any, include, store bool) []map[string]any {
-	rs := map[string]any{"id": "rs_" + respID, "type": "reasoning", "summary": []any{}}
+// answer puts a reasoning item before the items of the response respID when the model
+// reasons, as a reasoning model answers, with its encrypted content when include asks for
+// it, and stores the items unless the request said "store": false.
+func (s *storedItems) answer(respID string, items []map[string]any, reasons, include, store bool) []map[string]any {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	enc := "gAAAA" + hex.EncodeToString([]byte(respID))
-	s.encrypted[rs["id"].(string)] = enc
-	if include {
-		rs["encrypted_content"] = enc
+	if reasons {
+		id := "rs_" + respID
+		rs := map[string]any{"id": id, "type": "reasoning", "summary": []any{}}
+		s.encrypted[id] = "gAAAA" + hex.EncodeToString([]byte(respID))
+		if include {
+			rs["encrypted_content"] = s.encrypted[id]
+		}
+		items = append([]map[string]any{rs}, items...)
 	}
 	if store {
-		next := items[0]["id"].(string)
-		s.byID[rs["id"].(string)] = storedItem{typ: "reasoning", following: next}
-		s.byID[next] = storedItem{typ: items[0]["type"].(string), reasoning: rs["id"].(string)}
+		for i, it := range items {
+			stored := storedItem{typ: it["type"].(string)}
+			if stored.typ == "reasoning" {
+				stored.following = items[i+1]["id"].(string)
+			}
+			if i > 0 && items[i-1]["type"] == "reasoning" {
+				stored.reasoning = items[i-1]["id"].(string)
+			}
+			s.byID[it["id"].(string)] = stored
+		}
 	}
-	return append([]map[string]any{rs}, items...)
+	return items
 }
 
 // check checks a request's input as OpenAI does against what it stored: an item_reference

@@ -5,7 +5,10 @@
 // environment (OPENAI_BASE_URL, OPENAI_API_KEY), as in a pod the proxy is injected into.
 // test/agents runs it with bin/node against compaction-proxy (agents_test.go, aiSDK).
 //
-//	OPENAI_BASE_URL=URL/v1 OPENAI_API_KEY=KEY bin/node aisdkagent.mjs --task TASK [--stream]
+//	OPENAI_BASE_URL=URL/v1 OPENAI_API_KEY=KEY bin/node aisdkagent.mjs --task TASK [--stream] [--model M]
+//
+// The model is gpt-5.5 unless --model names another (gpt-4.1: one that does not reason, whose
+// text the SDK sends back by reference).
 //
 // The tool, read_log, returns a file's content: the scripted model asks for a step's log
 // with it. stdout is the final text.
@@ -19,11 +22,12 @@ const { values: opts } = parseArgs({
   options: {
     task: { type: 'string' },
     stream: { type: 'boolean', default: false },
+    model: { type: 'string', default: 'gpt-5.5' },
   },
 });
 
 const call = {
-  model: openai('gpt-5.5'),
+  model: openai(opts.model),
   system: 'You check test logs. Read each log you are asked for with read_log, then report.',
   prompt: opts.task,
   tools: {
