@@ -47,6 +47,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/harness9/compaction-operator/compaction"
@@ -88,6 +89,13 @@ type Request struct {
 	// hasInput reports whether the request's "input" was a string or an array (rather than
 	// absent or null), so Encode writes "input" back only then.
 	hasInput bool
+	// opening is, for a request with an opaque prefix, the conversation's opening as the
+	// request has it (see Opening).
+	opening []compaction.Message
+	// held is how many input items the opaque prefix holds (0: none); holder says what its
+	// last opaque item is.
+	held   int
+	holder string
 }
 
 // source is what an engine message was decoded from.
@@ -286,6 +294,16 @@ func (r *Request) decodeItems(raws []json.RawMessage) error {
 	r.pair(items)
 	references(items)
 	end := prefixEnd(items)
+	if end >= 0 {
+		r.held = end + 1
+		for i := end; i >= 0; i-- {
+			if items[i].kind == kindOpaque {
+				r.holder = items[i].describe()
+				break
+			}
+		}
+		r.opening = slices.Clone(r.Messages) // the instructions, when the request has them
+	}
 	leading := true // only system messages so far
 	for i := 0; i < len(items); {
 		it := &items[i]
@@ -320,6 +338,9 @@ func (r *Request) decodeItems(raws []json.RawMessage) error {
 		}
 		if err != nil {
 			return invalid("input[%d]: %v", i, err)
+		}
+		if end >= 0 && (len(r.opening) == 0 || r.opening[len(r.opening)-1].Role == compaction.RoleSystem) {
+			r.opening = append(r.opening, m)
 		}
 		if i <= end {
 			toSystem(&m)
@@ -416,6 +437,24 @@ func decodeItem(raw json.RawMessage, it *item) error {
 		}
 	}
 	return nil
+}
+
+// describe names an opaque item for a person: its type, and the id it has or names or the
+// call it answers, cut short.
+func (it *item) describe() string {
+	typ := it.typ
+	if typ == "" {
+		typ = typeItemReference
+	}
+	var id string
+	_ = stringField(it.fields, "id", &id)
+	switch {
+	case it.kind == kindOpaque && it.callID != "":
+		return fmt.Sprintf("%.40s answering call %.64q", typ, it.callID)
+	case id != "":
+		return fmt.Sprintf("%.40s %.64q", typ, id)
+	}
+	return fmt.Sprintf("%.40s", typ)
 }
 
 // stringField reads an optional string field (absent or null is "").
@@ -739,6 +778,24 @@ func screenshot(raw json.RawMessage) json.RawMessage {
 func (r *Request) add(m compaction.Message, src *source) {
 	r.Messages = append(r.Messages, m)
 	r.sources.Add(&m, src)
+}
+
+// Opening is the conversation's opening as the request has it: the leading system messages
+// and the first message after them, as decoded before an opaque prefix made them system
+// messages (the prefix changes from one request to the next; the opening does not). The
+// proxy names a conversation by it.
+func (r *Request) Opening() []compaction.Message {
+	if r.opening == nil {
+		return r.Messages
+	}
+	return r.opening
+}
+
+// Held reports how many input items the request's opaque prefix holds (0 when it has none)
+// and what holds them: the type and id of its last item the engine cannot represent.
+// Compaction never summarizes them.
+func (r *Request) Held() (items int, holder string) {
+	return r.held, r.holder
 }
 
 // Stream reports whether the request asks for a streamed answer ("stream": true).

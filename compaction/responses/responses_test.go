@@ -558,6 +558,17 @@ func TestOpaqueItemsMakeTheKeptPrefix(t *testing.T) {
 	if err := compaction.Validate(r.Messages); err != nil {
 		t.Errorf("the engine refuses the history: %v", err)
 	}
+	if n, holder := r.Held(); n != 8 || holder != `function_call_output answering call "call_unknown"` {
+		t.Errorf("Held() = %d, %q; want 8 items held by the output of a call not in the request", n, holder)
+	}
+	// The opening, which names the conversation, is the request's: the prefix that made its
+	// first message a system message grows from one request to the next.
+	if got := describe(r.Opening()); !reflect.DeepEqual(got, []string{"user Refactor the parser."}) {
+		t.Errorf("Opening() = %q", got)
+	}
+	if n, holder := decode(t, agentsSDK).Held(); n != 0 || holder != "" {
+		t.Errorf("a request without opaque items: Held() = %d, %q", n, holder)
+	}
 }
 
 func TestDecodeRefusesBadRequests(t *testing.T) {

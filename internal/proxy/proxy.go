@@ -246,6 +246,7 @@ func (p *Proxy) chat(w http.ResponseWriter, r *http.Request, s surface, proto pr
 		return
 	}
 	conv := req.conversation()
+	p.noteHeld(proto.name(), conv, req)
 	out := body
 	history, ids := uniqueToolCallIDs(req.history())
 	// One deadline for the hook calls and the compaction: an API that hangs delays the

@@ -42,7 +42,8 @@ type responsesRequest struct {
 }
 
 func (r *responsesRequest) history() []compaction.Message { return r.req.Messages }
-func (r *responsesRequest) conversation() string          { return conversationOf(r.req.Messages) }
+func (r *responsesRequest) conversation() string          { return conversationOf(r.req.Opening()) }
+func (r *responsesRequest) held() (int, string)           { return r.req.Held() }
 
 func (r *responsesRequest) rewrite(view []compaction.Message) ([]byte, error) {
 	return r.req.Encode(view)

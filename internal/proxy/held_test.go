@@ -1,0 +1,87 @@
+package proxy
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"reflect"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/go-logr/logr/funcr"
+
+	"github.com/harness9/compaction-operator/compaction"
+)
+
+// convCompactor returns the history as it is and records the conversation of each call.
+type convCompactor struct {
+	mu    sync.Mutex
+	convs []string
+}
+
+func (c *convCompactor) Compact(_ context.Context, conv string, history []compaction.Message, _ int) ([]compaction.Message, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.convs = append(c.convs, conv)
+	return history, nil
+}
+
+func jsonEqual(a, b string) bool {
+	var va, vb any
+	return json.Unmarshal([]byte(a), &va) == nil && json.Unmarshal([]byte(b), &vb) == nil && reflect.DeepEqual(va, vb)
+}
+
+// TestHeldHistorySaysWhy: a Responses request that holds part of its history where compaction
+// cannot reach it (items before a reference to a stored web search) is logged at info once
+// per conversation, with how many items and what holds them; the conversation keeps its
+// name as the held part grows; a request that holds nothing is not logged.
+func TestHeldHistorySaysWhy(t *testing.T) {
+	var mu sync.Mutex
+	var lines []string
+	log := funcr.New(func(_, args string) {
+		mu.Lock()
+		defer mu.Unlock()
+		lines = append(lines, args)
+	}, funcr.Options{})
+	c := &convCompactor{}
+	p, err := New(Config{Upstream: echo(t), Compactor: c, Log: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(p)
+	t.Cleanup(srv.Close)
+	turn := func(k int) string {
+		return `{"type":"item_reference","id":"ws_` + string(rune('0'+k)) + `"},` +
+			`{"type":"function_call","call_id":"call_` + string(rune('0'+k)) + `","name":"read","arguments":"{}"},` +
+			`{"type":"function_call_output","call_id":"call_` + string(rune('0'+k)) + `","output":"ok"}`
+	}
+	task := `{"role":"developer","content":"Check the logs."},{"role":"user","content":"Go."},`
+	for _, body := range []string{
+		`{"model":"gpt-4.1","input":[` + task + turn(1) + `]}`,
+		`{"model":"gpt-4.1","input":[` + task + turn(1) + `,` + turn(2) + `]}`,
+		`{"model":"gpt-4.1","input":[{"role":"user","content":"Another task."}]}`,
+	} {
+		if code, got := post(t, srv.URL+"/v1/responses", body); code != http.StatusOK || !jsonEqual(got, body) {
+			t.Fatalf("upstream got %d %q, want the agent's body", code, got)
+		}
+	}
+	c.mu.Lock()
+	convs := append([]string(nil), c.convs...)
+	c.mu.Unlock()
+	if len(convs) != 3 || convs[0] != convs[1] || convs[1] == convs[2] {
+		t.Errorf("conversations %q: want the first two named alike, the third apart", convs)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	var held []string
+	for _, l := range lines {
+		if strings.Contains(l, "history kept verbatim") {
+			held = append(held, l)
+		}
+	}
+	if len(held) != 1 || !strings.Contains(held[0], `"items"=3`) || !strings.Contains(held[0], `"item"="item_reference \"ws_1\""`) {
+		t.Errorf("held-history lines %q, want one saying 3 items are held by the reference to ws_1; all lines:\n%s", held, strings.Join(lines, "\n"))
+	}
+}
