@@ -256,7 +256,10 @@ func (p *Proxy) chat(w http.ResponseWriter, r *http.Request, s surface, proto pr
 	view, err := p.cfg.Compactor.Compact(ctx, conv, entered, p.usage.prompt(conv))
 	cancel()
 	if err == nil {
-		out, err = req.rewrite(ids.restore(p.withHistory(conv, p.withReadBack(conv, view))))
+		view = ids.restore(p.withHistory(conv, p.withReadBack(conv, view)))
+		if !compaction.EqualMessages(view, req.history()) {
+			out, err = req.rewrite(view)
+		} // else the view is the history: the body goes as the agent sent it, byte for byte
 	}
 	if err != nil {
 		p.failed(proto.name(), conv, err)
