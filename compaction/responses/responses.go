@@ -19,9 +19,9 @@
 //     message's source and are written back with it, in their order.
 //   - A call's output (function_call_output, custom_tool_call_output, ...,
 //     mcp_approval_response) is a tool message answering the call's call_id.
-//   - An item_reference to a reasoning item, or to a message after the first user message
-//     (the Vercel AI SDK sends the reasoning and text of the model's earlier outputs so), is
-//     an assistant-side item, kept like reasoning (see references).
+//   - An item_reference to a reasoning or hosted tool item, or to a message after the first
+//     user message (the Vercel AI SDK sends the model's earlier outputs so), is an
+//     assistant-side item, kept like reasoning (see references).
 //   - Items the engine cannot represent (a provider's opaque "compaction" item, any other
 //     item_reference, additional_tools, unknown types, an output whose call is not in the
 //     request): see opaque below.
@@ -495,15 +495,20 @@ func (r *Request) pair(items []item) {
 	}
 }
 
+// asideRefs are the prefixes of OpenAI's ids of the items that are assistant-side items by
+// reference: reasoning, and the hosted tools whose output is part of the item (web search,
+// file search, code interpreter, image generation).
+var asideRefs = []string{"rs_", "ws_", "fs_", "ci_", "ig_"}
+
 // references settles what the item references of a request stand for. The Vercel AI SDK,
-// with "store" not false (its default), sends the reasoning and the text of the model's
-// earlier outputs as references to them, by id. A reference to a reasoning item (OpenAI's
-// ids start "rs_") is a reasoning item of the turn it is in, and one to a message ("msg_")
-// after the first user message is an assistant turn's text (the SDK refers to no other
-// message). The engine reads neither, as it reads no reasoning: they stay in the turn's
-// source, are written back with it, and go with it when a summary covers the turn (without
-// the text it cannot see). Any other reference may stand for anything, the task or a call
-// answered later, and stays opaque.
+// with "store" not false (its default), sends the reasoning, the hosted tool calls and the
+// text of the model's earlier outputs as references to them, by id. A reference to a
+// reasoning or hosted tool item (asideRefs) is such an item of the turn it is in, and one to
+// a message ("msg_") after the first user message is an assistant turn's text (the SDK
+// refers to no other message). The engine reads none of them, as it reads no reasoning: they
+// stay in the turn's source, are written back with it, and go with it when a summary covers
+// the turn (without the text it cannot see). Any other reference may stand for anything, the
+// task or a call answered later, and stays opaque.
 func references(items []item) {
 	user := false // a user message came before
 	for i := range items {
@@ -514,7 +519,8 @@ func references(items []item) {
 		if it.kind != kindOpaque || it.ref == "" {
 			continue
 		}
-		if strings.HasPrefix(it.ref, "rs_") || strings.HasPrefix(it.ref, "msg_") && user {
+		aside := slices.ContainsFunc(asideRefs, func(p string) bool { return strings.HasPrefix(it.ref, p) })
+		if aside || strings.HasPrefix(it.ref, "msg_") && user {
 			it.kind = kindAside
 		}
 	}

@@ -196,6 +196,20 @@ func TestDecode(t *testing.T) {
 			"assistant ",
 			"user Now c.",
 		}},
+		{"hosted tools by reference", `{"input": [
+			{"role": "user", "content": "Find it."},
+			{"type": "item_reference", "id": "rs_1"},
+			{"type": "item_reference", "id": "ws_1"},
+			{"type": "item_reference", "id": "fs_1"},
+			{"type": "item_reference", "id": "ci_1"},
+			{"type": "item_reference", "id": "ig_1"},
+			{"type": "item_reference", "id": "msg_1"},
+			{"role": "user", "content": "More."}
+		]}`, []string{
+			"user Find it.",
+			"assistant ",
+			"user More.",
+		}},
 		{"a message reference before the task", `{"input": [
 			{"type": "item_reference", "id": "msg_00"},
 			{"role": "user", "content": "go"},
@@ -529,13 +543,13 @@ func TestStateful(t *testing.T) {
 }
 
 // opaque has items the engine cannot represent: a compaction item (Codex after a remote
-// compaction), an item reference, an unknown item, and a call before the last of them whose
+// compaction), a reference to a stored function call, an unknown item, and a call before the last of them whose
 // output comes after it.
 const opaque = `{"model": "gpt-5.1-codex", "store": true, "input": [
   {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "Refactor the parser."}]},
   {"type": "compaction", "encrypted_content": "gAAAAABcompacted-history"},
   {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "Continue."}]},
-  {"id": "ws_stored_1"},
+  {"id": "fc_stored_1"},
   {"type": "function_call", "call_id": "call_X", "name": "shell", "arguments": "{}"},
   {"type": "future_item", "payload": {"x": 1}},
   {"type": "function_call_output", "call_id": "call_X", "output": "done"},
