@@ -341,6 +341,20 @@ func (r response) String() string {
 	return fmt.Sprintf("%d %.300s", r.code, r.body)
 }
 
+// record says what the compaction record of a compact answer reports: why a compaction that
+// was to call the summarizer did not.
+func (r response) record() string {
+	var answer struct {
+		Record *compaction.CompactionRecord `json:"record"`
+	}
+	if err := json.Unmarshal([]byte(r.body), &answer); err != nil || answer.Record == nil {
+		return "no record"
+	}
+	rec := answer.Record
+	return fmt.Sprintf("record: tier %s, usage %.2f, %d summarizer calls, summarized %d, notes %q, error %q, %.0f ms",
+		rec.Tier, rec.UsageBefore, rec.SummarizerCalls, rec.Summarized, rec.Notes, rec.Error, rec.DurationMs)
+}
+
 func (e *env) post(url string, body []byte, timeout time.Duration) response {
 	req, err := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
 	if err != nil {
@@ -522,7 +536,7 @@ func (e *env) testInflightBudget(t *testing.T) {
 			admitted++
 		case r := <-results:
 			if r.code != http.StatusTooManyRequests {
-				t.Fatalf("large compaction %d: %s, want it to wait on the summarizer or a 429", i+1, r)
+				t.Fatalf("large compaction %d: %s (%s), want it to wait on the summarizer or a 429", i+1, r, r.record())
 			}
 			throttled = r
 		case <-time.After(waitLong):
