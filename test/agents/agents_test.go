@@ -366,6 +366,8 @@ func TestAgents(t *testing.T) {
 	t.Run("ai-sdk", func(t *testing.T) { aiSDK(t, s, "ai-sdk", "gpt-5.5", true) })
 	t.Run("ai-sdk-plain", func(t *testing.T) { aiSDK(t, s, "ai-sdk-plain", "gpt-5.5", false) })
 	t.Run("ai-sdk-gpt-4.1", func(t *testing.T) { aiSDK(t, s, "ai-sdk-gpt-4-1", "gpt-4.1", true) })
+	t.Run("ai-sdk-gemini", func(t *testing.T) { aiSDK(t, s, "ai-sdk-gemini", "gemini-2.5-pro", true) })
+	t.Run("ai-sdk-gemini-plain", func(t *testing.T) { aiSDK(t, s, "ai-sdk-gemini-plain", "gemini-2.5-pro", false) })
 }
 
 // claudeCode runs Claude Code (@anthropic-ai/claude-code: its native binary, from the
@@ -530,23 +532,34 @@ func agentsSDK(t *testing.T, s *suite, stream bool) {
 }
 
 // aiSDK runs node/aisdkagent.mjs, an agent of the Vercel AI SDK on an OpenAI model (the
-// Responses API) with one function tool, streamed or not, configured only by the
-// environment the injection sets, as the session name.
+// Responses API) or a Gemini one with one function tool, streamed or not, configured only by
+// the environment the injection sets, as the session name.
 func aiSDK(t *testing.T, s *suite, name, modelName string, stream bool) {
 	const steps, window = 30, 24000
-	node, dir := s.modules(t, filepath.Join("ai", "package.json"), filepath.Join("@ai-sdk", "openai", "package.json"))
+	gemini := strings.HasPrefix(modelName, "gemini")
+	node, dir := s.modules(t, filepath.Join("ai", "package.json"), filepath.Join("@ai-sdk", "openai", "package.json"), filepath.Join("@ai-sdk", "google", "package.json"))
 	ws := newWorkspace(t, steps)
 	m := newModel(t, ws, steps)
-	base := s.serve(t, name, window, newResponsesModel(m, sdkTools), false)
 	env, _ := baseEnv(t, node)
-	env = append(env, "OPENAI_BASE_URL="+base+"/v1", "OPENAI_API_KEY=sk-agents-e2e")
-	args := []string{filepath.Join(filepath.Dir(dir), "aisdkagent.mjs"), "--model", modelName,
+	provider := "openai"
+	if gemini {
+		provider = "google"
+		base := s.serve(t, name, window, newGeminiModel(m), true)
+		env = append(env, "GOOGLE_GEMINI_BASE_URL="+base, "GOOGLE_GENERATIVE_AI_API_KEY=agents-e2e-key")
+	} else {
+		base := s.serve(t, name, window, newResponsesModel(m, sdkTools), false)
+		env = append(env, "OPENAI_BASE_URL="+base+"/v1", "OPENAI_API_KEY=sk-agents-e2e")
+	}
+	args := []string{filepath.Join(filepath.Dir(dir), "aisdkagent.mjs"), "--provider", provider, "--model", modelName,
 		"--task", "Check every step log in " + filepath.Join(ws.dir, "logs") + " with read_log, one step at a time as asked."}
 	if stream {
 		args = append(args, "--stream")
 	}
 	out := run(t, ws.dir, 3*time.Minute, env, node, args...)
 	s.check(t, name, m, out)
+	if gemini {
+		return
+	}
 	// With "store" left to its default, the SDK sends the reasoning (of a reasoning model)
 	// and the text of the model's earlier outputs as item references: the views must have
 	// kept them.

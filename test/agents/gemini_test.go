@@ -1,20 +1,36 @@
 package agents
 
 import (
+	"crypto/rand"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"strings"
+	"sync"
 
 	"github.com/harness9/compaction-operator/compaction"
 	"github.com/harness9/compaction-operator/compaction/gemini"
 )
 
 // geminiModel is the scripted model on the Gemini API (Generative Language), as Gemini CLI
-// calls it through @google/genai: POST /v1beta/models/{model}:streamGenerateContent?alt=sse
+// calls it through @google/genai (and the AI SDK script through @ai-sdk/google): POST /v1beta/models/{model}:streamGenerateContent?alt=sse
 // (server-sent events, each a GenerateContentResponse), :generateContent, :countTokens.
-type geminiModel struct{ *model }
+//
+// Like a thinking model (Gemini 2.5 and 3), it signs each function call it makes with a
+// thoughtSignature, and refuses, as Gemini 3 does, a request whose function calls of the
+// model lack theirs or carry one it did not send.
+type geminiModel struct {
+	*model
+	signatures *signatures
+}
+
+// signatures are the thought signatures the model sent.
+type signatures struct {
+	mu   sync.Mutex
+	sent map[string]bool
+}
 
 func newGeminiModel(m *model) geminiModel {
 	m.decode = func(raw []byte) ([]compaction.Message, error) {
@@ -24,7 +40,7 @@ func newGeminiModel(m *model) geminiModel {
 		}
 		return req.Messages, nil
 	}
-	return geminiModel{m}
+	return geminiModel{model: m, signatures: &signatures{sent: map[string]bool{}}}
 }
 
 func (m geminiModel) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -57,9 +73,18 @@ func (m geminiModel) generate(w http.ResponseWriter, r *http.Request, raw []byte
 		writeJSON(w, http.StatusBadRequest, map[string]any{"error": map[string]any{"code": 400, "message": fmt.Sprint("bad request: ", err), "status": "INVALID_ARGUMENT"}})
 		return
 	}
+	if refused := m.signatures.check(req.Contents); refused != "" {
+		m.problem("POST %s: %s", r.URL.Path, refused)
+		writeJSON(w, http.StatusBadRequest, map[string]any{"error": map[string]any{"code": 400, "message": refused, "status": "INVALID_ARGUMENT"}})
+		return
+	}
 	tools := toolNames(req.Tools)
 	_, shell := tools["run_shell_command"]
-	readDecl, read := tools["read_file"]
+	readTool := "read_file" // Gemini CLI's; the AI SDK script's is read_log
+	if _, ok := tools["read_log"]; ok {
+		readTool = "read_log"
+	}
+	readDecl, read := tools[readTool]
 	var parts []map[string]any
 	switch {
 	case !shell && !read:
@@ -74,16 +99,18 @@ func (m geminiModel) generate(w http.ResponseWriter, r *http.Request, raw []byte
 	default:
 		tool := "run_shell_command"
 		if k := m.stepOf(raw) + 1; read && (k%4 == 0 || !shell) {
-			tool = "read_file"
+			tool = readTool
 		}
 		ask := m.next(r, raw, tool)
 		switch {
 		case ask == 0:
 			parts = []map[string]any{{"text": finalText(m.steps)}}
-		case tool == "read_file":
-			parts = []map[string]any{{"functionCall": map[string]any{"name": tool, "args": map[string]any{pathParam(readDecl): m.ws.logPath(ask)}}}}
+		case tool == readTool:
+			parts = []map[string]any{{"functionCall": map[string]any{"name": tool, "args": map[string]any{pathParam(readDecl): m.ws.logPath(ask)}},
+				"thoughtSignature": m.signatures.sign(ask)}}
 		default:
-			parts = []map[string]any{{"functionCall": map[string]any{"name": tool, "args": map[string]any{"command": m.command(ask), "description": fmt.Sprintf("Print the log of step %d", ask)}}}}
+			parts = []map[string]any{{"functionCall": map[string]any{"name": tool, "args": map[string]any{"command": m.command(ask), "description": fmt.Sprintf("Print the log of step %d", ask)}},
+				"thoughtSignature": m.signatures.sign(ask)}}
 		}
 	}
 	prompt := promptTokens(raw)
@@ -120,6 +147,43 @@ func (m geminiModel) generate(w http.ResponseWriter, r *http.Request, raw []byte
 		chunk(resp(parts, "STOP", usage))
 	}
 	writeSSE(w, b.String())
+}
+
+// sign returns a new thought signature for the call of step k (base64, as Gemini's).
+func (s *signatures) sign(k int) string {
+	var nonce [8]byte
+	_, _ = rand.Read(nonce[:])
+	sig := base64.StdEncoding.EncodeToString(fmt.Appendf(nil, "thought-step%d-%x", k, nonce))
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.sent[sig] = true
+	return sig
+}
+
+// check returns Gemini's message for contents whose model function calls do not carry a
+// thought signature the model sent, "" when they all do.
+func (s *signatures) check(contents []json.RawMessage) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i, raw := range contents {
+		var c struct {
+			Role  string `json:"role"`
+			Parts []struct {
+				FunctionCall     json.RawMessage `json:"functionCall"`
+				ThoughtSignature string          `json:"thoughtSignature"`
+			} `json:"parts"`
+		}
+		if json.Unmarshal(raw, &c) != nil || c.Role != "model" {
+			continue
+		}
+		for j, p := range c.Parts {
+			if p.FunctionCall != nil && !s.sent[p.ThoughtSignature] {
+				return fmt.Sprintf("Function call is missing a thought_signature in functionCall parts. This is required for tools to work correctly, and missing thought_signature may lead to degraded model performance. Additional data, function call `default_api:%s` , position %d. (contents[%d].parts[%d], signature %q)",
+					p.FunctionCall, i+1, i, j, p.ThoughtSignature)
+			}
+		}
+	}
+	return ""
 }
 
 // pathParam is the name of the path parameter of a read_file declaration (absolute_path in
