@@ -400,6 +400,7 @@ func claudeCode(t *testing.T, s *suite) {
 		"--max-turns", fmt.Sprint(steps+10),
 		"--output-format", "text")
 	s.check(t, name, m, out)
+	requireSent(t, m, `"type":"thinking"`) // the model's signed thinking, sent back
 }
 
 // dumpExchanges writes every request the model received into dir (AGENTS_DUMP=dir: to see

@@ -15,7 +15,15 @@ import (
 // anthropicModel is the scripted model on the Anthropic Messages API, as Claude Code calls
 // it: POST /v1/messages (streamed or not), POST /v1/messages/count_tokens, HEAD or GET
 // /api/hello (its connectivity check), GET /v1/models.
-type anthropicModel struct{ *model }
+//
+// To a request with thinking on, it answers as Claude does: a signed thinking block first.
+// It refuses, as the API does, a thinking block whose signature it did not send, and a
+// request with thinking on whose last assistant message, calling a tool, does not start
+// with its thinking block.
+type anthropicModel struct {
+	*model
+	signatures *signatures
+}
 
 func newAnthropicModel(m *model) anthropicModel {
 	m.decode = func(raw []byte) ([]compaction.Message, error) {
@@ -25,7 +33,7 @@ func newAnthropicModel(m *model) anthropicModel {
 		}
 		return req.Messages, nil
 	}
-	return anthropicModel{m}
+	return anthropicModel{model: m, signatures: &signatures{sent: map[string]bool{}}}
 }
 
 func (m anthropicModel) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -55,10 +63,20 @@ func (m anthropicModel) messages(w http.ResponseWriter, r *http.Request, raw []b
 		Messages []json.RawMessage `json:"messages"`
 		Tools    []json.RawMessage `json:"tools"`
 		Stream   bool              `json:"stream"`
+		Thinking struct {
+			Type    string `json:"type"`
+			Display string `json:"display"`
+		} `json:"thinking"`
 	}
 	if err := json.Unmarshal(raw, &req); err != nil || len(req.Messages) == 0 {
 		m.problem("POST /v1/messages: undecodable body (%v): %.300s", err, raw)
 		writeJSON(w, http.StatusBadRequest, map[string]any{"type": "error", "error": map[string]any{"type": "invalid_request_error", "message": fmt.Sprint("bad request: ", err)}})
+		return
+	}
+	thinking := req.Thinking.Type != "" && req.Thinking.Type != "disabled"
+	if refused := m.signatures.checkThinking(req.Messages, thinking); refused != "" {
+		m.problem("POST /v1/messages: %s", refused)
+		writeJSON(w, http.StatusBadRequest, map[string]any{"type": "error", "error": map[string]any{"type": "invalid_request_error", "message": refused}})
 		return
 	}
 	tools := toolNames(req.Tools)
@@ -91,6 +109,13 @@ func (m anthropicModel) messages(w http.ResponseWriter, r *http.Request, raw []b
 			}
 		}
 	}
+	if thinking {
+		text := "The log of the step comes next."
+		if req.Thinking.Display == "omitted" {
+			text = ""
+		}
+		blocks = append([]map[string]any{{"type": "thinking", "thinking": text, "signature": m.signatures.sign(m.stepOf(raw) + 1)}}, blocks...)
+	}
 	model := req.Model
 	if model == "" {
 		model = "claude-sonnet-4-5"
@@ -112,6 +137,12 @@ func (m anthropicModel) messages(w http.ResponseWriter, r *http.Request, raw []b
 	event(map[string]any{"type": "ping"})
 	for i, block := range blocks {
 		switch block["type"] {
+		case "thinking":
+			event(map[string]any{"type": "content_block_start", "index": i, "content_block": map[string]any{"type": "thinking", "thinking": "", "signature": ""}})
+			if text := block["thinking"].(string); text != "" {
+				event(map[string]any{"type": "content_block_delta", "index": i, "delta": map[string]any{"type": "thinking_delta", "thinking": text}})
+			}
+			event(map[string]any{"type": "content_block_delta", "index": i, "delta": map[string]any{"type": "signature_delta", "signature": block["signature"]}})
 		case "text":
 			event(map[string]any{"type": "content_block_start", "index": i, "content_block": map[string]any{"type": "text", "text": ""}})
 			text := block["text"].(string)
@@ -132,4 +163,43 @@ func (m anthropicModel) messages(w http.ResponseWriter, r *http.Request, raw []b
 	event(map[string]any{"type": "message_delta", "delta": map[string]any{"stop_reason": stop, "stop_sequence": nil}, "usage": map[string]any{"output_tokens": usage["output_tokens"]}})
 	event(map[string]any{"type": "message_stop"})
 	writeSSE(w, b.String())
+}
+
+// checkThinking returns the API's message for messages with a thinking block whose signature
+// the model did not send, or, thinking on, whose last assistant message calls a tool without
+// starting with a thinking block; "" when neither.
+func (s *signatures) checkThinking(messages []json.RawMessage, thinking bool) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	lastAssistant, lastStarts, lastCalls := -1, "", false
+	for i, raw := range messages {
+		var msg struct {
+			Role    string          `json:"role"`
+			Content json.RawMessage `json:"content"`
+		}
+		if json.Unmarshal(raw, &msg) != nil || msg.Role != "assistant" {
+			continue
+		}
+		var blocks []struct {
+			Type      string `json:"type"`
+			Signature string `json:"signature"`
+		}
+		_ = json.Unmarshal(msg.Content, &blocks) // a string: no blocks
+		for j, b := range blocks {
+			if b.Type == "thinking" && !s.sent[b.Signature] {
+				return fmt.Sprintf("messages.%d.content.%d: Invalid `signature` in `thinking` block", i, j)
+			}
+		}
+		lastAssistant, lastStarts, lastCalls = i, "", false
+		if len(blocks) > 0 {
+			lastStarts = blocks[0].Type
+		}
+		for _, b := range blocks {
+			lastCalls = lastCalls || b.Type == "tool_use"
+		}
+	}
+	if thinking && lastCalls && lastStarts != "thinking" && lastStarts != "redacted_thinking" {
+		return fmt.Sprintf("messages.%d.content.0.type: Expected `thinking` or `redacted_thinking`, but found `%s`. When `thinking` is enabled, a final `assistant` message must start with a thinking block (preceeding the lastmost set of `tool_use` and `tool_result` blocks).", lastAssistant, lastStarts)
+	}
+	return ""
 }
