@@ -199,7 +199,7 @@ func (s *signatures) checkThinking(messages []json.RawMessage, thinking bool) st
 		}
 	}
 	if thinking && lastCalls && lastStarts != "thinking" && lastStarts != "redacted_thinking" {
-		return fmt.Sprintf("messages.%d.content.0.type: Expected `thinking` or `redacted_thinking`, but found `%s`. When `thinking` is enabled, a final `assistant` message must start with a thinking block (preceeding the lastmost set of `tool_use` and `tool_result` blocks).", lastAssistant, lastStarts)
+		return fmt.Sprintf("messages.%d.content.0.type: Expected `thinking` or `redacted_thinking`, but found `%s`. When `thinking` is enabled, a final `assistant` message must start with a thinking block (preceding the lastmost set of `tool_use` and `tool_result` blocks).", lastAssistant, lastStarts)
 	}
 	return ""
 }
