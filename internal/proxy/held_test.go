@@ -8,8 +8,6 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/go-logr/logr/funcr"
-
 	"github.com/harness9/compaction-operator/compaction"
 )
 
@@ -31,15 +29,9 @@ func (c *convCompactor) Compact(_ context.Context, conv string, history []compac
 // per conversation, with how many items and what holds them; the conversation keeps its
 // name as the held part grows; a request that holds nothing is not logged.
 func TestHeldHistorySaysWhy(t *testing.T) {
-	var mu sync.Mutex
-	var lines []string
-	log := funcr.New(func(_, args string) {
-		mu.Lock()
-		defer mu.Unlock()
-		lines = append(lines, args)
-	}, funcr.Options{})
+	var log logLines
 	c := &convCompactor{}
-	p, err := New(Config{Upstream: echo(t), Compactor: c, Log: log})
+	p, err := New(Config{Upstream: echo(t), Compactor: c, Log: log.logger()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,8 +59,7 @@ func TestHeldHistorySaysWhy(t *testing.T) {
 	if len(convs) != 3 || convs[0] != convs[1] || convs[1] == convs[2] {
 		t.Errorf("conversations %q: want the first two named alike, the third apart", convs)
 	}
-	mu.Lock()
-	defer mu.Unlock()
+	lines := log.get()
 	var held []string
 	for _, l := range lines {
 		if strings.Contains(l, "history kept verbatim") {

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	"github.com/go-logr/logr/funcr"
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -36,23 +37,38 @@ func (s *reportingStub) got() []PassThrough {
 	return append([]PassThrough(nil), s.reports...)
 }
 
+// logLines keeps what a logger logs, for tests that read the proxy's log.
+type logLines struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+// logger returns a logger that keeps each line's key and value pairs in l.
+func (l *logLines) logger() logr.Logger {
+	return funcr.New(func(_, args string) {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		l.lines = append(l.lines, args)
+	}, funcr.Options{})
+}
+
+func (l *logLines) get() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]string(nil), l.lines...)
+}
+
 // TestPassThroughSaysWhy: a request passed through is counted by its reason every time, logged
 // at info once per conversation and reason, and reported to the AgentSession's status at once
 // (then at most every reportInterval).
 func TestPassThroughSaysWhy(t *testing.T) {
-	var mu sync.Mutex
-	var lines []string
-	log := funcr.New(func(prefix, args string) {
-		mu.Lock()
-		defer mu.Unlock()
-		lines = append(lines, args)
-	}, funcr.Options{})
+	var log logLines
 	m, err := NewMetrics(prometheus.NewRegistry())
 	if err != nil {
 		t.Fatal(err)
 	}
 	stub := &reportingStub{stubCompactor: stubCompactor{err: errors.New("compaction API down")}}
-	p, err := New(Config{Upstream: echo(t), Compactor: stub, Metrics: m, Log: log})
+	p, err := New(Config{Upstream: echo(t), Compactor: stub, Metrics: m, Log: log.logger()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,8 +100,7 @@ func TestPassThroughSaysWhy(t *testing.T) {
 			t.Errorf("report %+v, want a count of 1 naming its reason", r)
 		}
 	}
-	mu.Lock()
-	defer mu.Unlock()
+	lines := log.get()
 	logged := map[string]int{}
 	for _, l := range lines {
 		for _, reason := range []Reason{ReasonNotDecodable, ReasonCompactionFailed} {
