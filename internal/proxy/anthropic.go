@@ -56,6 +56,8 @@ type anthropicRequest struct {
 func (r *anthropicRequest) history() []compaction.Message { return r.req.Messages }
 func (r *anthropicRequest) conversation() string          { return conversationOf(r.req.Messages) }
 
+func (*anthropicRequest) asSent() bool { return true }
+
 func (r *anthropicRequest) rewrite(view []compaction.Message) ([]byte, error) {
 	return r.req.Encode(view)
 }

@@ -49,6 +49,8 @@ type geminiRequest struct {
 func (r *geminiRequest) history() []compaction.Message { return r.req.Messages }
 func (r *geminiRequest) conversation() string          { return conversationOf(r.req.Messages) }
 
+func (*geminiRequest) asSent() bool { return true }
+
 func (r *geminiRequest) rewrite(view []compaction.Message) ([]byte, error) {
 	return r.req.Encode(view)
 }

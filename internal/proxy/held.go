@@ -22,7 +22,7 @@ func (p *Proxy) noteHeld(proto, conv string, req request) {
 	if n == 0 {
 		return
 	}
-	if seen, _ := p.pass.logged.ContainsOrAdd(conv+"\x00held", struct{}{}); seen {
+	if seen, _ := p.heldLogged.ContainsOrAdd(conv, struct{}{}); seen {
 		return
 	}
 	p.cfg.Log.Info("history kept verbatim up to an item compaction cannot represent: never summarized; further requests of this conversation are not logged",

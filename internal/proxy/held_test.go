@@ -66,7 +66,7 @@ func TestHeldHistorySaysWhy(t *testing.T) {
 			held = append(held, l)
 		}
 	}
-	if len(held) != 1 || !strings.Contains(held[0], `"items"=3`) || !strings.Contains(held[0], `"item"="item_reference \"fc_1\""`) {
+	if len(held) != 1 || !strings.Contains(held[0], `"items"=3`) || !strings.Contains(held[0], `"item"="\"item_reference\" \"fc_1\""`) {
 		t.Errorf("held-history lines %q, want one saying 3 items are held by the reference to fc_1; all lines:\n%s", held, strings.Join(lines, "\n"))
 	}
 }

@@ -120,6 +120,11 @@ type openAIRequest struct {
 func (r *openAIRequest) history() []compaction.Message { return r.msgs }
 func (r *openAIRequest) conversation() string          { return conversationOf(r.msgs) }
 
+func (r *openAIRequest) asSent() bool {
+	_, set := r.fields["prompt_cache_key"]
+	return !r.cacheKey || set
+}
+
 func (r *openAIRequest) rewrite(view []compaction.Message) ([]byte, error) {
 	msgs, err := encodeMessages(asDeveloper(view, r.developer))
 	if err != nil {

@@ -101,8 +101,7 @@ const reportTimeout = 5 * time.Second
 // time a conversation is passed through for a reason, and a report to the AgentSession's
 // status at most every reportInterval per reason.
 type passThroughs struct {
-	// logged holds the conversation and reason pairs already logged (and the conversations
-	// whose held history was, see noteHeld).
+	// logged holds the conversation and reason pairs already logged.
 	logged *lru.Cache[string, struct{}]
 
 	mu      sync.Mutex

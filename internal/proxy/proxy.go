@@ -29,6 +29,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	lru "github.com/hashicorp/golang-lru/v2"
 
 	"github.com/harness9/compaction-operator/compaction"
 )
@@ -94,6 +95,8 @@ type Proxy struct {
 	usage  *usageBook
 	hooks  *hookBook
 	pass   *passThroughs
+	// heldLogged holds the conversations whose held history was logged (noteHeld).
+	heldLogged *lru.Cache[string, struct{}]
 
 	// failing is set while compactions fail, so an outage is logged once, and its end too.
 	mu      sync.Mutex
@@ -133,7 +136,8 @@ func New(cfg Config) (*Proxy, error) {
 		c = &http.Client{Transport: tr}
 	}
 	cfg.ReadBackURL = strings.TrimRight(cfg.ReadBackURL, "/")
-	return &Proxy{cfg: cfg, client: c, usage: newUsageBook(), hooks: newHookBook(), pass: newPassThroughs()}, nil
+	held, _ := lru.New[string, struct{}](maxConversations) // errors only for a size below 1
+	return &Proxy{cfg: cfg, client: c, usage: newUsageBook(), hooks: newHookBook(), pass: newPassThroughs(), heldLogged: held}, nil
 }
 
 // ServeHTTP compacts conversation requests and passes everything else through.
@@ -222,6 +226,9 @@ type request interface {
 	conversation() string
 	// rewrite returns the body with view instead of the history.
 	rewrite(view []compaction.Message) ([]byte, error)
+	// asSent reports whether rewrite, given the history itself, would only write the body
+	// anew: nothing the proxy adds (an OpenAI prompt_cache_key), so it may go as it came.
+	asSent() bool
 }
 
 // chat compacts a conversation request's history, forwards it and tees the answer's usage.
@@ -257,7 +264,7 @@ func (p *Proxy) chat(w http.ResponseWriter, r *http.Request, s surface, proto pr
 	cancel()
 	if err == nil {
 		view = ids.restore(p.withHistory(conv, p.withReadBack(conv, view)))
-		if !compaction.EqualMessages(view, req.history()) {
+		if !req.asSent() || !compaction.EqualMessages(view, req.history()) {
 			out, err = req.rewrite(view)
 		} // else the view is the history: the body goes as the agent sent it, byte for byte
 	}

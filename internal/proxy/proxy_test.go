@@ -113,6 +113,36 @@ func TestCompactedRequest(t *testing.T) {
 	}
 }
 
+// A request whose history the compaction leaves as it is goes upstream as the agent sent it,
+// byte for byte, unless the proxy adds to it: a prompt cache key, when asked to and the
+// agent set none.
+func TestUnchangedRequest(t *testing.T) {
+	const keyed = `{"model":"m", "prompt_cache_key":"mine", "messages":[{"role":"user","content":"first"}]}`
+	for _, tc := range []struct {
+		name, body string
+		cacheKey   bool
+		want       func(got string) bool
+	}{
+		{"as sent", twoMessages, false, func(got string) bool { return got == twoMessages }},
+		{"the agent's key", keyed, true, func(got string) bool { return got == keyed }},
+		{"a key added", twoMessages, true, func(got string) bool {
+			return strings.Contains(got, `"prompt_cache_key":"compaction-`) && strings.Contains(got, `"content":"first"`)
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, err := New(Config{Upstream: echo(t), Compactor: &convCompactor{}, PromptCacheKey: tc.cacheKey, Log: logr.Discard()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			srv := httptest.NewServer(p)
+			t.Cleanup(srv.Close)
+			if code, got := post(t, srv.URL+"/v1/chat/completions", tc.body); code != http.StatusOK || !tc.want(got) {
+				t.Errorf("upstream got %d %s", code, got)
+			}
+		})
+	}
+}
+
 // An upstream that cannot be reached is a 502 for the agent, counted.
 func TestUpstreamUnreachable(t *testing.T) {
 	dead := httptest.NewServer(http.NotFoundHandler())

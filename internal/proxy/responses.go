@@ -45,6 +45,8 @@ func (r *responsesRequest) history() []compaction.Message { return r.req.Message
 func (r *responsesRequest) conversation() string          { return conversationOf(r.req.Opening()) }
 func (r *responsesRequest) held() (int, string)           { return r.req.Held() }
 
+func (*responsesRequest) asSent() bool { return true }
+
 func (r *responsesRequest) rewrite(view []compaction.Message) ([]byte, error) {
 	return r.req.Encode(view)
 }
