@@ -450,11 +450,11 @@ func (it *item) describe() string {
 	_ = stringField(it.fields, "id", &id)
 	switch {
 	case it.kind == kindOpaque && it.callID != "":
-		return fmt.Sprintf("%.40s answering call %.64q", typ, it.callID)
+		return fmt.Sprintf("%.40q answering call %.64q", typ, it.callID)
 	case id != "":
-		return fmt.Sprintf("%.40s %.64q", typ, id)
+		return fmt.Sprintf("%.40q %.64q", typ, id)
 	}
-	return fmt.Sprintf("%.40s", typ)
+	return fmt.Sprintf("%.40q", typ)
 }
 
 // stringField reads an optional string field (absent or null is "").
@@ -507,8 +507,10 @@ var asideRefs = []string{"rs_", "ws_", "fs_", "ci_", "ig_"}
 // a message ("msg_") after the first user message is an assistant turn's text (the SDK
 // refers to no other message). The engine reads none of them, as it reads no reasoning: they
 // stay in the turn's source, are written back with it, and go with it when a summary covers
-// the turn (without the text it cannot see). Any other reference may stand for anything, the
-// task or a call answered later, and stays opaque.
+// the turn (without the text it cannot see). A client that refers to its own earlier input
+// messages by id after the task would have them summarized as assistant text; none is known
+// to. Any other reference may stand for anything, the task, an MCP call or a call answered
+// later, and stays opaque.
 func references(items []item) {
 	user := false // a user message came before
 	for i := range items {
@@ -789,7 +791,7 @@ func (r *Request) add(m compaction.Message, src *source) {
 // Opening is the conversation's opening as the request has it: the leading system messages
 // and the first message after them, as decoded before an opaque prefix made them system
 // messages (the prefix changes from one request to the next; the opening does not). The
-// proxy names a conversation by it.
+// proxy names a conversation by it. The slice is the request's: callers must not change it.
 func (r *Request) Opening() []compaction.Message {
 	if r.opening == nil {
 		return r.Messages

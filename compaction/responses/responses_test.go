@@ -572,7 +572,7 @@ func TestOpaqueItemsMakeTheKeptPrefix(t *testing.T) {
 	if err := compaction.Validate(r.Messages); err != nil {
 		t.Errorf("the engine refuses the history: %v", err)
 	}
-	if n, holder := r.Held(); n != 8 || holder != `function_call_output answering call "call_unknown"` {
+	if n, holder := r.Held(); n != 8 || holder != `"function_call_output" answering call "call_unknown"` {
 		t.Errorf("Held() = %d, %q; want 8 items held by the output of a call not in the request", n, holder)
 	}
 	// The opening, which names the conversation, is the request's: the prefix that made its

@@ -19,8 +19,11 @@ import (
 // (server-sent events, each a GenerateContentResponse), :generateContent, :countTokens.
 //
 // Like a thinking model (Gemini 2.5 and 3), it signs each function call it makes with a
-// thoughtSignature, and refuses, as Gemini 3 does, a request whose function calls of the
-// model lack theirs or carry one it did not send.
+// thoughtSignature. It refuses a request whose model turn starts with a function call that
+// carries no signature, or one it did not send: Gemini 3 wants the signature of the first
+// call of each step back, and accepts the value that says to skip the check
+// (gemini.SyntheticThoughtSignature, which Gemini CLI and the proxy write for a call they
+// rebuild); this model holds every turn of the request to that, not only the current one.
 type geminiModel struct {
 	*model
 	signatures *signatures
@@ -160,8 +163,9 @@ func (s *signatures) sign(k int) string {
 	return sig
 }
 
-// check returns Gemini's message for contents whose model function calls do not carry a
-// thought signature the model sent, "" when they all do.
+// check returns Gemini's message for contents with a model turn whose first function call
+// does not carry a thought signature the model sent (or the one that skips the check), ""
+// when there is none.
 func (s *signatures) check(contents []json.RawMessage) string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -177,10 +181,14 @@ func (s *signatures) check(contents []json.RawMessage) string {
 			continue
 		}
 		for j, p := range c.Parts {
-			if p.FunctionCall != nil && !s.sent[p.ThoughtSignature] {
+			if p.FunctionCall == nil {
+				continue
+			}
+			if !s.sent[p.ThoughtSignature] && p.ThoughtSignature != gemini.SyntheticThoughtSignature {
 				return fmt.Sprintf("Function call is missing a thought_signature in functionCall parts. This is required for tools to work correctly, and missing thought_signature may lead to degraded model performance. Additional data, function call `default_api:%s` , position %d. (contents[%d].parts[%d], signature %q)",
 					p.FunctionCall, i+1, i, j, p.ThoughtSignature)
 			}
+			break // only a step's first call carries one
 		}
 	}
 	return ""

@@ -229,9 +229,10 @@ func (s *storedItems) answer(respID string, items []map[string]any, reasons, inc
 }
 
 // check checks a request's input as OpenAI does against what it stored: an item_reference
-// names a stored item; a reasoning item is followed by the item it preceded, and that item
-// preceded by it when it has an id; a reasoning item's encrypted content is the one the model
-// sent. It returns OpenAI's message for a request it refuses, "" for one it accepts.
+// names a stored item; a stored reasoning item is followed by the item it preceded, and that
+// item preceded by it when it has an id; a reasoning item's encrypted content is the one the
+// model sent. Of a response to a request with "store": false (Codex) only the encrypted
+// content is checked: OpenAI keeps nothing else of it. It returns OpenAI's message for a request it refuses, "" for one it accepts.
 func (s *storedItems) check(input json.RawMessage) string {
 	var raws []json.RawMessage
 	if len(input) == 0 || input[0] != '[' {
