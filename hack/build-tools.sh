@@ -112,7 +112,10 @@ install_node_modules() {
 # needed: Claude Code's postinstall only copies the native binary of its platform package
 # (@anthropic-ai/claude-code-linux-x64/claude) over its bin/claude.exe stub, and the test runs
 # that binary where npm put it; Codex's bin/codex.js finds its platform package's binary
-# itself; the optional node-pty and keytar of Gemini CLI are not used headless. npm installs
+# itself; OpenCode's postinstall only links its platform package's binary
+# (opencode-linux-x64/bin/opencode), which the test runs where npm put it (the lock records
+# only the linux-x64 builds: the registry it was pinned from served no other); the optional
+# node-pty and keytar of Gemini CLI are not used headless. npm installs
 # only the current platform's optional packages (about 1 GB unpacked on linux-x64, most of it
 # the Claude Code and Codex binaries). Claude Code's binary brings its own runtime, so it does
 # not run on the pinned Node.
@@ -120,8 +123,10 @@ install_agents_modules() {
 	modules_current "$agents_modules_dir" && return 0
 	npm_ci "$agents_modules_dir" error
 	# npm 10 records no libc in the lock, so it also installs Claude Code's musl build (about
-	# 370 MB), which the test never runs (it runs the glibc binary of the linux package).
-	rm -rf "$agents_modules_dir"/node_modules/@anthropic-ai/claude-code-linux-*-musl
+	# 370 MB), which the test never runs (it runs the glibc binary of the linux package); and
+	# OpenCode's build for x64 CPUs without AVX2 (177 MB), which the test does not run either.
+	rm -rf "$agents_modules_dir"/node_modules/@anthropic-ai/claude-code-linux-*-musl \
+		"$agents_modules_dir"/node_modules/opencode-linux-*-baseline
 }
 
 want=${*:-kube-apiserver kubectl etcd minio controller-gen helm kubeconform node node-modules agents-modules}
@@ -141,7 +146,8 @@ for t in $want; do
 	# Node, npm and the npm packages of the Node SDK tests (test/proxy/node_test.go).
 	node) fetch_node ;;
 	node-modules) fetch_node && install_node_modules ;;
-	# The coding agents of test/agents (Claude Code, Codex CLI, Gemini CLI, @openai/agents).
+	# The coding agents of test/agents (Claude Code, Codex CLI, Gemini CLI, OpenCode,
+	# @openai/agents, the Vercel AI SDK).
 	agents-modules) fetch_node && install_agents_modules ;;
 	*) echo "unknown tool $t" >&2; exit 2 ;;
 	esac

@@ -1,7 +1,7 @@
 // Package agents drives real coding agents, installed from npm at pinned versions
 // (test/agents/node/package-lock.json, installed by `make tools`), through compaction-proxy:
-// Claude Code, Codex CLI, Gemini CLI, an OpenAI Agents SDK script and a Vercel AI SDK
-// script. Each runs headless against a scripted model of the test's own (model_test.go)
+// Claude Code, Codex CLI, Gemini CLI, OpenCode, an OpenAI Agents SDK script and a Vercel AI
+// SDK script. Each runs headless against a scripted model of the test's own (model_test.go)
 // that speaks the provider's protocol, streaming included, and asks the agent to run its own
 // tools on files in a temporary workspace until the context crosses the session's Warn and
 // Full thresholds; the manager binary on a real kube-apiserver and MinIO serves the
@@ -361,6 +361,7 @@ func TestAgents(t *testing.T) {
 	t.Run("claude-code", func(t *testing.T) { claudeCode(t, s) })
 	t.Run("codex", func(t *testing.T) { codex(t, s) })
 	t.Run("gemini-cli", func(t *testing.T) { geminiCLI(t, s) })
+	t.Run("opencode", func(t *testing.T) { opencode(t, s) })
 	t.Run("agents-sdk", func(t *testing.T) { agentsSDK(t, s, true) })
 	t.Run("agents-sdk-plain", func(t *testing.T) { agentsSDK(t, s, false) })
 	t.Run("ai-sdk", func(t *testing.T) { aiSDK(t, s, "ai-sdk", "gpt-5.5", true) })
@@ -580,4 +581,36 @@ func requireSent(t *testing.T, m *model, what string) {
 		}
 	}
 	t.Errorf("no request of the agent holds %s", what)
+}
+
+// opencode runs OpenCode (opencode-ai: the native binary of its platform package) with
+// opencode run on its OpenAI provider, configured as the injection does (OPENAI_BASE_URL,
+// OPENAI_API_KEY), without the models.dev catalog fetch (no network).
+func opencode(t *testing.T, s *suite) {
+	const steps, window = 30, 40000
+	name := "opencode"
+	_, dir := s.modules(t)
+	bin := filepath.Join(dir, "opencode-linux-x64", "bin", "opencode")
+	s.modules(t, bin)
+	ws := newWorkspace(t, steps)
+	m := newModel(t, ws, steps)
+	base := s.serve(t, name, window, newResponsesModel(m, opencodeTools), false)
+	node := filepath.Join(s.root, "bin", "node")
+	env, home := baseEnv(t, node)
+	config := filepath.Join(home, ".config", "opencode")
+	testenv.Must(t, os.MkdirAll(config, 0o755))
+	testenv.Must(t, os.WriteFile(filepath.Join(config, "opencode.json"), []byte(`{
+  "model": "openai/gpt-5.5",
+  "small_model": "openai/gpt-5.5",
+  "autoupdate": false,
+  "share": "disabled",
+  "permission": {"bash": "allow", "read": "allow", "external_directory": "allow"}
+}
+`), 0o644))
+	env = append(env, "OPENAI_BASE_URL="+base+"/v1", "OPENAI_API_KEY=sk-agents-e2e", "OPENCODE_DISABLE_MODELS_FETCH=true", "OPENCODE_DISABLE_AUTOUPDATE=true",
+		"XDG_CONFIG_HOME="+filepath.Join(home, ".config"), "XDG_DATA_HOME="+filepath.Join(home, ".local", "share"))
+	out := run(t, ws.dir, 5*time.Minute, env, bin, "run", "--model", "openai/gpt-5.5",
+		"Check every step log in logs/ with your tools, one step at a time as asked.")
+	s.check(t, name, m, out)
+	requireSent(t, m, `"type":"reasoning"`) // the model's reasoning, sent back with store false
 }

@@ -42,7 +42,7 @@ type responsesModel struct {
 type storedItems struct {
 	mu        sync.Mutex
 	byID      map[string]storedItem
-	encrypted map[string]string // reasoning id -> encrypted_content
+	encrypted map[string]bool // the encrypted_content of every reasoning item
 }
 
 // storedItem is a stored output item: its type, and the reasoning item before it or the
@@ -65,6 +65,14 @@ var codexTools = []responsesTool{
 	}},
 }
 
+// opencodeTools are OpenCode's bash and read tools.
+var opencodeTools = []responsesTool{
+	{"bash", func(m *model, k int) any {
+		return map[string]any{"command": m.command(k), "description": fmt.Sprintf("Print the log of step %d", k)}
+	}},
+	{"read", func(m *model, k int) any { return map[string]any{"filePath": m.ws.logPath(k)} }},
+}
+
 // sdkTools is the function tool of the Agents SDK script (node/sdkagent.mjs).
 var sdkTools = []responsesTool{
 	{"read_log", func(m *model, k int) any { return map[string]any{"path": m.ws.logPath(k)} }},
@@ -78,7 +86,7 @@ func newResponsesModel(m *model, tools []responsesTool) responsesModel {
 		}
 		return req.Messages, nil
 	}
-	return responsesModel{model: m, tools: tools, items: &storedItems{byID: map[string]storedItem{}, encrypted: map[string]string{}}}
+	return responsesModel{model: m, tools: tools, items: &storedItems{byID: map[string]storedItem{}, encrypted: map[string]bool{}}}
 }
 
 func (m responsesModel) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -207,9 +215,10 @@ func (s *storedItems) answer(respID string, items []map[string]any, reasons, inc
 	if reasons {
 		id := "rs_" + respID
 		rs := map[string]any{"id": id, "type": "reasoning", "summary": []any{}}
-		s.encrypted[id] = "gAAAA" + hex.EncodeToString([]byte(respID))
+		enc := "gAAAA" + hex.EncodeToString([]byte(respID))
+		s.encrypted[enc] = true
 		if include {
-			rs["encrypted_content"] = s.encrypted[id]
+			rs["encrypted_content"] = enc
 		}
 		items = append([]map[string]any{rs}, items...)
 	}
@@ -264,7 +273,8 @@ func (s *storedItems) check(input json.RawMessage) string {
 			}
 			it.Type = stored.typ
 		case "reasoning":
-			if it.EncryptedContent != nil && *it.EncryptedContent != s.encrypted[it.ID] {
+			// By its content: a client may send the item without its id (OpenCode does).
+			if it.EncryptedContent != nil && !s.encrypted[*it.EncryptedContent] {
 				return fmt.Sprintf("The encrypted content for item %s could not be verified.", it.ID)
 			}
 		}
