@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strings"
 
 	"github.com/harness9/compaction-operator/compaction"
 	"github.com/harness9/compaction-operator/internal/compactrequest"
@@ -40,12 +41,85 @@ func (o openAIProtocol) decode(_ *http.Request, body []byte) (request, error) {
 	if len(msgs) == 0 {
 		return nil, errors.New("no messages")
 	}
+	parts := asText(msgs)
 	developer := asSystem(msgs)
 	var stream bool
 	if s, ok := fields["stream"]; ok {
 		_ = json.Unmarshal(s, &stream) // anything but true is a complete answer
 	}
-	return &openAIRequest{fields: fields, msgs: msgs, developer: developer, stream: stream, cacheKey: o.cacheKey}, nil
+	return &openAIRequest{fields: fields, msgs: msgs, developer: developer, parts: parts, stream: stream, cacheKey: o.cacheKey}, nil
+}
+
+// asText makes the content of msgs that is text parts only ([{"type": "text", "text": ...}],
+// as Qwen Code sends its tool results) the text itself, which the engine offloads, estimates
+// and summarizes as text, and returns the parts by the message they became (partsKey), so
+// that rewrite sends a message the view keeps with its parts again. Parts of any other type,
+// or with other fields (cache_control), stay parts.
+func asText(msgs []compaction.Message) map[string]json.RawMessage {
+	var parts map[string]json.RawMessage
+	for i := range msgs {
+		m := &msgs[i]
+		text, ok := textParts(m.ContentParts)
+		if !ok {
+			continue
+		}
+		if parts == nil {
+			parts = map[string]json.RawMessage{}
+		}
+		raw := m.ContentParts
+		m.ContentParts, m.Content = nil, text
+		parts[partsKey(m)] = raw
+	}
+	return parts
+}
+
+// withParts returns view with the messages asText made text given their parts back; view
+// itself when there are none.
+func withParts(view []compaction.Message, parts map[string]json.RawMessage) []compaction.Message {
+	if len(parts) == 0 {
+		return view
+	}
+	var out []compaction.Message
+	for i := range view {
+		raw, ok := parts[partsKey(&view[i])]
+		if !ok || view[i].ContentParts != nil {
+			continue
+		}
+		if out == nil {
+			out = slices.Clone(view)
+		}
+		out[i].ContentParts, out[i].Content = raw, ""
+	}
+	if out == nil {
+		return view
+	}
+	return out
+}
+
+// partsKey is what asText knows a message by: its role, the call it answers and its text.
+func partsKey(m *compaction.Message) string {
+	return string(m.Role) + "\x00" + m.ToolCallID + "\x00" + m.Content
+}
+
+// textParts returns the text of content parts that are all {"type": "text", "text": ...},
+// joined, and whether they are.
+func textParts(raw json.RawMessage) (string, bool) {
+	if len(raw) == 0 {
+		return "", false
+	}
+	var list []map[string]json.RawMessage
+	if json.Unmarshal(raw, &list) != nil || len(list) == 0 {
+		return "", false
+	}
+	var b strings.Builder
+	for _, p := range list {
+		var typ, text string
+		if len(p) != 2 || json.Unmarshal(p["type"], &typ) != nil || typ != "text" || json.Unmarshal(p["text"], &text) != nil {
+			return "", false
+		}
+		b.WriteString(text)
+	}
+	return b.String(), true
 }
 
 // roleDeveloper is the role OpenAI's reasoning models (o1 and later, gpt-5) take system
@@ -112,7 +186,8 @@ func (openAIProtocol) usageReader(req request) usageReader {
 type openAIRequest struct {
 	fields    map[string]json.RawMessage
 	msgs      []compaction.Message
-	developer map[string]bool // the messages that were developer messages (asSystem)
+	developer map[string]bool            // the messages that were developer messages (asSystem)
+	parts     map[string]json.RawMessage // the messages that were text parts (asText)
 	stream    bool
 	cacheKey  bool
 }
@@ -126,7 +201,7 @@ func (r *openAIRequest) asSent() bool {
 }
 
 func (r *openAIRequest) rewrite(view []compaction.Message) ([]byte, error) {
-	msgs, err := encodeMessages(asDeveloper(view, r.developer))
+	msgs, err := encodeMessages(withParts(asDeveloper(view, r.developer), r.parts))
 	if err != nil {
 		return nil, fmt.Errorf("encode view: %w", err)
 	}
