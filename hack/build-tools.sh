@@ -146,8 +146,8 @@ for t in $want; do
 	# Node, npm and the npm packages of the Node SDK tests (test/proxy/node_test.go).
 	node) fetch_node ;;
 	node-modules) fetch_node && install_node_modules ;;
-	# The coding agents of test/agents (Claude Code, Codex CLI, Gemini CLI, OpenCode,
-	# @openai/agents, the Vercel AI SDK).
+	# The coding agents of test/agents (Claude Code, Codex CLI, Gemini CLI, OpenCode, Qwen
+	# Code, @openai/agents, the Vercel AI SDK).
 	agents-modules) fetch_node && install_agents_modules ;;
 	*) echo "unknown tool $t" >&2; exit 2 ;;
 	esac

@@ -1,7 +1,7 @@
 // Package agents drives real coding agents, installed from npm at pinned versions
 // (test/agents/node/package-lock.json, installed by `make tools`), through compaction-proxy:
-// Claude Code, Codex CLI, Gemini CLI, OpenCode, an OpenAI Agents SDK script and a Vercel AI
-// SDK script. Each runs headless against a scripted model of the test's own (model_test.go)
+// Claude Code, Codex CLI, Gemini CLI, OpenCode, Qwen Code, an OpenAI Agents SDK script and a
+// Vercel AI SDK script. Each runs headless against a scripted model of the test's own (model_test.go)
 // that speaks the provider's protocol, streaming included, and asks the agent to run its own
 // tools on files in a temporary workspace until the context crosses the session's Warn and
 // Full thresholds; the manager binary on a real kube-apiserver and MinIO serves the
@@ -362,6 +362,7 @@ func TestAgents(t *testing.T) {
 	t.Run("codex", func(t *testing.T) { codex(t, s) })
 	t.Run("gemini-cli", func(t *testing.T) { geminiCLI(t, s) })
 	t.Run("opencode", func(t *testing.T) { opencode(t, s) })
+	t.Run("qwen-code", func(t *testing.T) { qwenCode(t, s) })
 	t.Run("agents-sdk", func(t *testing.T) { agentsSDK(t, s, true) })
 	t.Run("agents-sdk-plain", func(t *testing.T) { agentsSDK(t, s, false) })
 	t.Run("ai-sdk", func(t *testing.T) { aiSDK(t, s, "ai-sdk", "gpt-5.5", true) })
@@ -613,4 +614,31 @@ func opencode(t *testing.T, s *suite) {
 		"Check every step log in logs/ with your tools, one step at a time as asked.")
 	s.check(t, name, m, out)
 	requireSent(t, m, `"type":"reasoning"`) // the model's reasoning, sent back with store false
+}
+
+// qwenCode runs Qwen Code (@qwen-code/qwen-code: cli.js on the pinned Node) in
+// non-interactive mode on an OpenAI-compatible provider, configured as the injection does
+// (OPENAI_BASE_URL, OPENAI_API_KEY) and with OPENAI_MODEL: Chat Completions.
+func qwenCode(t *testing.T, s *suite) {
+	const steps, window = 30, 56000
+	name := "qwen-code"
+	node, dir := s.modules(t, filepath.Join("@qwen-code", "qwen-code", "cli.js"))
+	ws := newWorkspace(t, steps)
+	m := newModel(t, ws, steps)
+	base := s.serve(t, name, window, newChatModel(m, qwenTools), false)
+	env, home := baseEnv(t, node)
+	settings := filepath.Join(home, ".qwen")
+	testenv.Must(t, os.MkdirAll(settings, 0o755))
+	testenv.Must(t, os.WriteFile(filepath.Join(settings, "settings.json"), []byte(`{
+  "security": {"auth": {"selectedType": "openai"}, "folderTrust": {"enabled": false}},
+  "general": {"disableAutoUpdate": true, "disableUpdateNag": true},
+  "privacy": {"usageStatisticsEnabled": false},
+  "telemetry": {"enabled": false},
+  "ide": {"enabled": false}
+}
+`), 0o644))
+	env = append(env, "OPENAI_BASE_URL="+base+"/v1", "OPENAI_API_KEY=sk-agents-e2e", "OPENAI_MODEL=qwen3-coder-plus")
+	out := run(t, ws.dir, 5*time.Minute, env, node, filepath.Join(dir, "@qwen-code", "qwen-code", "cli.js"),
+		"--yolo", "--output-format", "text", "-p", "Check every step log in logs/ with your tools, one step at a time as asked.")
+	s.check(t, name, m, out)
 }

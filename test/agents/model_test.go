@@ -177,19 +177,26 @@ func (m *model) command(k int) string { return "cat " + m.ws.logPath(k) }
 func promptTokens(raw []byte) int { return len(raw) * 10 / 36 }
 
 // toolNames are the names of tools in a JSON array of objects with a "name" (Anthropic,
-// Responses) or of Gemini's {"functionDeclarations": [...]}.
+// Responses), of Chat Completions' {"function": {"name": ...}} or of Gemini's
+// {"functionDeclarations": [...]}.
 func toolNames(tools []json.RawMessage) map[string]json.RawMessage {
 	out := map[string]json.RawMessage{}
 	for _, raw := range tools {
 		var tool struct {
-			Name  string            `json:"name"`
-			Decls []json.RawMessage `json:"functionDeclarations"`
+			Name     string            `json:"name"`
+			Decls    []json.RawMessage `json:"functionDeclarations"`
+			Function struct {
+				Name string `json:"name"`
+			} `json:"function"`
 		}
 		if json.Unmarshal(raw, &tool) != nil {
 			continue
 		}
 		if tool.Name != "" {
 			out[tool.Name] = raw
+		}
+		if tool.Function.Name != "" {
+			out[tool.Function.Name] = raw
 		}
 		for name, decl := range toolNames(tool.Decls) {
 			out[name] = decl

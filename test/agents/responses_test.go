@@ -21,7 +21,7 @@ import (
 // response.output_text.delta, response.function_call_arguments.delta and .done,
 // response.output_item.done, response.completed with usage) or not; GET /v1/models. A
 // WebSocket upgrade (Codex tries one first) is refused with 426 Upgrade Required, as a
-// server without WebSockets does.
+// server without WebSockets does. It answers Chat Completions too (chat_test.go).
 //
 // Like a reasoning model (gpt-5.5, the o-series), it answers with a reasoning item before
 // the call or message, with its encrypted_content when the request includes
@@ -73,6 +73,13 @@ var opencodeTools = []responsesTool{
 	{"read", func(m *model, k int) any { return map[string]any{"filePath": m.ws.logPath(k)} }},
 }
 
+// qwenTools is Qwen Code's shell tool.
+var qwenTools = []responsesTool{
+	{"run_shell_command", func(m *model, k int) any {
+		return map[string]any{"command": m.command(k), "description": fmt.Sprintf("Print the log of step %d", k)}
+	}},
+}
+
 // sdkTools is the function tool of the Agents SDK script (node/sdkagent.mjs).
 var sdkTools = []responsesTool{
 	{"read_log", func(m *model, k int) any { return map[string]any{"path": m.ws.logPath(k)} }},
@@ -86,7 +93,22 @@ func newResponsesModel(m *model, tools []responsesTool) responsesModel {
 		}
 		return req.Messages, nil
 	}
-	return responsesModel{model: m, tools: tools, items: &storedItems{byID: map[string]storedItem{}, encrypted: map[string]bool{}}}
+	return responsesModel{model: m, tools: tools, items: newStoredItems()}
+}
+
+func newStoredItems() *storedItems {
+	return &storedItems{byID: map[string]storedItem{}, encrypted: map[string]bool{}}
+}
+
+// pick is the first of the script's tools the request declares (nil: none).
+func (m responsesModel) pick(tools []json.RawMessage) *responsesTool {
+	declared := toolNames(tools)
+	for i := range m.tools {
+		if _, ok := declared[m.tools[i].name]; ok {
+			return &m.tools[i]
+		}
+	}
+	return nil
 }
 
 func (m responsesModel) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -97,6 +119,8 @@ func (m responsesModel) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "websocket not supported", http.StatusUpgradeRequired)
 	case r.Method == http.MethodPost && r.URL.Path == "/v1/responses":
 		m.responses(w, r, raw)
+	case r.Method == http.MethodPost && r.URL.Path == "/v1/chat/completions":
+		m.complete(w, r, raw)
 	case r.Method == http.MethodGet && r.URL.Path == "/v1/models":
 		m.sideRequest(r, raw)
 		writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": []any{map[string]any{"id": "gpt-5.5", "object": "model", "created": 1, "owned_by": "openai"}}})
@@ -125,14 +149,7 @@ func (m responsesModel) responses(w http.ResponseWriter, r *http.Request, raw []
 		writeJSON(w, http.StatusBadRequest, map[string]any{"error": map[string]any{"message": refused, "type": "invalid_request_error", "param": "input"}})
 		return
 	}
-	declared := toolNames(req.Tools)
-	var tool *responsesTool
-	for i := range m.tools {
-		if _, ok := declared[m.tools[i].name]; ok {
-			tool = &m.tools[i]
-			break
-		}
-	}
+	tool := m.pick(req.Tools)
 	now := time.Now()
 	respID := fmt.Sprintf("resp_%d", now.UnixNano())
 	var items []map[string]any
