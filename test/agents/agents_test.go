@@ -361,7 +361,8 @@ func TestAgents(t *testing.T) {
 	t.Run("claude-code", func(t *testing.T) { claudeCode(t, s) })
 	t.Run("codex", func(t *testing.T) { codex(t, s) })
 	t.Run("gemini-cli", func(t *testing.T) { geminiCLI(t, s) })
-	t.Run("opencode", func(t *testing.T) { opencode(t, s) })
+	t.Run("opencode", func(t *testing.T) { opencode(t, s, "openai/gpt-5.5") })
+	t.Run("opencode-anthropic", func(t *testing.T) { opencode(t, s, "anthropic/claude-sonnet-4-5") })
 	t.Run("qwen-code", func(t *testing.T) { qwenCode(t, s) })
 	t.Run("agents-sdk", func(t *testing.T) { agentsSDK(t, s, true) })
 	t.Run("agents-sdk-plain", func(t *testing.T) { agentsSDK(t, s, false) })
@@ -585,35 +586,54 @@ func requireSent(t *testing.T, m *model, what string) {
 }
 
 // opencode runs OpenCode (opencode-ai: the native binary of its platform package) with
-// opencode run on its OpenAI provider, configured as the injection does (OPENAI_BASE_URL,
-// OPENAI_API_KEY), without the models.dev catalog fetch (no network).
-func opencode(t *testing.T, s *suite) {
+// opencode run on its OpenAI or Anthropic provider (model is provider/model), configured as
+// the injection does (OPENAI_BASE_URL and OPENAI_API_KEY, or ANTHROPIC_BASE_URL and
+// ANTHROPIC_API_KEY), without the models.dev catalog fetch (no network).
+func opencode(t *testing.T, s *suite, model string) {
 	const steps, window = 30, 40000
+	provider, _, _ := strings.Cut(model, "/")
 	name := "opencode"
+	if provider != "openai" {
+		name += "-" + provider
+	}
 	_, dir := s.modules(t)
 	bin := filepath.Join(dir, "opencode-linux-x64", "bin", "opencode")
 	s.modules(t, bin)
 	ws := newWorkspace(t, steps)
 	m := newModel(t, ws, steps)
-	base := s.serve(t, name, window, newResponsesModel(m, opencodeTools), false)
 	node := filepath.Join(s.root, "bin", "node")
 	env, home := baseEnv(t, node)
+	if provider == "anthropic" {
+		// The injection's value, for Claude Code: OpenCode's SDK (@ai-sdk/anthropic) appends
+		// only /messages to it, which the proxy sends to the upstream's /v1/messages (the
+		// scripted model alone, with -direct, needs the /v1).
+		base := s.serve(t, name, window, newAnthropicModel(m), false)
+		if *direct {
+			base += "/v1"
+		}
+		env = append(env, "ANTHROPIC_BASE_URL="+base, "ANTHROPIC_API_KEY=sk-ant-agents-e2e")
+	} else {
+		base := s.serve(t, name, window, newResponsesModel(m, opencodeTools), false)
+		env = append(env, "OPENAI_BASE_URL="+base+"/v1", "OPENAI_API_KEY=sk-agents-e2e")
+	}
 	config := filepath.Join(home, ".config", "opencode")
 	testenv.Must(t, os.MkdirAll(config, 0o755))
 	testenv.Must(t, os.WriteFile(filepath.Join(config, "opencode.json"), []byte(`{
-  "model": "openai/gpt-5.5",
-  "small_model": "openai/gpt-5.5",
+  "model": "`+model+`",
+  "small_model": "`+model+`",
   "autoupdate": false,
   "share": "disabled",
   "permission": {"bash": "allow", "read": "allow", "external_directory": "allow"}
 }
 `), 0o644))
-	env = append(env, "OPENAI_BASE_URL="+base+"/v1", "OPENAI_API_KEY=sk-agents-e2e", "OPENCODE_DISABLE_MODELS_FETCH=true", "OPENCODE_DISABLE_AUTOUPDATE=true",
+	env = append(env, "OPENCODE_DISABLE_MODELS_FETCH=true", "OPENCODE_DISABLE_AUTOUPDATE=true",
 		"XDG_CONFIG_HOME="+filepath.Join(home, ".config"), "XDG_DATA_HOME="+filepath.Join(home, ".local", "share"))
-	out := run(t, ws.dir, 5*time.Minute, env, bin, "run", "--model", "openai/gpt-5.5",
+	out := run(t, ws.dir, 5*time.Minute, env, bin, "run", "--model", model,
 		"Check every step log in logs/ with your tools, one step at a time as asked.")
 	s.check(t, name, m, out)
-	requireSent(t, m, `"type":"reasoning"`) // the model's reasoning, sent back with store false
+	if provider == "openai" {
+		requireSent(t, m, `"type":"reasoning"`) // the model's reasoning, sent back with store false
+	}
 }
 
 // qwenCode runs Qwen Code (@qwen-code/qwen-code: cli.js on the pinned Node) in

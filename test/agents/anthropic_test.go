@@ -80,8 +80,13 @@ func (m anthropicModel) messages(w http.ResponseWriter, r *http.Request, raw []b
 		return
 	}
 	tools := toolNames(req.Tools)
-	_, bash := tools["Bash"]
-	_, read := tools["Read"]
+	// Claude Code's tools, or OpenCode's.
+	shellTool, readTool, pathParam := "Bash", "Read", "file_path"
+	if _, ok := tools["bash"]; ok {
+		shellTool, readTool, pathParam = "bash", "read", "filePath"
+	}
+	_, bash := tools[shellTool]
+	_, read := tools[readTool]
 	var blocks []map[string]any // content blocks of the answer
 	stop := "end_turn"
 	if !bash && !read {
@@ -90,17 +95,17 @@ func (m anthropicModel) messages(w http.ResponseWriter, r *http.Request, raw []b
 	} else {
 		ask := 0
 		// Read every fourth step when the agent has it, Bash otherwise.
-		tool := "Bash"
+		tool := shellTool
 		if k := m.stepOf(raw) + 1; read && (k%4 == 0 || !bash) {
-			tool = "Read"
+			tool = readTool
 		}
 		ask = m.next(r, raw, tool)
 		if ask == 0 {
 			blocks = []map[string]any{{"type": "text", "text": finalText(m.steps)}}
 		} else {
 			input := map[string]any{"command": m.command(ask), "description": fmt.Sprintf("Print the log of step %d", ask)}
-			if tool == "Read" {
-				input = map[string]any{"file_path": m.ws.logPath(ask)}
+			if tool == readTool {
+				input = map[string]any{pathParam: m.ws.logPath(ask)}
 			}
 			stop = "tool_use"
 			blocks = []map[string]any{
