@@ -1,7 +1,7 @@
 // Package agents drives real coding agents, installed from npm at pinned versions
 // (test/agents/node/package-lock.json, installed by `make tools`), through compaction-proxy:
-// Claude Code, Codex CLI, Gemini CLI, OpenCode, Qwen Code, an OpenAI Agents SDK script and a
-// Vercel AI SDK script. Each runs headless against a scripted model of the test's own (model_test.go)
+// Claude Code, Codex CLI, Gemini CLI, OpenCode, Qwen Code, and scripts of the OpenAI Agents
+// SDK, LangChain.js and the Vercel AI SDK. Each runs headless against a scripted model of the test's own (model_test.go)
 // that speaks the provider's protocol, streaming included, and asks the agent to run its own
 // tools on files in a temporary workspace until the context crosses the session's Warn and
 // Full thresholds; the manager binary on a real kube-apiserver and MinIO serves the
@@ -366,6 +366,7 @@ func TestAgents(t *testing.T) {
 	t.Run("qwen-code", func(t *testing.T) { qwenCode(t, s) })
 	t.Run("agents-sdk", func(t *testing.T) { agentsSDK(t, s, true) })
 	t.Run("agents-sdk-plain", func(t *testing.T) { agentsSDK(t, s, false) })
+	t.Run("langchain", func(t *testing.T) { langChain(t, s) })
 	t.Run("ai-sdk", func(t *testing.T) { aiSDK(t, s, "ai-sdk", "gpt-5.5", true) })
 	t.Run("ai-sdk-plain", func(t *testing.T) { aiSDK(t, s, "ai-sdk-plain", "gpt-5.5", false) })
 	t.Run("ai-sdk-gpt-4.1", func(t *testing.T) { aiSDK(t, s, "ai-sdk-gpt-4-1", "gpt-4.1", true) })
@@ -660,5 +661,23 @@ func qwenCode(t *testing.T, s *suite) {
 	env = append(env, "OPENAI_BASE_URL="+base+"/v1", "OPENAI_API_KEY=sk-agents-e2e", "OPENAI_MODEL=qwen3-coder-plus")
 	out := run(t, ws.dir, 5*time.Minute, env, node, filepath.Join(dir, "@qwen-code", "qwen-code", "cli.js"),
 		"--yolo", "--output-format", "text", "-p", "Check every step log in logs/ with your tools, one step at a time as asked.")
+	s.check(t, name, m, out)
+}
+
+// langChain runs node/lcagent.mjs, an agent of LangChain.js (ChatOpenAI on Chat Completions,
+// gpt-5.5) with one tool, configured only by the environment the injection sets. Not
+// streamed: streamed, ChatOpenAI first downloads a tiktoken encoding from tiktoken.pages.dev,
+// which the test's machine cannot reach.
+func langChain(t *testing.T, s *suite) {
+	const steps, window = 30, 24000
+	name := "langchain"
+	node, dir := s.modules(t, filepath.Join("@langchain", "openai", "package.json"), filepath.Join("@langchain", "core", "package.json"))
+	ws := newWorkspace(t, steps)
+	m := newModel(t, ws, steps)
+	base := s.serve(t, name, window, newChatModel(m, sdkTools), false)
+	env, _ := baseEnv(t, node)
+	env = append(env, "OPENAI_BASE_URL="+base+"/v1", "OPENAI_API_KEY=sk-agents-e2e")
+	out := run(t, ws.dir, 3*time.Minute, env, node, filepath.Join(filepath.Dir(dir), "lcagent.mjs"),
+		"--task", "Check every step log in "+filepath.Join(ws.dir, "logs")+" with read_log, one step at a time as asked.")
 	s.check(t, name, m, out)
 }
