@@ -662,6 +662,8 @@ func qwenCode(t *testing.T, s *suite) {
 	out := run(t, ws.dir, 5*time.Minute, env, node, filepath.Join(dir, "@qwen-code", "qwen-code", "cli.js"),
 		"--yolo", "--output-format", "text", "-p", "Check every step log in logs/ with your tools, one step at a time as asked.")
 	s.check(t, name, m, out)
+	// The tool results the view keeps go back as the text parts Qwen Code sent.
+	requireLast(t, m, `{"content":[{"type":"text","text":"Command: `)
 }
 
 // langChain runs node/lcagent.mjs, an agent of LangChain.js (ChatOpenAI on Chat Completions,
@@ -680,4 +682,15 @@ func langChain(t *testing.T, s *suite) {
 	out := run(t, ws.dir, 3*time.Minute, env, node, filepath.Join(filepath.Dir(dir), "lcagent.mjs"),
 		"--task", "Check every step log in "+filepath.Join(ws.dir, "logs")+" with read_log, one step at a time as asked.")
 	s.check(t, name, m, out)
+	requireLast(t, m, `"role":"developer"`) // the system prompt, back in its role
+}
+
+// requireLast fails the test unless the last tool-loop request the model received (a
+// compacted view) holds what.
+func requireLast(t *testing.T, m *model, what string) {
+	t.Helper()
+	main, _ := m.requests()
+	if len(main) == 0 || !bytes.Contains(main[len(main)-1].raw, []byte(what)) {
+		t.Errorf("the last request of the agent does not hold %s", what)
+	}
 }
